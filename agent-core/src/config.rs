@@ -1,0 +1,395 @@
+//! The owner's configuration, read from TOML in the platform config directory.
+//!
+//! Every field has a default, so an empty file is valid. A wrong value is rejected with
+//! an error that names the field (as a dotted TOML path) and the allowed range; an
+//! unknown field is rejected by name too, so a typo never silently does nothing.
+
+use chrono::{NaiveTime, Weekday};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+/// A configuration problem, naming the field at fault.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("config field `{field}` = {value} is out of range: allowed {allowed}")]
+    OutOfRange { field: String, value: String, allowed: String },
+    #[error("config field `{field}`: {message}")]
+    Invalid { field: String, message: String },
+    #[error("config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("cannot read config file {path}: {message}")]
+    Io { path: String, message: String },
+}
+
+/// How guest work is treated when the owner comes back (seed 000).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvictionMode {
+    /// IE: stop guest work at once (checkpoint signal, then kill after a grace).
+    ImmediateEviction,
+    /// PM: keep it frozen for a fixed pause, then evict if the owner is still there.
+    PauseAndMigrate,
+    /// LL: keep it running at lowest priority while the owner is only lightly active,
+    /// migrating after `T_lingr`.
+    LingerLonger,
+    /// LF: linger and never migrate.
+    LingerForever,
+}
+
+impl EvictionMode {
+    /// The short name used in seed 000 (IE, PM, LL, LF).
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::ImmediateEviction => "IE",
+            Self::PauseAndMigrate => "PM",
+            Self::LingerLonger => "LL",
+            Self::LingerForever => "LF",
+        }
+    }
+}
+
+/// Which input backend to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InputBackendChoice {
+    /// Pick the best one this session offers.
+    Auto,
+    X11,
+    Wayland,
+    Mutter,
+    Logind,
+    Polled,
+    /// No input sensing: availability rests on CPU and memory alone.
+    None,
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub sampling: Sampling,
+    pub availability: Availability,
+    pub budget: Budget,
+    pub eviction: Eviction,
+    pub rules: Rules,
+    pub input: Input,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Sampling {
+    /// Milliseconds between samples (default 1000).
+    pub interval_ms: u64,
+    /// Seconds between rows of the compact trace kept for calibration (default 2).
+    pub trace_interval_s: u64,
+    /// Days the trace is kept (default 30).
+    pub trace_retention_days: u64,
+}
+
+/// The availability definition and the recruitment threshold (seed 004, §3.4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Availability {
+    /// Owner CPU (fraction of the machine) below which the machine can be idle.
+    pub owner_cpu_max: f32,
+    /// Window over which owner memory must be steady, seconds.
+    pub memory_window_s: u64,
+    /// Largest growth of owner memory over the window, as a fraction of total memory.
+    pub memory_growth_max: f32,
+    /// Continuous idleness required before guest work is recruited, seconds.
+    pub recruitment_threshold_s: u64,
+}
+
+/// The social contract (seed 004, §3.5).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Budget {
+    /// At most this many interruptions per local day; then the machine leaves the pool
+    /// until the next local day.
+    pub interruptions_per_day: u32,
+    /// An owner returning within this many seconds after guest work finished still
+    /// counts as interrupted (they may find their state changed by it).
+    pub after_guest_window_s: u64,
+}
+
+/// What happens to guest work when the owner returns (seed 000).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Eviction {
+    pub mode: EvictionMode,
+    /// Owner utilisation h (over `linger_window_s`) up to which lingering is allowed.
+    pub linger_cpu_max: f32,
+    /// Window for the owner utilisation h, seconds.
+    pub linger_window_s: u64,
+    /// PM: how long guest work stays frozen before it is evicted, seconds.
+    pub pause_s: u64,
+    /// Estimated migration cost T_migr = suspend + image/bandwidth + resume, seconds,
+    /// until the guest runtime measures one.
+    pub migration_cost_s: u64,
+    /// Seconds between the checkpoint signal and the kill.
+    pub kill_grace_s: u64,
+}
+
+/// When the machine may be used at all.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Rules {
+    /// Donate while running on battery (default false: "not on battery").
+    pub allow_on_battery: bool,
+    /// No guest work while the hottest CPU sensor is at or above this, °C.
+    pub cpu_temp_max_c: f32,
+    /// Allowed hours per weekday, e.g. `mon = ["09:00-12:00", "13:00-17:00"]`. A day
+    /// not listed is allowed all day; an empty list means not at all that day.
+    pub hours: AllowedHours,
+}
+
+/// Allowed hours, one list of `HH:MM-HH:MM` ranges per weekday.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AllowedHours {
+    pub mon: Option<Vec<String>>,
+    pub tue: Option<Vec<String>>,
+    pub wed: Option<Vec<String>>,
+    pub thu: Option<Vec<String>>,
+    pub fri: Option<Vec<String>>,
+    pub sat: Option<Vec<String>>,
+    pub sun: Option<Vec<String>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Input {
+    pub backend: InputBackendChoice,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            sampling: Sampling::default(),
+            availability: Availability::default(),
+            budget: Budget::default(),
+            eviction: Eviction::default(),
+            rules: Rules::default(),
+            input: Input::default(),
+        }
+    }
+}
+impl Default for Sampling {
+    fn default() -> Self {
+        Self { interval_ms: 1000, trace_interval_s: 2, trace_retention_days: 30 }
+    }
+}
+impl Default for Availability {
+    fn default() -> Self {
+        Self { owner_cpu_max: 0.20, memory_window_s: 60, memory_growth_max: 0.05, recruitment_threshold_s: 180 }
+    }
+}
+impl Default for Budget {
+    fn default() -> Self {
+        Self { interruptions_per_day: 5, after_guest_window_s: 60 }
+    }
+}
+impl Default for Eviction {
+    fn default() -> Self {
+        Self {
+            mode: EvictionMode::LingerLonger,
+            linger_cpu_max: 0.20,
+            linger_window_s: 10,
+            pause_s: 300,
+            migration_cost_s: 30,
+            kill_grace_s: 10,
+        }
+    }
+}
+impl Default for Rules {
+    fn default() -> Self {
+        Self { allow_on_battery: false, cpu_temp_max_c: 90.0, hours: AllowedHours::default() }
+    }
+}
+impl Default for Input {
+    fn default() -> Self {
+        Self { backend: InputBackendChoice::Auto }
+    }
+}
+
+/// A parsed allowed-hours range within one day, `[start, end)` in minutes from midnight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MinuteRange {
+    pub start: u16,
+    pub end: u16,
+}
+
+fn range_check<T: PartialOrd + std::fmt::Display>(field: &str, v: T, lo: T, hi: T) -> Result<(), ConfigError> {
+    if v < lo || v > hi || v.to_string() == "NaN" {
+        return Err(ConfigError::OutOfRange { field: field.into(), value: v.to_string(), allowed: format!("{lo}..={hi}") });
+    }
+    Ok(())
+}
+
+fn parse_hhmm(s: &str) -> Option<u16> {
+    if s == "24:00" {
+        return Some(24 * 60);
+    }
+    let t = NaiveTime::parse_from_str(s, "%H:%M").ok()?;
+    Some((chrono::Timelike::hour(&t) * 60 + chrono::Timelike::minute(&t)) as u16)
+}
+
+/// Parses one `HH:MM-HH:MM` range (end after start; `24:00` allowed as end).
+pub fn parse_range(s: &str) -> Option<MinuteRange> {
+    let (a, b) = s.trim().split_once('-')?;
+    let (start, end) = (parse_hhmm(a.trim())?, parse_hhmm(b.trim())?);
+    (start < end && start < 24 * 60).then_some(MinuteRange { start, end })
+}
+
+impl AllowedHours {
+    fn day(&self, wd: Weekday) -> (&'static str, &Option<Vec<String>>) {
+        match wd {
+            Weekday::Mon => ("mon", &self.mon),
+            Weekday::Tue => ("tue", &self.tue),
+            Weekday::Wed => ("wed", &self.wed),
+            Weekday::Thu => ("thu", &self.thu),
+            Weekday::Fri => ("fri", &self.fri),
+            Weekday::Sat => ("sat", &self.sat),
+            Weekday::Sun => ("sun", &self.sun),
+        }
+    }
+
+    /// The allowed ranges for a weekday; `None` means all day.
+    pub fn ranges(&self, wd: Weekday) -> Option<Vec<MinuteRange>> {
+        self.day(wd).1.as_ref().map(|v| v.iter().filter_map(|s| parse_range(s)).collect())
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        for wd in [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri, Weekday::Sat, Weekday::Sun] {
+            let (name, v) = self.day(wd);
+            for (i, s) in v.iter().flatten().enumerate() {
+                if parse_range(s).is_none() {
+                    return Err(ConfigError::Invalid {
+                        field: format!("rules.hours.{name}[{i}]"),
+                        message: format!("{s:?} is not a range like \"09:00-17:30\" (HH:MM-HH:MM, end after start, 00:00..=24:00)"),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Checks every field against its allowed range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let s = &self.sampling;
+        range_check("sampling.interval_ms", s.interval_ms, 100, 60_000)?;
+        range_check("sampling.trace_interval_s", s.trace_interval_s, 1, 3600)?;
+        range_check("sampling.trace_retention_days", s.trace_retention_days, 1, 3650)?;
+        let a = &self.availability;
+        range_check("availability.owner_cpu_max", a.owner_cpu_max, 0.01, 1.0)?;
+        range_check("availability.memory_window_s", a.memory_window_s, 5, 3600)?;
+        range_check("availability.memory_growth_max", a.memory_growth_max, 0.0, 1.0)?;
+        range_check("availability.recruitment_threshold_s", a.recruitment_threshold_s, 0, 86_400)?;
+        let b = &self.budget;
+        range_check("budget.interruptions_per_day", b.interruptions_per_day, 0, 20)?;
+        range_check("budget.after_guest_window_s", b.after_guest_window_s, 0, 3600)?;
+        let e = &self.eviction;
+        range_check("eviction.linger_cpu_max", e.linger_cpu_max, 0.0, 1.0)?;
+        range_check("eviction.linger_window_s", e.linger_window_s, 1, 600)?;
+        range_check("eviction.pause_s", e.pause_s, 0, 86_400)?;
+        range_check("eviction.migration_cost_s", e.migration_cost_s, 0, 86_400)?;
+        range_check("eviction.kill_grace_s", e.kill_grace_s, 0, 600)?;
+        range_check("rules.cpu_temp_max_c", self.rules.cpu_temp_max_c, 30.0, 120.0)?;
+        self.rules.hours.validate()?;
+        Ok(())
+    }
+
+    /// Parses and validates TOML text; `origin` names the file in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            let message = e.message().to_owned();
+            ConfigError::Parse { path: origin.into(), message: describe_toml_error(text, &e, message) }
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Loads the file at `path`, or the defaults if it does not exist.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::from_toml(&text, &path.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(ConfigError::Io { path: path.display().to_string(), message: e.to_string() }),
+        }
+    }
+
+    /// Writes the configuration as TOML, atomically (write then rename).
+    pub fn save(&self, path: &Path) -> Result<(), ConfigError> {
+        let io = |e: std::io::Error| ConfigError::Io { path: path.display().to_string(), message: e.to_string() };
+        self.validate()?;
+        let text = toml::to_string_pretty(self).map_err(|e| ConfigError::Invalid { field: "(all)".into(), message: e.to_string() })?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let tmp = path.with_extension("toml.tmp");
+        std::fs::write(&tmp, text).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// Sampling interval as a duration.
+    pub fn sample_interval(&self) -> Duration {
+        Duration::from_millis(self.sampling.interval_ms)
+    }
+}
+
+/// Adds the line and column to a TOML error (the toml crate's message already names the
+/// field for type errors and unknown fields).
+fn describe_toml_error(text: &str, e: &toml::de::Error, message: String) -> String {
+    match e.span() {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!("line {line}: {message}")
+        }
+        None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        assert_eq!(Config::from_toml("", "t").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn out_of_range_names_field_and_range() {
+        let err = Config::from_toml("[budget]\ninterruptions_per_day = 50\n", "t").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("budget.interruptions_per_day"), "{msg}");
+        assert!(msg.contains("0..=20"), "{msg}");
+        let err = Config::from_toml("[availability]\nowner_cpu_max = 1.5\n", "t").unwrap_err().to_string();
+        assert!(err.contains("availability.owner_cpu_max") && err.contains("0.01..=1"), "{err}");
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let err = Config::from_toml("[budget]\ninteruptions = 3\n", "t").unwrap_err().to_string();
+        assert!(err.contains("interuptions"), "{err}");
+    }
+
+    #[test]
+    fn bad_hours_name_the_day_and_index() {
+        let err = Config::from_toml("[rules.hours]\nmon = [\"09:00-12:00\", \"18:00-17:00\"]\n", "t").unwrap_err().to_string();
+        assert!(err.contains("rules.hours.mon[1]"), "{err}");
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let mut c = Config::default();
+        c.budget.interruptions_per_day = 3;
+        c.rules.hours.sat = Some(vec![]);
+        c.eviction.mode = EvictionMode::PauseAndMigrate;
+        let text = toml::to_string_pretty(&c).unwrap();
+        assert_eq!(Config::from_toml(&text, "t").unwrap(), c);
+    }
+}

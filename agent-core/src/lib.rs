@@ -1,0 +1,12 @@
+//! Lull's agent core.
+//!
+//! The pure part — [`policy`] — takes time and readings as arguments and returns
+//! decisions; it never reads the clock, the OS or the network, so the live agent, the
+//! coordinator and the simulator all drive the very same code. Everything that touches
+//! the world (sensors, input backends, guest runtime, ledger, control socket, agent loop)
+//! sits at the edge in its own module. See `docs/ARCHITECTURE.md`.
+
+pub mod clock;
+pub mod config;
+pub mod input;
+pub mod sample;
