@@ -10,3 +10,4 @@ pub mod clock;
 pub mod config;
 pub mod input;
 pub mod sample;
+pub mod policy;

@@ -1,0 +1,848 @@
+//! The availability, recruitment, social-contract and linger policy as a pure state
+//! machine (sans-IO, in the style of quinn-proto): drivers feed it [`Event`]s with a
+//! [`Now`] and act on the [`Action`]s it returns. It never reads the clock, the OS or the
+//! network, so the live agent, the tray app and the simulator run the very same code.
+//!
+//! The rules, from seed 004 (§3.4–3.5) and seed 000:
+//! - *Available* now iff owner CPU (guests excluded) is below the threshold, owner memory
+//!   did not grow by more than a set fraction of memory over the window, no input is
+//!   happening and no idle inhibitor is held.
+//! - *Recruitable* once available continuously for the recruitment threshold (180 s).
+//! - An *interruption* is counted when the owner returns (the machine stops being
+//!   available) while recruited guest work is present, or within a window after such
+//!   work finished. At most one per recruitment; never more than the daily limit; never
+//!   during "Donate now". At the limit the machine leaves the pool until the next local
+//!   day.
+//! - On a return the guests are frozen, then handled by the eviction mode (IE, PM, LL,
+//!   LF). Lingering lasts `T_lingr = ((1 − l)/(h − l)) · T_migr` (seed 000, eqs. 3–5).
+//! - Durations run on the monotonic clock; the local day only moves forward, so setting
+//!   the wall clock back neither resets nor re-counts a day.
+
+pub mod rules;
+pub mod window;
+
+use crate::clock::{MonoMs, Now};
+use crate::config::{Config, EvictionMode};
+use crate::sample::{InputEvent, InputSignal, Sample};
+use chrono::{DateTime, NaiveDate, Utc};
+pub use rules::NotAllowedReason;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use window::Window;
+
+/// The states of the machine as the owner and the pool see them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateKind {
+    /// The owner is using the machine (input, CPU or memory activity).
+    OwnerActive,
+    /// Available, but not yet for the recruitment threshold.
+    Idle,
+    /// Available long enough: guest work may start.
+    Recruitable,
+    /// Guest work is running while the owner is away (or during "Donate now").
+    Donating,
+    /// The owner is back but only lightly active; guest work keeps running at lowest
+    /// priority (Linger-Longer / Linger-Forever).
+    Lingering,
+    /// Guest work is frozen or being stopped because the owner came back.
+    Evicting,
+    /// The owner paused Lull.
+    Paused,
+    /// The day's interruption budget is used up; back in the pool the next local day.
+    OutOfBudget,
+    /// Allowed hours, battery or heat rules forbid guest work now.
+    NotAllowed,
+}
+
+impl StateKind {
+    /// Stable lower-case name, as in `lull status` and the ledger.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OwnerActive => "owner_active",
+            Self::Idle => "idle",
+            Self::Recruitable => "recruitable",
+            Self::Donating => "donating",
+            Self::Lingering => "lingering",
+            Self::Evicting => "evicting",
+            Self::Paused => "paused",
+            Self::OutOfBudget => "out_of_budget",
+            Self::NotAllowed => "not_allowed",
+        }
+    }
+}
+
+/// What the guest runtime must do with guest work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuestDirective {
+    /// Guests run (at lowest priority) and new ones may start.
+    Accept,
+    /// Present guests run at lowest priority; no new ones start.
+    Linger,
+    /// Present guests stay frozen; no new ones start.
+    Freeze,
+    /// No guest may be present: stop them (checkpoint signal, then kill after a grace).
+    Evict,
+}
+
+/// How long a pause lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PauseSpan {
+    /// For a number of seconds (1 h and 3 h in the menus).
+    For { secs: u64 },
+    /// Until the next local day begins.
+    UntilTomorrow,
+    /// Until the owner resumes.
+    UntilResumed,
+}
+
+/// How long an explicit "Donate now" offer lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DonateSpan {
+    /// For a number of seconds, whatever the owner does meanwhile.
+    For { secs: u64 },
+    /// Until the owner next uses the machine.
+    UntilReturn,
+}
+
+/// The owner's commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Command {
+    Pause(PauseSpan),
+    Resume,
+    Donate(DonateSpan),
+    SetLimit(u32),
+}
+
+/// Everything the policy reacts to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Event {
+    /// A periodic reading of the machine.
+    Sample(Sample),
+    /// An input signal from the input backend.
+    Input(InputEvent),
+    /// An owner command.
+    Command(Command),
+    /// The guest runtime says whether any guest work is present on the machine.
+    GuestsPresent(bool),
+    /// Time passed (lets deadlines expire between samples).
+    Tick,
+}
+
+/// What made the owner count as back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReturnCause {
+    Input,
+    Inhibitor,
+    OwnerCpu,
+    OwnerMemory,
+    /// The owner returned shortly after guest work finished.
+    AfterGuest,
+}
+
+/// A counted interruption.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Interruption {
+    /// The local day it counts against.
+    pub day: NaiveDate,
+    /// 1-based: the n-th interruption of that day.
+    pub number: u32,
+    /// The limit in force when it was counted.
+    pub limit: u32,
+    pub cause: ReturnCause,
+    pub at_utc: DateTime<Utc>,
+    pub at_mono: MonoMs,
+    pub mode: EvictionMode,
+}
+
+/// The policy's outputs, in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Action {
+    StateChanged { from: StateKind, to: StateKind, reason: String },
+    Directive(GuestDirective),
+    InterruptionCounted(Interruption),
+    /// Pause, donate-now or the limit changed: persist [`Policy::saved`].
+    OwnerSettingsChanged,
+    /// The wall clock was set by this many ms relative to the monotonic clock.
+    ClockStepped { by_ms: i64 },
+    /// A new local day began; the budget starts afresh.
+    DayRolled { day: NaiveDate },
+}
+
+/// A deadline kept on the monotonic clock and, for restarts after a reboot, the wall
+/// clock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deadline {
+    pub mono: MonoMs,
+    pub utc: DateTime<Utc>,
+    /// The boot the monotonic reading belongs to.
+    pub boot_id: String,
+}
+
+/// An active pause, as persisted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SavedPause {
+    Until(Deadline),
+    /// Until this local day begins.
+    UntilDay { day: NaiveDate },
+    UntilResumed,
+}
+
+/// An active donate-now offer, as persisted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SavedDonate {
+    Until(Deadline),
+    UntilReturn,
+}
+
+/// What survives a restart (the ledger stores it; the day's interruption count comes
+/// from the ledger's interruption rows).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Saved {
+    pub pause: Option<SavedPause>,
+    pub donate: Option<SavedDonate>,
+    /// The latest local day the budget has counted against.
+    pub budget_day: Option<NaiveDate>,
+}
+
+/// A snapshot for `lull status` and the tray.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyStatus {
+    pub state: StateKind,
+    pub not_allowed: Option<NotAllowedReason>,
+    /// Seconds in the current state.
+    pub state_for_s: u64,
+    /// Seconds the machine has been continuously available (0 when not).
+    pub idle_for_s: u64,
+    pub available: bool,
+    pub directive: GuestDirective,
+    pub guests_present: bool,
+    pub budget_day: NaiveDate,
+    pub interruptions_today: u32,
+    pub interruption_limit: u32,
+    /// Seconds until the pause ends; `None` when not paused or paused until resumed.
+    pub paused_for_s: Option<u64>,
+    pub pause: Option<SavedPause>,
+    pub donate_now: bool,
+    /// Seconds left in a timed donate-now offer.
+    pub donate_for_s: Option<u64>,
+    /// Owner utilisation h over the linger window.
+    pub owner_utilisation_h: f32,
+    pub eviction_mode: EvictionMode,
+    /// Last owner CPU reading (fraction of the machine).
+    pub owner_cpu: f32,
+    pub recruitment_threshold_s: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Pause {
+    Until(MonoMs),
+    UntilDay(NaiveDate),
+    UntilResumed,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Donate {
+    Until(MonoMs),
+    /// `armed` once the machine has been available for [`DONATE_ARM`] after the offer:
+    /// the click that made the offer is itself input and must not end it.
+    UntilReturn { armed: bool },
+}
+
+/// How long the machine must be available after a "Donate until I return" offer before
+/// the owner's next activity ends it.
+pub const DONATE_ARM: Duration = Duration::from_secs(10);
+
+/// The policy state machine.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    cfg: Config,
+    state: StateKind,
+    state_since: MonoMs,
+    not_allowed: Option<NotAllowedReason>,
+    directive: GuestDirective,
+
+    // Observations.
+    last_sample: Option<Sample>,
+    sample_after_return: bool,
+    last_input: Option<MonoMs>,
+    input_pending: bool,
+    presence_hold: bool,
+    inhibited: bool,
+    not_available_at: MonoMs,
+    available: bool,
+    busy_cause: Option<ReturnCause>,
+    mem: Window<u64>,
+    util: Window<f32>,
+
+    // Guests.
+    guests_present: bool,
+    /// Guest work recruited while the owner was away finished at this time.
+    unattended_guest_end: Option<MonoMs>,
+    /// PM: evict at this time if the owner is still there.
+    evict_at: Option<MonoMs>,
+    linger_since: Option<MonoMs>,
+
+    // The owner's settings.
+    pause: Option<Pause>,
+    donate: Option<Donate>,
+
+    // The social contract.
+    budget_day: NaiveDate,
+    used_today: u32,
+
+    last_now: Option<Now>,
+}
+
+/// Wall-clock steps larger than this (relative to the monotonic clock) are reported.
+const CLOCK_STEP_MS: i64 = 2_000;
+
+impl Policy {
+    /// A fresh policy at `now`, with the day's already-counted interruptions and the
+    /// persisted owner settings from the ledger. `boot_id` names the current boot so a
+    /// saved monotonic deadline is trusted only within the boot that wrote it.
+    pub fn new(cfg: Config, now: Now, saved: Saved, used_today: u32, boot_id: &str) -> Self {
+        let today = now.local_date();
+        let budget_day = saved.budget_day.map_or(today, |d| d.max(today));
+        // Interruptions counted on an earlier day do not carry over.
+        let used_today = if saved.budget_day.is_some_and(|d| d < budget_day) { 0 } else { used_today };
+        let restore = |d: &Deadline| -> MonoMs {
+            if !d.boot_id.is_empty() && d.boot_id == boot_id {
+                d.mono
+            } else {
+                let left = (d.utc - now.utc).num_milliseconds().max(0) as u64;
+                MonoMs(now.mono.0 + left)
+            }
+        };
+        let pause = saved.pause.as_ref().map(|p| match p {
+            SavedPause::Until(d) => Pause::Until(restore(d)),
+            SavedPause::UntilDay { day } => Pause::UntilDay(*day),
+            SavedPause::UntilResumed => Pause::UntilResumed,
+        });
+        let donate = saved.donate.as_ref().map(|d| match d {
+            SavedDonate::Until(d) => Donate::Until(restore(d)),
+            SavedDonate::UntilReturn => Donate::UntilReturn { armed: false },
+        });
+        let mem = Window::new(Duration::from_secs(cfg.availability.memory_window_s));
+        let util = Window::new(Duration::from_secs(cfg.eviction.linger_window_s));
+        Self {
+            cfg,
+            state: StateKind::OwnerActive,
+            state_since: now.mono,
+            not_allowed: None,
+            directive: GuestDirective::Evict,
+            last_sample: None,
+            sample_after_return: false,
+            last_input: None,
+            input_pending: false,
+            presence_hold: false,
+            inhibited: false,
+            // Until told otherwise the owner may just have been here: the idle clock
+            // starts at start-up.
+            not_available_at: now.mono,
+            available: false,
+            busy_cause: None,
+            mem,
+            util,
+            guests_present: false,
+            unattended_guest_end: None,
+            evict_at: None,
+            linger_since: None,
+            pause,
+            donate,
+            budget_day,
+            used_today,
+            last_now: None,
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Replaces the configuration (thresholds, limit, mode, rules) keeping all state.
+    pub fn set_config(&mut self, cfg: Config) {
+        self.mem = Window::new(Duration::from_secs(cfg.availability.memory_window_s));
+        self.util = Window::new(Duration::from_secs(cfg.eviction.linger_window_s));
+        self.cfg = cfg;
+    }
+
+    /// The current state.
+    pub fn state(&self) -> StateKind {
+        self.state
+    }
+
+    /// The current guest directive.
+    pub fn directive(&self) -> GuestDirective {
+        self.directive
+    }
+
+    /// True when guest work should be frozen the instant input arrives (the input
+    /// thread's fast path consults this): guests are running and an owner return would
+    /// not be ignored.
+    pub fn freeze_on_input(&self) -> bool {
+        self.guests_present
+            && matches!(self.state, StateKind::Donating)
+            && match self.donate {
+                None => true,
+                Some(Donate::UntilReturn { armed }) => armed,
+                Some(Donate::Until(_)) => false,
+            }
+    }
+
+    /// What must be persisted to survive a restart.
+    pub fn saved(&self, now: Now, boot_id: &str) -> Saved {
+        let deadline = |m: MonoMs| Deadline {
+            mono: m,
+            utc: now.utc + chrono::Duration::milliseconds(m.0.saturating_sub(now.mono.0) as i64),
+            boot_id: boot_id.to_owned(),
+        };
+        Saved {
+            pause: self.pause.as_ref().map(|p| match p {
+                Pause::Until(m) => SavedPause::Until(deadline(*m)),
+                Pause::UntilDay(d) => SavedPause::UntilDay { day: *d },
+                Pause::UntilResumed => SavedPause::UntilResumed,
+            }),
+            donate: self.donate.as_ref().map(|d| match d {
+                Donate::Until(m) => SavedDonate::Until(deadline(*m)),
+                Donate::UntilReturn { .. } => SavedDonate::UntilReturn,
+            }),
+            budget_day: Some(self.budget_day),
+        }
+    }
+
+    /// The status snapshot.
+    pub fn status(&self, now: Now) -> PolicyStatus {
+        PolicyStatus {
+            state: self.state,
+            not_allowed: self.not_allowed,
+            state_for_s: now.mono.since(self.state_since).as_secs(),
+            idle_for_s: if self.available { now.mono.since(self.not_available_at).as_secs() } else { 0 },
+            available: self.available,
+            directive: self.directive,
+            guests_present: self.guests_present,
+            budget_day: self.budget_day,
+            interruptions_today: self.used_today,
+            interruption_limit: self.cfg.budget.interruptions_per_day,
+            paused_for_s: match &self.pause {
+                Some(Pause::Until(m)) => Some(m.0.saturating_sub(now.mono.0) / 1000),
+                _ => None,
+            },
+            pause: self.saved(now, "").pause,
+            donate_now: self.donate.is_some(),
+            donate_for_s: match &self.donate {
+                Some(Donate::Until(m)) => Some(m.0.saturating_sub(now.mono.0) / 1000),
+                _ => None,
+            },
+            owner_utilisation_h: self.util.mean(),
+            eviction_mode: self.cfg.eviction.mode,
+            owner_cpu: self.last_sample.as_ref().map_or(0.0, |s| s.owner_cpu),
+            recruitment_threshold_s: self.cfg.availability.recruitment_threshold_s,
+        }
+    }
+
+    /// `T_lingr = ((1 − l)/(h − l)) · T_migr` (seed 000, eq. 5) with l = 0 for lack of
+    /// knowledge of other nodes: how long to linger at owner utilisation `h`. Infinite
+    /// (None) when h ≤ l.
+    pub fn linger_time(h: f32, l: f32, t_migr: Duration) -> Option<Duration> {
+        if h <= l {
+            return None;
+        }
+        let factor = ((1.0 - l) / (h - l)) as f64;
+        Some(Duration::from_secs_f64(t_migr.as_secs_f64() * factor))
+    }
+
+    /// Feeds one event at `now`; returns what the driver must do, in order.
+    pub fn handle(&mut self, now: Now, event: Event) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.track_clock(now, &mut out);
+        self.roll_day(now, &mut out);
+        match event {
+            Event::Sample(s) => {
+                self.mem.push(now.mono, s.owner_mem_bytes);
+                self.util.push(now.mono, s.owner_cpu);
+                self.last_sample = Some(s);
+                self.sample_after_return = true;
+            }
+            Event::Input(ev) => self.observe_input(ev),
+            Event::Command(c) => self.command(now, c, &mut out),
+            Event::GuestsPresent(p) => {
+                if self.guests_present && !p && self.state == StateKind::Donating && self.donate.is_none() {
+                    self.unattended_guest_end = Some(now.mono);
+                }
+                self.guests_present = p;
+            }
+            Event::Tick => {}
+        }
+        self.evaluate(now, &mut out);
+        out
+    }
+
+    fn track_clock(&mut self, now: Now, out: &mut Vec<Action>) {
+        if let Some(prev) = self.last_now {
+            let wall = (now.utc - prev.utc).num_milliseconds();
+            let mono = now.mono.0 as i64 - prev.mono.0 as i64;
+            if (wall - mono).abs() > CLOCK_STEP_MS {
+                out.push(Action::ClockStepped { by_ms: wall - mono });
+            }
+        }
+        self.last_now = Some(now);
+    }
+
+    /// The budget day only moves forward: a clock set back keeps today's count, a new
+    /// local day starts afresh.
+    fn roll_day(&mut self, now: Now, out: &mut Vec<Action>) {
+        let today = now.local_date();
+        if today > self.budget_day {
+            self.budget_day = today;
+            self.used_today = 0;
+            out.push(Action::DayRolled { day: today });
+        }
+    }
+
+    fn observe_input(&mut self, ev: InputEvent) {
+        match ev.signal {
+            InputSignal::Activity => {
+                self.last_input = Some(self.last_input.map_or(ev.at, |t| t.max(ev.at)));
+                self.input_pending = true;
+            }
+            InputSignal::Resumed => {
+                self.presence_hold = true;
+                self.last_input = Some(self.last_input.map_or(ev.at, |t| t.max(ev.at)));
+                self.input_pending = true;
+            }
+            InputSignal::Idled { idle_for_ms } => {
+                self.presence_hold = false;
+                let went = MonoMs(ev.at.0.saturating_sub(idle_for_ms));
+                self.last_input = Some(self.last_input.map_or(went, |t| t.max(went)));
+            }
+            InputSignal::Inhibited(held) => {
+                if held && !self.inhibited {
+                    self.input_pending = true;
+                }
+                self.inhibited = held;
+            }
+        }
+    }
+
+    fn command(&mut self, now: Now, c: Command, out: &mut Vec<Action>) {
+        match c {
+            Command::Pause(span) => {
+                self.pause = Some(match span {
+                    PauseSpan::For { secs } => Pause::Until(now.mono.plus(Duration::from_secs(secs))),
+                    PauseSpan::UntilTomorrow => Pause::UntilDay(self.budget_day.succ_opt().unwrap_or(self.budget_day)),
+                    PauseSpan::UntilResumed => Pause::UntilResumed,
+                });
+                self.donate = None;
+            }
+            Command::Resume => {
+                self.pause = None;
+                self.donate = None;
+            }
+            Command::Donate(span) => {
+                self.pause = None;
+                self.donate = Some(match span {
+                    DonateSpan::For { secs } => Donate::Until(now.mono.plus(Duration::from_secs(secs))),
+                    DonateSpan::UntilReturn => Donate::UntilReturn { armed: false },
+                });
+            }
+            Command::SetLimit(n) => self.cfg.budget.interruptions_per_day = n,
+        }
+        out.push(Action::OwnerSettingsChanged);
+    }
+
+    /// Availability now, and the cause when not available.
+    fn availability(&self, now: Now) -> Option<ReturnCause> {
+        if self.inhibited {
+            return Some(ReturnCause::Inhibitor);
+        }
+        if self.presence_hold || self.input_pending || self.last_input.is_some_and(|t| t >= now.mono) {
+            return Some(ReturnCause::Input);
+        }
+        let s = self.last_sample.as_ref()?;
+        if s.owner_cpu >= self.cfg.availability.owner_cpu_max {
+            return Some(ReturnCause::OwnerCpu);
+        }
+        let allowed = (self.cfg.availability.memory_growth_max as f64 * s.mem_total_bytes as f64) as u64;
+        if self.mem.growth() > allowed {
+            return Some(ReturnCause::OwnerMemory);
+        }
+        None
+    }
+
+    fn expire_settings(&mut self, now: Now, busy: bool, out: &mut Vec<Action>) {
+        let pause_over = match self.pause {
+            Some(Pause::Until(m)) => now.mono >= m,
+            Some(Pause::UntilDay(d)) => self.budget_day >= d,
+            _ => false,
+        };
+        if pause_over {
+            self.pause = None;
+            out.push(Action::OwnerSettingsChanged);
+        }
+        if let Some(Donate::Until(m)) = self.donate {
+            if now.mono >= m {
+                self.donate = None;
+                out.push(Action::OwnerSettingsChanged);
+                // The offer ran out; guest work present now was not recruited by the
+                // owner's absence, so it must earn its place again without counting.
+                if busy || !self.available || now.mono.since(self.not_available_at) < self.threshold() {
+                    self.unattended_guest_end = None;
+                    self.set(now, StateKind::Evicting, "donate-now offer ended", out);
+                }
+            }
+        }
+    }
+
+    fn threshold(&self) -> Duration {
+        Duration::from_secs(self.cfg.availability.recruitment_threshold_s)
+    }
+
+    fn set(&mut self, now: Now, to: StateKind, reason: &str, out: &mut Vec<Action>) {
+        if self.state != to {
+            out.push(Action::StateChanged { from: self.state, to, reason: reason.to_owned() });
+            self.state = to;
+            self.state_since = now.mono;
+        }
+    }
+
+    fn direct(&mut self, d: GuestDirective, out: &mut Vec<Action>) {
+        if self.directive != d {
+            self.directive = d;
+            out.push(Action::Directive(d));
+        }
+    }
+
+    fn count_interruption(&mut self, now: Now, cause: ReturnCause, out: &mut Vec<Action>) {
+        let limit = self.cfg.budget.interruptions_per_day;
+        if self.used_today >= limit {
+            return;
+        }
+        self.used_today += 1;
+        out.push(Action::InterruptionCounted(Interruption {
+            day: self.budget_day,
+            number: self.used_today,
+            limit,
+            cause,
+            at_utc: now.utc,
+            at_mono: now.mono,
+            mode: self.cfg.eviction.mode,
+        }));
+    }
+
+    fn evaluate(&mut self, now: Now, out: &mut Vec<Action>) {
+        let busy = self.availability(now);
+        self.expire_settings(now, busy.is_some(), out);
+        self.input_pending = false;
+        let was_available = self.available;
+        self.available = busy.is_none();
+        if let Some(cause) = busy {
+            self.not_available_at = now.mono;
+            self.busy_cause = Some(cause);
+            if was_available {
+                self.sample_after_return = false;
+            }
+        }
+        let idle_for = now.mono.since(self.not_available_at);
+        let recruitable = self.available && idle_for >= self.threshold();
+        self.not_allowed = None;
+
+        // 1. Owner commands and hard rules first.
+        if self.pause.is_some() {
+            self.set(now, StateKind::Paused, "paused by owner", out);
+            self.direct(GuestDirective::Evict, out);
+            return;
+        }
+        if let Some(reason) = rules::hardware_block(&self.cfg.rules, self.last_sample.as_ref()) {
+            self.not_allowed = Some(reason);
+            self.set(now, StateKind::NotAllowed, reason.describe(), out);
+            self.direct(GuestDirective::Evict, out);
+            return;
+        }
+        if let Some(Donate::UntilReturn { armed }) = &mut self.donate {
+            if self.available && idle_for >= DONATE_ARM {
+                *armed = true;
+            }
+        }
+        if let Some(d) = &self.donate {
+            if matches!(d, Donate::UntilReturn { armed: true }) && busy.is_some() {
+                // The owner came back: the offer ends, and that is not an interruption.
+                self.donate = None;
+                out.push(Action::OwnerSettingsChanged);
+                self.unattended_guest_end = None;
+                self.set(now, StateKind::Evicting, "owner returned; donate-now offer ended", out);
+                self.direct(GuestDirective::Evict, out);
+                return;
+            }
+            let to = if self.guests_present { StateKind::Donating } else { StateKind::Recruitable };
+            self.set(now, to, "donate now", out);
+            self.direct(GuestDirective::Accept, out);
+            return;
+        }
+        if !rules::within_hours(&self.cfg.rules, now.local) {
+            self.not_allowed = Some(NotAllowedReason::Hours);
+            self.set(now, StateKind::NotAllowed, NotAllowedReason::Hours.describe(), out);
+            self.direct(GuestDirective::Evict, out);
+            return;
+        }
+
+        // 2. The owner's return while recruited guest work is present.
+        if self.state == StateKind::Recruitable && self.guests_present {
+            self.set(now, StateKind::Donating, "guest work started", out);
+        }
+        if self.state == StateKind::Donating && self.guests_present {
+            if let Some(cause) = busy {
+                self.count_interruption(now, cause, out);
+                self.unattended_guest_end = None;
+                self.evict_at = None;
+                self.linger_since = None;
+                self.set(now, StateKind::Evicting, "owner returned", out);
+                let d = match self.cfg.eviction.mode {
+                    EvictionMode::ImmediateEviction => GuestDirective::Evict,
+                    EvictionMode::PauseAndMigrate => {
+                        self.evict_at = Some(now.mono.plus(Duration::from_secs(self.cfg.eviction.pause_s)));
+                        GuestDirective::Freeze
+                    }
+                    EvictionMode::LingerLonger | EvictionMode::LingerForever => GuestDirective::Freeze,
+                };
+                self.direct(d, out);
+                if self.used_today >= self.cfg.budget.interruptions_per_day {
+                    self.set(now, StateKind::OutOfBudget, "daily interruption budget used up", out);
+                    self.direct(GuestDirective::Evict, out);
+                }
+                return;
+            }
+        }
+        // Guest work that finished shortly before the owner came back.
+        if !self.guests_present {
+            if let (Some(end), Some(_)) = (self.unattended_guest_end, busy) {
+                if now.mono.since(end) <= Duration::from_secs(self.cfg.budget.after_guest_window_s) {
+                    self.count_interruption(now, ReturnCause::AfterGuest, out);
+                }
+                self.unattended_guest_end = None;
+            }
+        }
+
+        // 3. The budget.
+        if self.used_today >= self.cfg.budget.interruptions_per_day {
+            self.set(now, StateKind::OutOfBudget, "daily interruption budget used up", out);
+            self.direct(GuestDirective::Evict, out);
+            return;
+        }
+
+        // 4. Guest work in progress after a return.
+        if self.guests_present {
+            match self.state {
+                StateKind::Donating => {
+                    self.direct(GuestDirective::Accept, out);
+                    return;
+                }
+                StateKind::Evicting | StateKind::Lingering if recruitable && self.directive != GuestDirective::Evict => {
+                    // The owner left again for a whole recruitment threshold: re-recruited.
+                    self.linger_since = None;
+                    self.evict_at = None;
+                    self.set(now, StateKind::Donating, "owner away again", out);
+                    self.direct(GuestDirective::Accept, out);
+                    return;
+                }
+                StateKind::Evicting => {
+                    self.evicting(now, out);
+                    return;
+                }
+                StateKind::Lingering => {
+                    self.lingering(now, out);
+                    return;
+                }
+                _ => {
+                    // Guest work that no recruitment allowed (left over after a pause or
+                    // an offer): stop it, without counting.
+                    self.set(now, StateKind::Evicting, "guest work present without recruitment", out);
+                    self.direct(GuestDirective::Evict, out);
+                    return;
+                }
+            }
+        }
+
+        // 5. No guest work: the owner's activity alone.
+        let (to, why) = if !self.available {
+            (StateKind::OwnerActive, "owner active")
+        } else if recruitable {
+            (StateKind::Recruitable, "idle for the recruitment threshold")
+        } else {
+            (StateKind::Idle, "machine idle")
+        };
+        self.linger_since = None;
+        self.evict_at = None;
+        self.set(now, to, why, out);
+        self.direct(if to == StateKind::Recruitable { GuestDirective::Accept } else { GuestDirective::Evict }, out);
+    }
+
+    /// Guests are frozen after a return; the mode decides what follows.
+    fn evicting(&mut self, now: Now, out: &mut Vec<Action>) {
+        let h = self.util.mean();
+        // Growing owner memory is never lingered on: the owner needs it back.
+        let lingerable = h <= self.cfg.eviction.linger_cpu_max && self.busy_cause != Some(ReturnCause::OwnerMemory);
+        match self.cfg.eviction.mode {
+            EvictionMode::ImmediateEviction => self.direct(GuestDirective::Evict, out),
+            EvictionMode::PauseAndMigrate => {
+                if self.directive == GuestDirective::Evict || self.evict_at.is_none_or(|t| now.mono >= t) {
+                    self.direct(GuestDirective::Evict, out);
+                } else {
+                    self.direct(GuestDirective::Freeze, out);
+                }
+            }
+            EvictionMode::LingerLonger | EvictionMode::LingerForever => {
+                if self.directive == GuestDirective::Evict {
+                    return;
+                }
+                // Decide on a sample taken after the return, so h reflects it.
+                if !self.sample_after_return {
+                    self.direct(GuestDirective::Freeze, out);
+                } else if lingerable {
+                    self.linger_since = Some(now.mono);
+                    self.set(now, StateKind::Lingering, "owner lightly active: lingering", out);
+                    self.direct(GuestDirective::Linger, out);
+                } else if self.cfg.eviction.mode == EvictionMode::LingerLonger {
+                    self.direct(GuestDirective::Evict, out);
+                } else {
+                    self.direct(GuestDirective::Freeze, out);
+                }
+            }
+        }
+    }
+
+    fn lingering(&mut self, now: Now, out: &mut Vec<Action>) {
+        let h = self.util.mean();
+        if h > self.cfg.eviction.linger_cpu_max {
+            let (d, why) = match self.cfg.eviction.mode {
+                EvictionMode::LingerForever => (GuestDirective::Freeze, "owner busy: frozen (linger-forever)"),
+                _ => (GuestDirective::Evict, "owner utilisation above linger limit: migrating"),
+            };
+            self.linger_since = None;
+            self.set(now, StateKind::Evicting, why, out);
+            self.direct(d, out);
+            return;
+        }
+        if self.cfg.eviction.mode == EvictionMode::LingerLonger {
+            let t_migr = Duration::from_secs(self.cfg.eviction.migration_cost_s);
+            let since = *self.linger_since.get_or_insert(now.mono);
+            if let Some(limit) = Self::linger_time(h, 0.0, t_migr) {
+                if now.mono.since(since) >= limit {
+                    self.linger_since = None;
+                    self.set(now, StateKind::Evicting, "lingered T_lingr: migrating", out);
+                    self.direct(GuestDirective::Evict, out);
+                    return;
+                }
+            }
+        }
+        self.direct(GuestDirective::Linger, out);
+    }
+}
