@@ -92,11 +92,11 @@ pub struct Sampling {
 #[serde(default, deny_unknown_fields)]
 pub struct Availability {
     /// Owner CPU (fraction of the machine) below which the machine can be idle.
-    pub owner_cpu_max: f32,
+    pub owner_cpu_max: f64,
     /// Window over which owner memory must be steady, seconds.
     pub memory_window_s: u64,
     /// Largest growth of owner memory over the window, as a fraction of total memory.
-    pub memory_growth_max: f32,
+    pub memory_growth_max: f64,
     /// Continuous idleness required before guest work is recruited, seconds.
     pub recruitment_threshold_s: u64,
 }
@@ -119,7 +119,7 @@ pub struct Budget {
 pub struct Eviction {
     pub mode: EvictionMode,
     /// Owner utilisation h (over `linger_window_s`) up to which lingering is allowed.
-    pub linger_cpu_max: f32,
+    pub linger_cpu_max: f64,
     /// Window for the owner utilisation h, seconds.
     pub linger_window_s: u64,
     /// PM: how long guest work stays frozen before it is evicted, seconds.
@@ -138,7 +138,7 @@ pub struct Rules {
     /// Donate while running on battery (default false: "not on battery").
     pub allow_on_battery: bool,
     /// No guest work while the hottest CPU sensor is at or above this, °C.
-    pub cpu_temp_max_c: f32,
+    pub cpu_temp_max_c: f64,
     /// Allowed hours per weekday, e.g. `mon = ["09:00-12:00", "13:00-17:00"]`. A day
     /// not listed is allowed all day; an empty list means not at all that day.
     pub hours: AllowedHours,

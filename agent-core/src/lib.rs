@@ -6,8 +6,13 @@
 //! the world (sensors, input backends, guest runtime, ledger, control socket, agent loop)
 //! sits at the edge in its own module. See `docs/ARCHITECTURE.md`.
 
+pub mod agent;
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod input;
+pub mod ledger;
+pub mod paths;
+pub mod sensors;
 pub mod sample;
 pub mod policy;

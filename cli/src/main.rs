@@ -1,6 +1,50 @@
-//! The `lull` command: the headless agent and the owner's and coordinator's commands.
+//! The `lull` command: the headless agent and the owner's commands, each with `--json`.
 
-fn main() -> anyhow::Result<()> {
-    println!("lull {}", env!("CARGO_PKG_VERSION"));
-    Ok(())
+mod agent_cmd;
+mod owner_cmd;
+mod spans;
+
+use clap::{Parser, Subcommand};
+
+/// Lend your workstation's idle time to a shared pool, on terms you set and can see.
+#[derive(Parser, Debug)]
+#[command(name = "lull", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run the agent in the foreground, printing its state changes.
+    Agent(agent_cmd::AgentArgs),
+    /// Show what the agent is doing and what this machine gave today.
+    Status(owner_cmd::JsonFlag),
+    /// Stop lending this machine for a while: 1h, 3h, tomorrow, or forever (until resumed).
+    Pause(owner_cmd::PauseArgs),
+    /// End a pause or a "donate now" offer.
+    Resume(owner_cmd::JsonFlag),
+    /// Offer this machine now, skipping the idle wait: for a time (2h, 90m) or until-return.
+    Donate(owner_cmd::DonateArgs),
+    /// Set the daily interruption limit.
+    Limits(owner_cmd::LimitsArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Cmd::Agent(a) => agent_cmd::run(a),
+        Cmd::Status(a) => owner_cmd::status(a),
+        Cmd::Pause(a) => owner_cmd::pause(a),
+        Cmd::Resume(a) => owner_cmd::resume(a),
+        Cmd::Donate(a) => owner_cmd::donate(a),
+        Cmd::Limits(a) => owner_cmd::limits(a),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lull: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
 }

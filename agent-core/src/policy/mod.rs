@@ -110,7 +110,7 @@ pub enum DonateSpan {
 
 /// The owner's commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "command", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Command {
     Pause(PauseSpan),
     Resume,
@@ -568,10 +568,10 @@ impl Policy {
             return Some(ReturnCause::Input);
         }
         let s = self.last_sample.as_ref()?;
-        if s.owner_cpu >= self.cfg.availability.owner_cpu_max {
+        if s.owner_cpu as f64 >= self.cfg.availability.owner_cpu_max {
             return Some(ReturnCause::OwnerCpu);
         }
-        let allowed = (self.cfg.availability.memory_growth_max as f64 * s.mem_total_bytes as f64) as u64;
+        let allowed = (self.cfg.availability.memory_growth_max * s.mem_total_bytes as f64) as u64;
         if self.mem.growth() > allowed {
             return Some(ReturnCause::OwnerMemory);
         }
@@ -789,7 +789,7 @@ impl Policy {
     fn evicting(&mut self, now: Now, out: &mut Vec<Action>) {
         let h = self.util.mean();
         // Growing owner memory is never lingered on: the owner needs it back.
-        let lingerable = h <= self.cfg.eviction.linger_cpu_max && self.busy_cause != Some(ReturnCause::OwnerMemory);
+        let lingerable = h as f64 <= self.cfg.eviction.linger_cpu_max && self.busy_cause != Some(ReturnCause::OwnerMemory);
         match self.cfg.eviction.mode {
             EvictionMode::ImmediateEviction => self.direct(GuestDirective::Evict, out),
             EvictionMode::PauseAndMigrate => {
@@ -821,7 +821,7 @@ impl Policy {
 
     fn lingering(&mut self, now: Now, out: &mut Vec<Action>) {
         let h = self.util.mean();
-        if h > self.cfg.eviction.linger_cpu_max {
+        if h as f64 > self.cfg.eviction.linger_cpu_max {
             let (d, why) = match self.cfg.eviction.mode {
                 EvictionMode::LingerForever => (GuestDirective::Freeze, "owner busy: frozen (linger-forever)"),
                 _ => (GuestDirective::Evict, "owner utilisation above linger limit: migrating"),

@@ -46,7 +46,7 @@ pub fn hardware_block(rules: &Rules, sample: Option<&Sample>) -> Option<NotAllow
     if !rules.allow_on_battery && s.on_battery == Some(true) {
         return Some(NotAllowedReason::Battery);
     }
-    if s.cpu_temp_c.is_some_and(|t| t >= rules.cpu_temp_max_c) {
+    if s.cpu_temp_c.is_some_and(|t| t as f64 >= rules.cpu_temp_max_c) {
         return Some(NotAllowedReason::Heat);
     }
     None

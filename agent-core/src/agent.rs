@@ -1,0 +1,468 @@
+//! The agent driver: the outer loop that feeds the pure [`Policy`] with readings from the
+//! world (clock, sensors, input backends, guest runtime, owner commands over the control
+//! socket) and carries out its actions (ledger writes, guest directives). It is the only
+//! part of the agent that touches the world; the tray app runs this same loop in-process.
+
+use crate::clock::{boot_id, mono_now, Now, SystemClock};
+use crate::config::Config;
+use crate::control::{self, AgentStatus, Request, Response, TodayReport, MAX_REQUEST_BYTES};
+use crate::input::{InputBackend, InputSink};
+use crate::ledger::{GuestTotals, Ledger, LedgerError, TraceRow};
+use crate::paths::Paths;
+use crate::policy::{Action, Command, Event, GuestDirective, Policy, StateKind};
+use crate::sample::InputEvent;
+use crate::sensors::{GuestReading, Sensors};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, info, warn};
+
+/// A start-up failure of the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Sensors(#[from] crate::sensors::SensorError),
+    #[error("control socket {path}: {source}")]
+    Socket { path: String, source: std::io::Error },
+}
+
+/// A synchronous "freeze all guests now" hook for the input thread.
+pub type FastFreeze = Arc<dyn Fn() + Send + Sync>;
+
+/// What the agent needs from a guest runtime. The Linux cgroup runtime implements it;
+/// [`NoGuests`] stands in where no guest work is run.
+pub trait GuestHost: Send {
+    /// Name and mode for `lull status` ("cgroup v2", "none", …).
+    fn describe(&self) -> String;
+    /// Carry out the policy's directive.
+    fn apply(&mut self, directive: GuestDirective);
+    /// Whether any guest work is present (running or frozen).
+    fn present(&mut self) -> bool;
+    /// The guests' cumulative CPU and current memory, for owner figures.
+    fn reading(&mut self) -> GuestReading;
+    /// Per-guest cumulative totals, for the ledger.
+    fn totals(&mut self) -> Vec<GuestTotals>;
+    /// A hook that freezes every guest at once, callable from any thread.
+    fn fast_freeze(&self) -> Option<FastFreeze>;
+    /// The duration of the last memory restore after an eviction, once, when one ran.
+    fn take_restore_time(&mut self) -> Option<Duration>;
+}
+
+/// No guest runtime: the agent senses, decides and accounts, but runs nothing.
+#[derive(Debug, Default)]
+pub struct NoGuests;
+
+impl GuestHost for NoGuests {
+    fn describe(&self) -> String {
+        "none (no guest work runs on this agent)".into()
+    }
+    fn apply(&mut self, _: GuestDirective) {}
+    fn present(&mut self) -> bool {
+        false
+    }
+    fn reading(&mut self) -> GuestReading {
+        GuestReading::default()
+    }
+    fn totals(&mut self) -> Vec<GuestTotals> {
+        Vec::new()
+    }
+    fn fast_freeze(&self) -> Option<FastFreeze> {
+        None
+    }
+    fn take_restore_time(&mut self) -> Option<Duration> {
+        None
+    }
+}
+
+/// Something the driver tells its observer (the CLI prints these in the foreground).
+#[derive(Clone, Debug)]
+pub enum Notice {
+    Started { state: StateKind, input: Vec<String>, guests: String },
+    Action(Now, Action),
+}
+
+/// Everything the agent runs with.
+pub struct AgentSetup {
+    pub paths: Paths,
+    pub config: Config,
+    pub input_backends: Vec<Box<dyn InputBackend>>,
+    pub guests: Box<dyn GuestHost>,
+    pub observer: Option<Box<dyn FnMut(&Notice) + Send>>,
+}
+
+type ControlMsg = (Request, oneshot::Sender<Response>);
+
+/// How many trace rows are buffered before they are written (a crash loses at most
+/// this much trace; accounting is never buffered).
+const TRACE_BATCH: usize = 30;
+/// Guests' totals are written to the ledger this often while they run.
+const TOTALS_EVERY: Duration = Duration::from_secs(10);
+
+struct Driver {
+    paths: Paths,
+    policy: Policy,
+    ledger: Ledger,
+    guests: Box<dyn GuestHost>,
+    observer: Option<Box<dyn FnMut(&Notice) + Send>>,
+    clock: SystemClock,
+    boot: String,
+    armed: Arc<AtomicBool>,
+    fast_fired: Arc<AtomicBool>,
+    last_interruption: Option<i64>,
+    input_names: Vec<String>,
+    // Trace accumulation.
+    trace_buf: Vec<TraceRow>,
+    trace_start: i64,
+    trace_cpu: (f32, u32),
+    trace_mem: u64,
+    trace_input: bool,
+    last_totals: std::time::Instant,
+    guests_present: bool,
+}
+
+/// Runs the agent until `shutdown` resolves.
+pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    let AgentSetup { paths, config, input_backends, guests, observer } = setup;
+    let clock = SystemClock;
+    let now = clock.now();
+    let boot = boot_id();
+    let mut ledger = Ledger::open(&paths.ledger)?;
+    let saved = ledger.load_saved()?;
+    let day = saved.budget_day.map_or(now.local_date(), |d| d.max(now.local_date()));
+    let used = ledger.interruptions_on(day)?;
+    let policy = Policy::new(config.clone(), now, saved, used, &boot);
+    let retention = config.sampling.trace_retention_days as i64 * 86_400;
+    match ledger.prune_trace(now.utc.timestamp() - retention) {
+        Ok(n) if n > 0 => info!(rows = n, "pruned old trace rows"),
+        Ok(_) => {}
+        Err(e) => warn!("could not prune the trace: {e}"),
+    }
+    let _ = &mut ledger;
+    let mut sensors = Sensors::new()?;
+    if !sensors.has_temperature() {
+        info!("no CPU temperature sensor exposed by the OS: the temperature rule cannot apply");
+    }
+
+    // Input: each backend on its own thread; the fast path freezes guests directly.
+    let (in_tx, mut in_rx) = mpsc::unbounded_channel::<InputEvent>();
+    let armed = Arc::new(AtomicBool::new(false));
+    let fast_fired = Arc::new(AtomicBool::new(false));
+    let fast = guests.fast_freeze().map(|freeze| {
+        let (armed, fired) = (armed.clone(), fast_fired.clone());
+        Arc::new(move |_| {
+            if armed.swap(false, Ordering::AcqRel) {
+                freeze();
+                fired.store(true, Ordering::Release);
+            }
+        }) as crate::input::FastPath
+    });
+    let sink = InputSink::new(in_tx, fast);
+    let mut input_names = Vec::new();
+    for backend in input_backends {
+        let name = format!("{} (cannot see: {})", backend.name(), backend.blind_spots());
+        info!("input backend: {name}");
+        input_names.push(name);
+        let sink = sink.clone();
+        let bname = backend.name();
+        let spawned = std::thread::Builder::new().name(format!("input-{bname}")).spawn(move || {
+            if let Err(e) = backend.run(sink) {
+                warn!("input backend {bname} stopped: {e}");
+            }
+        });
+        if let Err(e) = spawned {
+            warn!("could not start input backend thread: {e}");
+        }
+    }
+    if input_names.is_empty() {
+        warn!("no input backend: availability rests on CPU and memory alone");
+    }
+    drop(sink);
+
+    // Control socket.
+    let listener = control::bind(&paths.socket).map_err(|source| AgentError::Socket { path: paths.socket.display().to_string(), source })?;
+    let (ctl_tx, mut ctl_rx) = mpsc::channel::<ControlMsg>(16);
+    tokio::spawn(serve_control(listener, ctl_tx));
+    info!(socket = %paths.socket.display(), ledger = %paths.ledger.display(), "agent started");
+
+    let mut d = Driver {
+        paths,
+        policy,
+        ledger,
+        guests,
+        observer,
+        clock,
+        boot,
+        armed,
+        fast_fired,
+        last_interruption: None,
+        input_names,
+        trace_buf: Vec::new(),
+        trace_start: now.utc.timestamp(),
+        trace_cpu: (0.0, 0),
+        trace_mem: 0,
+        trace_input: false,
+        last_totals: std::time::Instant::now(),
+        guests_present: false,
+    };
+    let first = d.policy.state();
+    let (inputs, gdesc) = (d.input_names.clone(), d.guests.describe());
+    d.notify(&Notice::Started { state: first, input: inputs, guests: gdesc });
+    d.step(Event::Tick);
+
+    let mut tick = tokio::time::interval(d.policy.config().sample_interval());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(shutdown);
+    let mut input_open = true;
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = tick.tick() => d.on_tick(&mut sensors),
+            ev = in_rx.recv(), if input_open => match ev {
+                Some(ev) => {
+                    d.trace_input = true;
+                    d.step(Event::Input(ev));
+                }
+                None => input_open = false,
+            },
+            Some((req, reply)) = ctl_rx.recv() => {
+                let resp = d.on_request(req);
+                let _ = reply.send(resp);
+            }
+        }
+    }
+    d.shutdown();
+    Ok(())
+}
+
+impl Driver {
+    fn notify(&mut self, n: &Notice) {
+        if let Some(o) = self.observer.as_mut() {
+            o(n);
+        }
+    }
+
+    fn on_tick(&mut self, sensors: &mut Sensors) {
+        let now = self.clock.now();
+        let present = self.guests.present();
+        if present != self.guests_present {
+            self.guests_present = present;
+            self.write_totals(now);
+            self.step(Event::GuestsPresent(present));
+        }
+        let sample = sensors.sample(now.mono, self.guests.reading());
+        self.trace_cpu.0 += sample.owner_cpu;
+        self.trace_cpu.1 += 1;
+        self.trace_mem = sample.owner_mem_bytes;
+        self.step(Event::Sample(sample));
+        if present && self.last_totals.elapsed() >= TOTALS_EVERY {
+            self.write_totals(now);
+        }
+        if let Some(d) = self.guests.take_restore_time() {
+            if let Some(id) = self.last_interruption {
+                if let Err(e) = self.ledger.set_restore_time(id, d.as_millis() as u64) {
+                    error!("could not record the memory restore time: {e}");
+                }
+            }
+            info!(restore_ms = d.as_millis() as u64, "owner memory restored after eviction");
+        }
+        let t = now.utc.timestamp();
+        let every = self.policy.config().sampling.trace_interval_s as i64;
+        if t - self.trace_start >= every {
+            let (sum, n) = self.trace_cpu;
+            self.trace_buf.push(TraceRow { t, owner_cpu: if n > 0 { sum / n as f32 } else { 0.0 }, owner_mem_bytes: self.trace_mem, input: self.trace_input });
+            self.trace_start = t;
+            self.trace_cpu = (0.0, 0);
+            self.trace_input = false;
+            if self.trace_buf.len() >= TRACE_BATCH {
+                self.flush_trace();
+            }
+        }
+    }
+
+    fn write_totals(&mut self, now: Now) {
+        self.last_totals = std::time::Instant::now();
+        let day = self.policy.status(now).budget_day;
+        for g in self.guests.totals() {
+            if let Err(e) = self.ledger.record_guest_totals(day, now.utc, &g) {
+                error!("could not account guest {}: {e}", g.guest);
+            }
+        }
+    }
+
+    fn flush_trace(&mut self) {
+        if self.trace_buf.is_empty() {
+            return;
+        }
+        if let Err(e) = self.ledger.append_trace(&self.trace_buf) {
+            warn!("could not write {} trace rows: {e}", self.trace_buf.len());
+        }
+        self.trace_buf.clear();
+    }
+
+    fn step(&mut self, event: Event) {
+        let now = self.clock.now();
+        let command = match &event {
+            Event::Command(c) => Some(*c),
+            _ => None,
+        };
+        let actions = self.policy.handle(now, event);
+        for a in actions {
+            match &a {
+                Action::StateChanged { from, to, reason } => {
+                    info!(from = from.as_str(), to = to.as_str(), reason = reason.as_str(), "state changed");
+                    if let Err(e) = self.ledger.record_transition(now.utc, *from, *to, reason) {
+                        error!("could not record a transition: {e}");
+                    }
+                }
+                Action::Directive(d) => {
+                    info!(directive = ?d, "guest directive");
+                    self.guests.apply(*d);
+                }
+                Action::InterruptionCounted(i) => {
+                    info!(day = %i.day, number = i.number, limit = i.limit, cause = ?i.cause, "interruption counted");
+                    let saved = self.policy.saved(now, &self.boot);
+                    match self.ledger.record_interruption(i, &saved) {
+                        Ok(id) => self.last_interruption = Some(id),
+                        Err(e) => error!("could not record an interruption: {e}"),
+                    }
+                }
+                Action::OwnerSettingsChanged | Action::DayRolled { .. } => {
+                    let saved = self.policy.saved(now, &self.boot);
+                    let written = match command {
+                        Some(c) => self.ledger.record_command(now.utc, &c, &saved),
+                        None => self.ledger.store_saved(&saved),
+                    };
+                    if let Err(e) = written {
+                        error!("could not persist the owner's settings: {e}");
+                    }
+                }
+                Action::ClockStepped { by_ms } => warn!(by_ms, "wall clock was set; durations keep running on the monotonic clock"),
+            }
+            self.notify(&Notice::Action(now, a));
+        }
+        // The fast path froze guests on input; if the policy wants them running, thaw.
+        if self.fast_fired.swap(false, Ordering::AcqRel) {
+            let d = self.policy.directive();
+            if matches!(d, GuestDirective::Accept | GuestDirective::Linger) {
+                self.guests.apply(d);
+            }
+        }
+        self.armed.store(self.policy.freeze_on_input(), Ordering::Release);
+    }
+
+    fn status(&mut self) -> AgentStatus {
+        let now = self.clock.now();
+        let policy = self.policy.status(now);
+        let donated = self.ledger.donated_on(policy.budget_day).unwrap_or_default();
+        AgentStatus {
+            policy,
+            donated_cpu_s_today: donated.cpu_s,
+            donated_wall_s_today: donated.wall_s,
+            input_backends: self.input_names.clone(),
+            guest_runtime: self.guests.describe(),
+            agent_version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+        }
+    }
+
+    fn on_request(&mut self, req: Request) -> Response {
+        match req {
+            Request::Status => {}
+            Request::Pause { span } => self.step(Event::Command(Command::Pause(span))),
+            Request::Resume => self.step(Event::Command(Command::Resume)),
+            Request::Donate { span } => self.step(Event::Command(Command::Donate(span))),
+            Request::SetLimits { interruptions_per_day } => {
+                let mut cfg = self.policy.config().clone();
+                cfg.budget.interruptions_per_day = interruptions_per_day;
+                if let Err(e) = self.apply_config(cfg) {
+                    return Response::Error { message: e };
+                }
+                self.step(Event::Command(Command::SetLimit(interruptions_per_day)));
+            }
+            Request::GetConfig => return Response::Config { config: Box::new(self.policy.config().clone()) },
+            Request::SetConfig { config } => {
+                if let Err(e) = self.apply_config(config) {
+                    return Response::Error { message: e };
+                }
+                self.step(Event::Tick);
+                return Response::Config { config: Box::new(self.policy.config().clone()) };
+            }
+            Request::Today => return self.today(),
+        }
+        Response::Status(Box::new(self.status()))
+    }
+
+    fn apply_config(&mut self, cfg: Config) -> Result<(), String> {
+        cfg.validate().map_err(|e| e.to_string())?;
+        cfg.save(&self.paths.config_file).map_err(|e| e.to_string())?;
+        info!(file = %self.paths.config_file.display(), "configuration changed");
+        self.policy.set_config(cfg);
+        Ok(())
+    }
+
+    fn today(&mut self) -> Response {
+        let now = self.clock.now();
+        let day = self.policy.status(now).budget_day;
+        let offset = now.local - now.utc.naive_utc();
+        let start = day.and_hms_opt(0, 0, 0).map(|t| (t - offset).and_utc());
+        let result = (|| -> Result<TodayReport, LedgerError> {
+            let start = start.unwrap_or(now.utc);
+            Ok(TodayReport {
+                day,
+                timeline: self.ledger.transitions(start, start + chrono::Duration::days(1))?,
+                interruptions: self.ledger.interruptions(day)?,
+                donated_days: self.ledger.donated_days(day, 7)?,
+            })
+        })();
+        match result {
+            Ok(r) => Response::Today(Box::new(r)),
+            Err(e) => Response::Error { message: e.to_string() },
+        }
+    }
+
+    fn shutdown(&mut self) {
+        let now = self.clock.now();
+        self.write_totals(now);
+        self.guests.apply(GuestDirective::Evict);
+        self.flush_trace();
+        let _ = std::fs::remove_file(&self.paths.socket);
+        info!(at_mono = mono_now().0, "agent stopped");
+    }
+}
+
+async fn serve_control(listener: tokio::net::UnixListener, tx: mpsc::Sender<ControlMsg>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            if !control::peer_is_owner(&stream) {
+                warn!("refused a control connection from another user");
+                return;
+            }
+            let (rd, mut wr) = stream.into_split();
+            let mut line = String::new();
+            let mut reader = BufReader::new(rd.take(MAX_REQUEST_BYTES as u64));
+            let resp = match reader.read_line(&mut line).await {
+                Ok(_) => match serde_json::from_str::<Request>(&line) {
+                    Ok(req) => {
+                        let (rtx, rrx) = oneshot::channel();
+                        if tx.send((req, rtx)).await.is_err() {
+                            return;
+                        }
+                        rrx.await.unwrap_or(Response::Error { message: "agent is stopping".into() })
+                    }
+                    Err(e) => Response::Error { message: format!("malformed request: {e}") },
+                },
+                Err(e) => Response::Error { message: format!("unreadable request: {e}") },
+            };
+            let mut out = serde_json::to_string(&resp).unwrap_or_else(|_| r#"{"kind":"error","message":"unserializable"}"#.into());
+            out.push('\n');
+            let _ = wr.write_all(out.as_bytes()).await;
+        });
+    }
+}

@@ -1,0 +1,130 @@
+//! The local control endpoint: a Unix socket readable by the owner only (mode 0600 in a
+//! 0700 directory, and the peer's uid checked), speaking one JSON request and one JSON
+//! response per line. `lull status|pause|resume|donate|limits` and the tray app use it.
+
+use crate::config::Config;
+use crate::ledger::{DayDonation, InterruptionRow, TransitionRow};
+use crate::policy::{DonateSpan, PauseSpan, PolicyStatus};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A request to the agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    Status,
+    Pause { span: PauseSpan },
+    Resume,
+    Donate { span: DonateSpan },
+    SetLimits { interruptions_per_day: u32 },
+    GetConfig,
+    /// Replaces the whole configuration (validated; saved to the config file).
+    SetConfig { config: Config },
+    /// Today's timeline, interruptions and the last 7 days' donated time.
+    Today,
+}
+
+/// The agent's status for the owner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentStatus {
+    #[serde(flatten)]
+    pub policy: PolicyStatus,
+    pub donated_cpu_s_today: f64,
+    pub donated_wall_s_today: f64,
+    /// Input backends in use, with what each cannot see.
+    pub input_backends: Vec<String>,
+    pub guest_runtime: String,
+    pub agent_version: String,
+    pub pid: u32,
+}
+
+/// Today's record for the status window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TodayReport {
+    pub day: chrono::NaiveDate,
+    pub timeline: Vec<TransitionRow>,
+    pub interruptions: Vec<InterruptionRow>,
+    pub donated_days: Vec<DayDonation>,
+}
+
+/// The agent's answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Response {
+    Status(Box<AgentStatus>),
+    Config { config: Box<Config> },
+    Today(Box<TodayReport>),
+    Error { message: String },
+}
+
+/// A client-side failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("no Lull agent is listening on {0} (start one with `lull agent`)")]
+    NotRunning(PathBuf),
+    #[error("control socket {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("the agent sent an answer this client does not understand: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Sends one request and waits for the answer (blocking; for the CLI and tests).
+pub fn call(socket: &Path, req: &Request) -> Result<Response, ControlError> {
+    let io = |source| ControlError::Io { path: socket.to_path_buf(), source };
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => ControlError::NotRunning(socket.to_path_buf()),
+        _ => io(e),
+    })?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(io)?;
+    let mut line = serde_json::to_string(req).map_err(|e| ControlError::Protocol(e.to_string()))?;
+    line.push('\n');
+    stream.write_all(line.as_bytes()).map_err(io)?;
+    let mut answer = String::new();
+    BufReader::new(&stream).read_line(&mut answer).map_err(io)?;
+    let resp: Response = serde_json::from_str(&answer).map_err(|e| ControlError::Protocol(format!("{e}: {answer:?}")))?;
+    match resp {
+        Response::Error { message } => Err(ControlError::Refused(message)),
+        r => Ok(r),
+    }
+}
+
+/// Creates the socket's directory (0700) and binds the listener (0600), replacing a
+/// stale socket left by a crashed agent but refusing to steal a live one.
+pub fn bind(socket: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(dir) = socket.parent() {
+        if !dir.exists() {
+            std::fs::create_dir_all(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    if socket.exists() {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, format!("another Lull agent is already listening on {}", socket.display())));
+        }
+        std::fs::remove_file(socket)?;
+    }
+    // Bind with a restrictive umask so the socket is never briefly world-accessible.
+    // SAFETY: umask only changes this process's file-creation mask.
+    let old = unsafe { libc::umask(0o177) };
+    let listener = tokio::net::UnixListener::bind(socket);
+    // SAFETY: as above, restoring the previous mask.
+    unsafe { libc::umask(old) };
+    let listener = listener?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// True when the connecting process runs as the same user as this one.
+pub fn peer_is_owner(stream: &tokio::net::UnixStream) -> bool {
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    stream.peer_cred().map(|c| c.uid() == me).unwrap_or(false)
+}
+
+/// Largest request line accepted (a full configuration fits easily).
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;

@@ -1,0 +1,421 @@
+//! The local ledger: an SQLite database (WAL, `synchronous=FULL`) in the platform data
+//! directory holding everything the agent has accounted — state transitions, owner
+//! commands, counted interruptions, donated seconds per guest and day, the persisted
+//! policy settings, an outbox of records for the coordinator, and a compact 2-second
+//! trace of owner CPU, owner memory and input activity kept for 30 days.
+//!
+//! Crash safety: every accounting write is one transaction. Interruptions are unique per
+//! (day, number); donated time is stored as each guest's *cumulative* counters and the
+//! day's total is advanced by the difference in the same transaction, so replaying a
+//! write after `kill -9` neither loses nor doubles anything.
+
+use crate::policy::{Command, Interruption, Saved, StateKind};
+use chrono::{DateTime, NaiveDate, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// A ledger failure.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("ledger database {path}: {source}")]
+    Open { path: String, source: rusqlite::Error },
+    #[error("ledger: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("ledger: stored value is not valid: {0}")]
+    Corrupt(#[from] serde_json::Error),
+}
+
+type Result<T> = std::result::Result<T, LedgerError>;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS transitions (
+    id INTEGER PRIMARY KEY, at_utc TEXT NOT NULL, from_state TEXT NOT NULL,
+    to_state TEXT NOT NULL, reason TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS transitions_at ON transitions(at_utc);
+CREATE TABLE IF NOT EXISTS commands (id INTEGER PRIMARY KEY, at_utc TEXT NOT NULL, command TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS interruptions (
+    id INTEGER PRIMARY KEY, day TEXT NOT NULL, number INTEGER NOT NULL, limit_n INTEGER NOT NULL,
+    cause TEXT NOT NULL, mode TEXT NOT NULL, at_utc TEXT NOT NULL, restore_ms INTEGER,
+    UNIQUE(day, number));
+CREATE TABLE IF NOT EXISTS guest_usage (
+    guest TEXT PRIMARY KEY, started_utc TEXT NOT NULL, cpu_us INTEGER NOT NULL,
+    wall_ms INTEGER NOT NULL, peak_mem INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS donated_days (
+    day TEXT PRIMARY KEY, cpu_us INTEGER NOT NULL, wall_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, payload TEXT NOT NULL,
+    synced INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS trace (
+    t INTEGER PRIMARY KEY, owner_cpu REAL NOT NULL, owner_mem INTEGER NOT NULL, input INTEGER NOT NULL);
+"#;
+
+/// One row of the calibration trace (every 2 s by default).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceRow {
+    /// Unix seconds (UTC).
+    pub t: i64,
+    pub owner_cpu: f32,
+    pub owner_mem_bytes: u64,
+    /// Input happened during the row's interval.
+    pub input: bool,
+}
+
+/// A guest's cumulative usage, as read from its counters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GuestTotals {
+    pub guest: String,
+    pub cpu_us: u64,
+    pub wall_ms: u64,
+    pub peak_mem_bytes: u64,
+}
+
+/// A recorded interruption, as shown to the owner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InterruptionRow {
+    pub id: i64,
+    pub day: NaiveDate,
+    pub number: u32,
+    pub limit: u32,
+    pub cause: String,
+    pub mode: String,
+    pub at_utc: String,
+    pub restore_ms: Option<u64>,
+}
+
+/// A state transition.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransitionRow {
+    pub at_utc: String,
+    pub from: String,
+    pub to: String,
+    pub reason: String,
+}
+
+/// Donated time on one local day.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DayDonation {
+    pub day: NaiveDate,
+    pub cpu_s: f64,
+    pub wall_s: f64,
+}
+
+/// A record waiting to be reported to the coordinator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutboxRecord {
+    pub seq: i64,
+    pub kind: String,
+    pub payload: serde_json::Value,
+}
+
+/// The ledger.
+pub struct Ledger {
+    conn: Connection,
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl Ledger {
+    /// Opens (creating if needed) the ledger at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let conn = Connection::open(path).map_err(|source| LedgerError::Open { path: path.display().to_string(), source })?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Self { conn })
+    }
+
+    /// An in-memory ledger, for the simulator and tests.
+    pub fn in_memory() -> Result<Self> {
+        let conn = Connection::open_in_memory()?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Self { conn })
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>> {
+        Ok(self.conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).optional()?)
+    }
+
+    fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.conn.execute("INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", params![key, value])?;
+        Ok(())
+    }
+
+    /// The persisted policy settings (pause, donate-now, budget day).
+    pub fn load_saved(&self) -> Result<Saved> {
+        match self.meta("policy_saved")? {
+            Some(s) => Ok(serde_json::from_str(&s)?),
+            None => Ok(Saved::default()),
+        }
+    }
+
+    /// Persists the policy settings.
+    pub fn store_saved(&self, saved: &Saved) -> Result<()> {
+        self.set_meta("policy_saved", &serde_json::to_string(saved)?)
+    }
+
+    /// A stable identity for this machine's agent, created on first use.
+    pub fn agent_id(&self) -> Result<String> {
+        if let Some(id) = self.meta("agent_id")? {
+            return Ok(id);
+        }
+        let mut bytes = [0u8; 16];
+        if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+            let _ = std::io::Read::read_exact(&mut f, &mut bytes);
+        }
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        self.set_meta("agent_id", &id)?;
+        Ok(id)
+    }
+
+    /// Interruptions counted against `day`.
+    pub fn interruptions_on(&self, day: NaiveDate) -> Result<u32> {
+        Ok(self.conn.query_row("SELECT COUNT(*) FROM interruptions WHERE day = ?1", [day.to_string()], |r| r.get(0))?)
+    }
+
+    /// Records a state transition.
+    pub fn record_transition(&self, at: DateTime<Utc>, from: StateKind, to: StateKind, reason: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO transitions(at_utc, from_state, to_state, reason) VALUES (?1, ?2, ?3, ?4)",
+            params![ts(at), from.as_str(), to.as_str(), reason],
+        )?;
+        Ok(())
+    }
+
+    /// Records an owner command and the settings it leaves, in one transaction.
+    pub fn record_command(&mut self, at: DateTime<Utc>, command: &Command, saved: &Saved) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        tx.execute("INSERT INTO commands(at_utc, command) VALUES (?1, ?2)", params![ts(at), serde_json::to_string(command)?])?;
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES ('policy_saved', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            [serde_json::to_string(saved)?],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Records a counted interruption (with the settings it leaves) and queues it for the
+    /// coordinator. Recording the same (day, number) twice is a no-op; returns the row id.
+    pub fn record_interruption(&mut self, i: &Interruption, saved: &Saved) -> Result<i64> {
+        let tx = self.conn.transaction()?;
+        let inserted = tx.execute(
+            "INSERT OR IGNORE INTO interruptions(day, number, limit_n, cause, mode, at_utc) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                i.day.to_string(),
+                i.number,
+                i.limit,
+                serde_json::to_value(i.cause)?.as_str().unwrap_or_default(),
+                i.mode.short(),
+                ts(i.at_utc)
+            ],
+        )?;
+        let id: i64 = tx.query_row("SELECT id FROM interruptions WHERE day = ?1 AND number = ?2", params![i.day.to_string(), i.number], |r| r.get(0))?;
+        if inserted == 1 {
+            tx.execute("INSERT INTO outbox(kind, payload) VALUES ('interruption', ?1)", [serde_json::to_string(i)?])?;
+        }
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES ('policy_saved', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            [serde_json::to_string(saved)?],
+        )?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Adds the measured memory-restore time to an interruption.
+    pub fn set_restore_time(&self, interruption_id: i64, restore_ms: u64) -> Result<()> {
+        self.conn.execute("UPDATE interruptions SET restore_ms = ?2 WHERE id = ?1", params![interruption_id, restore_ms as i64])?;
+        Ok(())
+    }
+
+    /// Accounts a guest's cumulative counters: the day's donated time advances by the
+    /// growth since the last call for that guest. Idempotent for repeated totals; counters
+    /// that went backwards (a new guest reusing a name) count from zero.
+    /// Returns the (cpu µs, wall ms) added.
+    pub fn record_guest_totals(&mut self, day: NaiveDate, at: DateTime<Utc>, g: &GuestTotals) -> Result<(u64, u64)> {
+        let tx = self.conn.transaction()?;
+        let prev: Option<(i64, i64)> =
+            tx.query_row("SELECT cpu_us, wall_ms FROM guest_usage WHERE guest = ?1", [&g.guest], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+        let (pc, pw) = prev.map_or((0u64, 0u64), |(c, w)| (c as u64, w as u64));
+        let dc = if g.cpu_us >= pc { g.cpu_us - pc } else { g.cpu_us };
+        let dw = if g.wall_ms >= pw { g.wall_ms - pw } else { g.wall_ms };
+        tx.execute(
+            "INSERT INTO guest_usage(guest, started_utc, cpu_us, wall_ms, peak_mem) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(guest) DO UPDATE SET cpu_us = excluded.cpu_us, wall_ms = excluded.wall_ms,
+             peak_mem = MAX(peak_mem, excluded.peak_mem)",
+            params![g.guest, ts(at), g.cpu_us as i64, g.wall_ms as i64, g.peak_mem_bytes as i64],
+        )?;
+        if dc > 0 || dw > 0 {
+            tx.execute(
+                "INSERT INTO donated_days(day, cpu_us, wall_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(day) DO UPDATE SET cpu_us = cpu_us + excluded.cpu_us, wall_ms = wall_ms + excluded.wall_ms",
+                params![day.to_string(), dc as i64, dw as i64],
+            )?;
+            let payload = serde_json::json!({"guest": g.guest, "day": day, "cpu_us": dc, "wall_ms": dw, "at_utc": ts(at)});
+            tx.execute("INSERT INTO outbox(kind, payload) VALUES ('donation', ?1)", [payload.to_string()])?;
+        }
+        tx.commit()?;
+        Ok((dc, dw))
+    }
+
+    /// Donated time on `day`.
+    pub fn donated_on(&self, day: NaiveDate) -> Result<DayDonation> {
+        let row: Option<(i64, i64)> = self
+            .conn
+            .query_row("SELECT cpu_us, wall_ms FROM donated_days WHERE day = ?1", [day.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let (c, w) = row.unwrap_or((0, 0));
+        Ok(DayDonation { day, cpu_s: c as f64 / 1e6, wall_s: w as f64 / 1e3 })
+    }
+
+    /// Donated time for each of the `days` days ending with `last` (oldest first; days
+    /// without donation are zero).
+    pub fn donated_days(&self, last: NaiveDate, days: u32) -> Result<Vec<DayDonation>> {
+        (0..days).rev().map(|i| self.donated_on(last - chrono::Duration::days(i as i64))).collect()
+    }
+
+    /// The interruptions counted against `day`.
+    pub fn interruptions(&self, day: NaiveDate) -> Result<Vec<InterruptionRow>> {
+        let mut st = self.conn.prepare(
+            "SELECT id, day, number, limit_n, cause, mode, at_utc, restore_ms FROM interruptions WHERE day = ?1 ORDER BY number",
+        )?;
+        let rows = st.query_map([day.to_string()], |r| {
+            let day: String = r.get(1)?;
+            Ok(InterruptionRow {
+                id: r.get(0)?,
+                day: day.parse().unwrap_or_default(),
+                number: r.get(2)?,
+                limit: r.get(3)?,
+                cause: r.get(4)?,
+                mode: r.get(5)?,
+                at_utc: r.get(6)?,
+                restore_ms: r.get::<_, Option<i64>>(7)?.map(|v| v as u64),
+            })
+        })?;
+        Ok(rows.collect::<std::result::Result<_, _>>()?)
+    }
+
+    /// Transitions recorded between two instants, oldest first.
+    pub fn transitions(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<TransitionRow>> {
+        let mut st = self.conn.prepare(
+            "SELECT at_utc, from_state, to_state, reason FROM transitions WHERE at_utc >= ?1 AND at_utc < ?2 ORDER BY id",
+        )?;
+        let rows = st.query_map(params![ts(from), ts(to)], |r| {
+            Ok(TransitionRow { at_utc: r.get(0)?, from: r.get(1)?, to: r.get(2)?, reason: r.get(3)? })
+        })?;
+        Ok(rows.collect::<std::result::Result<_, _>>()?)
+    }
+
+    /// Appends trace rows in one transaction (a row for an existing second is replaced).
+    pub fn append_trace(&mut self, rows: &[TraceRow]) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        {
+            let mut st = tx.prepare_cached("INSERT OR REPLACE INTO trace(t, owner_cpu, owner_mem, input) VALUES (?1, ?2, ?3, ?4)")?;
+            for r in rows {
+                st.execute(params![r.t, r.owner_cpu as f64, r.owner_mem_bytes as i64, r.input])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Deletes trace rows older than `before` (unix seconds); returns how many.
+    pub fn prune_trace(&self, before: i64) -> Result<usize> {
+        Ok(self.conn.execute("DELETE FROM trace WHERE t < ?1", [before])?)
+    }
+
+    /// Trace rows in `[from, to)` (unix seconds).
+    pub fn trace(&self, from: i64, to: i64) -> Result<Vec<TraceRow>> {
+        let mut st = self.conn.prepare("SELECT t, owner_cpu, owner_mem, input FROM trace WHERE t >= ?1 AND t < ?2 ORDER BY t")?;
+        let rows = st.query_map(params![from, to], |r| {
+            Ok(TraceRow { t: r.get(0)?, owner_cpu: r.get::<_, f64>(1)? as f32, owner_mem_bytes: r.get::<_, i64>(2)? as u64, input: r.get(3)? })
+        })?;
+        Ok(rows.collect::<std::result::Result<_, _>>()?)
+    }
+
+    /// Records not yet acknowledged by the coordinator, oldest first.
+    pub fn outbox_pending(&self, limit: usize) -> Result<Vec<OutboxRecord>> {
+        let mut st = self.conn.prepare("SELECT seq, kind, payload FROM outbox WHERE synced = 0 ORDER BY seq LIMIT ?1")?;
+        let rows = st.query_map([limit as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, kind, payload) = row?;
+            out.push(OutboxRecord { seq, kind, payload: serde_json::from_str(&payload)? });
+        }
+        Ok(out)
+    }
+
+    /// Marks every record up to `seq` as acknowledged.
+    pub fn outbox_acked(&self, seq: i64) -> Result<()> {
+        self.conn.execute("UPDATE outbox SET synced = 1 WHERE seq <= ?1 AND synced = 0", [seq])?;
+        Ok(())
+    }
+
+    /// Runs an SQLite integrity check.
+    pub fn check(&self) -> Result<bool> {
+        let r: String = self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+        Ok(r == "ok")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EvictionMode;
+    use crate::policy::ReturnCause;
+
+    fn interruption(day: NaiveDate, number: u32) -> Interruption {
+        Interruption {
+            day,
+            number,
+            limit: 5,
+            cause: ReturnCause::Input,
+            at_utc: Utc::now(),
+            at_mono: crate::clock::MonoMs(1),
+            mode: EvictionMode::LingerLonger,
+        }
+    }
+
+    #[test]
+    fn interruptions_are_unique_per_day_and_number() {
+        let mut l = Ledger::in_memory().unwrap();
+        let d = NaiveDate::from_ymd_opt(2026, 11, 23).unwrap();
+        let a = l.record_interruption(&interruption(d, 1), &Saved::default()).unwrap();
+        let b = l.record_interruption(&interruption(d, 1), &Saved::default()).unwrap();
+        assert_eq!(a, b);
+        l.record_interruption(&interruption(d, 2), &Saved::default()).unwrap();
+        assert_eq!(l.interruptions_on(d).unwrap(), 2);
+        assert_eq!(l.outbox_pending(10).unwrap().len(), 2, "the replay was not queued twice");
+    }
+
+    #[test]
+    fn guest_totals_advance_by_difference_only() {
+        let mut l = Ledger::in_memory().unwrap();
+        let d = NaiveDate::from_ymd_opt(2026, 11, 23).unwrap();
+        let g = |cpu, wall| GuestTotals { guest: "g1".into(), cpu_us: cpu, wall_ms: wall, peak_mem_bytes: 10 };
+        l.record_guest_totals(d, Utc::now(), &g(1_000_000, 2000)).unwrap();
+        l.record_guest_totals(d, Utc::now(), &g(1_000_000, 2000)).unwrap();
+        l.record_guest_totals(d, Utc::now(), &g(3_000_000, 5000)).unwrap();
+        let day = l.donated_on(d).unwrap();
+        assert_eq!(day.cpu_s, 3.0);
+        assert_eq!(day.wall_s, 5.0);
+        let seqs: Vec<i64> = l.outbox_pending(10).unwrap().iter().map(|r| r.seq).collect();
+        assert_eq!(seqs.len(), 2);
+        l.outbox_acked(seqs[0]).unwrap();
+        assert_eq!(l.outbox_pending(10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn saved_settings_round_trip() {
+        let l = Ledger::in_memory().unwrap();
+        let s = Saved { pause: Some(crate::policy::SavedPause::UntilResumed), donate: None, budget_day: NaiveDate::from_ymd_opt(2026, 1, 2) };
+        l.store_saved(&s).unwrap();
+        assert_eq!(l.load_saved().unwrap(), s);
+    }
+}

@@ -1,0 +1,181 @@
+//! Property tests of the social contract: for any sequence of input, samples, guest
+//! activity, owner commands, clock steps and restarts over any number of days, no local
+//! day has more interruptions counted than the limit in force, numbers never repeat, and
+//! time under "Donate now" never counts.
+
+use agent_core::clock::{MonoMs, Now};
+use agent_core::config::{Config, EvictionMode};
+use agent_core::policy::{Action, Command, DonateSpan, Event, PauseSpan, Policy, Saved};
+use agent_core::sample::{InputEvent, InputSignal, Sample};
+use chrono::{Duration as CDuration, TimeZone, Utc};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug)]
+enum Step {
+    Sample { cpu: u8, mem_mib: u16 },
+    Input,
+    Resumed,
+    Idled,
+    Inhibit(bool),
+    Guests(bool),
+    Pause(u8),
+    Resume,
+    Donate(Option<u16>),
+    SetLimit(u8),
+    ClockStep(i32),
+    Restart,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        8 => (0u8..40, 0u16..2000).prop_map(|(cpu, mem_mib)| Step::Sample { cpu, mem_mib }),
+        4 => Just(Step::Input),
+        1 => Just(Step::Resumed),
+        1 => Just(Step::Idled),
+        1 => any::<bool>().prop_map(Step::Inhibit),
+        4 => any::<bool>().prop_map(Step::Guests),
+        1 => (0u8..4).prop_map(Step::Pause),
+        1 => Just(Step::Resume),
+        1 => proptest::option::of(1u16..7200).prop_map(Step::Donate),
+        1 => (0u8..8).prop_map(Step::SetLimit),
+        1 => (-10_800i32..10_800).prop_map(Step::ClockStep),
+        1 => Just(Step::Restart),
+    ]
+}
+
+fn mode() -> impl Strategy<Value = EvictionMode> {
+    prop_oneof![
+        Just(EvictionMode::ImmediateEviction),
+        Just(EvictionMode::PauseAndMigrate),
+        Just(EvictionMode::LingerLonger),
+        Just(EvictionMode::LingerForever),
+    ]
+}
+
+fn run(steps: Vec<(u32, Step)>, mode: EvictionMode, limit: u32, threshold_s: u64, fixed_limit: bool) -> Result<u32, TestCaseError> {
+    let mut cfg = Config::default();
+    cfg.eviction.mode = mode;
+    cfg.budget.interruptions_per_day = limit;
+    cfg.availability.recruitment_threshold_s = threshold_s;
+    let tz = chrono_tz::Europe::Berlin;
+    let start = Utc.with_ymd_and_hms(2026, 10, 24, 20, 0, 0).unwrap();
+    let mut mono: u64 = 10_000;
+    let mut skew: i64 = 0;
+    let now_at = |mono: u64, skew: i64| {
+        let utc = start + CDuration::milliseconds(mono as i64 + skew);
+        Now { mono: MonoMs(mono), utc, local: utc.with_timezone(&tz).naive_local() }
+    };
+    let mut ledger: BTreeMap<chrono::NaiveDate, u32> = BTreeMap::new();
+    let mut saved = Saved::default();
+    let mut policy = Policy::new(cfg.clone(), now_at(mono, skew), saved.clone(), 0, "b");
+    for (dt_ms, st) in steps {
+        mono += dt_ms as u64;
+        let now = now_at(mono, skew);
+        let before = policy.status(now);
+        let donate_active = before.donate_now && before.donate_for_s.is_none_or(|s| s > 0);
+        let event = match st {
+            Step::Sample { cpu, mem_mib } => Event::Sample(Sample {
+                at: now.mono,
+                owner_cpu: cpu as f32 / 100.0,
+                owner_mem_bytes: (4u64 << 30) + ((mem_mib as u64) << 20),
+                mem_total_bytes: 16 << 30,
+                mem_available_bytes: 8 << 30,
+                on_battery: Some(false),
+                ..Default::default()
+            }),
+            Step::Input => Event::Input(InputEvent { at: now.mono, signal: InputSignal::Activity }),
+            Step::Resumed => Event::Input(InputEvent { at: now.mono, signal: InputSignal::Resumed }),
+            Step::Idled => Event::Input(InputEvent { at: now.mono, signal: InputSignal::Idled { idle_for_ms: 1000 } }),
+            Step::Inhibit(b) => Event::Input(InputEvent { at: now.mono, signal: InputSignal::Inhibited(b) }),
+            Step::Guests(b) => Event::GuestsPresent(b),
+            Step::Pause(k) => Event::Command(Command::Pause(match k {
+                0 => PauseSpan::For { secs: 3600 },
+                1 => PauseSpan::For { secs: 3 * 3600 },
+                2 => PauseSpan::UntilTomorrow,
+                _ => PauseSpan::UntilResumed,
+            })),
+            Step::Resume => Event::Command(Command::Resume),
+            Step::Donate(d) => Event::Command(Command::Donate(match d {
+                Some(s) => DonateSpan::For { secs: s as u64 },
+                None => DonateSpan::UntilReturn,
+            })),
+            Step::SetLimit(n) if !fixed_limit => Event::Command(Command::SetLimit(n as u32)),
+            Step::SetLimit(_) => Event::Tick,
+            Step::ClockStep(s) => {
+                skew += s as i64 * 1000;
+                Event::Tick
+            }
+            Step::Restart => {
+                let day = saved.budget_day.unwrap_or(now.local_date()).max(now.local_date());
+                let used = ledger.get(&day).copied().unwrap_or(0);
+                let mut c = policy.config().clone();
+                if fixed_limit {
+                    c.budget.interruptions_per_day = limit;
+                }
+                policy = Policy::new(c, now_at(mono, skew), saved.clone(), used, "b");
+                Event::Tick
+            }
+        };
+        let is_command = matches!(event, Event::Command(_));
+        let now = now_at(mono, skew);
+        for a in policy.handle(now, event) {
+            match a {
+                Action::InterruptionCounted(i) => {
+                    let n = ledger.entry(i.day).or_default();
+                    *n += 1;
+                    prop_assert_eq!(*n, i.number, "numbers are consecutive per day, never repeated");
+                    prop_assert!(i.number <= i.limit, "day {} got interruption {} over limit {}", i.day, i.number, i.limit);
+                    if fixed_limit {
+                        prop_assert!(*n <= limit, "day {} has {} > {}", i.day, n, limit);
+                    }
+                    prop_assert!(!(donate_active && !is_command), "an interruption was counted during donate-now");
+                    saved = policy.saved(now, "b");
+                }
+                Action::OwnerSettingsChanged | Action::DayRolled { .. } => saved = policy.saved(now, "b"),
+                _ => {}
+            }
+        }
+    }
+    Ok(ledger.values().sum())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn never_over_budget_and_donate_never_counts(
+        steps in proptest::collection::vec(((0u32..300_000), step()), 1..400),
+        mode in mode(),
+        limit in 0u32..8,
+        threshold_s in prop_oneof![Just(0u64), Just(5), Just(180)],
+    ) {
+        run(steps, mode, limit, threshold_s, true)?;
+    }
+
+    #[test]
+    fn limit_changes_and_long_gaps_over_many_days(
+        steps in proptest::collection::vec((prop_oneof![3 => 0u32..60_000, 1 => 0u32..21_600_000], step()), 1..400),
+        mode in mode(),
+        limit in 0u32..8,
+    ) {
+        run(steps, mode, limit, 60, false)?;
+    }
+}
+
+/// The properties above must be able to fail: a policy that forgot the budget would be
+/// caught. This drives many returns in one day and checks the count stops at the limit.
+#[test]
+fn many_returns_in_one_day_stop_at_the_limit() {
+    let mut steps = Vec::new();
+    for _ in 0..20 {
+        for _ in 0..10 {
+            steps.push((1000, Step::Sample { cpu: 1, mem_mib: 0 }));
+        }
+        steps.push((1, Step::Guests(true)));
+        steps.push((1, Step::Input));
+        steps.push((1, Step::Guests(false)));
+    }
+    let counted = run(steps, EvictionMode::ImmediateEviction, 3, 5, true).expect("within budget");
+    assert_eq!(counted, 3, "20 returns to working guests in one day count exactly the limit");
+}

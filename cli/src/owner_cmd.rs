@@ -1,0 +1,132 @@
+//! The owner's commands, spoken to the running agent over its control socket:
+//! `status`, `pause`, `resume`, `donate`, `limits`. Each prints a readable summary, or
+//! the agent's JSON answer with `--json`.
+
+use crate::spans::{donate_span, human, pause_span};
+use agent_core::control::{call, AgentStatus, Request, Response};
+use agent_core::paths::Paths;
+use agent_core::policy::{PauseSpan, SavedPause, StateKind};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+#[derive(Args, Debug)]
+pub struct JsonFlag {
+    /// Print the agent's answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct PauseArgs {
+    /// 1h, 3h, any duration (45m, 2h30m), tomorrow, or forever.
+    #[arg(value_parser = pause_span)]
+    pub span: PauseSpan,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+#[derive(Args, Debug)]
+pub struct DonateArgs {
+    /// A duration (2h, 90m) or until-return.
+    #[arg(value_parser = donate_span)]
+    pub span: agent_core::policy::DonateSpan,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+#[derive(Args, Debug)]
+pub struct LimitsArgs {
+    /// Interruptions allowed per local day (0–20). At the limit the machine leaves the
+    /// pool until tomorrow; 0 means guest work only when you click "Donate now".
+    #[arg(long)]
+    pub interruptions: u32,
+    #[command(flatten)]
+    pub json: JsonFlag,
+}
+
+fn ask(req: Request) -> Result<Response> {
+    let paths = Paths::from_env()?;
+    Ok(call(&paths.socket, &req)?)
+}
+
+fn print_status(resp: Response, json: bool) -> Result<()> {
+    let Response::Status(s) = resp else { bail!("the agent answered with something other than a status") };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s).context("status as JSON")?);
+    } else {
+        print!("{}", describe(&s));
+    }
+    Ok(())
+}
+
+/// The human-readable status.
+pub fn describe(s: &AgentStatus) -> String {
+    let p = &s.policy;
+    let state = match p.state {
+        StateKind::OwnerActive => "owner active (you are using this machine)".to_string(),
+        StateKind::Idle => format!(
+            "idle for {} (guest work may start after {})",
+            human(p.idle_for_s),
+            human(p.recruitment_threshold_s)
+        ),
+        StateKind::Recruitable => format!("idle for {}: ready for guest work", human(p.idle_for_s)),
+        StateKind::Donating if p.donate_now => "donating (you offered this machine now)".to_string(),
+        StateKind::Donating => "donating: guest work is running while you are away".to_string(),
+        StateKind::Lingering => format!("lingering: guest work runs at lowest priority (your CPU h = {:.0} %)", p.owner_utilisation_h * 100.0),
+        StateKind::Evicting => "evicting: guest work is being stopped because you are back".to_string(),
+        StateKind::Paused => match (&p.pause, p.paused_for_s) {
+            (_, Some(left)) => format!("paused for another {}", human(left)),
+            (Some(SavedPause::UntilDay { day }), _) => format!("paused until {day}"),
+            _ => "paused until you resume".to_string(),
+        },
+        StateKind::OutOfBudget => "out of budget: today's interruptions are used up, back in the pool tomorrow".to_string(),
+        StateKind::NotAllowed => format!("not allowed now ({})", p.not_allowed.map(|r| r.describe()).unwrap_or("rules")),
+    };
+    let mut out = String::new();
+    out += &format!("Lull agent {} (pid {})\n", s.agent_version, s.pid);
+    out += &format!("State:          {state}\n");
+    if let Some(left) = p.donate_for_s {
+        out += &format!("Donate now:     {} left\n", human(left));
+    }
+    out += &format!(
+        "Today {}:  donated {} CPU ({} wall) · interruptions {} of {}\n",
+        p.budget_day,
+        human(s.donated_cpu_s_today as u64),
+        human(s.donated_wall_s_today as u64),
+        p.interruptions_today,
+        p.interruption_limit
+    );
+    out += &format!("Owner CPU:      {:.0} % now, h = {:.0} % · eviction mode {}\n", p.owner_cpu * 100.0, p.owner_utilisation_h * 100.0, p.eviction_mode.short());
+    out += &format!("Guest work:     {}\n", if p.guests_present { "present" } else { "none" });
+    out += &format!("Guest runtime:  {}\n", s.guest_runtime);
+    if s.input_backends.is_empty() {
+        out += "Input:          none (availability from CPU and memory only)\n";
+    }
+    for b in &s.input_backends {
+        out += &format!("Input:          {b}\n");
+    }
+    out
+}
+
+pub fn status(a: JsonFlag) -> Result<()> {
+    print_status(ask(Request::Status)?, a.json)
+}
+
+pub fn pause(a: PauseArgs) -> Result<()> {
+    print_status(ask(Request::Pause { span: a.span })?, a.json.json)
+}
+
+pub fn resume(a: JsonFlag) -> Result<()> {
+    print_status(ask(Request::Resume)?, a.json)
+}
+
+pub fn donate(a: DonateArgs) -> Result<()> {
+    print_status(ask(Request::Donate { span: a.span })?, a.json.json)
+}
+
+pub fn limits(a: LimitsArgs) -> Result<()> {
+    if a.interruptions > 20 {
+        bail!("--interruptions {} is out of range: allowed 0..=20", a.interruptions);
+    }
+    print_status(ask(Request::SetLimits { interruptions_per_day: a.interruptions })?, a.json.json)
+}
