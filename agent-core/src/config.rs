@@ -220,11 +220,12 @@ pub struct MinuteRange {
     pub end: u16,
 }
 
-fn range_check<T: PartialOrd + std::fmt::Display>(field: &str, v: T, lo: T, hi: T) -> Result<(), ConfigError> {
-    if v < lo || v > hi || v.to_string() == "NaN" {
-        return Err(ConfigError::OutOfRange { field: field.into(), value: v.to_string(), allowed: format!("{lo}..={hi}") });
+fn fmt_bound(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
     }
-    Ok(())
 }
 
 fn parse_hhmm(s: &str) -> Option<u16> {
@@ -277,27 +278,41 @@ impl AllowedHours {
 }
 
 impl Config {
+    /// Every numeric field with its value and allowed range: the single source of the
+    /// ranges, used by validation and by error messages.
+    fn numeric_fields(&self) -> Vec<(&'static str, f64, f64, f64)> {
+        let (s, a, b, e) = (&self.sampling, &self.availability, &self.budget, &self.eviction);
+        vec![
+            ("sampling.interval_ms", s.interval_ms as f64, 100.0, 60_000.0),
+            ("sampling.trace_interval_s", s.trace_interval_s as f64, 1.0, 3600.0),
+            ("sampling.trace_retention_days", s.trace_retention_days as f64, 1.0, 3650.0),
+            ("availability.owner_cpu_max", a.owner_cpu_max, 0.01, 1.0),
+            ("availability.memory_window_s", a.memory_window_s as f64, 5.0, 3600.0),
+            ("availability.memory_growth_max", a.memory_growth_max, 0.0, 1.0),
+            ("availability.recruitment_threshold_s", a.recruitment_threshold_s as f64, 0.0, 86_400.0),
+            ("budget.interruptions_per_day", b.interruptions_per_day as f64, 0.0, 20.0),
+            ("budget.after_guest_window_s", b.after_guest_window_s as f64, 0.0, 3600.0),
+            ("eviction.linger_cpu_max", e.linger_cpu_max, 0.0, 1.0),
+            ("eviction.linger_window_s", e.linger_window_s as f64, 1.0, 600.0),
+            ("eviction.pause_s", e.pause_s as f64, 0.0, 86_400.0),
+            ("eviction.migration_cost_s", e.migration_cost_s as f64, 0.0, 86_400.0),
+            ("eviction.kill_grace_s", e.kill_grace_s as f64, 0.0, 600.0),
+            ("rules.cpu_temp_max_c", self.rules.cpu_temp_max_c, 30.0, 120.0),
+        ]
+    }
+
+    /// The allowed range of a numeric field, e.g. `"0..=20"`.
+    pub fn allowed_range(field: &str) -> Option<String> {
+        Config::default().numeric_fields().into_iter().find(|f| f.0 == field).map(|(_, _, lo, hi)| format!("{}..={}", fmt_bound(lo), fmt_bound(hi)))
+    }
+
     /// Checks every field against its allowed range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let s = &self.sampling;
-        range_check("sampling.interval_ms", s.interval_ms, 100, 60_000)?;
-        range_check("sampling.trace_interval_s", s.trace_interval_s, 1, 3600)?;
-        range_check("sampling.trace_retention_days", s.trace_retention_days, 1, 3650)?;
-        let a = &self.availability;
-        range_check("availability.owner_cpu_max", a.owner_cpu_max, 0.01, 1.0)?;
-        range_check("availability.memory_window_s", a.memory_window_s, 5, 3600)?;
-        range_check("availability.memory_growth_max", a.memory_growth_max, 0.0, 1.0)?;
-        range_check("availability.recruitment_threshold_s", a.recruitment_threshold_s, 0, 86_400)?;
-        let b = &self.budget;
-        range_check("budget.interruptions_per_day", b.interruptions_per_day, 0, 20)?;
-        range_check("budget.after_guest_window_s", b.after_guest_window_s, 0, 3600)?;
-        let e = &self.eviction;
-        range_check("eviction.linger_cpu_max", e.linger_cpu_max, 0.0, 1.0)?;
-        range_check("eviction.linger_window_s", e.linger_window_s, 1, 600)?;
-        range_check("eviction.pause_s", e.pause_s, 0, 86_400)?;
-        range_check("eviction.migration_cost_s", e.migration_cost_s, 0, 86_400)?;
-        range_check("eviction.kill_grace_s", e.kill_grace_s, 0, 600)?;
-        range_check("rules.cpu_temp_max_c", self.rules.cpu_temp_max_c, 30.0, 120.0)?;
+        for (field, v, lo, hi) in self.numeric_fields() {
+            if !(lo..=hi).contains(&v) {
+                return Err(ConfigError::OutOfRange { field: field.into(), value: fmt_bound(v), allowed: format!("{}..={}", fmt_bound(lo), fmt_bound(hi)) });
+            }
+        }
         self.rules.hours.validate()?;
         Ok(())
     }
@@ -340,15 +355,32 @@ impl Config {
     }
 }
 
-/// Adds the line and column to a TOML error (the toml crate's message already names the
-/// field for type errors and unknown fields).
+/// Names the field (as a dotted path) and its allowed range in a TOML error, with the
+/// line number.
 fn describe_toml_error(text: &str, e: &toml::de::Error, message: String) -> String {
-    match e.span() {
-        Some(span) => {
-            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            format!("line {line}: {message}")
+    let Some(span) = e.span() else { return message };
+    let start = span.start.min(text.len());
+    let line_no = text[..start].matches('\n').count() + 1;
+    let before = &text[..start];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line_text = text[line_start..].lines().next().unwrap_or("");
+    let section = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && l.ends_with(']'))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_owned());
+    match line_text.split_once('=') {
+        Some((key, _)) => {
+            let key = key.trim();
+            let field = match section {
+                Some(s) => format!("{s}.{key}"),
+                None => key.to_owned(),
+            };
+            let range = Config::allowed_range(&field).map(|r| format!(" (allowed {r})")).unwrap_or_default();
+            format!("line {line_no}: field `{field}`{range}: {message}")
         }
-        None => message,
+        None => format!("line {line_no}: {message}"),
     }
 }
 
@@ -369,6 +401,14 @@ mod tests {
         assert!(msg.contains("0..=20"), "{msg}");
         let err = Config::from_toml("[availability]\nowner_cpu_max = 1.5\n", "t").unwrap_err().to_string();
         assert!(err.contains("availability.owner_cpu_max") && err.contains("0.01..=1"), "{err}");
+    }
+
+    #[test]
+    fn type_errors_name_field_and_range() {
+        let err = Config::from_toml("[availability]\nrecruitment_threshold_s = -5\n", "t").unwrap_err().to_string();
+        assert!(err.contains("availability.recruitment_threshold_s") && err.contains("0..=86400"), "{err}");
+        let err = Config::from_toml("[sampling]\ninterval_ms = \"fast\"\n", "t").unwrap_err().to_string();
+        assert!(err.contains("sampling.interval_ms") && err.contains("100..=60000"), "{err}");
     }
 
     #[test]

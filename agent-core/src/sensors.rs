@@ -36,7 +36,13 @@ pub struct Sensors {
     last_guest: Option<(MonoMs, u64)>,
     temp: Option<f32>,
     power_root: std::path::PathBuf,
+    /// Whether the last scan found any power supply; machines without one (most
+    /// desktops) are rescanned only every minute, for hot-plugged UPSes and docks.
+    has_power_supply: bool,
 }
+
+/// Samples between rescans of the power supplies on machines that showed none.
+const POWER_RESCAN: u64 = 60;
 
 impl Sensors {
     /// Opens the sensors and takes the first CPU reading (utilisation needs two).
@@ -47,7 +53,7 @@ impl Sensors {
         let sys = System::new_with_specifics(kind).map_err(|e| SensorError::Unavailable(e.to_string()))?;
         let ncpu = sys.cpus().len().max(1);
         let components = Components::new_with_refreshed_list().ok().filter(|c| c.iter().next().is_some());
-        Ok(Self { sys, components, ncpu, count: 0, last_guest: None, temp: None, power_root: "/sys/class/power_supply".into() })
+        Ok(Self { sys, components, ncpu, count: 0, last_guest: None, temp: None, power_root: "/sys/class/power_supply".into(), has_power_supply: true })
     }
 
     /// Number of CPUs.
@@ -77,6 +83,13 @@ impl Sensors {
         if self.count % 10 == 0 {
             self.temp = self.read_temperature();
         }
+        let on_battery = if self.has_power_supply || self.count % POWER_RESCAN == 0 {
+            let b = on_battery(&self.power_root);
+            self.has_power_supply = b.is_some();
+            b
+        } else {
+            None
+        };
         self.count += 1;
         let total = self.sys.total_memory();
         let available = self.sys.available_memory();
@@ -90,7 +103,7 @@ impl Sensors {
             swap_free_bytes: self.sys.free_swap(),
             guest_cpu,
             guest_mem_bytes: guest.mem_bytes,
-            on_battery: on_battery(&self.power_root),
+            on_battery,
             cpu_temp_c: self.temp,
         }
     }

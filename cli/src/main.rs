@@ -1,6 +1,7 @@
 //! The `lull` command: the headless agent and the owner's commands, each with `--json`.
 
 mod agent_cmd;
+mod bench_cmd;
 mod owner_cmd;
 mod spans;
 
@@ -28,6 +29,8 @@ enum Cmd {
     Donate(owner_cmd::DonateArgs),
     /// Set the daily interruption limit.
     Limits(owner_cmd::LimitsArgs),
+    /// Benchmarks with real processes (results go in docs/BENCHMARKS.md).
+    Bench(bench_cmd::BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -39,6 +42,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Resume(a) => owner_cmd::resume(a),
         Cmd::Donate(a) => owner_cmd::donate(a),
         Cmd::Limits(a) => owner_cmd::limits(a),
+        Cmd::Bench(a) => bench_cmd::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
