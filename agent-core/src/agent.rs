@@ -367,6 +367,7 @@ impl Driver {
             guest_runtime: self.guests.describe(),
             agent_version: env!("CARGO_PKG_VERSION").into(),
             pid: std::process::id(),
+            local_time: now.local.format("%Y-%m-%dT%H:%M:%S").to_string(),
         }
     }
 

@@ -38,6 +38,8 @@ pub struct AgentStatus {
     pub guest_runtime: String,
     pub agent_version: String,
     pub pid: u32,
+    /// The agent's local wall-clock time, `YYYY-MM-DDTHH:MM:SS`.
+    pub local_time: String,
 }
 
 /// Today's record for the status window.
