@@ -184,7 +184,8 @@ pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Resul
     drop(sink);
 
     // Control socket.
-    let listener = control::bind(&paths.socket).map_err(|source| AgentError::Socket { path: paths.socket.display().to_string(), source })?;
+    let listener =
+        control::bind(&paths.socket).map_err(|source| AgentError::Socket { path: paths.socket.display().to_string(), source })?;
     let (ctl_tx, mut ctl_rx) = mpsc::channel::<ControlMsg>(16);
     tokio::spawn(serve_control(listener, ctl_tx));
     info!(socket = %paths.socket.display(), ledger = %paths.ledger.display(), "agent started");
@@ -274,7 +275,12 @@ impl Driver {
         let every = self.policy.config().sampling.trace_interval_s as i64;
         if t - self.trace_start >= every {
             let (sum, n) = self.trace_cpu;
-            self.trace_buf.push(TraceRow { t, owner_cpu: if n > 0 { sum / n as f32 } else { 0.0 }, owner_mem_bytes: self.trace_mem, input: self.trace_input });
+            self.trace_buf.push(TraceRow {
+                t,
+                owner_cpu: if n > 0 { sum / n as f32 } else { 0.0 },
+                owner_mem_bytes: self.trace_mem,
+                input: self.trace_input,
+            });
             self.trace_start = t;
             self.trace_cpu = (0.0, 0);
             self.trace_input = false;

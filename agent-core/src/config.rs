@@ -303,14 +303,22 @@ impl Config {
 
     /// The allowed range of a numeric field, e.g. `"0..=20"`.
     pub fn allowed_range(field: &str) -> Option<String> {
-        Config::default().numeric_fields().into_iter().find(|f| f.0 == field).map(|(_, _, lo, hi)| format!("{}..={}", fmt_bound(lo), fmt_bound(hi)))
+        Config::default()
+            .numeric_fields()
+            .into_iter()
+            .find(|f| f.0 == field)
+            .map(|(_, _, lo, hi)| format!("{}..={}", fmt_bound(lo), fmt_bound(hi)))
     }
 
     /// Checks every field against its allowed range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (field, v, lo, hi) in self.numeric_fields() {
             if !(lo..=hi).contains(&v) {
-                return Err(ConfigError::OutOfRange { field: field.into(), value: fmt_bound(v), allowed: format!("{}..={}", fmt_bound(lo), fmt_bound(hi)) });
+                return Err(ConfigError::OutOfRange {
+                    field: field.into(),
+                    value: fmt_bound(v),
+                    allowed: format!("{}..={}", fmt_bound(lo), fmt_bound(hi)),
+                });
             }
         }
         self.rules.hours.validate()?;

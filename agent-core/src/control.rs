@@ -15,13 +15,21 @@ use std::time::Duration;
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Request {
     Status,
-    Pause { span: PauseSpan },
+    Pause {
+        span: PauseSpan,
+    },
     Resume,
-    Donate { span: DonateSpan },
-    SetLimits { interruptions_per_day: u32 },
+    Donate {
+        span: DonateSpan,
+    },
+    SetLimits {
+        interruptions_per_day: u32,
+    },
     GetConfig,
     /// Replaces the whole configuration (validated; saved to the config file).
-    SetConfig { config: Config },
+    SetConfig {
+        config: Config,
+    },
     /// Today's timeline, interruptions and the last 7 days' donated time.
     Today,
 }
@@ -106,7 +114,10 @@ pub fn bind(socket: &Path) -> std::io::Result<tokio::net::UnixListener> {
     }
     if socket.exists() {
         if std::os::unix::net::UnixStream::connect(socket).is_ok() {
-            return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, format!("another Lull agent is already listening on {}", socket.display())));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("another Lull agent is already listening on {}", socket.display()),
+            ));
         }
         std::fs::remove_file(socket)?;
     }

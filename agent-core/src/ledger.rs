@@ -146,7 +146,10 @@ impl Ledger {
     }
 
     fn set_meta(&self, key: &str, value: &str) -> Result<()> {
-        self.conn.execute("INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", params![key, value])?;
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            params![key, value],
+        )?;
         Ok(())
     }
 
@@ -218,7 +221,10 @@ impl Ledger {
                 ts(i.at_utc)
             ],
         )?;
-        let id: i64 = tx.query_row("SELECT id FROM interruptions WHERE day = ?1 AND number = ?2", params![i.day.to_string(), i.number], |r| r.get(0))?;
+        let id: i64 =
+            tx.query_row("SELECT id FROM interruptions WHERE day = ?1 AND number = ?2", params![i.day.to_string(), i.number], |r| {
+                r.get(0)
+            })?;
         if inserted == 1 {
             tx.execute("INSERT INTO outbox(kind, payload) VALUES ('interruption', ?1)", [serde_json::to_string(i)?])?;
         }
@@ -242,8 +248,9 @@ impl Ledger {
     /// Returns the (cpu µs, wall ms) added.
     pub fn record_guest_totals(&mut self, day: NaiveDate, at: DateTime<Utc>, g: &GuestTotals) -> Result<(u64, u64)> {
         let tx = self.conn.transaction()?;
-        let prev: Option<(i64, i64)> =
-            tx.query_row("SELECT cpu_us, wall_ms FROM guest_usage WHERE guest = ?1", [&g.guest], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+        let prev: Option<(i64, i64)> = tx
+            .query_row("SELECT cpu_us, wall_ms FROM guest_usage WHERE guest = ?1", [&g.guest], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
         let (pc, pw) = prev.map_or((0u64, 0u64), |(c, w)| (c as u64, w as u64));
         let dc = if g.cpu_us >= pc { g.cpu_us - pc } else { g.cpu_us };
         let dw = if g.wall_ms >= pw { g.wall_ms - pw } else { g.wall_ms };
@@ -305,9 +312,9 @@ impl Ledger {
 
     /// Transitions recorded between two instants, oldest first.
     pub fn transitions(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<TransitionRow>> {
-        let mut st = self.conn.prepare(
-            "SELECT at_utc, from_state, to_state, reason FROM transitions WHERE at_utc >= ?1 AND at_utc < ?2 ORDER BY id",
-        )?;
+        let mut st = self
+            .conn
+            .prepare("SELECT at_utc, from_state, to_state, reason FROM transitions WHERE at_utc >= ?1 AND at_utc < ?2 ORDER BY id")?;
         let rows = st.query_map(params![ts(from), ts(to)], |r| {
             Ok(TransitionRow { at_utc: r.get(0)?, from: r.get(1)?, to: r.get(2)?, reason: r.get(3)? })
         })?;
@@ -336,7 +343,12 @@ impl Ledger {
     pub fn trace(&self, from: i64, to: i64) -> Result<Vec<TraceRow>> {
         let mut st = self.conn.prepare("SELECT t, owner_cpu, owner_mem, input FROM trace WHERE t >= ?1 AND t < ?2 ORDER BY t")?;
         let rows = st.query_map(params![from, to], |r| {
-            Ok(TraceRow { t: r.get(0)?, owner_cpu: r.get::<_, f64>(1)? as f32, owner_mem_bytes: r.get::<_, i64>(2)? as u64, input: r.get(3)? })
+            Ok(TraceRow {
+                t: r.get(0)?,
+                owner_cpu: r.get::<_, f64>(1)? as f32,
+                owner_mem_bytes: r.get::<_, i64>(2)? as u64,
+                input: r.get(3)?,
+            })
         })?;
         Ok(rows.collect::<std::result::Result<_, _>>()?)
     }
@@ -416,7 +428,8 @@ mod tests {
     #[test]
     fn saved_settings_round_trip() {
         let l = Ledger::in_memory().unwrap();
-        let s = Saved { pause: Some(crate::policy::SavedPause::UntilResumed), donate: None, budget_day: NaiveDate::from_ymd_opt(2026, 1, 2) };
+        let s =
+            Saved { pause: Some(crate::policy::SavedPause::UntilResumed), donate: None, budget_day: NaiveDate::from_ymd_opt(2026, 1, 2) };
         l.store_saved(&s).unwrap();
         assert_eq!(l.load_saved().unwrap(), s);
     }

@@ -13,6 +13,6 @@ pub mod control;
 pub mod input;
 pub mod ledger;
 pub mod paths;
-pub mod sensors;
-pub mod sample;
 pub mod policy;
+pub mod sample;
+pub mod sensors;

@@ -53,7 +53,16 @@ impl Sensors {
         let sys = System::new_with_specifics(kind).map_err(|e| SensorError::Unavailable(e.to_string()))?;
         let ncpu = sys.cpus().len().max(1);
         let components = Components::new_with_refreshed_list().ok().filter(|c| c.iter().next().is_some());
-        Ok(Self { sys, components, ncpu, count: 0, last_guest: None, temp: None, power_root: "/sys/class/power_supply".into(), has_power_supply: true })
+        Ok(Self {
+            sys,
+            components,
+            ncpu,
+            count: 0,
+            last_guest: None,
+            temp: None,
+            power_root: "/sys/class/power_supply".into(),
+            has_power_supply: true,
+        })
     }
 
     /// Number of CPUs.

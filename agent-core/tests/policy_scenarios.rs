@@ -109,7 +109,13 @@ impl Runner {
     }
 
     fn fail(&self, msg: String) -> ! {
-        panic!("scenario {} line {}: {msg}\n  state: {:?}\n  actions since last check: {:#?}", self.name, self.line, self.policy.as_ref().map(|p| p.status(self.now())), self.actions);
+        panic!(
+            "scenario {} line {}: {msg}\n  state: {:?}\n  actions since last check: {:#?}",
+            self.name,
+            self.line,
+            self.policy.as_ref().map(|p| p.status(self.now())),
+            self.actions
+        );
     }
 
     fn policy(&mut self) -> &mut Policy {
@@ -324,7 +330,8 @@ impl Runner {
                 }
             }
             "not-allowed" => {
-                let got = status.not_allowed.map(|r| serde_json::to_value(r).expect("serializable").as_str().unwrap_or_default().to_owned());
+                let got =
+                    status.not_allowed.map(|r| serde_json::to_value(r).expect("serializable").as_str().unwrap_or_default().to_owned());
                 if got.as_deref() != Some(rest[0]) {
                     self.fail(format!("expected not_allowed {}, got {got:?}", rest[0]));
                 }

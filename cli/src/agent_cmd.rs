@@ -93,7 +93,9 @@ fn print_notice(n: &Notice, json: bool) {
                 let t = now.local.format("%Y-%m-%d %H:%M:%S");
                 match a {
                     Action::StateChanged { from, to, reason } => format!("{t}  {} → {}  ({reason})", from.as_str(), to.as_str()),
-                    Action::InterruptionCounted(i) => format!("{t}  interruption {} of {} counted for {} ({:?})", i.number, i.limit, i.day, i.cause),
+                    Action::InterruptionCounted(i) => {
+                        format!("{t}  interruption {} of {} counted for {} ({:?})", i.number, i.limit, i.day, i.cause)
+                    }
                     Action::DayRolled { day } => format!("{t}  new day {day}: interruption budget starts afresh"),
                     Action::ClockStepped { by_ms } => format!("{t}  wall clock set by {}", human(by_ms.unsigned_abs() / 1000)),
                     Action::Directive(_) | Action::OwnerSettingsChanged => return,

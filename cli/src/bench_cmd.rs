@@ -93,7 +93,10 @@ fn idle(a: IdleArgs) -> Result<()> {
     std::thread::sleep(Duration::from_secs(5));
     let (cpu0, sched0, t0) = (cpu_ns(pid)?, sched_ns(pid), Instant::now());
     let bar = indicatif::ProgressBar::new(a.seconds);
-    bar.set_style(indicatif::ProgressStyle::with_template("measuring idle agent {bar:40} {pos}/{len} s").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("measuring idle agent {bar:40} {pos}/{len} s")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     if a.json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }

@@ -64,15 +64,13 @@ pub fn describe(s: &AgentStatus) -> String {
     let p = &s.policy;
     let state = match p.state {
         StateKind::OwnerActive => "owner active (you are using this machine)".to_string(),
-        StateKind::Idle => format!(
-            "idle for {} (guest work may start after {})",
-            human(p.idle_for_s),
-            human(p.recruitment_threshold_s)
-        ),
+        StateKind::Idle => format!("idle for {} (guest work may start after {})", human(p.idle_for_s), human(p.recruitment_threshold_s)),
         StateKind::Recruitable => format!("idle for {}: ready for guest work", human(p.idle_for_s)),
         StateKind::Donating if p.donate_now => "donating (you offered this machine now)".to_string(),
         StateKind::Donating => "donating: guest work is running while you are away".to_string(),
-        StateKind::Lingering => format!("lingering: guest work runs at lowest priority (your CPU h = {:.0} %)", p.owner_utilisation_h * 100.0),
+        StateKind::Lingering => {
+            format!("lingering: guest work runs at lowest priority (your CPU h = {:.0} %)", p.owner_utilisation_h * 100.0)
+        }
         StateKind::Evicting => "evicting: guest work is being stopped because you are back".to_string(),
         StateKind::Paused => match (&p.pause, p.paused_for_s) {
             (_, Some(left)) => format!("paused for another {}", human(left)),
@@ -96,7 +94,12 @@ pub fn describe(s: &AgentStatus) -> String {
         p.interruptions_today,
         p.interruption_limit
     );
-    out += &format!("Owner CPU:      {:.0} % now, h = {:.0} % · eviction mode {}\n", p.owner_cpu * 100.0, p.owner_utilisation_h * 100.0, p.eviction_mode.short());
+    out += &format!(
+        "Owner CPU:      {:.0} % now, h = {:.0} % · eviction mode {}\n",
+        p.owner_cpu * 100.0,
+        p.owner_utilisation_h * 100.0,
+        p.eviction_mode.short()
+    );
     out += &format!("Guest work:     {}\n", if p.guests_present { "present" } else { "none" });
     out += &format!("Guest runtime:  {}\n", s.guest_runtime);
     if s.input_backends.is_empty() {

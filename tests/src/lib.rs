@@ -80,10 +80,7 @@ impl Agent {
     /// The command that runs `lull ARGS` against this agent's directory.
     pub fn lull(&self, args: &[&str]) -> Command {
         let mut c = Command::new(lull_bin());
-        c.args(args)
-            .env("LULL_CONFIG", self.dir.join("config.toml"))
-            .env("LULL_DATA_DIR", &self.dir)
-            .env("LULL_SOCKET", self.socket());
+        c.args(args).env("LULL_CONFIG", self.dir.join("config.toml")).env("LULL_DATA_DIR", &self.dir).env("LULL_SOCKET", self.socket());
         for (k, v) in &self.env {
             c.env(k, v);
         }

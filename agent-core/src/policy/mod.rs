@@ -163,15 +163,23 @@ pub struct Interruption {
 /// The policy's outputs, in order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Action {
-    StateChanged { from: StateKind, to: StateKind, reason: String },
+    StateChanged {
+        from: StateKind,
+        to: StateKind,
+        reason: String,
+    },
     Directive(GuestDirective),
     InterruptionCounted(Interruption),
     /// Pause, donate-now or the limit changed: persist [`Policy::saved`].
     OwnerSettingsChanged,
     /// The wall clock was set by this many ms relative to the monotonic clock.
-    ClockStepped { by_ms: i64 },
+    ClockStepped {
+        by_ms: i64,
+    },
     /// A new local day began; the budget starts afresh.
-    DayRolled { day: NaiveDate },
+    DayRolled {
+        day: NaiveDate,
+    },
 }
 
 /// A deadline kept on the monotonic clock and, for restarts after a reboot, the wall
@@ -190,7 +198,9 @@ pub struct Deadline {
 pub enum SavedPause {
     Until(Deadline),
     /// Until this local day begins.
-    UntilDay { day: NaiveDate },
+    UntilDay {
+        day: NaiveDate,
+    },
     UntilResumed,
 }
 
@@ -253,7 +263,9 @@ enum Donate {
     Until(MonoMs),
     /// `armed` once the machine has been available for [`DONATE_ARM`] after the offer:
     /// the click that made the offer is itself input and must not end it.
-    UntilReturn { armed: bool },
+    UntilReturn {
+        armed: bool,
+    },
 }
 
 /// How long the machine must be available after a "Donate until I return" offer before

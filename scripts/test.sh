@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs whatever is missing, then runs every test of the workspace: unit, scenario
+# and property tests of the pure core, and end-to-end tests with real processes (real
+# agents, Xvfb + xdotool input, libfaketime clocks, cgroups, databases).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh test
+for f in ci/setup-*.sh; do [ -f "$f" ] && bash "$f"; done
+# Tests that need an X server, a D-Bus daemon, a Wayland compositor or libfaketime skip
+# themselves when those are missing, unless required; here everything is installed, so
+# require it all.
+export LULL_REQUIRE_X11=1 LULL_REQUIRE_FAKETIME=1 LULL_REQUIRE_DBUS=1 LULL_REQUIRE_WAYLAND=1
+if [ "$(id -u)" = 0 ]; then export LULL_REQUIRE_CGROUPS=1; fi
+cargo fmt --all --check
+cargo build --workspace --all-targets
+cargo test --workspace --no-fail-fast
