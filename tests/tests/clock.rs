@@ -26,6 +26,9 @@ fn faked_agent(start: &str) -> Option<Agent> {
         return None;
     }
     let _ = skip_without("true", "LULL_REQUIRE_FAKETIME");
+    // Build (or find) the binary first: a build between computing the offset and the
+    // agent's start would eat the seconds before the faked midnight.
+    let _ = lull_e2e::lull_bin();
     let mut a = Agent::new("[sampling]\ninterval_ms = 250\n");
     let ts = a.dir.join("faketime");
     std::fs::write(&ts, format!("{}\n", offset_to(start))).expect("timestamp file");
@@ -46,13 +49,13 @@ fn set_clock(a: &Agent, to: &str) {
 
 #[test]
 fn midnight_and_clock_set_backwards() {
-    let Some(a) = faked_agent("2026-11-22T22:59:56Z") else { return };
+    let Some(a) = faked_agent("2026-11-22T22:59:50Z") else { return };
     let s = a.status();
     assert_eq!(s.policy.budget_day.to_string(), "2026-11-22", "{}", s.local_time);
     a.request(Request::Pause { span: PauseSpan::UntilTomorrow });
     assert_eq!(a.status().policy.state, StateKind::Paused);
     // Real seconds pass; local midnight comes: new budget day, pause over.
-    let s = a.wait_for("the new day", Duration::from_secs(20), |s| s.policy.budget_day.to_string() == "2026-11-23");
+    let s = a.wait_for("the new day", Duration::from_secs(40), |s| s.policy.budget_day.to_string() == "2026-11-23");
     assert!(s.local_time.starts_with("2026-11-23T00:00"), "{}", s.local_time);
     a.wait_for("the pause to end at midnight", Duration::from_secs(5), |s| s.policy.state != StateKind::Paused);
     assert!(a.stdout().contains("new day 2026-11-23"), "{}", a.stdout());
@@ -73,14 +76,14 @@ fn midnight_and_clock_set_backwards() {
 #[test]
 fn dst_change_keeps_day_and_pause_length() {
     // Europe/Berlin: 2026-10-25 03:00 CEST (01:00 UTC) becomes 02:00 CET.
-    let Some(a) = faked_agent("2026-10-25T00:59:57Z") else { return };
-    assert!(a.status().local_time.starts_with("2026-10-25T02:59:5"), "{}", a.status().local_time);
+    let Some(a) = faked_agent("2026-10-25T00:59:50Z") else { return };
+    assert!(a.status().local_time.starts_with("2026-10-25T02:59:"), "{}", a.status().local_time);
     let out = a.lull(&["pause", "1h", "--json"]).output().expect("lull pause");
     assert!(out.status.success());
     let left0: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let left0 = left0["paused_for_s"].as_u64().expect("timed pause");
     // Local time repeats 02:00–03:00; the day and the pause's real length don't change.
-    let s = a.wait_for("local time to fall back", Duration::from_secs(20), |s| s.local_time.starts_with("2026-10-25T02:00"));
+    let s = a.wait_for("local time to fall back", Duration::from_secs(40), |s| s.local_time.starts_with("2026-10-25T02:00"));
     assert_eq!(s.policy.budget_day.to_string(), "2026-10-25");
     let left = s.policy.paused_for_s.expect("still paused");
     assert!(left + 10 >= left0 && left <= left0, "the pause jumped with the DST change: {left0} → {left}");
