@@ -180,3 +180,107 @@ impl Drop for Agent {
         self.kill9();
     }
 }
+
+/// Reads one line from a child's piped stdout, waiting at most `timeout`.
+fn read_line_within(child: &mut Child, timeout: Duration) -> Option<String> {
+    use std::io::BufRead;
+    let out = child.stdout.take()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let mut r = std::io::BufReader::new(out);
+        let _ = r.read_line(&mut line);
+        let _ = tx.send(line);
+        // Keep the pipe open (and drained) for the child's lifetime.
+        let mut sink = String::new();
+        while r.read_line(&mut sink).is_ok_and(|n| n > 0) {
+            sink.clear();
+        }
+    });
+    rx.recv_timeout(timeout).ok()
+}
+
+/// A real Xvfb X server on a free display number it picks itself (`-displayfd`), with
+/// `-noreset` so its idle counter survives clients coming and going. Killed on drop.
+pub struct Xvfb {
+    child: Child,
+    /// `:N`
+    pub display: String,
+}
+
+impl Xvfb {
+    pub fn start() -> Self {
+        let mut child = Command::new("Xvfb")
+            .args(["-displayfd", "1", "-noreset", "-nolisten", "tcp", "-screen", "0", "800x600x24"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn Xvfb");
+        let n = read_line_within(&mut child, Duration::from_secs(20)).map(|l| l.trim().to_string()).filter(|l| !l.is_empty());
+        let Some(n) = n else {
+            let _ = child.kill();
+            panic!("Xvfb did not report a display number within 20 s");
+        };
+        Self { child, display: format!(":{n}") }
+    }
+
+    /// Runs `xdotool ARGS` against this display and asserts it succeeded.
+    pub fn xdotool(&self, args: &[&str]) {
+        let out = Command::new("xdotool").args(args).env("DISPLAY", &self.display).output().expect("run xdotool");
+        assert!(out.status.success(), "xdotool {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A private, real `dbus-daemon --session` bus. Killed on drop.
+pub struct DbusDaemon {
+    child: Child,
+    pub address: String,
+}
+
+impl DbusDaemon {
+    pub fn start() -> Self {
+        let mut child = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--print-address=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn dbus-daemon");
+        let address = read_line_within(&mut child, Duration::from_secs(20)).map(|l| l.trim().to_string()).unwrap_or_default();
+        if address.is_empty() {
+            let _ = child.kill();
+            panic!("dbus-daemon did not print its address within 20 s");
+        }
+        Self { child, address }
+    }
+}
+
+impl Drop for DbusDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every file under `dir` (recursively), as (path, bytes).
+pub fn all_files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(b) = std::fs::read(&p) {
+                out.push((p, b));
+            }
+        }
+    }
+    out
+}
