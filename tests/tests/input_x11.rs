@@ -15,13 +15,32 @@ const REQUIRE: &str = "LULL_REQUIRE_X11";
 const CONFIG: &str = "[sampling]\ninterval_ms = 200\n\n[availability]\nrecruitment_threshold_s = 2\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\n[input]\nbackend = \"x11\"\n";
 
 fn agent_on(x: &Xvfb) -> Agent {
-    let mut a = Agent::new(CONFIG);
+    agent_with(x, CONFIG, "x11-xrecord")
+}
+
+fn agent_with(x: &Xvfb, config: &str, backend: &str) -> Agent {
+    let mut a = Agent::new(config);
     a.env.push(("DISPLAY".into(), x.display.clone()));
     a.env.push(("LULL_LOG".into(), "trace".into()));
     a.start();
     let s = a.status();
-    assert!(s.input_backends.iter().any(|b| b.starts_with("x11-xrecord (cannot see: ")), "{:?}", s.input_backends);
+    assert!(s.input_backends.iter().any(|b| b.starts_with(&format!("{backend} (cannot see: "))), "{:?}", s.input_backends);
     a
+}
+
+#[test]
+fn polled_screensaver_fallback_sees_xdotool_input() {
+    if skip_without("Xvfb", REQUIRE) || skip_without("xdotool", REQUIRE) {
+        return;
+    }
+    let x = Xvfb::start();
+    let a = agent_with(&x, &CONFIG.replace("backend = \"x11\"", "backend = \"polled\""), "x11-screensaver-polled");
+    a.wait_for("recruitable without input", Duration::from_secs(20), |s| s.policy.state == StateKind::Recruitable);
+    // Recruitable stays so without input; one pointer move ends it within a poll or two.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(a.status().policy.state, StateKind::Recruitable);
+    x.xdotool(&["mousemove", "33", "44"]);
+    a.wait_for("input seen by polling", Duration::from_secs(5), |s| s.policy.state != StateKind::Recruitable);
 }
 
 fn status_json(a: &Agent) -> serde_json::Value {
