@@ -273,7 +273,8 @@ mod input_latency {
 
         let bar = indicatif::ProgressBar::new(a.events as u64);
         bar.set_style(
-            indicatif::ProgressStyle::with_template("XTest events {bar:40} {pos}/{len}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template("XTest events {bar:40} {pos}/{len}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         if a.json {
             bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());

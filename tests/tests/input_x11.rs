@@ -21,6 +21,7 @@ fn agent_on(x: &Xvfb) -> Agent {
 fn agent_with(x: &Xvfb, config: &str, backend: &str) -> Agent {
     let mut a = Agent::new(config);
     a.env.push(("DISPLAY".into(), x.display.clone()));
+    a.env.push(("WAYLAND_DISPLAY".into(), String::new()));
     a.env.push(("LULL_LOG".into(), "trace".into()));
     a.start();
     let s = a.status();
@@ -91,7 +92,8 @@ fn typed_keys_never_reach_the_ledger_logs_or_output() {
         return;
     }
     let x = Xvfb::start();
-    let mut a = agent_on(&x);
+    // `auto` (no backend named, no Wayland): picks XRecord on an X display.
+    let mut a = agent_with(&x, &CONFIG.replace("backend = \"x11\"", "backend = \"auto\""), "x11-xrecord");
     a.wait_for("recruitable without input", Duration::from_secs(20), |s| s.policy.state == StateKind::Recruitable);
     const SECRET: &str = "Zq7xSecret";
     x.xdotool(&["type", "--delay", "30", SECRET]);
