@@ -176,7 +176,11 @@ mod input_latency {
     use std::sync::{mpsc, Arc};
     use std::time::Duration;
     use x11rb::connection::Connection;
+    use x11rb::protocol::xproto::ConnectionExt as _;
     use x11rb::protocol::xtest::ConnectionExt as _;
+
+    /// The core protocol's MotionNotify event code, XTest's "move the pointer".
+    const MOTION_NOTIFY: u8 = 6;
 
     struct Xvfb(Child);
 
@@ -207,6 +211,24 @@ mod input_latency {
         let guard = Xvfb(child);
         let n = rx.recv_timeout(Duration::from_secs(20)).context("Xvfb did not report its display within 20 s")?;
         Ok((guard, format!(":{}", n.trim())))
+    }
+
+    /// One XTest pointer motion to (x, y), then a round trip, as `XSync` after
+    /// `XTestFakeMotionEvent` does: the X server queues fake input and processes the queue
+    /// on its next pass through the request loop, so without a following request an
+    /// event can wait there indefinitely.
+    fn inject(conn: &impl Connection, root: u32, x: i16, y: i16) -> Result<()> {
+        conn.xtest_fake_input(MOTION_NOTIFY, 0, 0, root, x, y, 0)?;
+        conn.get_input_focus()?.reply()?;
+        Ok(())
+    }
+
+    fn seen<E>(r: &Result<u64, E>) -> &'static str {
+        if r.is_ok() {
+            "saw it"
+        } else {
+            "timed out"
+        }
     }
 
     fn pct(sorted: &[u64], p: f64) -> u64 {
@@ -258,8 +280,7 @@ mod input_latency {
         // Warm-up: wait until the listener sees injected input at all.
         let mut ready = false;
         for i in 0..100 {
-            conn.xtest_fake_input(6, 0, 0, root, 100 + (i % 2) as i16, 100, 0)?;
-            conn.flush()?;
+            inject(&conn, root, 100 + (i % 2) as i16, 100)?;
             if fp_rx.recv_timeout(Duration::from_millis(100)).is_ok() {
                 ready = true;
                 break;
@@ -283,14 +304,16 @@ mod input_latency {
         for i in 0..a.events {
             let (x, y) = (200 + (i % 2) as i16 * 50, 200 + (i % 3) as i16 * 20);
             let t0 = mono_now_us();
-            conn.xtest_fake_input(6, 0, 0, root, x, y, 0)?;
-            conn.flush()?;
+            inject(&conn, root, x, y)?;
             match (fp_rx.recv_timeout(Duration::from_secs(1)), rcv_rx.recv_timeout(Duration::from_secs(1))) {
                 (Ok(f), Ok(r)) => {
                     fast.push(f.saturating_sub(t0));
                     policy.push(r.saturating_sub(t0));
                 }
-                _ => lost += 1,
+                (f, r) => {
+                    lost += 1;
+                    bar.suspend(|| eprintln!("event {i}: fast path {}, policy channel {}", seen(&f), seen(&r)));
+                }
             }
             bar.inc(1);
             std::thread::sleep(Duration::from_millis(a.gap_ms));
