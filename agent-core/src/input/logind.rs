@@ -134,6 +134,33 @@ fn read_idle(session: &Proxy) -> Result<(bool, u64), InputError> {
     Ok((idle, since))
 }
 
+/// Forwards the session's `IdleHint` changes until the sink closes or the bus fails.
+fn watch_idle_hint(conn: &Connection, path: &str, sink: &InputSink) -> Result<(), InputError> {
+    let props = Proxy::new(conn, DEST, path, PROPS_IFACE).map_err(failed)?;
+    let changes = props.receive_signal("PropertiesChanged").map_err(failed)?;
+    let session = uncached(conn, path, SESSION_IFACE)?;
+    let mut tracker = IdleTracker { last: None };
+    let (idle, since) = read_idle(&session)?;
+    if let Some(ev) = tracker.update(idle, since, mono_now(), monotonic_us()) {
+        sink.signal(ev);
+    }
+    for msg in changes {
+        let Ok((iface, changed, invalidated)) = msg.body().deserialize::<(String, HashMap<String, OwnedValue>, Vec<String>)>() else {
+            continue;
+        };
+        if iface != SESSION_IFACE || !(changed.contains_key("IdleHint") || invalidated.iter().any(|p| p == "IdleHint")) {
+            continue;
+        }
+        let (idle, since) = read_idle(&session)?;
+        if let Some(ev) = tracker.update(idle, since, mono_now(), monotonic_us()) {
+            if !sink.signal(ev) {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
 impl InputBackend for Logind {
     fn name(&self) -> &'static str {
         NAME
@@ -153,31 +180,10 @@ impl InputBackend for Logind {
         let idle_conn = conn.clone();
         let idle_sink = sink.clone();
         let idle_path = path.clone();
-        let idle_thread = std::thread::Builder::new().name("input-logind-idle".into()).spawn(move || -> Result<(), InputError> {
-            let props = Proxy::new(&idle_conn, DEST, idle_path.as_str(), PROPS_IFACE).map_err(failed)?;
-            let changes = props.receive_signal("PropertiesChanged").map_err(failed)?;
-            let session = uncached(&idle_conn, &idle_path, SESSION_IFACE)?;
-            let mut tracker = IdleTracker { last: None };
-            let (idle, since) = read_idle(&session)?;
-            if let Some(ev) = tracker.update(idle, since, mono_now(), monotonic_us()) {
-                idle_sink.signal(ev);
+        let idle_thread = std::thread::Builder::new().name("input-logind-idle".into()).spawn(move || {
+            if let Err(e) = watch_idle_hint(&idle_conn, &idle_path, &idle_sink) {
+                tracing::warn!("input backend {NAME}: the IdleHint watch stopped: {e}");
             }
-            for msg in changes {
-                let Ok((iface, changed, invalidated)) = msg.body().deserialize::<(String, HashMap<String, OwnedValue>, Vec<String>)>()
-                else {
-                    continue;
-                };
-                if iface != SESSION_IFACE || !(changed.contains_key("IdleHint") || invalidated.iter().any(|p| p == "IdleHint")) {
-                    continue;
-                }
-                let (idle, since) = read_idle(&session)?;
-                if let Some(ev) = tracker.update(idle, since, mono_now(), monotonic_us()) {
-                    if !idle_sink.signal(ev) {
-                        break;
-                    }
-                }
-            }
-            Ok(())
         });
         if let Err(e) = idle_thread {
             return Err(failed(format!("cannot start the IdleHint thread: {e}")));

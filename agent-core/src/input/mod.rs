@@ -185,15 +185,8 @@ fn auto(timeout: std::time::Duration) -> Vec<Box<dyn InputBackend>> {
             Ok(_) => out.push(Box::new(wayland::WaylandIdle { timeout })),
             Err(e) => info!("input: not using Wayland idle notifications: {e}"),
         }
-    }
-    if out.is_empty() {
-        match logind::Bus::Session.has_name("mutter-idle-monitor", mutter::DEST) {
-            Ok(()) => out.push(Box::new(mutter::MutterIdle { bus: logind::Bus::Session, timeout })),
-            Err(e) if on_wayland => info!("input: not using Mutter's idle monitor: {e}"),
-            Err(_) => {}
-        }
-    }
-    if out.is_empty() && !on_wayland {
+    } else {
+        // On X11, every single event (XRecord) beats "idle for N s" notifications.
         match x11_extensions() {
             Ok((true, _)) => out.push(Box::new(x11::X11Record)),
             Ok((false, true)) => {
@@ -202,6 +195,13 @@ fn auto(timeout: std::time::Duration) -> Vec<Box<dyn InputBackend>> {
             }
             Ok((false, false)) => info!("input: the X server has neither RECORD nor MIT-SCREEN-SAVER"),
             Err(e) => info!("input: not using X11: {e}"),
+        }
+    }
+    if out.is_empty() {
+        // GNOME on Wayland offers neither Wayland idle protocol, only Mutter's monitor.
+        match logind::Bus::Session.has_name("mutter-idle-monitor", mutter::DEST) {
+            Ok(()) => out.push(Box::new(mutter::MutterIdle { bus: logind::Bus::Session, timeout })),
+            Err(e) => info!("input: not using Mutter's idle monitor: {e}"),
         }
     }
     match logind::Bus::System.has_name("logind", "org.freedesktop.login1") {
