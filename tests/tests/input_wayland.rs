@@ -1,5 +1,6 @@
 //! The Wayland backend against a real compositor: Debian's sway 1.7, headless. The
-//! agent binds `org_kde_kwin_idle` (sway 1.7 has no `ext-idle-notify-v1`) with a 1-s
+//! agent's `auto` choice probes the compositor's globals, picks the Wayland backend and
+//! binds `org_kde_kwin_idle` (sway 1.7 has no `ext-idle-notify-v1`) with a 1-s
 //! timeout; `wtype` types through the virtual-keyboard protocol, which sway treats as
 //! seat input and so resets its idle timers. "Resumed" holds the owner present until
 //! the compositor says "idle" again, so the round trip recruitable → owner_active →
@@ -18,10 +19,11 @@ fn sway_idle_notifications_move_a_real_agent() {
     }
     let sway = Sway::start();
     let mut a = Agent::new(
-        "[sampling]\ninterval_ms = 200\n\n[availability]\nrecruitment_threshold_s = 2\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\n[input]\nbackend = \"wayland\"\nidle_notify_s = 1\n",
+        "[sampling]\ninterval_ms = 200\n\n[availability]\nrecruitment_threshold_s = 2\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\n[input]\nbackend = \"auto\"\nidle_notify_s = 1\n",
     );
     a.env.push(("WAYLAND_DISPLAY".into(), sway.display.clone()));
     a.env.push(("XDG_RUNTIME_DIR".into(), sway.runtime_dir.display().to_string()));
+    a.env.push(("DISPLAY".into(), String::new()));
     a.start();
     let s = a.status();
     assert!(s.input_backends.iter().any(|b| b.starts_with("wayland (cannot see: ")), "{:?}", s.input_backends);

@@ -127,3 +127,20 @@ fn typed_keys_never_reach_the_ledger_logs_or_output() {
         assert!(!bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()), "{}", path.display());
     }
 }
+
+#[test]
+fn a_named_backend_that_cannot_work_here_says_why_and_the_agent_runs_on() {
+    let mut a = Agent::new("[sampling]\ninterval_ms = 200\n");
+    a.env.push(("LULL_INPUT".into(), "x11".into()));
+    a.env.push(("DISPLAY".into(), String::new()));
+    a.start();
+    let s = a.status();
+    assert!(s.input_backends.iter().any(|b| b.starts_with("x11-xrecord")), "{:?}", s.input_backends);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.stderr().contains("input backend x11-xrecord stopped") {
+        assert!(Instant::now() < deadline, "no warning on stderr:\n{}", a.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(a.stderr().contains("DISPLAY is not set"), "{}", a.stderr());
+    assert!(a.try_status().is_some(), "the agent keeps running");
+}
