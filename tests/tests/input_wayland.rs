@@ -1,6 +1,6 @@
 //! The Wayland backend against a real compositor: Debian's sway 1.7, headless. The
 //! agent's `auto` choice probes the compositor's globals, picks the Wayland backend and
-//! binds `org_kde_kwin_idle` (sway 1.7 has no `ext-idle-notify-v1`) with a 1-s
+//! binds `org_kde_kwin_idle` (sway 1.7 has no `ext-idle-notify-v1`) with a 2-s
 //! timeout; `wtype` types through the virtual-keyboard protocol, which sway treats as
 //! seat input and so resets its idle timers. "Resumed" holds the owner present until
 //! the compositor says "idle" again, so the round trip recruitable → owner_active →
@@ -19,7 +19,7 @@ fn sway_idle_notifications_move_a_real_agent() {
     }
     let sway = Sway::start();
     let mut a = Agent::new(
-        "[sampling]\ninterval_ms = 200\n\n[availability]\nrecruitment_threshold_s = 2\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\n[input]\nbackend = \"auto\"\nidle_notify_s = 1\n",
+        "[sampling]\ninterval_ms = 200\n\n[availability]\nrecruitment_threshold_s = 2\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\n[input]\nbackend = \"auto\"\nidle_notify_s = 2\n",
     );
     a.env.push(("WAYLAND_DISPLAY".into(), sway.display.clone()));
     a.env.push(("XDG_RUNTIME_DIR".into(), sway.runtime_dir.display().to_string()));
@@ -32,7 +32,7 @@ fn sway_idle_notifications_move_a_real_agent() {
     for round in 0..2 {
         sway.wtype("hello");
         a.wait_for("owner_active after typing (resumed)", Duration::from_secs(5), |s| s.policy.state == StateKind::OwnerActive);
-        // Idle 1 s after the typing, then recruitable 2 s later: the compositor's "idle".
+        // Idle 2 s after the typing, then recruitable 2 s later: the compositor's "idle".
         let s = a.wait_for("recruitable again (idle)", Duration::from_secs(15), |s| s.policy.state == StateKind::Recruitable);
         assert_eq!(s.policy.state, StateKind::Recruitable, "round {round}");
     }
@@ -42,6 +42,6 @@ fn sway_idle_notifications_move_a_real_agent() {
         .filter(|(p, _)| p.to_string_lossy().ends_with(".log"))
         .map(|(_, b)| String::from_utf8_lossy(&b).into_owned())
         .collect();
-    assert!(log.contains("using org_kde_kwin_idle with a 1000 ms idle timeout"), "{log}");
+    assert!(log.contains("using org_kde_kwin_idle with a 2000 ms idle timeout"), "{log}");
     assert!(!log.contains("hello"), "typed text never reaches the log");
 }
