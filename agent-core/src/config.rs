@@ -91,7 +91,8 @@ pub struct Sampling {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Availability {
-    /// Owner CPU (fraction of the machine) below which the machine can be idle.
+    /// Owner CPU (fraction of the machine) below which the machine can be idle; 1.0
+    /// leaves CPU out of the availability definition.
     pub owner_cpu_max: f64,
     /// Window over which owner memory must be steady, seconds.
     pub memory_window_s: u64,
@@ -161,6 +162,9 @@ pub struct AllowedHours {
 #[serde(default, deny_unknown_fields)]
 pub struct Input {
     pub backend: InputBackendChoice,
+    /// Idle-notification backends (Wayland, Mutter) report "idled" after this many
+    /// seconds without input, and "resumed" at the next input (default 10).
+    pub idle_notify_s: u64,
 }
 
 impl Default for Config {
@@ -209,7 +213,7 @@ impl Default for Rules {
 }
 impl Default for Input {
     fn default() -> Self {
-        Self { backend: InputBackendChoice::Auto }
+        Self { backend: InputBackendChoice::Auto, idle_notify_s: 10 }
     }
 }
 
@@ -298,6 +302,7 @@ impl Config {
             ("eviction.migration_cost_s", e.migration_cost_s as f64, 0.0, 86_400.0),
             ("eviction.kill_grace_s", e.kill_grace_s as f64, 0.0, 600.0),
             ("rules.cpu_temp_max_c", self.rules.cpu_temp_max_c, 30.0, 120.0),
+            ("input.idle_notify_s", self.input.idle_notify_s as f64, 1.0, 600.0),
         ]
     }
 

@@ -396,4 +396,6 @@ scenarios!(
     clock_dst,
     restart_keeps_pause_and_count,
     linger_time_migration,
+    cpu_out_of_definition,
+    cpu_full_below_max,
 );

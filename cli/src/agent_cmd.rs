@@ -59,7 +59,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
     let _guard = init_logging(&paths, "agent")?;
     let json = args.json;
     let observer = Box::new(move |n: &Notice| print_notice(n, json));
-    let backends = Vec::new();
+    let backends = agent_core::input::choose_backends(&config.input);
     let setup = AgentSetup { paths, config, input_backends: backends, guests: Box::new(NoGuests), observer: Some(observer) };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async move {

@@ -180,3 +180,190 @@ impl Drop for Agent {
         self.kill9();
     }
 }
+
+/// Reads one line from a child's piped stdout, waiting at most `timeout`.
+fn read_line_within(child: &mut Child, timeout: Duration) -> Option<String> {
+    use std::io::BufRead;
+    let out = child.stdout.take()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let mut r = std::io::BufReader::new(out);
+        let _ = r.read_line(&mut line);
+        let _ = tx.send(line);
+        // Keep the pipe open (and drained) for the child's lifetime.
+        let mut sink = String::new();
+        while r.read_line(&mut sink).is_ok_and(|n| n > 0) {
+            sink.clear();
+        }
+    });
+    rx.recv_timeout(timeout).ok()
+}
+
+/// A real Xvfb X server on a free display number it picks itself (`-displayfd`), with
+/// `-noreset` so its idle counter survives clients coming and going. Killed on drop.
+pub struct Xvfb {
+    child: Child,
+    /// `:N`
+    pub display: String,
+}
+
+impl Xvfb {
+    pub fn start() -> Self {
+        let mut child = Command::new("Xvfb")
+            .args(["-displayfd", "1", "-noreset", "-nolisten", "tcp", "-screen", "0", "800x600x24"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn Xvfb");
+        let n = read_line_within(&mut child, Duration::from_secs(20)).map(|l| l.trim().to_string()).filter(|l| !l.is_empty());
+        let Some(n) = n else {
+            let _ = child.kill();
+            panic!("Xvfb did not report a display number within 20 s");
+        };
+        Self { child, display: format!(":{n}") }
+    }
+
+    /// Runs `xdotool ARGS` against this display and asserts it succeeded.
+    pub fn xdotool(&self, args: &[&str]) {
+        let out = Command::new("xdotool").args(args).env("DISPLAY", &self.display).output().expect("run xdotool");
+        assert!(out.status.success(), "xdotool {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A private, real `dbus-daemon --session` bus. Killed on drop.
+pub struct DbusDaemon {
+    child: Child,
+    pub address: String,
+}
+
+impl DbusDaemon {
+    pub fn start() -> Self {
+        let mut child = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--print-address=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn dbus-daemon");
+        let address = read_line_within(&mut child, Duration::from_secs(20)).map(|l| l.trim().to_string()).unwrap_or_default();
+        if address.is_empty() {
+            let _ = child.kill();
+            panic!("dbus-daemon did not print its address within 20 s");
+        }
+        Self { child, address }
+    }
+}
+
+impl Drop for DbusDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every file under `dir` (recursively), as (path, bytes).
+pub fn all_files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(b) = std::fs::read(&p) {
+                out.push((p, b));
+            }
+        }
+    }
+    out
+}
+
+/// A real headless sway (Debian's sway 1.7: offers `org_kde_kwin_idle`, and the
+/// virtual-keyboard protocol `wtype` uses) in its own runtime dir. sway refuses to run
+/// as root, so under root it runs as `nobody` (uid 65534) through `setpriv`; root
+/// clients can still connect to its socket. Killed on drop.
+pub struct Sway {
+    child: Child,
+    pub runtime_dir: PathBuf,
+    /// The socket name, for `WAYLAND_DISPLAY`.
+    pub display: String,
+    _tmp: tempfile::TempDir,
+}
+
+impl Sway {
+    pub fn start() -> Self {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().join("run");
+        std::fs::create_dir(&dir).expect("runtime dir");
+        let cfg = tmp.path().join("sway.conf");
+        std::fs::write(&cfg, "xwayland disable\noutput HEADLESS-1 resolution 640x480\n").expect("sway config");
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let mut cmd = if root {
+            use std::os::unix::ffi::OsStrExt;
+            for p in [tmp.path(), &dir, &cfg] {
+                let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("path without NUL");
+                // SAFETY: chown on a path we just created.
+                assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, 65534) }, 0, "chown {}", p.display());
+            }
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "sway"]);
+            c
+        } else {
+            Command::new("sway")
+        };
+        cmd.arg("-c")
+            .arg(&cfg)
+            .env("XDG_RUNTIME_DIR", &dir)
+            .env("HOME", tmp.path())
+            .env("WLR_BACKENDS", "headless")
+            .env("WLR_LIBINPUT_NO_DEVICES", "1")
+            .env("WLR_RENDERER", "pixman")
+            .env_remove("WAYLAND_DISPLAY")
+            .env_remove("DISPLAY")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(tmp.path().join("sway.log")).map(Stdio::from).unwrap_or(Stdio::null()));
+        let mut child = cmd.spawn().expect("spawn sway");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let sock = std::fs::read_dir(&dir).into_iter().flatten().flatten().find_map(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                (n.starts_with("wayland-") && !n.ends_with(".lock")).then_some(n)
+            });
+            if let Some(display) = sock {
+                return Self { child, runtime_dir: dir, display, _tmp: tmp };
+            }
+            if let Ok(Some(st)) = child.try_wait() {
+                let log = std::fs::read_to_string(tmp.path().join("sway.log")).unwrap_or_default();
+                panic!("sway exited ({st}):\n{log}");
+            }
+            assert!(Instant::now() < deadline, "sway made no Wayland socket within 20 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Types `text` through the virtual-keyboard protocol (`wtype`).
+    pub fn wtype(&self, text: &str) {
+        let out = Command::new("wtype")
+            .arg(text)
+            .env("XDG_RUNTIME_DIR", &self.runtime_dir)
+            .env("WAYLAND_DISPLAY", &self.display)
+            .output()
+            .expect("run wtype");
+        assert!(out.status.success(), "wtype: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Sway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -7,7 +7,19 @@
 //! optional *fast path* on every activity so guest work can be frozen straight from the
 //! input path, before the agent's next tick.
 
+#[cfg(target_os = "linux")]
+pub mod logind;
+#[cfg(target_os = "linux")]
+pub mod mutter;
+#[cfg(target_os = "linux")]
+pub mod polled;
+#[cfg(target_os = "linux")]
+pub mod wayland;
+#[cfg(target_os = "linux")]
+pub mod x11;
+
 use crate::clock::{mono_now, MonoMs};
+use crate::config::{Input, InputBackendChoice};
 use crate::sample::{InputEvent, InputSignal};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -88,4 +100,148 @@ pub trait InputBackend: Send {
     fn blind_spots(&self) -> &'static str;
     /// Deliver events into `sink` until it closes.
     fn run(self: Box<Self>, sink: InputSink) -> Result<(), InputError>;
+}
+
+/// The environment variable that overrides `input.backend`: a comma-separated list of
+/// backend names (`x11,logind`), or `auto` or `none`.
+pub const OVERRIDE_ENV: &str = "LULL_INPUT";
+
+/// Parses a backend name as in the config file and [`OVERRIDE_ENV`].
+pub fn parse_choice(name: &str) -> Option<InputBackendChoice> {
+    Some(match name.trim() {
+        "auto" => InputBackendChoice::Auto,
+        "x11" => InputBackendChoice::X11,
+        "wayland" => InputBackendChoice::Wayland,
+        "mutter" => InputBackendChoice::Mutter,
+        "logind" => InputBackendChoice::Logind,
+        "polled" => InputBackendChoice::Polled,
+        "none" => InputBackendChoice::None,
+        _ => return None,
+    })
+}
+
+/// The backends asked for: [`OVERRIDE_ENV`] if set (and valid), else the config's choice.
+pub fn requested(config: &Input, env: Option<&str>) -> Result<Vec<InputBackendChoice>, String> {
+    let Some(list) = env.filter(|s| !s.trim().is_empty()) else { return Ok(vec![config.backend]) };
+    list.split(',')
+        .map(|n| {
+            parse_choice(n).ok_or_else(|| {
+                format!("{OVERRIDE_ENV}: unknown input backend {:?} (known: auto, x11, wayland, mutter, logind, polled, none)", n.trim())
+            })
+        })
+        .collect()
+}
+
+/// Picks the input backends at start-up: those asked for by name as they are (their
+/// `run` reports it if they cannot work here), or for `auto` the best this session
+/// offers, probed now. Says in the log why each candidate was passed over; the agent
+/// logs one line per backend in use with what it cannot see.
+#[cfg(target_os = "linux")]
+pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
+    let env = std::env::var(OVERRIDE_ENV).ok();
+    let wanted = match requested(config, env.as_deref()) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!("{e}; using input.backend from the config instead");
+            vec![config.backend]
+        }
+    };
+    let timeout = std::time::Duration::from_secs(config.idle_notify_s);
+    let mut out: Vec<Box<dyn InputBackend>> = Vec::new();
+    for w in wanted {
+        match w {
+            InputBackendChoice::None => {}
+            InputBackendChoice::X11 => out.push(Box::new(x11::X11Record)),
+            InputBackendChoice::Polled => out.push(Box::new(polled::ScreenSaverPolled::default())),
+            InputBackendChoice::Wayland => out.push(Box::new(wayland::WaylandIdle { timeout })),
+            InputBackendChoice::Mutter => out.push(Box::new(mutter::MutterIdle { bus: logind::Bus::Session, timeout })),
+            InputBackendChoice::Logind => out.push(Box::new(logind::Logind::default())),
+            InputBackendChoice::Auto => out.extend(auto(timeout)),
+        }
+    }
+    out
+}
+
+/// X11 extensions that matter here: (RECORD, MIT-SCREEN-SAVER).
+#[cfg(target_os = "linux")]
+fn x11_extensions() -> Result<(bool, bool), String> {
+    use x11rb::connection::RequestConnection;
+    if std::env::var_os("DISPLAY").is_none_or(|d| d.is_empty()) {
+        return Err("DISPLAY is not set".into());
+    }
+    let (conn, _) = x11rb::connect(None).map_err(|e| format!("cannot connect to the X display: {e}"))?;
+    let has = |n: &'static str| conn.extension_information(n).map(|i| i.is_some()).map_err(|e| e.to_string());
+    Ok((has("RECORD")?, has(x11rb::protocol::screensaver::X11_EXTENSION_NAME)?))
+}
+
+#[cfg(target_os = "linux")]
+fn auto(timeout: std::time::Duration) -> Vec<Box<dyn InputBackend>> {
+    use tracing::info;
+    let mut out: Vec<Box<dyn InputBackend>> = Vec::new();
+    let on_wayland = std::env::var_os("WAYLAND_DISPLAY").is_some_and(|d| !d.is_empty());
+    if on_wayland {
+        // Under Wayland, X11 (XWayland) would only see input to X clients.
+        match wayland::WaylandIdle::probe() {
+            Ok(_) => out.push(Box::new(wayland::WaylandIdle { timeout })),
+            Err(e) => info!("input: not using Wayland idle notifications: {e}"),
+        }
+    } else {
+        // On X11, every single event (XRecord) beats "idle for N s" notifications.
+        match x11_extensions() {
+            Ok((true, _)) => out.push(Box::new(x11::X11Record)),
+            Ok((false, true)) => {
+                info!("input: the X server lacks RECORD; polling MIT-SCREEN-SAVER instead");
+                out.push(Box::new(polled::ScreenSaverPolled::default()));
+            }
+            Ok((false, false)) => info!("input: the X server has neither RECORD nor MIT-SCREEN-SAVER"),
+            Err(e) => info!("input: not using X11: {e}"),
+        }
+    }
+    if out.is_empty() {
+        // GNOME on Wayland offers neither Wayland idle protocol, only Mutter's monitor.
+        match logind::Bus::Session.has_name("mutter-idle-monitor", mutter::DEST) {
+            Ok(()) => out.push(Box::new(mutter::MutterIdle { bus: logind::Bus::Session, timeout })),
+            Err(e) => info!("input: not using Mutter's idle monitor: {e}"),
+        }
+    }
+    match logind::Bus::System.has_name("logind", "org.freedesktop.login1") {
+        Ok(()) => out.push(Box::new(logind::Logind::default())),
+        Err(e) => info!("input: not using logind (idle hint, inhibitors): {e}"),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn override_names_backends_and_refuses_unknown_ones() {
+        let cfg = Input::default();
+        assert_eq!(requested(&cfg, None), Ok(vec![InputBackendChoice::Auto]));
+        assert_eq!(requested(&cfg, Some("")), Ok(vec![InputBackendChoice::Auto]));
+        assert_eq!(requested(&cfg, Some("x11, logind")), Ok(vec![InputBackendChoice::X11, InputBackendChoice::Logind]));
+        assert_eq!(requested(&cfg, Some("none")), Ok(vec![InputBackendChoice::None]));
+        let err = requested(&cfg, Some("x11,xinput")).unwrap_err();
+        assert!(err.contains("\"xinput\"") && err.contains(OVERRIDE_ENV), "{err}");
+    }
+
+    #[test]
+    fn activity_is_coalesced_but_the_fast_path_sees_every_event() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let hits = Arc::new(AtomicU64::new(0));
+        let h = hits.clone();
+        let sink = InputSink::new(
+            tx,
+            Some(Arc::new(move |_| {
+                h.fetch_add(1, Ordering::Relaxed);
+            })),
+        );
+        for t in [1000, 1050, 1199, 1200, 1500] {
+            assert!(sink.activity_at(MonoMs(t)));
+        }
+        assert_eq!(hits.load(Ordering::Relaxed), 5);
+        let got: Vec<u64> = std::iter::from_fn(|| rx.try_recv().ok()).map(|e| e.at.0).collect();
+        assert_eq!(got, vec![1000, 1200, 1500]);
+    }
 }
