@@ -2,10 +2,13 @@
 //! plus the v2 unified hierarchy, used only for `cgroup.freeze`, `cgroup.kill`,
 //! `cgroup.events` and `cpu.stat`).
 //!
-//! Layout, per hierarchy: `<base>/guests/<guest id>`. Freezing all guests at once is one
-//! write of "1" to `<base>/guests/cgroup.freeze` in the v2 (or unified) hierarchy; killing
-//! one guest's whole tree is one write to its `cgroup.kill`. A guest that double-forks,
-//! calls setsid or daemonizes stays in its cgroup, so it is frozen and killed with it.
+//! Layout, per hierarchy: `<base>/guests/<agent instance>/<guest id>`, where the agent
+//! instance is `a<pid>-<start time>` (several agents may share a base, e.g. in tests).
+//! Freezing all of an agent's guests at once is one write of "1" to its instance's
+//! `cgroup.freeze` in the v2 (or unified) hierarchy; killing one guest's whole tree is one
+//! write to its `cgroup.kill`. A guest that double-forks, calls setsid or daemonizes stays
+//! in its cgroup, so it is frozen and killed with it. At start-up, instances whose agent
+//! is gone are killed and removed (the no-orphans backstop).
 
 use crate::guest::{Containment, GuestError};
 use std::ffi::CString;
@@ -48,16 +51,40 @@ pub fn own_unified_path() -> Option<String> {
     read(Path::new("/proc/self/cgroup"))?.lines().find_map(|l| l.strip_prefix("0::").map(str::to_owned))
 }
 
-/// The guests' parent directories in each hierarchy.
+/// This agent's guests' parent directories in each hierarchy.
 #[derive(Clone, Debug)]
 pub struct Cgroups {
     pub kind: Containment,
-    /// `<base>/guests` in the v2 / unified hierarchy: freeze, kill, events, cpu.stat.
+    /// `<base>/guests/<instance>` in the v2 / unified hierarchy: freeze, kill, events, cpu.stat.
     pub unified: PathBuf,
-    /// v1 memory, cpu and pids `<base>/guests` (hybrid only; on v2 all live in `unified`).
+    /// v1 memory, cpu and pids instance directories (hybrid only; on v2 all are `unified`).
     pub memory: PathBuf,
     pub cpu: PathBuf,
     pub pids: Option<PathBuf>,
+}
+
+/// Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat).
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = read(Path::new(&format!("/proc/{pid}/stat")))?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A new instance directory name for this agent: `a<pid>-<start time>-<n>` (n counts
+/// runtimes within one process).
+pub fn instance_name() -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let pid = std::process::id();
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("a{pid}-{}-{n}", start_time(pid).unwrap_or(0))
+}
+
+/// Whether the agent that made instance directory `name` still runs.
+fn instance_alive(name: &str) -> bool {
+    let mut it = name.strip_prefix('a').unwrap_or("").split('-');
+    match (it.next().and_then(|p| p.parse::<u32>().ok()), it.next().and_then(|s| s.parse::<u64>().ok())) {
+        (Some(pid), Some(start)) => start_time(pid) == Some(start),
+        _ => false,
+    }
 }
 
 /// One guest's cgroup directories.
@@ -130,9 +157,10 @@ impl Cgroups {
         let base_dir = root.join(&rel);
         std::fs::create_dir_all(&base_dir).map_err(|e| cg_err(&base_dir, e))?;
         Self::enter_agent_leaf(root, &rel)?;
-        let guests = base_dir.join("guests");
+        let parent = base_dir.join("guests");
+        let guests = parent.join(instance_name());
         std::fs::create_dir_all(&guests).map_err(|e| cg_err(&guests, e))?;
-        for dir in [&base_dir, &guests] {
+        for dir in [&base_dir, &parent, &guests] {
             for c in ["memory", "cpu", "pids"] {
                 if let Err(e) = write(&dir.join("cgroup.subtree_control"), &format!("+{c}")) {
                     if c == "memory" {
@@ -152,14 +180,17 @@ impl Cgroups {
         let ubase = unified_root.join(&rel);
         std::fs::create_dir_all(&ubase).map_err(|e| cg_err(&ubase, e))?;
         Self::enter_agent_leaf(&unified_root, &rel)?;
-        let unified = ubase.join("guests");
-        let memory = root.join("memory").join(&rel).join("guests");
+        let inst = instance_name();
+        let unified = ubase.join("guests").join(&inst);
+        let memory = root.join("memory").join(&rel).join("guests").join(&inst);
         let cpu_root = if root.join("cpu/cgroup.procs").exists() { root.join("cpu") } else { root.join("cpu,cpuacct") };
         let cpu = cpu_root.join(&rel).join("guests");
+        set_v1_cpu_if_present(&cpu);
+        let cpu = cpu.join(&inst);
         for d in [&unified, &memory, &cpu] {
             std::fs::create_dir_all(d).map_err(|e| cg_err(d, e))?;
         }
-        let pids_dir = root.join("pids").join(&rel).join("guests");
+        let pids_dir = root.join("pids").join(&rel).join("guests").join(&inst);
         let pids = std::fs::create_dir_all(&pids_dir).ok().map(|_| pids_dir);
         if !unified.join("cgroup.freeze").exists() {
             return Err(GuestError::NoCgroups("the unified hierarchy has no cgroup.freeze (kernel older than 5.2)".into()));
@@ -220,24 +251,50 @@ impl Cgroups {
         Ok(g)
     }
 
-    /// Kills and removes every guest cgroup left by an earlier agent (after a crash or
-    /// kill -9). Returns how many there were.
+    /// Kills and removes the guest cgroups of agent instances that are gone (after a
+    /// crash or kill -9). Returns how many guests there were.
     pub fn cleanup_stale(&self) -> usize {
-        let Ok(entries) = std::fs::read_dir(&self.unified) else { return 0 };
+        let parent = |p: &Path| p.parent().map(Path::to_path_buf);
+        let Some(uparent) = parent(&self.unified) else { return 0 };
+        let Ok(entries) = std::fs::read_dir(&uparent) else { return 0 };
         let mut n = 0;
-        for e in entries.flatten().filter(|e| e.path().is_dir()) {
-            let id = e.file_name().to_string_lossy().into_owned();
-            let g = GuestCgroup {
-                unified: self.unified.join(&id),
-                memory: self.memory.join(&id),
-                cpu: self.cpu.join(&id),
-                pids: self.pids.as_ref().map(|p| p.join(&id)),
+        for inst in entries.flatten().filter(|e| e.path().is_dir()) {
+            let name = inst.file_name().to_string_lossy().into_owned();
+            if inst.path() == self.unified || instance_alive(&name) {
+                continue;
+            }
+            let dirs = |p: &Path| parent(p).map(|d| d.join(&name));
+            let stale = Cgroups {
                 kind: self.kind,
+                unified: inst.path(),
+                memory: dirs(&self.memory).unwrap_or_else(|| inst.path()),
+                cpu: dirs(&self.cpu).unwrap_or_else(|| inst.path()),
+                pids: self.pids.as_deref().and_then(dirs),
             };
-            g.kill();
-            g.wait_empty(Duration::from_secs(2));
-            g.remove();
-            n += 1;
+            n += stale.remove_all();
+        }
+        n
+    }
+
+    /// Kills every guest of this instance and removes all its directories. Returns how
+    /// many guests there were.
+    pub fn remove_all(&self) -> usize {
+        let mut n = 0;
+        if let Ok(entries) = std::fs::read_dir(&self.unified) {
+            for e in entries.flatten().filter(|e| e.path().is_dir()) {
+                let id = e.file_name().to_string_lossy().into_owned();
+                let g = GuestCgroup {
+                    unified: self.unified.join(&id),
+                    memory: self.memory.join(&id),
+                    cpu: self.cpu.join(&id),
+                    pids: self.pids.as_ref().map(|p| p.join(&id)),
+                    kind: self.kind,
+                };
+                g.kill();
+                g.wait_empty(Duration::from_secs(2));
+                g.remove();
+                n += 1;
+            }
         }
         // v1 hierarchies may hold leftovers the unified one no longer lists.
         for dir in [&self.memory, &self.cpu].into_iter().chain(self.pids.as_ref()) {
@@ -251,7 +308,16 @@ impl Cgroups {
                 }
             }
         }
+        for dir in [&self.unified, &self.memory, &self.cpu].into_iter().chain(self.pids.as_ref()) {
+            let _ = std::fs::remove_dir(dir);
+        }
         n
+    }
+}
+
+fn set_v1_cpu_if_present(dir: &Path) {
+    if std::fs::create_dir_all(dir).is_ok() {
+        let _ = set_v1_cpu(dir);
     }
 }
 

@@ -669,6 +669,9 @@ impl Drop for LinuxRuntime {
             }
             let _ = g.child.wait();
         }
+        if let Some(c) = &self.cgroups {
+            c.remove_all();
+        }
         if let Some(j) = self.restore_job.take() {
             let _ = j.join();
         }

@@ -25,6 +25,7 @@ impl Drop for Rig {
         drop(self.rt.take());
         if let Ok(c) = Cgroups::open(&self.base) {
             c.cleanup_stale();
+            c.remove_all();
         }
         for h in ["unified", "memory", "cpu", "pids", ""] {
             let d = Path::new("/sys/fs/cgroup").join(h).join(&self.base);
@@ -37,11 +38,16 @@ impl Drop for Rig {
 
 fn rig(name: &str, tweak: impl FnOnce(&mut Config)) -> Option<Rig> {
     let base = format!("lull-test-{name}-{}", std::process::id());
-    if let Err(e) = Cgroups::open(&base) {
-        let required = std::env::var("LULL_REQUIRE_CGROUPS").is_ok_and(|v| v == "1");
-        assert!(!required, "LULL_REQUIRE_CGROUPS=1 but cgroups are unusable: {e}");
-        eprintln!("SKIPPED: cannot create cgroups here ({e}); set LULL_REQUIRE_CGROUPS=1 to require");
-        return None;
+    match Cgroups::open(&base) {
+        Ok(probe) => {
+            probe.remove_all();
+        }
+        Err(e) => {
+            let required = std::env::var("LULL_REQUIRE_CGROUPS").is_ok_and(|v| v == "1");
+            assert!(!required, "LULL_REQUIRE_CGROUPS=1 but cgroups are unusable: {e}");
+            eprintln!("SKIPPED: cannot create cgroups here ({e}); set LULL_REQUIRE_CGROUPS=1 to require");
+            return None;
+        }
     }
     let mut cfg = Config::default();
     cfg.guests.cgroup = base.clone();
@@ -229,27 +235,27 @@ fn donated_cpu_comes_from_the_cgroup_and_reaches_the_totals() {
 #[test]
 fn leftovers_of_a_dead_agent_are_killed_at_the_next_start() {
     let Some(mut rig) = rig("stale", |_| {}) else { return };
-    let (daemon, base) = {
-        let rt = rig.rt();
-        let id = rt.submit(GuestSpec::new("sh", ["-c", DAEMON]));
-        rt.apply(GuestDirective::Accept);
-        let wd = workdir(rt, &id);
-        wait_until("the daemon", Duration::from_secs(5), || read_pid(&wd.join("daemon.pid")).is_some());
-        (read_pid(&wd.join("daemon.pid")).unwrap(), rig.base.clone())
-    };
-    // Simulate a crash in which even the watchdog died: leak the runtime and its watchdog.
-    let rt = rig.rt.take().expect("runtime");
-    // SAFETY: kill our own watchdog child (it would otherwise clean up on the leak below).
-    if let Some(w) = &rt.watchdog {
-        unsafe { libc::kill(w.pid(), libc::SIGKILL) };
-    }
-    std::mem::forget(rt);
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(alive(daemon), "the daemon is still there before the next start");
+    // A dead agent's instance (no process has this pid) with a guest process still in it.
+    let ours = rig.rt().cgroups().expect("cgroups").clone();
+    let dead = ours.unified.parent().expect("guests dir").join("a999999999-1-0");
+    let guest = dead.join("g-left-behind");
+    std::fs::create_dir_all(&guest).unwrap();
+    let mut orphan = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
+    std::fs::write(guest.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+    let (pid, base) = (orphan.id() as i32, rig.base.clone());
+    // A live agent's instance (ours) is left alone by the next start.
+    let id = rig.rt().submit(GuestSpec::new("sleep", ["1000"]));
+    rig.rt().apply(GuestDirective::Accept);
+    assert!(rig.rt().present());
     let mut cfg = Config::default();
     cfg.guests.cgroup = base;
-    rig.rt = Some(LinuxRuntime::new(&cfg, rig._dir.path()));
-    wait_until("the leftover daemon to die", Duration::from_secs(3), || !alive(daemon));
+    let next = LinuxRuntime::new(&cfg, rig._dir.path());
+    let _ = orphan.wait();
+    assert!(!alive(pid), "the dead agent's guest survived the next start");
+    assert!(!dead.exists(), "the dead agent's cgroups were not removed");
+    assert!(rig.rt().present(), "a live agent's guest was killed");
+    assert!(rig.rt().guests().iter().any(|g| g.id == id && g.phase == GuestPhase::Running));
+    drop(next);
 }
 
 #[test]
