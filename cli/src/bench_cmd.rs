@@ -1,7 +1,8 @@
 //! `lull bench …`: benchmarks run as real processes and reported with medians, for
 //! `docs/BENCHMARKS.md`. `lull bench idle` measures the agent's own cost while the
 //! machine sits idle: CPU share of one core and resident memory of a real `lull agent`
-//! child sampling at 1 Hz.
+//! child sampling at 1 Hz. The guest runtime's benchmarks (`evict`, `slowdown`,
+//! `memory`) live in `bench_guest.rs`.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -18,6 +19,12 @@ pub struct BenchArgs {
 pub enum Which {
     /// The agent's own CPU and RSS while idle (goal: ≤ 0.03 % of a core, ≤ 12 MB).
     Idle(IdleArgs),
+    /// Eviction latency: XTest input under Xvfb → guests' cgroup frozen (goal: p99 ≤ 5 ms).
+    Evict(crate::bench_guest::EvictArgs),
+    /// Owner slowdown (LDR), wake-up latency and harvest (FCSR): alone, Lull guest, nice-19 guest.
+    Slowdown(crate::bench_guest::SlowdownArgs),
+    /// Memory: owner pages swapped out by a capped guest; restore time with the cap disabled.
+    Memory(crate::bench_guest::MemoryArgs),
 }
 
 #[derive(Args, Debug)]
@@ -36,6 +43,9 @@ pub struct IdleArgs {
 pub fn run(a: BenchArgs) -> Result<()> {
     match a.which {
         Which::Idle(i) => idle(i),
+        Which::Evict(e) => crate::bench_guest::evict(e),
+        Which::Slowdown(s) => crate::bench_guest::slowdown(s),
+        Which::Memory(m) => crate::bench_guest::memory_bench(m),
     }
 }
 

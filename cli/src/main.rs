@@ -2,6 +2,7 @@
 
 mod agent_cmd;
 mod bench_cmd;
+mod bench_guest;
 mod owner_cmd;
 mod run_cmd;
 mod spans;
