@@ -68,6 +68,16 @@ fn runtime_with(base: &str, tweak: impl FnOnce(&mut Config), spec: GuestSpec) ->
     Ok((rt, id, dir))
 }
 
+/// Removes a benchmark's (empty) cgroup base directories after its runtime is gone.
+fn remove_base(base: &str) {
+    for h in ["unified", "memory", "cpu", "pids", ""] {
+        let d = Path::new("/sys/fs/cgroup").join(h).join(base);
+        let _ = std::fs::remove_dir(d.join("guests"));
+        let _ = std::fs::remove_dir(d.join("agent"));
+        let _ = std::fs::remove_dir(&d);
+    }
+}
+
 fn spinners(n: usize) -> GuestSpec {
     let script = format!("for i in $(seq {n}); do (while :; do :; done) & done; wait");
     GuestSpec::new("sh", ["-c", script.as_str()])
@@ -135,8 +145,21 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     let (data, _) = x11rb::connect(Some(&display))?;
     let (xtest, _) = x11rb::connect(Some(&display))?;
     let root = ctrl.setup().roots[screen].root;
+    // A desktop always has a client that receives pointer motion (window manager, panel,
+    // the focused application). The X server flushes XRecord data when it flushes client
+    // output, so without one, recorded events would wait for unrelated traffic.
+    {
+        use x11rb::protocol::xproto::ConnectionExt as _;
+        let s = &ctrl.setup().roots[screen];
+        let win = ctrl.generate_id()?;
+        let aux = xproto::CreateWindowAux::new().event_mask(xproto::EventMask::POINTER_MOTION | xproto::EventMask::KEY_PRESS);
+        ctrl.create_window(0, win, root, 0, 0, s.width_in_pixels, s.height_in_pixels, 0, xproto::WindowClass::INPUT_ONLY, 0, &aux)?;
+        ctrl.map_window(win)?;
+        ctrl.flush()?;
+    }
 
-    let (mut rt, _id, _dir) = runtime_with(&format!("lull-bench-evict-{}", std::process::id()), |_| {}, spinners(1))?;
+    let base = format!("lull-bench-evict-{}", std::process::id());
+    let (mut rt, _id, _dir) = runtime_with(&base, |_| {}, spinners(1))?;
     let cg = rt.cgroups().context("cgroups")?.clone();
     let events = std::fs::File::open(cg.unified.join("cgroup.events"))?;
     let frozen = |buf: &mut [u8]| -> bool {
@@ -206,16 +229,26 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         let t0 = Instant::now();
         xtest.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 0, x11rb::CURRENT_TIME, root, x, x, 0)?;
         xtest.flush()?;
+        // Wait on the kernel's change notification for cgroup.events (no busy polling that
+        // would take a CPU from the guest on a small machine).
         let mut ok = false;
         while t0.elapsed() < Duration::from_secs(1) {
             if frozen(&mut buf) {
                 ok = true;
                 break;
             }
+            let mut pfd = libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(&events), events: libc::POLLPRI, revents: 0 };
+            // SAFETY: poll on one valid pollfd.
+            unsafe { libc::poll(&mut pfd, 1, 50) };
         }
         let t1 = t0.elapsed();
+        while let Ok(Some(_)) = ctrl.poll_for_event() {}
         if !ok {
             missed += 1;
+            if std::env::var_os("LULL_BENCH_DEBUG").is_some() {
+                let cb = *callback_at.lock().unwrap_or_else(|p| p.into_inner());
+                eprintln!("event {i}: not frozen within 1 s; callback {:?}", cb.map(|c| c.saturating_duration_since(t0)));
+            }
             continue;
         }
         to_frozen.push(t1.as_secs_f64() * 1000.0);
@@ -228,19 +261,22 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     let _ = ctrl.record_disable_context(rc);
     let _ = ctrl.flush();
     rt.apply(GuestDirective::Evict);
+    let containment = rt.containment().as_str();
     let n = to_frozen.len();
     let (f50, f99, fmax) = (pct(&mut to_frozen, 0.5), pct(&mut to_frozen, 0.99), pct(&mut to_frozen, 1.0));
     let (c50, c99, cmax) = (pct(&mut to_callback, 0.5), pct(&mut to_callback, 0.99), pct(&mut to_callback, 1.0));
     let result = serde_json::json!({
-        "events": n, "missed": missed, "containment": rt.containment().as_str(), "display": display,
+        "events": n, "missed": missed, "containment": containment, "display": display,
         "event_to_frozen_ms": {"p50": f50, "p99": f99, "max": fmax},
         "event_to_record_callback_ms": {"p50": c50, "p99": c99, "max": cmax},
         "goal_p99_ms": 5.0, "anchor_boinc_7_20": {"median_s": "0.3-0.6", "max_s": 1.0},
     });
+    drop(rt);
+    remove_base(&base);
     if a.json {
         println!("{result}");
     } else {
-        println!("eviction latency over {n} XTest events ({missed} missed), {}:", rt.containment().as_str());
+        println!("eviction latency over {n} XTest events ({missed} missed), {containment}:");
         println!("  event → cgroup frozen      p50 {f50:.3} ms  p99 {f99:.3} ms  max {fmax:.3} ms   · goal p99 ≤ 5 ms");
         println!("  event → XRecord callback   p50 {c50:.3} ms  p99 {c99:.3} ms  max {cmax:.3} ms");
         println!("  anchor: BOINC 7.20 here, median 0.3–0.6 s, max 1.0 s");
@@ -373,7 +409,8 @@ pub fn slowdown(a: SlowdownArgs) -> Result<()> {
     owner_task(probe_iters);
     let iters = (probe_iters as f64 * a.task_s / t.elapsed().as_secs_f64().max(1e-6)) as u64;
 
-    let (mut rt, _id, _dir) = runtime_with(&format!("lull-bench-slow-{}", std::process::id()), |_| {}, spinners(ncpu))?;
+    let base = format!("lull-bench-slow-{}", std::process::id());
+    let (mut rt, _id, _dir) = runtime_with(&base, |_| {}, spinners(ncpu))?;
     rt.apply(GuestDirective::Freeze);
     let mut runs: [Vec<OwnerRun>; 3] = [Vec::new(), Vec::new(), Vec::new()];
     let bar = indicatif::ProgressBar::new(a.rounds as u64 * 3);
@@ -424,8 +461,11 @@ pub fn slowdown(a: SlowdownArgs) -> Result<()> {
         }));
     }
     let ldr = |k: usize| med_task[k] / med_task[0];
+    let containment = rt.containment().as_str();
+    drop(rt);
+    remove_base(&base);
     let result = serde_json::json!({
-        "cpus": ncpu, "rounds": a.rounds, "containment": rt.containment().as_str(), "configs": rows,
+        "cpus": ncpu, "rounds": a.rounds, "containment": containment, "configs": rows,
         "ldr": {"lull": ldr(1), "nice19": ldr(2)},
         "wake_p99_increase_us": {"lull": p99_wake[1] - p99_wake[0], "nice19": p99_wake[2] - p99_wake[0]},
         "goal": {"owner_slowdown_max": 0.005, "wake_p99_increase_max_us": 50, "fcsr_min": 0.95},
@@ -544,8 +584,9 @@ impl Drop for Machine {
                 }
             }
             std::thread::sleep(Duration::from_millis(100));
-            let _ = std::fs::remove_dir(d.join("owner"));
-            let _ = std::fs::remove_dir(d);
+            for sub in ["lull/guests", "lull", "owner", ""] {
+                let _ = std::fs::remove_dir(d.join(sub));
+            }
         }
     }
 }
@@ -654,7 +695,9 @@ fn memory_case(a: &MemoryArgs, capped: bool) -> Result<serde_json::Value> {
     let _ = owner.kill();
     let _ = owner.wait();
     drop(rt);
+    remove_base(&format!("{name}/lull"));
     drop(machine);
+    remove_base(&name);
     Ok(serde_json::json!({
         "capped": capped, "cap_mib": if capped { Some(a.cap_mib) } else { None }, "guest_outcome": outcome,
         "guest_peak_mib": peak as f64 / 1048576.0,

@@ -3,11 +3,13 @@
 //!
 //! Restore: for each of the owner's processes (same uid as the agent, or every process
 //! when run as root) that has pages in swap, the swapped ranges are found in
-//! `/proc/PID/smaps` and handed to `process_madvise(MADV_WILLNEED)` through a pidfd,
-//! which starts swap-in for the whole range. Where that is not permitted (it needs
-//! CAP_SYS_NICE over processes of other users), the pages are read through
-//! `/proc/PID/mem`, which faults them in synchronously with ordinary same-user ptrace
-//! read rights. The time counted runs until the owner's swapped total stops falling.
+//! `/proc/PID/smaps` and handed to `process_madvise(MADV_WILLNEED)` through a pidfd, which
+//! starts swap-in readahead for all of them at once (into the swap cache; it needs
+//! CAP_SYS_NICE, or is skipped). Then the ranges are read through `/proc/PID/mem`, which
+//! maps the pages back into the owner's page tables (ptrace-read rights over the owner's
+//! own processes: same uid, Yama scope 0, or CAP_SYS_PTRACE), so the owner's next touch
+//! neither waits for the disk nor faults. The time counted is the whole step; the owner's
+//! `VmSwap` before and after says how much came back.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -161,34 +163,35 @@ pub fn restore_owner(skip_cgroup: &str, timeout: Duration) -> Restore {
     if r.swapped_before == 0 {
         return r;
     }
-    for &(pid, _) in &swapped {
-        let ranges = swapped_ranges(pid);
-        if ranges.is_empty() {
-            continue;
-        }
+    // First WILLNEED on every range of every process: the kernel starts swap-in
+    // readahead for all of them at once (into the swap cache).
+    let ranges: Vec<(u32, Vec<(u64, u64)>)> = swapped.iter().map(|&(p, _)| (p, swapped_ranges(p))).filter(|(_, r)| !r.is_empty()).collect();
+    for (pid, rs) in &ranges {
         r.processes += 1;
-        if madvise_willneed(pid, &ranges).is_ok() {
-            r.advised += ranges.len() as u32;
-        } else if read_through(pid, &ranges).is_ok() {
-            r.read += ranges.len() as u32;
+        if madvise_willneed(*pid, rs).is_ok() {
+            r.advised += rs.len() as u32;
         }
     }
-    // WILLNEED starts asynchronous swap-in: wait until the swapped total reaches zero or
-    // has not fallen for 100 ms.
-    let (mut last, mut progress_at) = (u64::MAX, Instant::now());
-    loop {
-        let now: u64 = swapped.iter().map(|&(p, _)| vm_swap_kib(p)).sum::<u64>() * 1024;
-        if now < last {
-            progress_at = Instant::now();
-            last = now;
+    // Then map the pages back into the owner's page tables by reading them through
+    // /proc/PID/mem (mostly swap-cache hits by now), so the owner's next touch does not fault.
+    for (pid, rs) in &ranges {
+        if read_through(*pid, rs).is_ok() {
+            r.read += rs.len() as u32;
         }
-        if now == 0 || progress_at.elapsed() > Duration::from_millis(100) || t0.elapsed() > timeout {
-            r.swapped_after = now;
-            // The idle tail after the last progress is not restore time.
-            r.took = if now == 0 { t0.elapsed() } else { progress_at.duration_since(t0) };
-            break;
+    }
+    r.took = t0.elapsed();
+    r.swapped_after = swapped.iter().map(|&(p, _)| vm_swap_kib(p)).sum::<u64>() * 1024;
+    if r.swapped_after > 0 && r.read == 0 {
+        // WILLNEED only: wait until the readahead has settled.
+        let (mut last, mut progress_at) = (r.swapped_after, Instant::now());
+        while t0.elapsed() < timeout && progress_at.elapsed() < Duration::from_millis(100) {
+            std::thread::sleep(Duration::from_millis(2));
+            let now: u64 = swapped.iter().map(|&(p, _)| vm_swap_kib(p)).sum::<u64>() * 1024;
+            if now < last {
+                (last, progress_at) = (now, Instant::now());
+            }
         }
-        std::thread::sleep(Duration::from_millis(2));
+        r.swapped_after = last;
     }
     r
 }
