@@ -269,3 +269,44 @@ fn nothing_starts_without_admission() {
     assert_eq!(rt.guests().into_iter().find(|g| g.id == id).unwrap().phase, GuestPhase::Queued);
     assert!(!rt.present());
 }
+
+#[test]
+fn owner_memory_pressure_freezes_then_kills_the_guest() {
+    // The owner reserve is set just under what is available now, so the test's own
+    // allocation (the owner's demand growing) pushes available memory below it.
+    let avail_mib = memory::meminfo().available / MIB;
+    let Some(mut rig) = rig("pressure", |c| {
+        c.guests.owner_reserve_mib = avail_mib.saturating_sub(1024);
+        c.guests.pressure_kill_s = 1;
+    }) else {
+        return;
+    };
+    let rt = rig.rt();
+    let id = rt.submit(GuestSpec::new("sleep", ["1000"]));
+    rt.apply(GuestDirective::Accept);
+    rt.tick();
+    assert!(rt.present() && !rt.frozen(), "admitted and running");
+    let owner_grows = |mib: u64| {
+        let mut v = vec![0u8; (mib * MIB) as usize];
+        for i in (0..v.len()).step_by(4096) {
+            v[i] = 1;
+        }
+        v
+    };
+    let demand = owner_grows(2048);
+    rt.tick();
+    wait_until("frozen with available memory below the owner reserve", Duration::from_secs(1), || rt.frozen());
+    drop(demand);
+    wait_until("thaw once the pressure clears", Duration::from_secs(5), || {
+        rt.tick();
+        !rt.frozen()
+    });
+    let demand = owner_grows(2048);
+    rt.tick();
+    wait_until("frozen again", Duration::from_secs(1), || rt.frozen());
+    std::thread::sleep(Duration::from_millis(1100));
+    rt.tick();
+    wait_until("the guest to be killed", Duration::from_secs(5), || ended(rt, &id).is_some());
+    drop(demand);
+    assert!(matches!(ended(rt, &id), Some(GuestPhase::Ended { evicted: true, .. })));
+}
