@@ -310,3 +310,29 @@ fn owner_memory_pressure_freezes_then_kills_the_guest() {
     drop(demand);
     assert!(matches!(ended(rt, &id), Some(GuestPhase::Ended { evicted: true, .. })));
 }
+
+#[test]
+fn network_policy_is_enforced_per_job() {
+    use crate::config::NetworkPolicy;
+    let Some(mut rig) = rig("net", |_| {}) else { return };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = listener.local_addr().expect("addr").port();
+    let probe = format!(
+        "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2).close(); print('connect=ok')\nexcept OSError as e:\n    print('connect=%d' % e.errno)\ntry:\n    s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); print('listen=ok')\nexcept OSError as e:\n    print('listen=%d' % e.errno)\n"
+    );
+    let mut outputs = Vec::new();
+    for net in [NetworkPolicy::Outbound, NetworkPolicy::None, NetworkPolicy::Allowed] {
+        let rt = rig.rt();
+        let mut spec = GuestSpec::new("python3", ["-c", probe.as_str()]);
+        spec.network = Some(net);
+        let id = rt.submit(spec);
+        rt.apply(GuestDirective::Accept);
+        wait_until("the probe", Duration::from_secs(10), || ended(rt, &id).is_some());
+        let wd = workdir(rt, &id);
+        outputs.push(std::fs::read_to_string(wd.join("stdout.log")).unwrap_or_default());
+    }
+    let eacces = format!("={}", libc::EACCES);
+    assert!(outputs[0].contains("connect=ok") && outputs[0].contains(&format!("listen{eacces}")), "outbound: {}", outputs[0]);
+    assert!(outputs[1].contains(&format!("connect{eacces}")) && outputs[1].contains(&format!("listen{eacces}")), "none: {}", outputs[1]);
+    assert!(outputs[2].contains("connect=ok") && outputs[2].contains("listen=ok"), "allowed: {}", outputs[2]);
+}
