@@ -226,14 +226,14 @@ fn kill_minus_nine_of_the_agent_leaves_no_guest_alive() {
         let wd = r.path("work");
         let wd_s = wd.to_string_lossy().into_owned();
         r.start(&base.0, &["--workdir", &wd_s, "--", "sh", "-c", DAEMON]);
-        wait_until("the daemon", Duration::from_secs(20), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
+        wait_until("the daemon", Duration::from_secs(120), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
         let daemon = read_pid(&wd.join("daemon.pid")).expect("pid");
         if i == 0 {
             let cg = cgroup_of(daemon, "0::").unwrap_or_default();
             assert!(cg.contains(&base.0), "the daemon is not in the guest cgroup: {cg}");
         }
         r.kill9();
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + Duration::from_secs(20);
         while alive(daemon) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -257,7 +257,7 @@ fn daemonizing_guest_is_frozen_from_the_input_path_and_killed_with_its_tree() {
     let (wd_s, fifo) = (wd.to_string_lossy().into_owned(), r.path("input.fifo"));
     let fifo_s = fifo.to_string_lossy().into_owned();
     r.start(&base.0, &["--mode", "pm", "--activity-fifo", &fifo_s, "--workdir", &wd_s, "--", "sh", "-c", DAEMON]);
-    wait_until("the daemon", Duration::from_secs(20), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
+    wait_until("the daemon", Duration::from_secs(120), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
     let daemon = read_pid(&wd.join("daemon.pid")).expect("pid");
     wait_until("donating", Duration::from_secs(10), || r.state() == Some(StateKind::Donating), || r.output());
     assert!(!instance_frozen(daemon));
@@ -266,7 +266,7 @@ fn daemonizing_guest_is_frozen_from_the_input_path_and_killed_with_its_tree() {
     // One owner input event: frozen from the input thread, before any sampling tick.
     let t0 = Instant::now();
     std::fs::OpenOptions::new().write(true).open(&fifo).expect("fifo").write_all(b"x").expect("input event");
-    wait_until("frozen", Duration::from_secs(1), || instance_frozen(daemon), || r.output());
+    wait_until("frozen", Duration::from_secs(10), || instance_frozen(daemon), || r.output());
     let latency = t0.elapsed();
     eprintln!("input event → cgroup frozen: {latency:?}");
     let before = cpu_ticks(daemon);
@@ -277,7 +277,7 @@ fn daemonizing_guest_is_frozen_from_the_input_path_and_killed_with_its_tree() {
     // Stopping the agent evicts: the whole tree dies, frozen as it is.
     let code = r.stop();
     assert_eq!(code, Some(75), "evicted on shutdown\n{}", r.output());
-    assert!(!alive(daemon), "the daemon outlived the agent");
+    wait_until("the daemon to die with the agent", Duration::from_secs(20), || !alive(daemon), || r.output());
 }
 
 #[test]
@@ -287,14 +287,16 @@ fn donated_cpu_reaches_the_ledger() {
     }
     let base = Base::new("ledger");
     let mut r = Run::new(EAGER);
-    r.start(&base.0, &["--", "sh", "-c", "end=$(($(date +%s) + 2)); while [ $(date +%s) -lt $end ]; do :; done"]);
+    // Spins until it has had 0.2 CPU-s (a SCHED_IDLE guest on a busy machine waits for them).
+    let spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2:\n    pass\n";
+    r.start(&base.0, &["--", "python3", "-c", spin]);
     let mut child = r.child.take().expect("child");
     let status = child.wait().expect("lull run ends with its guest");
     assert_eq!(status.code(), Some(0), "{}", r.output());
     let ledger = agent_core::ledger::Ledger::open(&r.path("data/ledger.db")).expect("ledger");
     let day = ledger.donated_on(chrono::Local::now().date_naive()).expect("donated today");
-    assert!(day.cpu_s > 0.05, "donated CPU {} s\n{}", day.cpu_s, r.output());
-    assert!(day.wall_s >= 1.0, "donated wall {} s\n{}", day.wall_s, r.output());
+    assert!(day.cpu_s >= 0.2, "donated CPU {} s\n{}", day.cpu_s, r.output());
+    assert!(day.wall_s >= 0.2, "donated wall {} s\n{}", day.wall_s, r.output());
 }
 
 /// The unprivileged owner: the user and delegated subtree come from ci/setup-guest.sh.
@@ -359,7 +361,7 @@ fn unprivileged_owner_still_gets_containment_freezing_caps_and_sandbox() {
         DAEMON = DAEMON.trim_end_matches("; exit 0")
     );
     start_as_owner(&mut r, &bin, &["--mode", "pm", "--activity-fifo", &fifo_s, "--workdir", &wd_s, "--", "sh", "-c", &script]);
-    wait_until("the daemon", Duration::from_secs(20), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
+    wait_until("the daemon", Duration::from_secs(120), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
     let daemon = read_pid(&wd.join("daemon.pid")).expect("pid");
     assert_eq!(std::fs::read_to_string(wd.join("uid.txt")).unwrap_or_default().trim(), uid.to_string(), "guest runs as the owner");
     assert_eq!(std::fs::read_to_string(wd.join("leaked.txt")).unwrap_or_default(), "", "the guest read the owner's secret");
@@ -374,7 +376,7 @@ fn unprivileged_owner_still_gets_containment_freezing_caps_and_sandbox() {
     wait_until("donating", Duration::from_secs(10), || r.output().contains("→ donating"), || r.output());
     std::thread::sleep(Duration::from_millis(300));
     std::fs::OpenOptions::new().write(true).open(&fifo).expect("fifo").write_all(b"x").expect("input event");
-    wait_until("frozen", Duration::from_secs(1), || instance_frozen(daemon), || r.output());
+    wait_until("frozen", Duration::from_secs(10), || instance_frozen(daemon), || r.output());
     let before = cpu_ticks(daemon);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(cpu_ticks(daemon), before, "the frozen daemon ran");
@@ -382,7 +384,7 @@ fn unprivileged_owner_still_gets_containment_freezing_caps_and_sandbox() {
     unsafe { libc::kill(r.pid(), libc::SIGTERM) };
     let code = r.child.take().and_then(|mut c| c.wait().ok()).and_then(|s| s.code());
     assert_eq!(code, Some(75), "{}", r.output());
-    assert!(!alive(daemon), "the daemon outlived the owner's agent");
+    wait_until("the daemon to die with the owner's agent", Duration::from_secs(20), || !alive(daemon), || r.output());
 
     // 2. A guest allocating past its cap is OOM-killed inside its cgroup.
     let mut r = Run::new(&config);

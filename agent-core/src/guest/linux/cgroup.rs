@@ -170,7 +170,14 @@ impl Cgroups {
                 }
             }
         }
-        let _ = write(&guests.join("cpu.weight"), "1");
+        // Lowest weight at every level, from the base (where the subtree meets its
+        // siblings) down. A delegated base ("self") cannot set its own weight: the unit
+        // does (systemd CPUWeight=idle).
+        for dir in [&base_dir, &parent, &guests] {
+            if write(&dir.join("cpu.weight"), "1").is_err() && dir == &base_dir {
+                tracing::warn!("could not set cpu.weight 1 on {}: give the agent's unit CPUWeight=idle", base_dir.display());
+            }
+        }
         Ok(Self { kind: Containment::CgroupV2, unified: guests.clone(), memory: guests.clone(), cpu: guests.clone(), pids: Some(guests) })
     }
 
@@ -184,6 +191,13 @@ impl Cgroups {
         let unified = ubase.join("guests").join(&inst);
         let memory = root.join("memory").join(&rel).join("guests").join(&inst);
         let cpu_root = if root.join("cpu/cgroup.procs").exists() { root.join("cpu") } else { root.join("cpu,cpuacct") };
+        // The lowest weight must hold where the subtree meets its siblings (the top
+        // component of the base), not only below it: set it on every level.
+        let mut level = cpu_root.clone();
+        for part in rel.split('/').filter(|p| !p.is_empty()) {
+            level = level.join(part);
+            set_v1_cpu_if_present(&level);
+        }
         let cpu = cpu_root.join(&rel).join("guests");
         set_v1_cpu_if_present(&cpu);
         let cpu = cpu.join(&inst);
