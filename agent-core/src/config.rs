@@ -92,7 +92,8 @@ pub struct Sampling {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Availability {
-    /// Owner CPU (fraction of the machine) below which the machine can be idle.
+    /// Owner CPU (fraction of the machine) below which the machine can be idle; 1 turns
+    /// the CPU criterion off (the machine counts as idle whatever its CPU load).
     pub owner_cpu_max: f64,
     /// Window over which owner memory must be steady, seconds.
     pub memory_window_s: u64,

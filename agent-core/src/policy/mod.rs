@@ -580,7 +580,9 @@ impl Policy {
             return Some(ReturnCause::Input);
         }
         let s = self.last_sample.as_ref()?;
-        if s.owner_cpu as f64 >= self.cfg.availability.owner_cpu_max {
+        // A limit of 1 (the whole machine) turns the CPU criterion off.
+        let cpu_max = self.cfg.availability.owner_cpu_max;
+        if cpu_max < 1.0 && s.owner_cpu as f64 >= cpu_max {
             return Some(ReturnCause::OwnerCpu);
         }
         let allowed = (self.cfg.availability.memory_growth_max * s.mem_total_bytes as f64) as u64;
