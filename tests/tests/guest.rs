@@ -21,6 +21,12 @@ use std::time::{Duration, Instant};
 const EAGER: &str =
     "[sampling]\ninterval_ms = 100\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\nrecruitment_threshold_s = 0\n";
 
+/// EAGER, but once the owner has been seen, guest work waits 5 s of idleness again: long
+/// enough to observe a freeze caused by input (with 0 the guest is thawed at once).
+fn eager_with_pause() -> String {
+    EAGER.replace("recruitment_threshold_s = 0", "recruitment_threshold_s = 5")
+}
+
 /// A guest whose parent exits at once, leaving a setsid'ed, double-forked daemon that spins.
 const DAEMON: &str = r#"(setsid sh -c 'echo $$ > daemon.pid; while :; do :; done' &) ; exit 0"#;
 
@@ -252,14 +258,14 @@ fn daemonizing_guest_is_frozen_from_the_input_path_and_killed_with_its_tree() {
         return;
     }
     let base = Base::new("freeze");
-    let mut r = Run::new(EAGER);
+    let mut r = Run::new(&eager_with_pause());
     let wd = r.path("work");
     let (wd_s, fifo) = (wd.to_string_lossy().into_owned(), r.path("input.fifo"));
     let fifo_s = fifo.to_string_lossy().into_owned();
     r.start(&base.0, &["--mode", "pm", "--activity-fifo", &fifo_s, "--workdir", &wd_s, "--", "sh", "-c", DAEMON]);
     wait_until("the daemon", Duration::from_secs(120), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
     let daemon = read_pid(&wd.join("daemon.pid")).expect("pid");
-    wait_until("donating", Duration::from_secs(10), || r.state() == Some(StateKind::Donating), || r.output());
+    wait_until("donating", Duration::from_secs(30), || r.state() == Some(StateKind::Donating), || r.output());
     assert!(!instance_frozen(daemon));
     assert!(cgroup_of(daemon, "0::").unwrap_or_default().contains(&base.0), "daemon outside its cgroup");
 
@@ -347,7 +353,7 @@ fn unprivileged_owner_still_gets_containment_freezing_caps_and_sandbox() {
     let perms = |_: &Path, m: u32| <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(m);
     std::fs::set_permissions(bindir.path(), perms(bindir.path(), 0o755)).expect("chmod");
     std::fs::set_permissions(&bin, perms(&bin, 0o755)).expect("chmod");
-    let config = format!("{EAGER}[guests]\nmemory_cap_mib = 64\n");
+    let config = format!("{}[guests]\nmemory_cap_mib = 64\n", eager_with_pause());
 
     // 1. Containment, sandbox, freezing, eviction of a daemonizing guest.
     let mut r = Run::new(&config);
@@ -373,7 +379,7 @@ fn unprivileged_owner_still_gets_containment_freezing_caps_and_sandbox() {
         assert_eq!(limit.trim(), (64u64 << 20).to_string(), "the cap holds in the delegated memory cgroup {mem}");
     }
     // The owner's control socket refuses other users (root included): read its output instead.
-    wait_until("donating", Duration::from_secs(10), || r.output().contains("→ donating"), || r.output());
+    wait_until("donating", Duration::from_secs(30), || r.output().contains("→ donating"), || r.output());
     std::thread::sleep(Duration::from_millis(300));
     std::fs::OpenOptions::new().write(true).open(&fifo).expect("fifo").write_all(b"x").expect("input event");
     wait_until("frozen", Duration::from_secs(10), || instance_frozen(daemon), || r.output());
