@@ -61,6 +61,9 @@ pub struct Cgroups {
     pub memory: PathBuf,
     pub cpu: PathBuf,
     pub pids: Option<PathBuf>,
+    /// The cpu cgroups above the guests that hold the lowest weight, top-down (the
+    /// instance included).
+    pub cpu_levels: Vec<PathBuf>,
 }
 
 /// Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat).
@@ -173,12 +176,25 @@ impl Cgroups {
         // Lowest weight at every level, from the base (where the subtree meets its
         // siblings) down. A delegated base ("self") cannot set its own weight: the unit
         // does (systemd CPUWeight=idle).
+        let mut cpu_levels = Vec::new();
         for dir in [&base_dir, &parent, &guests] {
-            if write(&dir.join("cpu.weight"), "1").is_err() && dir == &base_dir {
-                tracing::warn!("could not set cpu.weight 1 on {}: give the agent's unit CPUWeight=idle", base_dir.display());
+            if write(&dir.join("cpu.weight"), "1").is_ok() {
+                cpu_levels.push(dir.clone());
+            } else if dir == &base_dir {
+                tracing::warn!(
+                    "could not set cpu.weight 1 on {}: the guests' subtree should be its own unit with CPUWeight=idle",
+                    base_dir.display()
+                );
             }
         }
-        Ok(Self { kind: Containment::CgroupV2, unified: guests.clone(), memory: guests.clone(), cpu: guests.clone(), pids: Some(guests) })
+        Ok(Self {
+            kind: Containment::CgroupV2,
+            unified: guests.clone(),
+            memory: guests.clone(),
+            cpu: guests.clone(),
+            pids: Some(guests),
+            cpu_levels,
+        })
     }
 
     fn open_hybrid(root: &Path, base: &str) -> Result<Self, GuestError> {
@@ -194,13 +210,13 @@ impl Cgroups {
         // The lowest weight must hold where the subtree meets its siblings (the top
         // component of the base), not only below it: set it on every level.
         let mut level = cpu_root.clone();
-        for part in rel.split('/').filter(|p| !p.is_empty()) {
+        let mut cpu_levels = Vec::new();
+        for part in rel.split('/').filter(|p| !p.is_empty()).chain(["guests"]) {
             level = level.join(part);
             set_v1_cpu_if_present(&level);
+            cpu_levels.push(level.clone());
         }
-        let cpu = cpu_root.join(&rel).join("guests");
-        set_v1_cpu_if_present(&cpu);
-        let cpu = cpu.join(&inst);
+        let cpu = level.join(&inst);
         for d in [&unified, &memory, &cpu] {
             std::fs::create_dir_all(d).map_err(|e| cg_err(d, e))?;
         }
@@ -210,7 +226,8 @@ impl Cgroups {
             return Err(GuestError::NoCgroups("the unified hierarchy has no cgroup.freeze (kernel older than 5.2)".into()));
         }
         set_v1_cpu(&cpu)?;
-        Ok(Self { kind: Containment::Hybrid, unified, memory, cpu, pids })
+        cpu_levels.push(cpu.clone());
+        Ok(Self { kind: Containment::Hybrid, unified, memory, cpu, pids, cpu_levels })
     }
 
     /// The file whose "1" freezes every guest at once.
@@ -231,6 +248,22 @@ impl Cgroups {
     /// Whether the kernel reports every guest frozen.
     pub fn frozen(&self) -> bool {
         keyed(&self.unified.join("cgroup.events"), "frozen") == Some(1)
+    }
+
+    /// The CPU-weight files of the cpu cgroup `dir` with their freeze-time (normal) and
+    /// guest (lowest) values, in the order to raise them.
+    pub fn boost_files(&self, dir: &Path) -> Vec<(PathBuf, &'static str, &'static str)> {
+        match self.kind {
+            Containment::Hybrid => {
+                let mut v = Vec::new();
+                if dir.join("cpu.idle").exists() {
+                    v.push((dir.join("cpu.idle"), "0", "1"));
+                }
+                v.push((dir.join("cpu.shares"), "1024", "2"));
+                v
+            }
+            _ => vec![(dir.join("cpu.weight"), "100", "1")],
+        }
     }
 
     /// Total "some" memory stall time of all guests, µs.
@@ -279,6 +312,7 @@ impl Cgroups {
             }
             let dirs = |p: &Path| parent(p).map(|d| d.join(&name));
             let stale = Cgroups {
+                cpu_levels: Vec::new(),
                 kind: self.kind,
                 unified: inst.path(),
                 memory: dirs(&self.memory).unwrap_or_else(|| inst.path()),

@@ -42,20 +42,47 @@ struct Fast {
     freeze_file: Option<std::fs::File>,
     groups: Mutex<Vec<i32>>,
     frozen: AtomicBool,
+    /// CPU-weight files raised while freezing (see [`Fast::freeze`]): (file, boosted, lowest).
+    boost: Mutex<Vec<(PathBuf, &'static str, &'static str)>>,
+    boosted: AtomicBool,
 }
 
 impl Fast {
+    /// Freezes every guest. The cgroup is frozen once each of its tasks has passed
+    /// through the kernel's freeze trap, which a runnable task of an idle-weight group on
+    /// a busy CPU reaches only when next scheduled — which can be hundreds of ms away. So
+    /// for the moment of freezing, the guests' cgroups get normal CPU weight: their tasks
+    /// are scheduled soon and go straight into the trap (a task scheduled with the
+    /// freeze pending runs no user code). The lowest weight is restored as soon as the
+    /// kernel reports all frozen, and always before a thaw.
     fn freeze(&self) {
         self.frozen.store(true, Ordering::Release);
         match &self.freeze_file {
             Some(f) => {
                 let _ = f.write_at(b"1", 0);
+                let boost = self.boost.lock().unwrap_or_else(|p| p.into_inner());
+                if !boost.is_empty() {
+                    self.boosted.store(true, Ordering::Release);
+                    for (file, value, _) in boost.iter() {
+                        let _ = std::fs::write(file, value);
+                    }
+                }
             }
             None => {
                 let groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
                 for &g in groups.iter() {
                     fallback::signal_group(g, libc::SIGSTOP);
                 }
+            }
+        }
+    }
+
+    /// Back to the lowest CPU weight (bottom-up).
+    fn unboost(&self) {
+        if self.boosted.swap(false, Ordering::AcqRel) {
+            let boost = self.boost.lock().unwrap_or_else(|p| p.into_inner());
+            for (file, _, lowest) in boost.iter().rev() {
+                let _ = std::fs::write(file, lowest);
             }
         }
     }
@@ -170,7 +197,19 @@ impl LinuxRuntime {
             error!("NO LANDLOCK on this kernel: guests run with no-new-privileges but without a filesystem sandbox");
         }
         let freeze_file = cgroups.as_ref().and_then(|c| std::fs::OpenOptions::new().write(true).open(c.freeze_file()).ok());
-        let fast = Arc::new(Fast { freeze_file, groups: Mutex::new(Vec::new()), frozen: AtomicBool::new(false) });
+        // LULL_FREEZE_BOOST=0 turns the freeze-time boost off (for A/B measurements).
+        let boost_on = std::env::var("LULL_FREEZE_BOOST").map_or(true, |v| v != "0");
+        let boost = match (&cgroups, boost_on) {
+            (Some(c), true) => c.cpu_levels.iter().flat_map(|d| c.boost_files(d)).collect(),
+            _ => Vec::new(),
+        };
+        let fast = Arc::new(Fast {
+            freeze_file,
+            groups: Mutex::new(Vec::new()),
+            frozen: AtomicBool::new(false),
+            boost: Mutex::new(boost),
+            boosted: AtomicBool::new(false),
+        });
         let watchdog = match watchdog::Watchdog::start(cgroups.as_ref().map(|c| c.kill_file()).as_deref()) {
             Ok(w) => Some(w),
             Err(e) => {
@@ -239,6 +278,7 @@ impl LinuxRuntime {
             return;
         }
         self.fast.frozen.store(false, Ordering::Release);
+        self.fast.unboost();
         match &self.cgroups {
             Some(c) => {
                 if let Err(e) = c.set_frozen(false) {
@@ -360,6 +400,10 @@ impl LinuxRuntime {
             }
         };
         let pid = child.id();
+        let boost_on = !self.fast.boost.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+        if let (Some(c), Some(g), true) = (&self.cgroups, &cg, boost_on) {
+            self.fast.boost.lock().unwrap_or_else(|p| p.into_inner()).extend(c.boost_files(&g.cpu));
+        }
         if cg.is_none() {
             self.fast.groups.lock().unwrap_or_else(|p| p.into_inner()).push(pid as i32);
             if let Some(w) = &self.watchdog {
@@ -432,6 +476,9 @@ impl LinuxRuntime {
         let dt = now.duration_since(self.last_tick);
         self.last_tick = now;
         let frozen = self.fast.frozen.load(Ordering::Acquire);
+        if frozen && self.fast.boosted.load(Ordering::Acquire) && self.frozen() {
+            self.fast.unboost();
+        }
         // Accounting, kill deadlines, ends.
         let mut i = 0;
         while i < self.guests.len() {
@@ -470,6 +517,7 @@ impl LinuxRuntime {
                 }
                 if let Some(cg) = &g.cg {
                     cg.remove();
+                    self.fast.boost.lock().unwrap_or_else(|p| p.into_inner()).retain(|(f, _, _)| !f.starts_with(&cg.cpu));
                 }
                 self.fast.groups.lock().unwrap_or_else(|p| p.into_inner()).retain(|&p| p != g.pid as i32);
                 let status = g.exit;
