@@ -151,11 +151,19 @@ fn daemonized_guest_is_contained_frozen_and_killed_with_its_tree() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(cpu_ticks(daemon), before, "a frozen daemon used CPU");
     assert!(alive(daemon));
+    // The freeze-time weight boost is undone once the kernel reports the guests frozen.
+    rt.tick();
+    assert_lowest_cpu_weight_on_every_level(daemon);
 
     // Thaw (linger): the kernel reports it thawed (whether it then gets CPU depends on
     // the owner's load: it is SCHED_IDLE).
     rt.apply(GuestDirective::Linger);
     wait_until("the cgroup to thaw", Duration::from_secs(10), || !rt.frozen());
+    assert_lowest_cpu_weight_on_every_level(daemon);
+    // Freeze and thaw at once (before any tick): the boost never outlives the freeze.
+    freeze();
+    rt.apply(GuestDirective::Linger);
+    assert_lowest_cpu_weight_on_every_level(daemon);
 
     // Evict (not checkpointable): the whole tree dies, frozen or not.
     rt.apply(GuestDirective::Freeze);
