@@ -11,7 +11,7 @@
 
 use agent_core::control::{call, Request, Response};
 use agent_core::policy::StateKind;
-use lull_e2e::{lull_bin, required};
+use lull_e2e::{lull_bin, purge_cgroup_base as purge_base, required};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -44,39 +44,6 @@ fn skip_without_cgroups() -> bool {
     assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
     eprintln!("SKIPPED: needs root to create cgroups (set LULL_REQUIRE_CGROUPS=1 to require)");
     true
-}
-
-/// Kills everything under a cgroup base in every hierarchy and removes it.
-fn purge_base(base: &str) {
-    for h in ["unified", "memory", "cpu", "pids", ""] {
-        let root = Path::new("/sys/fs/cgroup").join(h).join(base);
-        if !root.is_dir() {
-            continue;
-        }
-        let mut dirs = Vec::new();
-        let mut stack = vec![root.clone()];
-        while let Some(d) = stack.pop() {
-            if let Ok(rd) = std::fs::read_dir(&d) {
-                stack.extend(rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
-            }
-            dirs.push(d);
-        }
-        let _ = std::fs::write(root.join("cgroup.kill"), "1");
-        for d in &dirs {
-            for pid in std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().lines() {
-                if let Ok(pid) = pid.trim().parse::<i32>() {
-                    // SAFETY: kill has no memory-safety preconditions.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        for d in dirs.iter().rev() {
-            if d != &root || !base.starts_with("lull-deleg") {
-                let _ = std::fs::remove_dir(d);
-            }
-        }
-    }
 }
 
 /// A cgroup base owned by one test, purged on drop.
