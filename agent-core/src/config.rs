@@ -175,8 +175,9 @@ pub enum NetworkPolicy {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Guests {
-    /// Name of Lull's cgroup subtree (relative to each hierarchy's root, or absolute for a
-    /// delegated subtree elsewhere); `LULL_CGROUP` overrides it.
+    /// Lull's cgroup subtree, relative to each hierarchy's root; `self` for the agent's own
+    /// (delegated, v2) cgroup; `none` for no cgroups (process groups + rlimits, weak).
+    /// `LULL_CGROUP` overrides it.
     pub cgroup: String,
     /// Largest memory a guest may use, MiB (0: no configured cap; the owner reserve still applies).
     pub memory_cap_mib: u64,

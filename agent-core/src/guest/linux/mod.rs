@@ -174,7 +174,9 @@ impl LinuxRuntime {
     pub fn new(config: &Config, data_dir: &Path) -> Self {
         let cfg = config.guests.clone();
         let base = std::env::var("LULL_CGROUP").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| cfg.cgroup.clone());
-        let cgroups = match Cgroups::open(&base) {
+        // `none` turns cgroups off (the fallback, e.g. to try or test it).
+        let opened = if base == "none" { Err(GuestError::NoCgroups("guests.cgroup = \"none\"".into())) } else { Cgroups::open(&base) };
+        let cgroups = match opened {
             Ok(c) => {
                 let stale = c.cleanup_stale();
                 if stale > 0 {

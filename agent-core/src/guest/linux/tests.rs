@@ -372,3 +372,42 @@ fn network_policy_is_enforced_per_job() {
     assert!(outputs[1].contains(&format!("connect{eacces}")) && outputs[1].contains(&format!("listen{eacces}")), "none: {}", outputs[1]);
     assert!(outputs[2].contains("connect=ok") && outputs[2].contains("listen=ok"), "allowed: {}", outputs[2]);
 }
+
+#[test]
+fn fallback_without_cgroups_stops_kills_and_caps_by_process_group() {
+    // Needs no privilege: the process-group fallback is what runs where no cgroup can be made.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut cfg = Config::default();
+    cfg.guests.cgroup = "none".into();
+    cfg.guests.memory_cap_mib = 128;
+    cfg.guests.owner_reserve_mib = 256;
+    cfg.guests.pressure_freeze_pct = 100.0;
+    let mut rt = LinuxRuntime::new(&cfg, dir.path());
+    assert_eq!(rt.containment(), Containment::ProcessGroup);
+    assert!(rt.describe().contains("NO cgroup"), "{}", rt.describe());
+    // A child in the guest's process group, and the group's leader.
+    let id = rt.submit(GuestSpec::new("sh", ["-c", "sleep 1000 & echo $! > child.pid; wait"]));
+    rt.apply(GuestDirective::Accept);
+    let wd = workdir(&mut rt, &id);
+    wait_until("the child", Duration::from_secs(60), || read_pid(&wd.join("child.pid")).is_some());
+    let child = read_pid(&wd.join("child.pid")).expect("pid");
+    let state = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next().map(str::to_owned)))
+    };
+    rt.fast_freeze().expect("fast path")();
+    wait_until("SIGSTOP to reach the group", Duration::from_secs(20), || state(child).as_deref() == Some("T"));
+    rt.apply(GuestDirective::Linger);
+    wait_until("SIGCONT", Duration::from_secs(20), || state(child).as_deref() != Some("T"));
+    rt.apply(GuestDirective::Evict);
+    wait_until("the group to die", Duration::from_secs(20), || !alive(child));
+    wait_until("the guest to end", Duration::from_secs(20), || ended(&mut rt, &id).is_some());
+    // RLIMIT_AS holds the cap: allocating past it fails inside the guest.
+    let alloc = "try:\n    b = bytearray(400 << 20)\n    print('survived')\nexcept MemoryError:\n    print('capped')\n";
+    let id = rt.submit(GuestSpec::new("python3", ["-c", alloc]));
+    rt.apply(GuestDirective::Accept);
+    wait_until("the allocator", Duration::from_secs(60), || ended(&mut rt, &id).is_some());
+    let out = std::fs::read_to_string(workdir(&mut rt, &id).join("stdout.log")).unwrap_or_default();
+    assert_eq!(out.trim(), "capped");
+}
