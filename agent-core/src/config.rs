@@ -194,6 +194,9 @@ pub struct Guests {
     pub pids_max: u64,
     /// Network policy for jobs that name none (default: outbound only).
     pub network: NetworkPolicy,
+    /// Bandwidth for moving a checkpoint to another machine, MiB/s: with the checkpoint
+    /// size (memory + work directory) it gives T_migr, until a coordinator measures it.
+    pub migration_bandwidth_mib_s: f64,
 }
 
 impl Default for Guests {
@@ -207,6 +210,7 @@ impl Default for Guests {
             pressure_kill_s: 10,
             pids_max: 4096,
             network: NetworkPolicy::Outbound,
+            migration_bandwidth_mib_s: 50.0,
         }
     }
 }
@@ -359,6 +363,7 @@ impl Config {
             ("guests.pressure_freeze_pct", g.pressure_freeze_pct, 0.1, 100.0),
             ("guests.pressure_kill_s", g.pressure_kill_s as f64, 0.0, 3600.0),
             ("guests.pids_max", g.pids_max as f64, 8.0, 1_000_000.0),
+            ("guests.migration_bandwidth_mib_s", g.migration_bandwidth_mib_s, 0.1, 100_000.0),
         ]
     }
 

@@ -163,6 +163,8 @@ pub struct LinuxRuntime {
     restore_time: Option<Duration>,
     last_restore: Option<memory::Restore>,
     last_tick: Instant,
+    /// When T_migr was last estimated, and the estimate.
+    migration: Option<(Instant, Duration)>,
     seq: u64,
     refused: Option<String>,
 }
@@ -241,6 +243,7 @@ impl LinuxRuntime {
             restore_time: None,
             last_restore: None,
             last_tick: Instant::now(),
+            migration: None,
             seq: 0,
             refused: None,
         }
@@ -670,6 +673,48 @@ impl GuestHost for LinuxRuntime {
     fn take_restore_time(&mut self) -> Option<Duration> {
         self.restore_time.take()
     }
+
+    fn migration_cost(&mut self) -> Option<Duration> {
+        if self.guests.is_empty() {
+            return None;
+        }
+        let now = Instant::now();
+        if self.migration.is_none_or(|(at, _)| now.duration_since(at) >= MIGRATION_EVERY) {
+            let bytes: u64 = self.guests.iter().map(|g| g.mem + dir_bytes(&g.workdir, 100_000)).sum();
+            self.migration = Some((now, migration_cost(bytes, self.cfg.migration_bandwidth_mib_s)));
+        }
+        self.migration.map(|(_, t)| t)
+    }
+}
+
+/// How often the checkpoint size is re-measured.
+const MIGRATION_EVERY: Duration = Duration::from_secs(30);
+/// Suspend plus resume, the fixed part of T_migr.
+const SUSPEND_RESUME: Duration = Duration::from_secs(1);
+
+/// T_migr = suspend + checkpoint bytes / bandwidth + resume (seed 000, eq. 3).
+pub fn migration_cost(checkpoint_bytes: u64, bandwidth_mib_s: f64) -> Duration {
+    SUSPEND_RESUME + Duration::from_secs_f64(checkpoint_bytes as f64 / MIB as f64 / bandwidth_mib_s.max(0.1))
+}
+
+/// Total size of the regular files under `dir`, looking at no more than `max_entries`.
+fn dir_bytes(dir: &Path, max_entries: usize) -> u64 {
+    let (mut total, mut seen, mut stack) = (0u64, 0usize, vec![dir.to_path_buf()]);
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            seen += 1;
+            if seen > max_entries {
+                return total;
+            }
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) if m.is_file() => total += m.len(),
+                _ => {}
+            }
+        }
+    }
+    total
 }
 
 impl GuestRuntime for LinuxRuntime {

@@ -411,3 +411,21 @@ fn fallback_without_cgroups_stops_kills_and_caps_by_process_group() {
     let out = std::fs::read_to_string(workdir(&mut rt, &id).join("stdout.log")).unwrap_or_default();
     assert_eq!(out.trim(), "capped");
 }
+
+#[test]
+fn migration_cost_follows_the_checkpoint_size() {
+    // T_migr = 1 s suspend/resume + size / bandwidth.
+    assert_eq!(migration_cost(0, 50.0), Duration::from_secs(1));
+    assert_eq!(migration_cost(100 * MIB, 50.0), Duration::from_secs(3));
+    let Some(mut rig) = rig("migr", |c| c.guests.migration_bandwidth_mib_s = 1.0) else { return };
+    let rt = rig.rt();
+    assert_eq!(rt.migration_cost(), None, "no guest, no estimate");
+    let id = rt.submit(GuestSpec::new("sh", ["-c", "head -c 3145728 /dev/zero > state.bin; echo done > done.txt; sleep 1000"]));
+    rt.apply(GuestDirective::Accept);
+    let wd = workdir(rt, &id);
+    wait_until("the checkpoint file", Duration::from_secs(60), || wd.join("done.txt").exists());
+    rt.tick();
+    let t = rt.migration_cost().expect("an estimate");
+    // 3 MiB of checkpoint at 1 MiB/s, plus the guest's memory, plus 1 s.
+    assert!(t >= Duration::from_secs(4) && t < Duration::from_secs(30), "{t:?}");
+}
