@@ -4,7 +4,7 @@
 set -euo pipefail
 want=(pkg-config libx11-dev libxtst-dev libxi-dev libdbus-1-dev libwayland-dev)
 if [ "${1:-build}" = test ]; then
-  want+=(xvfb xdotool x11-utils faketime dbus dbus-x11 sway wtype strace procps)
+  want+=(xvfb xdotool x11-utils faketime dbus dbus-x11 sway wtype strace procps python3 util-linux passwd)
   for f in ci/packages-*.txt; do
     [ -f "$f" ] || continue
     while read -r line; do

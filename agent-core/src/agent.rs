@@ -51,6 +51,11 @@ pub trait GuestHost: Send {
     fn fast_freeze(&self) -> Option<FastFreeze>;
     /// The duration of the last memory restore after an eviction, once, when one ran.
     fn take_restore_time(&mut self) -> Option<Duration>;
+    /// T_migr for the present guest work (suspend + checkpoint size / bandwidth +
+    /// resume), when the runtime can estimate it; the policy's `T_lingr` uses it.
+    fn migration_cost(&mut self) -> Option<Duration> {
+        None
+    }
 }
 
 /// No guest runtime: the agent senses, decides and accounts, but runs nothing.
@@ -255,6 +260,8 @@ impl Driver {
             self.write_totals(now);
             self.step(Event::GuestsPresent(present));
         }
+        let t_migr = self.guests.migration_cost();
+        self.policy.set_migration_cost(t_migr);
         let sample = sensors.sample(now.mono, self.guests.reading());
         self.trace_cpu.0 += sample.owner_cpu;
         self.trace_cpu.1 += 1;

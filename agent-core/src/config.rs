@@ -74,6 +74,7 @@ pub struct Config {
     pub eviction: Eviction,
     pub rules: Rules,
     pub input: Input,
+    pub guests: Guests,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -158,6 +159,62 @@ pub struct AllowedHours {
     pub sun: Option<Vec<String>>,
 }
 
+/// A guest's network access (a job setting; this is the default for jobs that name none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkPolicy {
+    /// Outbound connections only: the guest may not listen on TCP ports (Landlock).
+    Outbound,
+    /// No TCP at all (Landlock denies bind and connect).
+    None,
+    /// Unrestricted.
+    Allowed,
+}
+
+/// The guest runtime: memory protection, containment and defaults for jobs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Guests {
+    /// Lull's cgroup subtree, relative to each hierarchy's root; `self` for the agent's own
+    /// (delegated, v2) cgroup; `none` for no cgroups (process groups + rlimits, weak).
+    /// `LULL_CGROUP` overrides it.
+    pub cgroup: String,
+    /// Largest memory a guest may use, MiB (0: no configured cap; the owner reserve still applies).
+    pub memory_cap_mib: u64,
+    /// Memory always left to the owner, MiB: guests' caps leave this much available, no
+    /// guest starts while less is free, and guests are frozen when available memory falls below it.
+    pub owner_reserve_mib: u64,
+    /// No guest starts while the owner's own memory use is above this fraction of the total.
+    pub admission_owner_mem_max: f64,
+    /// Guests are frozen while memory pressure (PSI "some", 10-s average, %) stays above this.
+    pub pressure_freeze_pct: f64,
+    /// Guests frozen for memory pressure are killed if it lasts this many seconds.
+    pub pressure_kill_s: u64,
+    /// Most processes and threads one guest may have.
+    pub pids_max: u64,
+    /// Network policy for jobs that name none (default: outbound only).
+    pub network: NetworkPolicy,
+    /// Bandwidth for moving a checkpoint to another machine, MiB/s: with the checkpoint
+    /// size (memory + work directory) it gives T_migr, until a coordinator measures it.
+    pub migration_bandwidth_mib_s: f64,
+}
+
+impl Default for Guests {
+    fn default() -> Self {
+        Self {
+            cgroup: "lull".into(),
+            memory_cap_mib: 2048,
+            owner_reserve_mib: 1024,
+            admission_owner_mem_max: 0.80,
+            pressure_freeze_pct: 10.0,
+            pressure_kill_s: 10,
+            pids_max: 4096,
+            network: NetworkPolicy::Outbound,
+            migration_bandwidth_mib_s: 50.0,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Input {
@@ -176,6 +233,7 @@ impl Default for Config {
             eviction: Eviction::default(),
             rules: Rules::default(),
             input: Input::default(),
+            guests: Guests::default(),
         }
     }
 }
@@ -285,7 +343,7 @@ impl Config {
     /// Every numeric field with its value and allowed range: the single source of the
     /// ranges, used by validation and by error messages.
     fn numeric_fields(&self) -> Vec<(&'static str, f64, f64, f64)> {
-        let (s, a, b, e) = (&self.sampling, &self.availability, &self.budget, &self.eviction);
+        let (s, a, b, e, g) = (&self.sampling, &self.availability, &self.budget, &self.eviction, &self.guests);
         vec![
             ("sampling.interval_ms", s.interval_ms as f64, 100.0, 60_000.0),
             ("sampling.trace_interval_s", s.trace_interval_s as f64, 1.0, 3600.0),
@@ -303,6 +361,13 @@ impl Config {
             ("eviction.kill_grace_s", e.kill_grace_s as f64, 0.0, 600.0),
             ("rules.cpu_temp_max_c", self.rules.cpu_temp_max_c, 30.0, 120.0),
             ("input.idle_notify_s", self.input.idle_notify_s as f64, 1.0, 600.0),
+            ("guests.memory_cap_mib", g.memory_cap_mib as f64, 0.0, 1_048_576.0),
+            ("guests.owner_reserve_mib", g.owner_reserve_mib as f64, 0.0, 1_048_576.0),
+            ("guests.admission_owner_mem_max", g.admission_owner_mem_max, 0.05, 1.0),
+            ("guests.pressure_freeze_pct", g.pressure_freeze_pct, 0.1, 100.0),
+            ("guests.pressure_kill_s", g.pressure_kill_s as f64, 0.0, 3600.0),
+            ("guests.pids_max", g.pids_max as f64, 8.0, 1_000_000.0),
+            ("guests.migration_bandwidth_mib_s", g.migration_bandwidth_mib_s, 0.1, 100_000.0),
         ]
     }
 
@@ -327,6 +392,9 @@ impl Config {
             }
         }
         self.rules.hours.validate()?;
+        if self.guests.cgroup.is_empty() || self.guests.cgroup.split('/').any(|c| c == "..") {
+            return Err(ConfigError::Invalid { field: "guests.cgroup".into(), message: "must be a non-empty path without `..`".into() });
+        }
         Ok(())
     }
 
@@ -422,6 +490,18 @@ mod tests {
         assert!(err.contains("availability.recruitment_threshold_s") && err.contains("0..=86400"), "{err}");
         let err = Config::from_toml("[sampling]\ninterval_ms = \"fast\"\n", "t").unwrap_err().to_string();
         assert!(err.contains("sampling.interval_ms") && err.contains("100..=60000"), "{err}");
+    }
+
+    #[test]
+    fn guests_section_is_range_checked() {
+        let err = Config::from_toml("[guests]\npids_max = 2\n", "t").unwrap_err().to_string();
+        assert!(err.contains("guests.pids_max") && err.contains("8..=1000000"), "{err}");
+        let err = Config::from_toml("[guests]\nadmission_owner_mem_max = 1.5\n", "t").unwrap_err().to_string();
+        assert!(err.contains("guests.admission_owner_mem_max"), "{err}");
+        let err = Config::from_toml("[guests]\ncgroup = \"../x\"\n", "t").unwrap_err().to_string();
+        assert!(err.contains("guests.cgroup"), "{err}");
+        let c = Config::from_toml("[guests]\nmemory_cap_mib = 64\nnetwork = \"none\"\n", "t").unwrap();
+        assert_eq!((c.guests.memory_cap_mib, c.guests.network), (64, NetworkPolicy::None));
     }
 
     #[test]

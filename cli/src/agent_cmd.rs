@@ -3,7 +3,7 @@
 //! data directory (seven days kept) and warnings also to stderr.
 
 use crate::spans::human;
-use agent_core::agent::{self, AgentSetup, NoGuests, Notice};
+use agent_core::agent::{self, AgentSetup, GuestHost, Notice};
 use agent_core::config::Config;
 use agent_core::paths::Paths;
 use agent_core::policy::Action;
@@ -60,7 +60,8 @@ pub fn run(args: AgentArgs) -> Result<()> {
     let json = args.json;
     let observer = Box::new(move |n: &Notice| print_notice(n, json));
     let backends = agent_core::input::choose_backends(&config.input);
-    let setup = AgentSetup { paths, config, input_backends: backends, guests: Box::new(NoGuests), observer: Some(observer) };
+    let guests = guest_runtime(&config, &paths)?;
+    let setup = AgentSetup { paths, config, input_backends: backends, guests, observer: Some(observer) };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async move {
         let shutdown = async {
@@ -75,7 +76,20 @@ pub fn run(args: AgentArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_notice(n: &Notice, json: bool) {
+/// The platform's guest runtime (on Linux: cgroups, sandbox, watchdog; it kills what a
+/// crashed earlier agent left behind).
+#[cfg(target_os = "linux")]
+fn guest_runtime(config: &Config, paths: &Paths) -> Result<Box<dyn GuestHost>> {
+    std::fs::create_dir_all(&paths.data_dir).with_context(|| format!("creating {}", paths.data_dir.display()))?;
+    Ok(Box::new(agent_core::guest::linux::LinuxRuntime::new(config, &paths.data_dir)))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn guest_runtime(_: &Config, _: &Paths) -> Result<Box<dyn GuestHost>> {
+    Ok(Box::new(agent_core::agent::NoGuests))
+}
+
+pub(crate) fn print_notice(n: &Notice, json: bool) {
     use std::io::Write;
     let line = match n {
         Notice::Started { state, input, guests } => {

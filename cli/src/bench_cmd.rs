@@ -2,7 +2,8 @@
 //! `docs/BENCHMARKS.md`. `lull bench idle` measures the agent's own cost while the
 //! machine sits idle: CPU share of one core and resident memory of a real `lull agent`
 //! child sampling at 1 Hz. `lull bench input-latency` measures how long an XTest input
-//! event takes to reach the agent's input path and its policy loop.
+//! event takes to reach the agent's input path and its policy loop. The guest runtime's
+//! benchmarks (`evict`, `slowdown`, `memory`) live in `bench_guest.rs`.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -21,6 +22,12 @@ pub enum Which {
     Idle(IdleArgs),
     /// Time from an XTest input event to the agent seeing it (goal: p99 ≤ 2 ms).
     InputLatency(InputLatencyArgs),
+    /// Eviction latency: XTest input under Xvfb → guests' cgroup frozen (goal: p99 ≤ 5 ms).
+    Evict(crate::bench_guest::EvictArgs),
+    /// Owner slowdown (LDR), wake-up latency and harvest (FCSR): alone, Lull guest, nice-19 guest.
+    Slowdown(crate::bench_guest::SlowdownArgs),
+    /// Memory: owner pages swapped out by a capped guest; restore time with the cap disabled.
+    Memory(crate::bench_guest::MemoryArgs),
 }
 
 #[derive(Args, Debug)]
@@ -56,6 +63,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     match a.which {
         Which::Idle(i) => idle(i),
         Which::InputLatency(i) => input_latency::run(i),
+        Which::Evict(e) => crate::bench_guest::evict(e),
+        Which::Slowdown(s) => crate::bench_guest::slowdown(s),
+        Which::Memory(m) => crate::bench_guest::memory_bench(m),
     }
 }
 

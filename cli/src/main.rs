@@ -2,7 +2,9 @@
 
 mod agent_cmd;
 mod bench_cmd;
+mod bench_guest;
 mod owner_cmd;
+mod run_cmd;
 mod spans;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +31,8 @@ enum Cmd {
     Donate(owner_cmd::DonateArgs),
     /// Set the daily interruption limit.
     Limits(owner_cmd::LimitsArgs),
+    /// Run one guest job under the policy, without a coordinator: `lull run [--now] -- CMD ARGS…`.
+    Run(run_cmd::RunArgs),
     /// Benchmarks with real processes (results go in docs/BENCHMARKS.md).
     Bench(bench_cmd::BenchArgs),
 }
@@ -43,6 +47,10 @@ fn main() -> std::process::ExitCode {
         Cmd::Donate(a) => owner_cmd::donate(a),
         Cmd::Limits(a) => owner_cmd::limits(a),
         Cmd::Bench(a) => bench_cmd::run(a),
+        Cmd::Run(a) => match run_cmd::run(a) {
+            Ok(code) => return std::process::ExitCode::from(code),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

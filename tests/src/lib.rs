@@ -70,7 +70,11 @@ impl Agent {
         let tmp = tempfile::tempdir().expect("temp dir");
         let dir = tmp.path().to_path_buf();
         std::fs::write(dir.join("config.toml"), config).expect("write config");
-        Self { dir, child: None, env: Vec::new(), wrapper: Vec::new(), _tmp: Some(tmp) }
+        // Each agent's guest cgroups live under a base of its own, purged on drop.
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let base = format!("lull-e2e-agent-{}-{n}", std::process::id());
+        Self { dir, child: None, env: vec![("LULL_CGROUP".into(), base)], wrapper: Vec::new(), _tmp: Some(tmp) }
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -178,6 +182,48 @@ impl Agent {
 impl Drop for Agent {
     fn drop(&mut self) {
         self.kill9();
+        if let Some((_, base)) = self.env.iter().find(|(k, _)| k == "LULL_CGROUP") {
+            purge_cgroup_base(&base.clone());
+        }
+    }
+}
+
+/// Kills everything under a cgroup base in every hierarchy and removes it.
+pub fn purge_cgroup_base(base: &str) {
+    for h in ["unified", "memory", "cpu", "pids", ""] {
+        let root = Path::new("/sys/fs/cgroup").join(h).join(base);
+        if !root.is_dir() {
+            continue;
+        }
+        let mut dirs = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(d) = stack.pop() {
+            if let Ok(rd) = std::fs::read_dir(&d) {
+                stack.extend(rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+            }
+            dirs.push(d);
+        }
+        let _ = std::fs::write(root.join("cgroup.kill"), "1");
+        for d in &dirs {
+            for pid in std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().lines() {
+                if let Ok(pid) = pid.trim().parse::<i32>() {
+                    // SAFETY: kill has no memory-safety preconditions.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+        // Killed idle-priority tasks still have to be scheduled to exit.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline
+            && dirs.iter().any(|d| !std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().trim().is_empty())
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for d in dirs.iter().rev() {
+            if d != &root || !base.starts_with("lull-deleg") {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
     }
 }
 

@@ -301,6 +301,9 @@ pub struct Policy {
     /// PM: evict at this time if the owner is still there.
     evict_at: Option<MonoMs>,
     linger_since: Option<MonoMs>,
+    /// T_migr as the guest runtime estimates it from the checkpoint size; the configured
+    /// `eviction.migration_cost_s` until it does.
+    migration_cost: Option<Duration>,
 
     // The owner's settings.
     pause: Option<Pause>,
@@ -367,6 +370,7 @@ impl Policy {
             unattended_guest_end: None,
             evict_at: None,
             linger_since: None,
+            migration_cost: None,
             pause,
             donate,
             budget_day,
@@ -390,6 +394,16 @@ impl Policy {
     /// The current state.
     pub fn state(&self) -> StateKind {
         self.state
+    }
+
+    /// Sets T_migr as measured for the present guest work (`None`: the configured estimate).
+    pub fn set_migration_cost(&mut self, t: Option<Duration>) {
+        self.migration_cost = t;
+    }
+
+    /// The T_migr in use.
+    pub fn migration_cost(&self) -> Duration {
+        self.migration_cost.unwrap_or(Duration::from_secs(self.cfg.eviction.migration_cost_s))
     }
 
     /// The current guest directive.
@@ -846,7 +860,7 @@ impl Policy {
             return;
         }
         if self.cfg.eviction.mode == EvictionMode::LingerLonger {
-            let t_migr = Duration::from_secs(self.cfg.eviction.migration_cost_s);
+            let t_migr = self.migration_cost.unwrap_or(Duration::from_secs(self.cfg.eviction.migration_cost_s));
             let since = *self.linger_since.get_or_insert(now.mono);
             if let Some(limit) = Self::linger_time(h, 0.0, t_migr) {
                 if now.mono.since(since) >= limit {

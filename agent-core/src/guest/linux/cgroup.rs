@@ -1,0 +1,517 @@
+//! Guest cgroups on a pure v2 system and on a hybrid one (v1 memory/cpu/pids controllers
+//! plus the v2 unified hierarchy, used only for `cgroup.freeze`, `cgroup.kill`,
+//! `cgroup.events` and `cpu.stat`).
+//!
+//! Layout, per hierarchy: `<base>/guests/<agent instance>/<guest id>`, where the agent
+//! instance is `a<pid>-<start time>` (several agents may share a base, e.g. in tests).
+//! Freezing all of an agent's guests at once is one write of "1" to its instance's
+//! `cgroup.freeze` in the v2 (or unified) hierarchy; killing one guest's whole tree is one
+//! write to its `cgroup.kill`. A guest that double-forks, calls setsid or daemonizes stays
+//! in its cgroup, so it is frozen and killed with it. At start-up, instances whose agent
+//! is gone are killed and removed (the no-orphans backstop).
+
+use crate::guest::{Containment, GuestError};
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const ROOT: &str = "/sys/fs/cgroup";
+
+fn cg_err(path: &Path, source: std::io::Error) -> GuestError {
+    GuestError::Cgroup { path: path.display().to_string(), source }
+}
+
+/// Writes a control file.
+pub fn write(path: &Path, value: &str) -> Result<(), GuestError> {
+    std::fs::write(path, value).map_err(|e| cg_err(path, e))
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+/// A `key value` field of a flat-keyed file (cpu.stat, cgroup.events, memory.stat).
+pub fn keyed(path: &Path, key: &str) -> Option<u64> {
+    read(path)?.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+}
+
+fn number(path: &Path) -> Option<u64> {
+    read(path)?.trim().parse().ok()
+}
+
+/// The `total=` stall time (µs) of the "some" line of a PSI file.
+pub fn psi_some_total(path: &Path) -> Option<u64> {
+    let text = read(path)?;
+    let line = text.lines().find(|l| l.starts_with("some"))?;
+    line.split_whitespace().find_map(|f| f.strip_prefix("total=")).and_then(|v| v.parse().ok())
+}
+
+/// This process's cgroup path in the v2 (or unified) hierarchy, e.g. `/lull/agent`.
+pub fn own_unified_path() -> Option<String> {
+    read(Path::new("/proc/self/cgroup"))?.lines().find_map(|l| l.strip_prefix("0::").map(str::to_owned))
+}
+
+/// This agent's guests' parent directories in each hierarchy.
+#[derive(Clone, Debug)]
+pub struct Cgroups {
+    pub kind: Containment,
+    /// `<base>/guests/<instance>` in the v2 / unified hierarchy: freeze, kill, events, cpu.stat.
+    pub unified: PathBuf,
+    /// v1 memory, cpu and pids instance directories (hybrid only; on v2 all are `unified`).
+    pub memory: PathBuf,
+    pub cpu: PathBuf,
+    pub pids: Option<PathBuf>,
+    /// The cpu cgroups above the guests that hold the lowest weight, top-down (the
+    /// instance included).
+    pub cpu_levels: Vec<PathBuf>,
+}
+
+/// Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat).
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = read(Path::new(&format!("/proc/{pid}/stat")))?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A new instance directory name for this agent: `a<pid>-<start time>-<n>` (n counts
+/// runtimes within one process).
+pub fn instance_name() -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let pid = std::process::id();
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("a{pid}-{}-{n}", start_time(pid).unwrap_or(0))
+}
+
+/// Whether the agent that made instance directory `name` still runs.
+fn instance_alive(name: &str) -> bool {
+    let mut it = name.strip_prefix('a').unwrap_or("").split('-');
+    match (it.next().and_then(|p| p.parse::<u32>().ok()), it.next().and_then(|s| s.parse::<u64>().ok())) {
+        (Some(pid), Some(start)) => start_time(pid) == Some(start),
+        _ => false,
+    }
+}
+
+/// One guest's cgroup directories.
+#[derive(Clone, Debug)]
+pub struct GuestCgroup {
+    pub unified: PathBuf,
+    pub memory: PathBuf,
+    pub cpu: PathBuf,
+    pub pids: Option<PathBuf>,
+    kind: Containment,
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+impl Cgroups {
+    /// Finds the cgroup layout and creates `<base>/guests` in each hierarchy. `base` is
+    /// relative to each hierarchy's root, or `self` for the agent's own (delegated) v2
+    /// cgroup, into whose `agent` leaf the agent then moves itself.
+    pub fn open(base: &str) -> Result<Self, GuestError> {
+        let root = Path::new(ROOT);
+        if root.join("cgroup.controllers").exists() {
+            Self::open_v2(root, base)
+        } else if root.join("unified/cgroup.procs").exists() && root.join("memory/cgroup.procs").exists() {
+            Self::open_hybrid(root, base)
+        } else {
+            Err(GuestError::NoCgroups(format!("neither a cgroup v2 nor a hybrid hierarchy at {ROOT}")))
+        }
+    }
+
+    fn base_rel(base: &str) -> Result<String, GuestError> {
+        if base == "self" {
+            let own = own_unified_path().ok_or_else(|| GuestError::NoCgroups("no v2 entry in /proc/self/cgroup".into()))?;
+            // Already moved into the leaf by an earlier start: the base is its parent.
+            let own = own.strip_suffix("/agent").map(str::to_owned).unwrap_or(own);
+            Ok(own.trim_start_matches('/').to_owned())
+        } else {
+            Ok(base.trim_start_matches('/').to_owned())
+        }
+    }
+
+    /// Unprivileged, moving processes between v2 cgroups needs write access to their
+    /// common ancestor: the agent must already live inside the delegated subtree. Moves
+    /// it into the `agent` leaf so the base itself holds no processes.
+    fn enter_agent_leaf(v2root: &Path, rel: &str) -> Result<(), GuestError> {
+        let own = own_unified_path().unwrap_or_default();
+        let base_cg = format!("/{rel}");
+        let inside = own == base_cg || own.starts_with(&format!("{base_cg}/"));
+        if !inside {
+            if is_root() {
+                return Ok(());
+            }
+            return Err(GuestError::NoCgroups(format!(
+                "the agent (in {own}) is not inside its delegated cgroup subtree {base_cg}; \
+                 start it inside the subtree (systemd Delegate=yes, or ci/setup-guest.sh's layout)"
+            )));
+        }
+        if own == base_cg {
+            let leaf = v2root.join(rel).join("agent");
+            std::fs::create_dir_all(&leaf).map_err(|e| cg_err(&leaf, e))?;
+            write(&leaf.join("cgroup.procs"), "0")?;
+        }
+        Ok(())
+    }
+
+    fn open_v2(root: &Path, base: &str) -> Result<Self, GuestError> {
+        let rel = Self::base_rel(base)?;
+        let base_dir = root.join(&rel);
+        std::fs::create_dir_all(&base_dir).map_err(|e| cg_err(&base_dir, e))?;
+        Self::enter_agent_leaf(root, &rel)?;
+        let parent = base_dir.join("guests");
+        let guests = parent.join(instance_name());
+        std::fs::create_dir_all(&guests).map_err(|e| cg_err(&guests, e))?;
+        for dir in [&base_dir, &parent, &guests] {
+            for c in ["memory", "cpu", "pids"] {
+                if let Err(e) = write(&dir.join("cgroup.subtree_control"), &format!("+{c}")) {
+                    if c == "memory" {
+                        return Err(e);
+                    }
+                    tracing::warn!("cgroup controller {c} unavailable for guests: {e}");
+                }
+            }
+        }
+        // Lowest weight at every level, from the base (where the subtree meets its
+        // siblings) down. A delegated base ("self") cannot set its own weight: the unit
+        // does (systemd CPUWeight=idle).
+        let mut cpu_levels = Vec::new();
+        for dir in [&base_dir, &parent, &guests] {
+            if write(&dir.join("cpu.weight"), "1").is_ok() {
+                cpu_levels.push(dir.clone());
+            } else if dir == &base_dir {
+                tracing::warn!(
+                    "could not set cpu.weight 1 on {}: the guests' subtree should be its own unit with CPUWeight=idle",
+                    base_dir.display()
+                );
+            }
+        }
+        Ok(Self {
+            kind: Containment::CgroupV2,
+            unified: guests.clone(),
+            memory: guests.clone(),
+            cpu: guests.clone(),
+            pids: Some(guests),
+            cpu_levels,
+        })
+    }
+
+    fn open_hybrid(root: &Path, base: &str) -> Result<Self, GuestError> {
+        let rel = Self::base_rel(base)?;
+        let unified_root = root.join("unified");
+        let ubase = unified_root.join(&rel);
+        std::fs::create_dir_all(&ubase).map_err(|e| cg_err(&ubase, e))?;
+        Self::enter_agent_leaf(&unified_root, &rel)?;
+        let inst = instance_name();
+        let unified = ubase.join("guests").join(&inst);
+        let memory = root.join("memory").join(&rel).join("guests").join(&inst);
+        let cpu_root = if root.join("cpu/cgroup.procs").exists() { root.join("cpu") } else { root.join("cpu,cpuacct") };
+        // The lowest weight must hold where the subtree meets its siblings (the top
+        // component of the base), not only below it: set it on every level.
+        let mut level = cpu_root.clone();
+        let mut cpu_levels = Vec::new();
+        for part in rel.split('/').filter(|p| !p.is_empty()).chain(["guests"]) {
+            level = level.join(part);
+            set_v1_cpu_if_present(&level);
+            cpu_levels.push(level.clone());
+        }
+        let cpu = level.join(&inst);
+        for d in [&unified, &memory, &cpu] {
+            std::fs::create_dir_all(d).map_err(|e| cg_err(d, e))?;
+        }
+        let pids_dir = root.join("pids").join(&rel).join("guests").join(&inst);
+        let pids = std::fs::create_dir_all(&pids_dir).ok().map(|_| pids_dir);
+        if !unified.join("cgroup.freeze").exists() {
+            return Err(GuestError::NoCgroups("the unified hierarchy has no cgroup.freeze (kernel older than 5.2)".into()));
+        }
+        set_v1_cpu(&cpu)?;
+        cpu_levels.push(cpu.clone());
+        Ok(Self { kind: Containment::Hybrid, unified, memory, cpu, pids, cpu_levels })
+    }
+
+    /// The file whose "1" freezes every guest at once.
+    pub fn freeze_file(&self) -> PathBuf {
+        self.unified.join("cgroup.freeze")
+    }
+
+    /// The file whose "1" kills every guest at once.
+    pub fn kill_file(&self) -> PathBuf {
+        self.unified.join("cgroup.kill")
+    }
+
+    /// Freezes (true) or thaws every guest.
+    pub fn set_frozen(&self, frozen: bool) -> Result<(), GuestError> {
+        write(&self.freeze_file(), if frozen { "1" } else { "0" })
+    }
+
+    /// Whether the kernel reports every guest frozen.
+    pub fn frozen(&self) -> bool {
+        keyed(&self.unified.join("cgroup.events"), "frozen") == Some(1)
+    }
+
+    /// The CPU-weight files of the cpu cgroup `dir` with their freeze-time (normal) and
+    /// guest (lowest) values, in the order to raise them.
+    pub fn boost_files(&self, dir: &Path) -> Vec<(PathBuf, &'static str, &'static str)> {
+        match self.kind {
+            Containment::Hybrid => {
+                let mut v = Vec::new();
+                if dir.join("cpu.idle").exists() {
+                    v.push((dir.join("cpu.idle"), "0", "1"));
+                }
+                v.push((dir.join("cpu.shares"), "1024", "2"));
+                v
+            }
+            _ => vec![(dir.join("cpu.weight"), "100", "1")],
+        }
+    }
+
+    /// Total "some" memory stall time of all guests, µs.
+    pub fn memory_stall_us(&self) -> Option<u64> {
+        psi_some_total(&self.unified.join("memory.pressure"))
+    }
+
+    /// Creates one guest's cgroups with the lowest CPU weight and a pids limit.
+    pub fn create(&self, id: &str, pids_max: u64) -> Result<GuestCgroup, GuestError> {
+        let g = GuestCgroup {
+            unified: self.unified.join(id),
+            memory: self.memory.join(id),
+            cpu: self.cpu.join(id),
+            pids: self.pids.as_ref().map(|p| p.join(id)),
+            kind: self.kind,
+        };
+        for d in [&g.unified, &g.memory, &g.cpu].into_iter().chain(g.pids.as_ref()) {
+            std::fs::create_dir_all(d).map_err(|e| cg_err(d, e))?;
+        }
+        match self.kind {
+            Containment::Hybrid => {
+                set_v1_cpu(&g.cpu)?;
+                let _ = write(&g.memory.join("memory.swappiness"), "0");
+            }
+            _ => {
+                let _ = write(&g.cpu.join("cpu.weight"), "1");
+            }
+        }
+        if let Some(p) = &g.pids {
+            let _ = write(&p.join("pids.max"), &pids_max.to_string());
+        }
+        Ok(g)
+    }
+
+    /// Kills and removes the guest cgroups of agent instances that are gone (after a
+    /// crash or kill -9). Returns how many guests there were.
+    pub fn cleanup_stale(&self) -> usize {
+        let parent = |p: &Path| p.parent().map(Path::to_path_buf);
+        let Some(uparent) = parent(&self.unified) else { return 0 };
+        let Ok(entries) = std::fs::read_dir(&uparent) else { return 0 };
+        let mut n = 0;
+        for inst in entries.flatten().filter(|e| e.path().is_dir()) {
+            let name = inst.file_name().to_string_lossy().into_owned();
+            if inst.path() == self.unified || instance_alive(&name) {
+                continue;
+            }
+            let dirs = |p: &Path| parent(p).map(|d| d.join(&name));
+            let stale = Cgroups {
+                cpu_levels: Vec::new(),
+                kind: self.kind,
+                unified: inst.path(),
+                memory: dirs(&self.memory).unwrap_or_else(|| inst.path()),
+                cpu: dirs(&self.cpu).unwrap_or_else(|| inst.path()),
+                pids: self.pids.as_deref().and_then(dirs),
+            };
+            n += stale.remove_all();
+        }
+        n
+    }
+
+    /// Kills every guest of this instance and removes all its directories. Returns how
+    /// many guests there were.
+    pub fn remove_all(&self) -> usize {
+        let mut n = 0;
+        if let Ok(entries) = std::fs::read_dir(&self.unified) {
+            for e in entries.flatten().filter(|e| e.path().is_dir()) {
+                let id = e.file_name().to_string_lossy().into_owned();
+                let g = GuestCgroup {
+                    unified: self.unified.join(&id),
+                    memory: self.memory.join(&id),
+                    cpu: self.cpu.join(&id),
+                    pids: self.pids.as_ref().map(|p| p.join(&id)),
+                    kind: self.kind,
+                };
+                g.kill();
+                g.wait_empty(Duration::from_secs(2));
+                g.remove();
+                n += 1;
+            }
+        }
+        // v1 hierarchies may hold leftovers the unified one no longer lists.
+        for dir in [&self.memory, &self.cpu].into_iter().chain(self.pids.as_ref()) {
+            if dir == &self.unified {
+                continue;
+            }
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for e in entries.flatten().filter(|e| e.path().is_dir()) {
+                    kill_procs(&e.path());
+                    let _ = std::fs::remove_dir(e.path());
+                }
+            }
+        }
+        for dir in [&self.unified, &self.memory, &self.cpu].into_iter().chain(self.pids.as_ref()) {
+            let _ = std::fs::remove_dir(dir);
+        }
+        n
+    }
+}
+
+fn set_v1_cpu_if_present(dir: &Path) {
+    if std::fs::create_dir_all(dir).is_ok() {
+        let _ = set_v1_cpu(dir);
+    }
+}
+
+/// v1 cpu: the smallest share (2) and, where the kernel has it, `cpu.idle` (the group is
+/// scheduled like SCHED_IDLE; the kernel then refuses share changes, so an idle group
+/// from an earlier start is left as is).
+fn set_v1_cpu(dir: &Path) -> Result<(), GuestError> {
+    if number(&dir.join("cpu.idle")) != Some(1) {
+        write(&dir.join("cpu.shares"), "2")?;
+    }
+    let _ = write(&dir.join("cpu.idle"), "1");
+    Ok(())
+}
+
+/// SIGKILLs every process listed in a cgroup's `cgroup.procs` (for hierarchies without
+/// `cgroup.kill`).
+fn kill_procs(dir: &Path) {
+    for pid in read(&dir.join("cgroup.procs")).unwrap_or_default().lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+impl GuestCgroup {
+    /// The `cgroup.procs` files a new guest process writes "0" into before exec, so its
+    /// whole future tree is contained from its first instruction.
+    pub fn procs_files(&self) -> Vec<CString> {
+        let mut dirs = vec![&self.unified];
+        if self.kind == Containment::Hybrid {
+            dirs.push(&self.memory);
+            dirs.push(&self.cpu);
+            if let Some(p) = &self.pids {
+                dirs.push(p);
+            }
+        }
+        // Paths come from directory names we made; they hold no NUL.
+        dirs.iter().filter_map(|d| CString::new(d.join("cgroup.procs").into_os_string().into_encoded_bytes()).ok()).collect()
+    }
+
+    /// Sets the hard memory limit, without swap; on v2 also `memory.high` at 90 %.
+    pub fn set_memory_limit(&self, bytes: u64) -> Result<(), GuestError> {
+        match self.kind {
+            Containment::Hybrid => {
+                let (limit, memsw) = (self.memory.join("memory.limit_in_bytes"), self.memory.join("memory.memsw.limit_in_bytes"));
+                let current = number(&limit).unwrap_or(u64::MAX);
+                // memsw must stay ≥ the limit: raise it first when raising, lower it last.
+                if bytes > current {
+                    let _ = write(&memsw, &bytes.to_string());
+                    write(&limit, &bytes.to_string())?;
+                } else {
+                    write(&limit, &bytes.to_string())?;
+                    if memsw.exists() {
+                        write(&memsw, &bytes.to_string())?;
+                    }
+                }
+                Ok(())
+            }
+            _ => {
+                write(&self.memory.join("memory.max"), &bytes.to_string())?;
+                let _ = write(&self.memory.join("memory.swap.max"), "0");
+                let _ = write(&self.memory.join("memory.high"), &(bytes / 10 * 9).to_string());
+                Ok(())
+            }
+        }
+    }
+
+    /// The current hard memory limit.
+    pub fn memory_limit(&self) -> Option<u64> {
+        match self.kind {
+            Containment::Hybrid => number(&self.memory.join("memory.limit_in_bytes")),
+            _ => read(&self.memory.join("memory.max")).and_then(|s| s.trim().parse().ok()),
+        }
+    }
+
+    /// Current memory use.
+    pub fn memory_current(&self) -> u64 {
+        match self.kind {
+            Containment::Hybrid => number(&self.memory.join("memory.usage_in_bytes")),
+            _ => number(&self.memory.join("memory.current")),
+        }
+        .unwrap_or(0)
+    }
+
+    /// Peak memory use as the kernel recorded it (v1 max_usage, v2 memory.peak), if it does.
+    pub fn memory_peak(&self) -> Option<u64> {
+        match self.kind {
+            Containment::Hybrid => number(&self.memory.join("memory.max_usage_in_bytes")),
+            _ => number(&self.memory.join("memory.peak")),
+        }
+    }
+
+    /// How many times the guest hit its memory limit (OOM kills inside the cgroup).
+    pub fn oom_kills(&self) -> u64 {
+        match self.kind {
+            Containment::Hybrid => keyed(&self.memory.join("memory.oom_control"), "oom_kill").unwrap_or(0),
+            _ => keyed(&self.memory.join("memory.events"), "oom_kill").unwrap_or(0),
+        }
+    }
+
+    /// CPU time used, user and system, µs (the unified `cpu.stat` is always there).
+    pub fn cpu_us(&self) -> (u64, u64) {
+        let f = self.unified.join("cpu.stat");
+        (keyed(&f, "user_usec").unwrap_or(0), keyed(&f, "system_usec").unwrap_or(0))
+    }
+
+    /// Whether any process is left in the guest's cgroup.
+    pub fn populated(&self) -> bool {
+        keyed(&self.unified.join("cgroup.events"), "populated") != Some(0)
+    }
+
+    /// The guest's processes.
+    pub fn pids(&self) -> Vec<i32> {
+        read(&self.unified.join("cgroup.procs")).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+    }
+
+    /// Sends `sig` to every process of the guest.
+    pub fn signal(&self, sig: i32) {
+        for pid in self.pids() {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid, sig) };
+        }
+    }
+
+    /// Kills the whole tree, frozen or not.
+    pub fn kill(&self) {
+        if write(&self.unified.join("cgroup.kill"), "1").is_err() {
+            kill_procs(&self.unified);
+        }
+    }
+
+    /// Waits until the cgroup is empty; true if it emptied in time.
+    pub fn wait_empty(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.populated() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        true
+    }
+
+    /// Removes the (empty) cgroup directories.
+    pub fn remove(&self) {
+        for d in [&self.unified, &self.memory, &self.cpu].into_iter().chain(self.pids.as_ref()) {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}

@@ -1,0 +1,777 @@
+//! The Linux guest runtime: [`LinuxRuntime`] implements [`GuestRuntime`] and the driver's
+//! [`GuestHost`] on cgroup v2, on a hybrid v1 + v2 system, or (said loudly) on process
+//! groups and rlimits where no cgroup can be created.
+//!
+//! It carries out directives — Accept: thaw and start admitted jobs; Linger: thaw, start
+//! nothing; Freeze: freeze; Evict: checkpoint signal then kill after the grace (or kill
+//! at once) — and on every tick it accounts, enforces the memory protection (caps
+//! re-clamped to what the owner can spare, freeze then kill under pressure) and, once an
+//! eviction is complete, restores the owner's swapped-out pages and times it.
+
+pub mod cgroup;
+pub mod fallback;
+pub mod memory;
+pub mod priority;
+pub mod sandbox;
+pub mod spawn;
+pub mod watchdog;
+
+use crate::agent::{FastFreeze, GuestHost};
+use crate::config::Config;
+use crate::guest::{Containment, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec};
+use crate::ledger::GuestTotals;
+use crate::policy::GuestDirective;
+use crate::sensors::GuestReading;
+use cgroup::{Cgroups, GuestCgroup};
+use std::collections::VecDeque;
+use std::os::unix::fs::FileExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tracing::{error, info, warn};
+
+const MIB: u64 = 1 << 20;
+/// Smallest cap a guest is started with; below it the guest is not admitted.
+const MIN_GUEST_BYTES: u64 = 16 * MIB;
+
+/// State shared with the input thread's fast path.
+struct Fast {
+    freeze_file: Option<std::fs::File>,
+    groups: Mutex<Vec<i32>>,
+    frozen: AtomicBool,
+    /// CPU-weight files raised while freezing (see [`Fast::freeze`]): (file, boosted, lowest).
+    boost: Mutex<Vec<(PathBuf, &'static str, &'static str)>>,
+    boosted: AtomicBool,
+}
+
+impl Fast {
+    /// Freezes every guest. The cgroup is frozen once each of its tasks has passed
+    /// through the kernel's freeze trap, which a runnable task of an idle-weight group on
+    /// a busy CPU reaches only when next scheduled — which can be hundreds of ms away. So
+    /// for the moment of freezing, the guests' cgroups get normal CPU weight: their tasks
+    /// are scheduled soon and go straight into the trap (a task scheduled with the
+    /// freeze pending runs no user code). The lowest weight is restored as soon as the
+    /// kernel reports all frozen, and always before a thaw.
+    fn freeze(&self) {
+        self.frozen.store(true, Ordering::Release);
+        match &self.freeze_file {
+            Some(f) => {
+                let _ = f.write_at(b"1", 0);
+                let boost = self.boost.lock().unwrap_or_else(|p| p.into_inner());
+                if !boost.is_empty() {
+                    self.boosted.store(true, Ordering::Release);
+                    for (file, value, _) in boost.iter() {
+                        let _ = std::fs::write(file, value);
+                    }
+                }
+            }
+            None => {
+                let groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
+                for &g in groups.iter() {
+                    fallback::signal_group(g, libc::SIGSTOP);
+                }
+            }
+        }
+    }
+
+    /// Back to the lowest CPU weight (bottom-up).
+    fn unboost(&self) {
+        if self.boosted.swap(false, Ordering::AcqRel) {
+            let boost = self.boost.lock().unwrap_or_else(|p| p.into_inner());
+            for (file, _, lowest) in boost.iter().rev() {
+                let _ = std::fs::write(file, lowest);
+            }
+        }
+    }
+}
+
+struct Guest {
+    id: String,
+    child: Child,
+    pid: u32,
+    cg: Option<GuestCgroup>,
+    workdir: PathBuf,
+    cap: u64,
+    limit: Option<u64>,
+    wall_ms: u64,
+    cpu: (u64, u64),
+    mem: u64,
+    peak: u64,
+    checkpointable: bool,
+    stopping: bool,
+    evicted: bool,
+    kill_at: Option<Instant>,
+    exit: Option<std::process::ExitStatus>,
+}
+
+impl Guest {
+    fn info(&self, frozen: bool) -> GuestInfo {
+        GuestInfo {
+            id: self.id.clone(),
+            pid: Some(self.pid),
+            phase: if self.stopping {
+                GuestPhase::Stopping
+            } else if frozen {
+                GuestPhase::Frozen
+            } else {
+                GuestPhase::Running
+            },
+            cpu_user_us: self.cpu.0,
+            cpu_system_us: self.cpu.1,
+            wall_ms: self.wall_ms,
+            mem_bytes: self.mem,
+            peak_mem_bytes: self.peak,
+            memory_limit_bytes: self.limit,
+            workdir: self.workdir.clone(),
+        }
+    }
+
+    fn totals(&self) -> GuestTotals {
+        GuestTotals { guest: self.id.clone(), cpu_us: self.cpu.0 + self.cpu.1, wall_ms: self.wall_ms, peak_mem_bytes: self.peak }
+    }
+}
+
+/// The runtime's memory-pressure watch.
+#[derive(Default)]
+struct Pressure {
+    last: Option<(Instant, u64, u64)>,
+    frozen_since: Option<Instant>,
+}
+
+/// The Linux guest runtime.
+pub struct LinuxRuntime {
+    cfg: crate::config::Guests,
+    kill_grace: Duration,
+    cgroups: Option<Cgroups>,
+    kind: Containment,
+    landlock_abi: i64,
+    data_dir: PathBuf,
+    queue: VecDeque<(String, GuestSpec)>,
+    guests: Vec<Guest>,
+    ended: Vec<(GuestInfo, GuestTotals, bool)>,
+    ended_cpu_us: u64,
+    directive: GuestDirective,
+    fast: Arc<Fast>,
+    watchdog: Option<watchdog::Watchdog>,
+    pressure: Pressure,
+    pressure_frozen: bool,
+    restore_due: bool,
+    restore_job: Option<std::thread::JoinHandle<memory::Restore>>,
+    restore_time: Option<Duration>,
+    last_restore: Option<memory::Restore>,
+    last_tick: Instant,
+    /// When T_migr was last estimated, and the estimate.
+    migration: Option<(Instant, Duration)>,
+    seq: u64,
+    refused: Option<String>,
+}
+
+impl LinuxRuntime {
+    /// Opens the runtime: finds or creates the cgroups (falling back loudly), kills what an
+    /// earlier agent left behind, starts the no-orphans watchdog. `data_dir` holds the
+    /// guests' work directories.
+    pub fn new(config: &Config, data_dir: &Path) -> Self {
+        let cfg = config.guests.clone();
+        let base = std::env::var("LULL_CGROUP").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| cfg.cgroup.clone());
+        // `none` turns cgroups off (the fallback, e.g. to try or test it).
+        let opened = if base == "none" { Err(GuestError::NoCgroups("guests.cgroup = \"none\"".into())) } else { Cgroups::open(&base) };
+        let cgroups = match opened {
+            Ok(c) => {
+                let stale = c.cleanup_stale();
+                if stale > 0 {
+                    warn!(stale, "killed and removed guest cgroups left by an earlier agent");
+                }
+                Some(c)
+            }
+            Err(e) => {
+                eprintln!("lull: NO CGROUPS FOR GUESTS ({e}): falling back to process groups + rlimits");
+                error!(
+                    "NO CGROUPS FOR GUESTS ({e}): falling back to process groups + rlimits. A guest that calls setsid \
+                     escapes freezing and killing; memory is capped by RLIMIT_AS only."
+                );
+                None
+            }
+        };
+        let kind = cgroups.as_ref().map_or(Containment::ProcessGroup, |c| c.kind);
+        let landlock_abi = sandbox::kernel_abi();
+        if landlock_abi < 1 {
+            error!("NO LANDLOCK on this kernel: guests run with no-new-privileges but without a filesystem sandbox");
+        }
+        let freeze_file = cgroups.as_ref().and_then(|c| std::fs::OpenOptions::new().write(true).open(c.freeze_file()).ok());
+        // LULL_FREEZE_BOOST=0 turns the freeze-time boost off (for A/B measurements).
+        let boost_on = std::env::var("LULL_FREEZE_BOOST").map_or(true, |v| v != "0");
+        let boost = match (&cgroups, boost_on) {
+            (Some(c), true) => c.cpu_levels.iter().flat_map(|d| c.boost_files(d)).collect(),
+            _ => Vec::new(),
+        };
+        let fast = Arc::new(Fast {
+            freeze_file,
+            groups: Mutex::new(Vec::new()),
+            frozen: AtomicBool::new(false),
+            boost: Mutex::new(boost),
+            boosted: AtomicBool::new(false),
+        });
+        let watchdog = match watchdog::Watchdog::start(cgroups.as_ref().map(|c| c.kill_file()).as_deref()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                error!("could not start the no-orphans watchdog: {e}");
+                None
+            }
+        };
+        info!(containment = kind.as_str(), landlock_abi, base = %base, "guest runtime ready");
+        Self {
+            cfg,
+            kill_grace: Duration::from_secs(config.eviction.kill_grace_s),
+            cgroups,
+            kind,
+            landlock_abi,
+            data_dir: data_dir.join("guests"),
+            queue: VecDeque::new(),
+            guests: Vec::new(),
+            ended: Vec::new(),
+            ended_cpu_us: 0,
+            directive: GuestDirective::Evict,
+            fast,
+            watchdog,
+            pressure: Pressure::default(),
+            pressure_frozen: false,
+            restore_due: false,
+            restore_job: None,
+            restore_time: None,
+            last_restore: None,
+            last_tick: Instant::now(),
+            migration: None,
+            seq: 0,
+            refused: None,
+        }
+    }
+
+    /// The cgroups in use (None in the fallback).
+    pub fn cgroups(&self) -> Option<&Cgroups> {
+        self.cgroups.as_ref()
+    }
+
+    /// Whether the kernel reports every guest frozen (cgroup) or all are stopped (fallback).
+    pub fn frozen(&self) -> bool {
+        match &self.cgroups {
+            Some(c) => c.frozen(),
+            None => self.fast.frozen.load(Ordering::Acquire),
+        }
+    }
+
+    /// The last restore's figures.
+    pub fn last_restore(&self) -> Option<memory::Restore> {
+        self.last_restore
+    }
+
+    /// The process group leaders' pids (= pgids) of present guests.
+    pub fn pids(&self) -> Vec<u32> {
+        self.guests.iter().map(|g| g.pid).collect()
+    }
+
+    /// Runs the per-tick work now (also run by `present()`).
+    pub fn tick(&mut self) {
+        self.maintain();
+    }
+
+    fn set_frozen(&mut self, frozen: bool) {
+        if frozen {
+            self.fast.freeze();
+            return;
+        }
+        self.fast.frozen.store(false, Ordering::Release);
+        self.fast.unboost();
+        match &self.cgroups {
+            Some(c) => {
+                if let Err(e) = c.set_frozen(false) {
+                    error!("could not thaw guests: {e}");
+                }
+            }
+            None => {
+                for g in &self.guests {
+                    fallback::signal_group(g.pid as i32, libc::SIGCONT);
+                }
+            }
+        }
+    }
+
+    fn next_id(&mut self) -> String {
+        self.seq += 1;
+        format!("g{}-{}-{}", chrono::Utc::now().timestamp_millis(), std::process::id(), self.seq)
+    }
+
+    /// Admission: no start while the owner's own memory is above the threshold or less
+    /// than the reserve is free. Returns the cap a new guest gets, or why not.
+    fn admit(&self, spec_cap: Option<u64>) -> Result<u64, String> {
+        let mi = memory::meminfo();
+        let reserve = self.cfg.owner_reserve_mib * MIB;
+        let guests_mem: u64 = self.guests.iter().map(|g| g.mem).sum();
+        let owner = mi.total.saturating_sub(mi.available).saturating_sub(guests_mem);
+        let share = owner as f64 / mi.total.max(1) as f64;
+        if share > self.cfg.admission_owner_mem_max {
+            return Err(format!(
+                "owner uses {:.0} % of memory (admission limit {:.0} %)",
+                share * 100.0,
+                self.cfg.admission_owner_mem_max * 100.0
+            ));
+        }
+        if mi.available < reserve + MIN_GUEST_BYTES {
+            return Err(format!("{} MiB available, owner reserve {} MiB", mi.available / MIB, reserve / MIB));
+        }
+        let cap = self.cap_for(spec_cap);
+        Ok(cap.min(mi.available - reserve))
+    }
+
+    fn cap_for(&self, spec_cap: Option<u64>) -> u64 {
+        let configured = if self.cfg.memory_cap_mib == 0 { u64::MAX } else { self.cfg.memory_cap_mib * MIB };
+        configured.min(spec_cap.unwrap_or(u64::MAX))
+    }
+
+    fn start_admitted(&mut self) {
+        while let Some((id, spec)) = self.queue.front().cloned() {
+            let limit = match self.admit(spec.memory_cap_bytes) {
+                Ok(l) => l,
+                Err(why) => {
+                    if self.refused.as_deref() != Some(&why) {
+                        warn!("guest {id} not admitted yet: {why}");
+                        self.refused = Some(why);
+                    }
+                    return;
+                }
+            };
+            self.refused = None;
+            self.queue.pop_front();
+            match self.start(&id, &spec, limit) {
+                Ok(g) => {
+                    info!(guest = %g.id, pid = g.pid, limit_mib = limit / MIB, "guest started");
+                    self.guests.push(g);
+                }
+                Err(e) => {
+                    error!("{e}");
+                    let info = GuestInfo {
+                        id: id.clone(),
+                        pid: None,
+                        phase: GuestPhase::Ended { code: None, signal: None, evicted: false },
+                        cpu_user_us: 0,
+                        cpu_system_us: 0,
+                        wall_ms: 0,
+                        mem_bytes: 0,
+                        peak_mem_bytes: 0,
+                        memory_limit_bytes: None,
+                        workdir: PathBuf::new(),
+                    };
+                    let t = GuestTotals { guest: id, cpu_us: 0, wall_ms: 0, peak_mem_bytes: 0 };
+                    self.ended.push((info, t, true));
+                }
+            }
+        }
+    }
+
+    fn start(&mut self, id: &str, spec: &GuestSpec, limit: u64) -> Result<Guest, GuestError> {
+        let io = |what: String| move |source| GuestError::Io { what, source };
+        let workdir = spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(id));
+        std::fs::create_dir_all(workdir.join("tmp")).map_err(io(format!("creating {}", workdir.display())))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&workdir, std::fs::Permissions::from_mode(0o700));
+        }
+        // Parent frozen from an earlier freeze would freeze the newcomer too.
+        self.set_frozen(false);
+        let cg = match &self.cgroups {
+            Some(c) => {
+                let g = c.create(id, self.cfg.pids_max)?;
+                g.set_memory_limit(limit)?;
+                Some(g)
+            }
+            None => None,
+        };
+        let sandbox = sandbox::prepare(&workdir, spec.network.unwrap_or(self.cfg.network))?;
+        let launch = spawn::Launch {
+            procs_files: cg.as_ref().map(|g| g.procs_files()).unwrap_or_default(),
+            sandbox,
+            address_space: if cg.is_none() && limit != u64::MAX { Some(limit) } else { None },
+        };
+        let child = match spawn::spawn(spec, &workdir, launch) {
+            Ok(c) => c,
+            Err(source) => {
+                if let Some(g) = &cg {
+                    g.kill();
+                    g.remove();
+                }
+                return Err(GuestError::Spawn { id: id.into(), source });
+            }
+        };
+        let pid = child.id();
+        let boost_on = !self.fast.boost.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+        if let (Some(c), Some(g), true) = (&self.cgroups, &cg, boost_on) {
+            self.fast.boost.lock().unwrap_or_else(|p| p.into_inner()).extend(c.boost_files(&g.cpu));
+        }
+        if cg.is_none() {
+            self.fast.groups.lock().unwrap_or_else(|p| p.into_inner()).push(pid as i32);
+            if let Some(w) = &self.watchdog {
+                w.watch_group(pid as i32);
+            }
+        }
+        Ok(Guest {
+            id: id.into(),
+            child,
+            pid,
+            limit: cg.as_ref().and_then(|g| g.memory_limit()).or((limit != u64::MAX).then_some(limit)),
+            cg,
+            workdir,
+            cap: self.cap_for(spec.memory_cap_bytes),
+            wall_ms: 0,
+            cpu: (0, 0),
+            mem: 0,
+            peak: 0,
+            checkpointable: spec.checkpointable,
+            stopping: false,
+            evicted: false,
+            kill_at: None,
+            exit: None,
+        })
+    }
+
+    fn kill_guest(g: &Guest) {
+        match &g.cg {
+            Some(cg) => cg.kill(),
+            None => fallback::signal_group(g.pid as i32, libc::SIGKILL),
+        }
+    }
+
+    fn evict_all(&mut self) {
+        let now = Instant::now();
+        let mut signalled = false;
+        for g in self.guests.iter_mut().filter(|g| !g.stopping) {
+            g.stopping = true;
+            g.evicted = true;
+            if g.checkpointable && !self.kill_grace.is_zero() {
+                signalled = true;
+                match &g.cg {
+                    Some(cg) => cg.signal(libc::SIGTERM),
+                    None => fallback::signal_group(g.pid as i32, libc::SIGTERM),
+                }
+                g.kill_at = Some(now + self.kill_grace);
+            } else {
+                Self::kill_guest(g);
+            }
+            info!(guest = %g.id, checkpoint = g.checkpointable, "guest evicted");
+        }
+        if signalled {
+            // Frozen guests cannot checkpoint: let them run their handler.
+            self.set_frozen(false);
+        }
+        if !self.guests.is_empty() {
+            self.restore_due = memory::meminfo().swap_total > 0;
+        }
+    }
+
+    /// The guests' cgroup path as it appears in `/proc/PID/cgroup`.
+    fn guest_cgroup_marker(&self) -> String {
+        let Some(c) = &self.cgroups else { return String::new() };
+        let u = c.unified.to_string_lossy();
+        u.strip_prefix("/sys/fs/cgroup/unified").or_else(|| u.strip_prefix("/sys/fs/cgroup")).unwrap_or(&u).to_owned()
+    }
+
+    fn maintain(&mut self) {
+        let now = Instant::now();
+        let dt = now.duration_since(self.last_tick);
+        self.last_tick = now;
+        let frozen = self.fast.frozen.load(Ordering::Acquire);
+        if frozen && self.fast.boosted.load(Ordering::Acquire) && self.frozen() {
+            self.fast.unboost();
+        }
+        // Accounting, kill deadlines, ends.
+        let mut i = 0;
+        while i < self.guests.len() {
+            let g = &mut self.guests[i];
+            if !frozen && !g.stopping {
+                g.wall_ms += dt.as_millis() as u64;
+            }
+            match &g.cg {
+                Some(cg) => {
+                    g.cpu = cg.cpu_us();
+                    g.mem = cg.memory_current();
+                    g.peak = g.peak.max(cg.memory_peak().unwrap_or(0)).max(g.mem);
+                }
+                None => {
+                    let (cpu, rss) = fallback::usage(g.pid as i32);
+                    g.cpu = (g.cpu.0.max(cpu.0), g.cpu.1.max(cpu.1));
+                    g.mem = rss;
+                    g.peak = g.peak.max(rss);
+                }
+            }
+            if g.kill_at.is_some_and(|t| now >= t) {
+                g.kill_at = None;
+                Self::kill_guest(g);
+            }
+            if g.exit.is_none() {
+                g.exit = g.child.try_wait().ok().flatten();
+            }
+            let gone = match &g.cg {
+                Some(cg) => !cg.populated(),
+                None => g.exit.is_some() && fallback::members(g.pid as i32).is_empty(),
+            };
+            if gone {
+                let mut g = self.guests.remove(i);
+                if g.exit.is_none() {
+                    g.exit = g.child.wait().ok();
+                }
+                if let Some(cg) = &g.cg {
+                    cg.remove();
+                    self.fast.boost.lock().unwrap_or_else(|p| p.into_inner()).retain(|(f, _, _)| !f.starts_with(&cg.cpu));
+                }
+                self.fast.groups.lock().unwrap_or_else(|p| p.into_inner()).retain(|&p| p != g.pid as i32);
+                let status = g.exit;
+                let mut info = g.info(false);
+                info.phase =
+                    GuestPhase::Ended { code: status.and_then(|s| s.code()), signal: status.and_then(|s| s.signal()), evicted: g.evicted };
+                info!(guest = %g.id, status = ?status, cpu_s = (g.cpu.0 + g.cpu.1) as f64 / 1e6, wall_s = g.wall_ms / 1000, "guest ended");
+                self.ended_cpu_us += g.cpu.0 + g.cpu.1;
+                self.ended.push((info, g.totals(), false));
+                continue;
+            }
+            i += 1;
+        }
+        self.watch_memory(now);
+        if self.directive == GuestDirective::Accept && !self.pressure_frozen {
+            self.start_admitted();
+        }
+        // Restore the owner's memory once an eviction is complete.
+        if self.restore_due && self.guests.is_empty() && self.restore_job.is_none() {
+            self.restore_due = false;
+            let marker = self.guest_cgroup_marker();
+            self.restore_job = std::thread::Builder::new()
+                .name("lull-restore".into())
+                .spawn(move || memory::restore_owner(&marker, Duration::from_secs(60)))
+                .ok();
+        }
+        if self.restore_job.as_ref().is_some_and(|j| j.is_finished()) {
+            if let Some(Ok(r)) = self.restore_job.take().map(|j| j.join()) {
+                if r.swapped_before > 0 {
+                    info!(
+                        ms = r.took.as_millis() as u64,
+                        before_mib = r.swapped_before / MIB,
+                        after_mib = r.swapped_after / MIB,
+                        processes = r.processes,
+                        "owner pages restored from swap"
+                    );
+                    self.restore_time = Some(r.took);
+                }
+                self.last_restore = Some(r);
+            }
+        }
+    }
+
+    /// Pressure: freeze guests when available memory falls below the owner reserve or
+    /// the owner's memory stall time (system PSI minus the guests' own) passes the
+    /// threshold; kill them when it lasts; thaw when it clears. Also re-clamps caps to
+    /// what the owner can spare.
+    fn watch_memory(&mut self, now: Instant) {
+        let mi = memory::meminfo();
+        let reserve = self.cfg.owner_reserve_mib * MIB;
+        let sys = memory::system_stall_us().unwrap_or(0);
+        let guest = self.cgroups.as_ref().and_then(|c| c.memory_stall_us()).unwrap_or(0);
+        let pct = match self.pressure.last {
+            Some((t, s, g)) if now > t => {
+                let owner = sys.saturating_sub(s).saturating_sub(guest.saturating_sub(g));
+                owner as f64 / now.duration_since(t).as_micros().max(1) as f64 * 100.0
+            }
+            _ => 0.0,
+        };
+        self.pressure.last = Some((now, sys, guest));
+        let active = self.guests.iter().any(|g| !g.stopping);
+        let low = mi.available < reserve;
+        if active && (low || pct > self.cfg.pressure_freeze_pct) {
+            if !self.pressure_frozen {
+                warn!(available_mib = mi.available / MIB, owner_stall_pct = pct, "owner memory under pressure: guests frozen");
+                self.pressure_frozen = true;
+                self.pressure.frozen_since = Some(now);
+                self.set_frozen(true);
+            } else if self.pressure.frozen_since.is_some_and(|t| now.duration_since(t).as_secs() >= self.cfg.pressure_kill_s) {
+                warn!("owner memory pressure persists: guests killed");
+                let grace = std::mem::replace(&mut self.kill_grace, Duration::ZERO);
+                self.evict_all();
+                self.kill_grace = grace;
+            }
+        } else if self.pressure_frozen && !low && pct < self.cfg.pressure_freeze_pct / 2.0 {
+            info!("owner memory pressure cleared");
+            self.pressure_frozen = false;
+            self.pressure.frozen_since = None;
+            if matches!(self.directive, GuestDirective::Accept | GuestDirective::Linger) {
+                self.set_frozen(false);
+            }
+        }
+        // Caps: each guest may use at most what it has plus what the owner can spare.
+        for g in self.guests.iter_mut().filter(|g| !g.stopping) {
+            let Some(cg) = &g.cg else { continue };
+            let spare = (mi.available + g.mem).saturating_sub(reserve);
+            let want = g.cap.min(spare).max(MIN_GUEST_BYTES);
+            let cur = g.limit.unwrap_or(u64::MAX);
+            if want < cur || want > cur.saturating_add(cur / 8) {
+                match cg.set_memory_limit(want) {
+                    Ok(()) => g.limit = cg.memory_limit(),
+                    Err(e) => tracing::debug!("re-clamping {}'s memory: {e}", g.id),
+                }
+            }
+        }
+    }
+}
+
+impl GuestHost for LinuxRuntime {
+    fn describe(&self) -> String {
+        let sandbox = if self.landlock_abi > 0 { format!("landlock ABI {}", self.landlock_abi) } else { "NO landlock".into() };
+        format!("linux: {} · sandbox: {sandbox} + no-new-privs · SCHED_IDLE, nice 19, idle I/O", self.kind.as_str())
+    }
+
+    fn apply(&mut self, directive: GuestDirective) {
+        self.directive = directive;
+        match directive {
+            GuestDirective::Accept => {
+                if !self.pressure_frozen {
+                    self.set_frozen(false);
+                    self.start_admitted();
+                }
+            }
+            GuestDirective::Linger => {
+                if !self.pressure_frozen {
+                    self.set_frozen(false);
+                }
+            }
+            GuestDirective::Freeze => self.set_frozen(true),
+            GuestDirective::Evict => self.evict_all(),
+        }
+    }
+
+    fn present(&mut self) -> bool {
+        self.maintain();
+        !self.guests.is_empty()
+    }
+
+    fn reading(&mut self) -> GuestReading {
+        let live: u64 = self.guests.iter().map(|g| g.cpu.0 + g.cpu.1).sum();
+        GuestReading { cpu_us_total: self.ended_cpu_us + live, mem_bytes: self.guests.iter().map(|g| g.mem).sum() }
+    }
+
+    fn totals(&mut self) -> Vec<GuestTotals> {
+        let mut out: Vec<GuestTotals> = self.guests.iter().map(Guest::totals).collect();
+        for (_, t, reported) in self.ended.iter_mut().filter(|e| !e.2) {
+            out.push(t.clone());
+            *reported = true;
+        }
+        out
+    }
+
+    fn fast_freeze(&self) -> Option<FastFreeze> {
+        let fast = self.fast.clone();
+        Some(Arc::new(move || fast.freeze()))
+    }
+
+    fn take_restore_time(&mut self) -> Option<Duration> {
+        self.restore_time.take()
+    }
+
+    fn migration_cost(&mut self) -> Option<Duration> {
+        if self.guests.is_empty() {
+            return None;
+        }
+        let now = Instant::now();
+        if self.migration.is_none_or(|(at, _)| now.duration_since(at) >= MIGRATION_EVERY) {
+            let bytes: u64 = self.guests.iter().map(|g| g.mem + dir_bytes(&g.workdir, 100_000)).sum();
+            self.migration = Some((now, migration_cost(bytes, self.cfg.migration_bandwidth_mib_s)));
+        }
+        self.migration.map(|(_, t)| t)
+    }
+}
+
+/// How often the checkpoint size is re-measured.
+const MIGRATION_EVERY: Duration = Duration::from_secs(30);
+/// Suspend plus resume, the fixed part of T_migr.
+const SUSPEND_RESUME: Duration = Duration::from_secs(1);
+
+/// T_migr = suspend + checkpoint bytes / bandwidth + resume (seed 000, eq. 3).
+pub fn migration_cost(checkpoint_bytes: u64, bandwidth_mib_s: f64) -> Duration {
+    SUSPEND_RESUME + Duration::from_secs_f64(checkpoint_bytes as f64 / MIB as f64 / bandwidth_mib_s.max(0.1))
+}
+
+/// Total size of the regular files under `dir`, looking at no more than `max_entries`.
+fn dir_bytes(dir: &Path, max_entries: usize) -> u64 {
+    let (mut total, mut seen, mut stack) = (0u64, 0usize, vec![dir.to_path_buf()]);
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            seen += 1;
+            if seen > max_entries {
+                return total;
+            }
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) if m.is_file() => total += m.len(),
+                _ => {}
+            }
+        }
+    }
+    total
+}
+
+impl GuestRuntime for LinuxRuntime {
+    fn submit(&mut self, spec: GuestSpec) -> String {
+        let id = self.next_id();
+        self.queue.push_back((id.clone(), spec));
+        id
+    }
+
+    fn guests(&mut self) -> Vec<GuestInfo> {
+        let frozen = self.fast.frozen.load(Ordering::Acquire);
+        let mut out: Vec<GuestInfo> = self.ended.iter().map(|e| e.0.clone()).collect();
+        out.extend(self.guests.iter().map(|g| g.info(frozen)));
+        out.extend(self.queue.iter().map(|(id, spec)| GuestInfo {
+            id: id.clone(),
+            pid: None,
+            phase: GuestPhase::Queued,
+            cpu_user_us: 0,
+            cpu_system_us: 0,
+            wall_ms: 0,
+            mem_bytes: 0,
+            peak_mem_bytes: 0,
+            memory_limit_bytes: None,
+            workdir: spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(id)),
+        }));
+        out
+    }
+
+    fn containment(&self) -> Containment {
+        self.kind
+    }
+
+    fn idle(&mut self) -> bool {
+        self.queue.is_empty() && self.guests.is_empty()
+    }
+}
+
+impl Drop for LinuxRuntime {
+    fn drop(&mut self) {
+        for g in &self.guests {
+            Self::kill_guest(g);
+        }
+        for g in &mut self.guests {
+            if let Some(cg) = &g.cg {
+                cg.wait_empty(Duration::from_secs(2));
+                cg.remove();
+            }
+            let _ = g.child.wait();
+        }
+        if let Some(c) = &self.cgroups {
+            c.remove_all();
+        }
+        if let Some(j) = self.restore_job.take() {
+            let _ = j.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

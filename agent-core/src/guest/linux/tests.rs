@@ -1,0 +1,431 @@
+//! Real-process tests of the Linux guest runtime: real cgroups, real forks and daemons,
+//! real Landlock, real OOM kills. They need permission to create cgroups (root, or a
+//! delegated subtree); without it they skip, unless `LULL_REQUIRE_CGROUPS=1` makes them
+//! required. Each test uses its own cgroup base and removes it, even on failure.
+
+use super::*;
+use crate::guest::GuestPhase;
+use std::path::Path;
+
+/// A runtime on its own cgroup base, removed (with every process in it) when dropped.
+struct Rig {
+    rt: Option<LinuxRuntime>,
+    base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Rig {
+    fn rt(&mut self) -> &mut LinuxRuntime {
+        self.rt.as_mut().expect("runtime present until drop")
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        drop(self.rt.take());
+        if let Ok(c) = Cgroups::open(&self.base) {
+            c.cleanup_stale();
+            c.remove_all();
+        }
+        for h in ["unified", "memory", "cpu", "pids", ""] {
+            let d = Path::new("/sys/fs/cgroup").join(h).join(&self.base);
+            let _ = std::fs::remove_dir(d.join("guests"));
+            let _ = std::fs::remove_dir(d.join("agent"));
+            let _ = std::fs::remove_dir(&d);
+        }
+    }
+}
+
+fn rig(name: &str, tweak: impl FnOnce(&mut Config)) -> Option<Rig> {
+    let base = format!("lull-test-{name}-{}", std::process::id());
+    match Cgroups::open(&base) {
+        Ok(probe) => {
+            probe.remove_all();
+        }
+        Err(e) => {
+            let required = std::env::var("LULL_REQUIRE_CGROUPS").is_ok_and(|v| v == "1");
+            assert!(!required, "LULL_REQUIRE_CGROUPS=1 but cgroups are unusable: {e}");
+            eprintln!("SKIPPED: cannot create cgroups here ({e}); set LULL_REQUIRE_CGROUPS=1 to require");
+            return None;
+        }
+    }
+    let mut cfg = Config::default();
+    cfg.guests.cgroup = base.clone();
+    cfg.guests.owner_reserve_mib = 256;
+    // Memory pressure is machine-wide: other tests (and builds) must not freeze this one's
+    // guests. The pressure test sets its own threshold.
+    cfg.guests.pressure_freeze_pct = 100.0;
+    tweak(&mut cfg);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rt = LinuxRuntime::new(&cfg, dir.path());
+    assert_ne!(rt.containment(), Containment::ProcessGroup);
+    Some(Rig { rt: Some(rt), base, _dir: dir })
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie is dead; only a live process counts.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.split_whitespace().next() != Some("Z")))
+        .unwrap_or(false)
+}
+
+fn cpu_ticks(pid: i32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let f: Vec<u64> = s.rsplit_once(')').map(|(_, r)| r.split_whitespace().filter_map(|v| v.parse().ok()).collect()).unwrap_or_default();
+    // utime and stime are fields 14 and 15 (the 12th and 13th numeric after the state).
+    f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0)
+}
+
+fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn workdir(rt: &mut LinuxRuntime, id: &str) -> PathBuf {
+    rt.guests().into_iter().find(|g| g.id == id).expect("guest known").workdir
+}
+
+fn ended(rt: &mut LinuxRuntime, id: &str) -> Option<GuestPhase> {
+    rt.present();
+    rt.guests().into_iter().find(|g| g.id == id).map(|g| g.phase).filter(|p| matches!(p, GuestPhase::Ended { .. }))
+}
+
+/// Every cgroup level from the top of Lull's subtree down to the guest has the lowest CPU
+/// weight (v1: cpu.shares 2 or cpu.idle 1; v2: cpu.weight 1): a default weight anywhere
+/// above would let the guest compete with the owner at that level.
+fn assert_lowest_cpu_weight_on_every_level(pid: i32) {
+    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let (root, path) = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        ("/sys/fs/cgroup".to_string(), cg.lines().find_map(|l| l.strip_prefix("0::")).unwrap().to_string())
+    } else {
+        let line = cg.lines().find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|c| c == "cpu"))).unwrap();
+        ("/sys/fs/cgroup/cpu".to_string(), line.splitn(3, ':').nth(2).unwrap().to_string())
+    };
+    let mut dir = PathBuf::from(&root);
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        dir = dir.join(part);
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).map(|s| s.trim().to_string()).unwrap_or_default();
+        let lowest = read("cpu.idle") == "1" || read("cpu.shares") == "2" || read("cpu.weight") == "1";
+        assert!(lowest, "{} has a default CPU weight", dir.display());
+    }
+}
+
+/// A guest whose parent exits at once, leaving a setsid'ed, double-forked daemon that spins.
+const DAEMON: &str = r#"(setsid sh -c 'echo $$ > daemon.pid; while :; do :; done' &) ; exit 0"#;
+
+#[test]
+fn daemonized_guest_is_contained_frozen_and_killed_with_its_tree() {
+    let Some(mut rig) = rig("daemon", |_| {}) else { return };
+    let rt = rig.rt();
+    let id = rt.submit(GuestSpec::new("sh", ["-c", DAEMON]));
+    rt.apply(GuestDirective::Accept);
+    let wd = workdir(rt, &id);
+    wait_until("the daemon's pid file", Duration::from_secs(120), || read_pid(&wd.join("daemon.pid")).is_some());
+    let daemon = read_pid(&wd.join("daemon.pid")).expect("daemon pid");
+    // Its parent has exited; the daemon is in its own session yet still in the guest's cgroup.
+    let cg = std::fs::read_to_string(format!("/proc/{daemon}/cgroup")).unwrap();
+    assert!(cg.contains(&id), "daemon escaped its cgroup: {cg}");
+    // SAFETY: getsid on a pid.
+    assert_eq!(unsafe { libc::getsid(daemon) }, daemon, "the daemon did call setsid");
+    assert_eq!(priority::of(daemon).unwrap(), (libc::SCHED_IDLE, 19, 3), "lowest priority inherited by the daemon");
+    assert_lowest_cpu_weight_on_every_level(daemon);
+    rt.tick();
+    assert!(rt.present());
+
+    // The fast path (what the input thread calls) freezes synchronously enough that the
+    // kernel reports the cgroup frozen within milliseconds.
+    let freeze = rt.fast_freeze().expect("a fast path");
+    let t0 = Instant::now();
+    freeze();
+    wait_until("the cgroup to report frozen", Duration::from_secs(10), || rt.frozen());
+    eprintln!("frozen after {:?}", t0.elapsed());
+    let before = cpu_ticks(daemon);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(cpu_ticks(daemon), before, "a frozen daemon used CPU");
+    assert!(alive(daemon));
+    // The freeze-time weight boost is undone once the kernel reports the guests frozen.
+    rt.tick();
+    assert_lowest_cpu_weight_on_every_level(daemon);
+
+    // Thaw (linger): the kernel reports it thawed (whether it then gets CPU depends on
+    // the owner's load: it is SCHED_IDLE).
+    rt.apply(GuestDirective::Linger);
+    wait_until("the cgroup to thaw", Duration::from_secs(10), || !rt.frozen());
+    assert_lowest_cpu_weight_on_every_level(daemon);
+    // Freeze and thaw at once (before any tick): the boost never outlives the freeze.
+    freeze();
+    rt.apply(GuestDirective::Linger);
+    assert_lowest_cpu_weight_on_every_level(daemon);
+
+    // Evict (not checkpointable): the whole tree dies, frozen or not.
+    rt.apply(GuestDirective::Freeze);
+    rt.apply(GuestDirective::Evict);
+    wait_until("the daemon to die", Duration::from_secs(20), || !alive(daemon));
+    wait_until("the guest to end", Duration::from_secs(20), || ended(rt, &id).is_some());
+    assert!(matches!(ended(rt, &id), Some(GuestPhase::Ended { evicted: true, .. })));
+    assert!(!rt.present());
+    let unified = rt.cgroups().expect("cgroups").unified.join(&id);
+    assert!(!unified.exists(), "the guest's cgroup was not removed");
+}
+
+#[test]
+fn guest_cannot_read_the_owners_home_but_can_write_its_workdir() {
+    let Some(mut rig) = rig("sandbox", |_| {}) else { return };
+    let home = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_dir()).expect("HOME is set");
+    let secret_dir = tempfile::Builder::new().prefix(".lull-test-home-").tempdir_in(&home).expect("dir in home");
+    let secret = secret_dir.path().join("secret.txt");
+    std::fs::write(&secret, "owner's secret\n").unwrap();
+    let script = format!(
+        "cat {s}; echo cat=$?; ls {h} >/dev/null; echo ls=$?; echo mine > own.txt; echo write=$?; \
+         echo x > /tmp/lull-guest-escape-$$; echo tmp=$?",
+        s = secret.display(),
+        h = home.display()
+    );
+    let rt = rig.rt();
+    let id = rt.submit(GuestSpec::new("sh", ["-c", &script]));
+    rt.apply(GuestDirective::Accept);
+    wait_until("the guest to end", Duration::from_secs(120), || ended(rt, &id).is_some());
+    let wd = workdir(rt, &id);
+    let out = std::fs::read_to_string(wd.join("stdout.log")).unwrap();
+    let err = std::fs::read_to_string(wd.join("stderr.log")).unwrap();
+    assert!(!out.contains("owner's secret"), "the guest read the owner's file: {out}");
+    assert!(out.contains("cat=1") && out.contains("ls=2"), "{out}\n{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(out.contains("write=0") && std::fs::read_to_string(wd.join("own.txt")).unwrap() == "mine\n", "{out}");
+    assert!(out.contains("tmp=1") || out.contains("tmp=2"), "the guest wrote to /tmp: {out}");
+}
+
+#[test]
+fn guest_allocating_past_its_cap_is_oom_killed_inside_its_cgroup() {
+    let Some(mut rig) = rig("cap", |c| c.guests.memory_cap_mib = 64) else { return };
+    let rt = rig.rt();
+    // Touches 400 MiB, 1 MiB at a time.
+    let alloc = "b = []\nfor i in range(400):\n    b.append(bytearray(1 << 20))\nprint('survived')\n";
+    let id = rt.submit(GuestSpec::new("python3", ["-c", alloc]));
+    rt.apply(GuestDirective::Accept);
+    let limit = rt.guests().into_iter().find(|g| g.id == id).and_then(|g| g.memory_limit_bytes);
+    assert_eq!(limit, Some(64 * MIB), "the configured cap was applied");
+    let mut oom = 0;
+    wait_until("the guest to end", Duration::from_secs(120), || {
+        if let Some(g) = rt.guests.iter().find(|g| g.id == id) {
+            oom = oom.max(g.cg.as_ref().map_or(0, |c| c.oom_kills()));
+        }
+        ended(rt, &id).is_some()
+    });
+    let info = rt.guests().into_iter().find(|g| g.id == id).unwrap();
+    let out = std::fs::read_to_string(info.workdir.join("stdout.log")).unwrap();
+    assert!(!out.contains("survived"), "the guest got past its cap");
+    assert_eq!(info.phase, GuestPhase::Ended { code: None, signal: Some(libc::SIGKILL), evicted: false }, "OOM-killed");
+    assert!(info.peak_mem_bytes <= 64 * MIB, "peak {} above the cap", info.peak_mem_bytes);
+    assert!(info.peak_mem_bytes >= 32 * MIB, "the guest never allocated: peak {}", info.peak_mem_bytes);
+    let _ = oom;
+}
+
+#[test]
+fn checkpointable_guest_gets_a_signal_then_a_kill_after_the_grace() {
+    let Some(mut rig) = rig("ckpt", |c| c.eviction.kill_grace_s = 1) else { return };
+    let rt = rig.rt();
+    // Checkpoints on SIGTERM but then refuses to exit: the kill after the grace ends it.
+    let script = "trap 'echo checkpointed > ckpt.txt' TERM; echo $$ > main.pid; while :; do sleep 0.05; done";
+    let mut spec = GuestSpec::new("sh", ["-c", script]);
+    spec.checkpointable = true;
+    let id = rt.submit(spec);
+    rt.apply(GuestDirective::Accept);
+    let wd = workdir(rt, &id);
+    wait_until("the guest to start", Duration::from_secs(120), || wd.join("main.pid").exists());
+    rt.apply(GuestDirective::Freeze);
+    let t0 = Instant::now();
+    rt.apply(GuestDirective::Evict);
+    wait_until("the checkpoint", Duration::from_secs(20), || wd.join("ckpt.txt").exists());
+    wait_until("the kill after the grace", Duration::from_secs(20), || ended(rt, &id).is_some());
+    assert!(t0.elapsed() >= Duration::from_millis(900), "killed before the grace ended: {:?}", t0.elapsed());
+}
+
+#[test]
+fn donated_cpu_comes_from_the_cgroup_and_reaches_the_totals() {
+    let Some(mut rig) = rig("acct", |_| {}) else { return };
+    let rt = rig.rt();
+    // Spins until it has had 0.2 CPU-s: as a SCHED_IDLE guest on a busy machine that can
+    // take a while, which is the point.
+    let spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2:\n    pass\n";
+    let id = rt.submit(GuestSpec::new("python3", ["-c", spin]));
+    rt.apply(GuestDirective::Accept);
+    wait_until("the guest to end", Duration::from_secs(120), || ended(rt, &id).is_some());
+    let totals = rt.totals();
+    let t = totals.iter().find(|t| t.guest == id).expect("final totals reported");
+    assert!(t.cpu_us >= 200_000, "cpu {} µs", t.cpu_us);
+    assert!(t.wall_ms >= 200, "wall {} ms", t.wall_ms);
+    assert!(rt.totals().iter().all(|t| t.guest != id), "final totals reported once");
+    assert!(rt.reading().cpu_us_total >= t.cpu_us, "readings keep ended guests' CPU (monotone)");
+}
+
+#[test]
+fn leftovers_of_a_dead_agent_are_killed_at_the_next_start() {
+    let Some(mut rig) = rig("stale", |_| {}) else { return };
+    // A dead agent's instance (no process has this pid) with a guest process still in it.
+    let ours = rig.rt().cgroups().expect("cgroups").clone();
+    let dead = ours.unified.parent().expect("guests dir").join("a999999999-1-0");
+    let guest = dead.join("g-left-behind");
+    std::fs::create_dir_all(&guest).unwrap();
+    let mut orphan = std::process::Command::new("sleep").arg("1000").spawn().unwrap();
+    std::fs::write(guest.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+    let (pid, base) = (orphan.id() as i32, rig.base.clone());
+    // A live agent's instance (ours) is left alone by the next start.
+    let id = rig.rt().submit(GuestSpec::new("sleep", ["1000"]));
+    rig.rt().apply(GuestDirective::Accept);
+    assert!(rig.rt().present());
+    let mut cfg = Config::default();
+    cfg.guests.cgroup = base;
+    let next = LinuxRuntime::new(&cfg, rig._dir.path());
+    let _ = orphan.wait();
+    assert!(!alive(pid), "the dead agent's guest survived the next start");
+    assert!(!dead.exists(), "the dead agent's cgroups were not removed");
+    assert!(rig.rt().present(), "a live agent's guest was killed");
+    assert!(rig.rt().guests().iter().any(|g| g.id == id && !matches!(g.phase, GuestPhase::Ended { .. })));
+    drop(next);
+}
+
+#[test]
+fn nothing_starts_without_admission() {
+    // An owner reserve larger than this machine's memory: never admitted.
+    let Some(mut rig) = rig("admit", |c| c.guests.owner_reserve_mib = 1 << 20) else { return };
+    let rt = rig.rt();
+    let id = rt.submit(GuestSpec::new("true", Vec::<String>::new()));
+    rt.apply(GuestDirective::Accept);
+    rt.tick();
+    assert_eq!(rt.guests().into_iter().find(|g| g.id == id).unwrap().phase, GuestPhase::Queued);
+    assert!(!rt.present());
+}
+
+#[test]
+fn owner_memory_pressure_freezes_then_kills_the_guest() {
+    // The owner reserve is set just under what is available now, so the test's own
+    // allocation (the owner's demand growing) pushes available memory below it.
+    let avail_mib = memory::meminfo().available / MIB;
+    let Some(mut rig) = rig("pressure", |c| {
+        c.guests.owner_reserve_mib = avail_mib.saturating_sub(1024);
+        c.guests.pressure_kill_s = 1;
+        c.guests.pressure_freeze_pct = 10.0;
+    }) else {
+        return;
+    };
+    let rt = rig.rt();
+    let id = rt.submit(GuestSpec::new("sleep", ["1000"]));
+    rt.apply(GuestDirective::Accept);
+    rt.tick();
+    assert!(rt.present() && !rt.frozen(), "admitted and running");
+    let owner_grows = |mib: u64| {
+        let mut v = vec![0u8; (mib * MIB) as usize];
+        for i in (0..v.len()).step_by(4096) {
+            v[i] = 1;
+        }
+        v
+    };
+    let demand = owner_grows(2048);
+    rt.tick();
+    wait_until("frozen with available memory below the owner reserve", Duration::from_secs(10), || rt.frozen());
+    drop(demand);
+    wait_until("thaw once the pressure clears", Duration::from_secs(20), || {
+        rt.tick();
+        !rt.frozen()
+    });
+    let demand = owner_grows(2048);
+    rt.tick();
+    wait_until("frozen again", Duration::from_secs(10), || rt.frozen());
+    std::thread::sleep(Duration::from_millis(1100));
+    rt.tick();
+    wait_until("the guest to be killed", Duration::from_secs(20), || ended(rt, &id).is_some());
+    drop(demand);
+    assert!(matches!(ended(rt, &id), Some(GuestPhase::Ended { evicted: true, .. })));
+}
+
+#[test]
+fn network_policy_is_enforced_per_job() {
+    use crate::config::NetworkPolicy;
+    let Some(mut rig) = rig("net", |_| {}) else { return };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let port = listener.local_addr().expect("addr").port();
+    let probe = format!(
+        "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2).close(); print('connect=ok')\nexcept OSError as e:\n    print('connect=%d' % e.errno)\ntry:\n    s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); print('listen=ok')\nexcept OSError as e:\n    print('listen=%d' % e.errno)\n"
+    );
+    let mut outputs = Vec::new();
+    for net in [NetworkPolicy::Outbound, NetworkPolicy::None, NetworkPolicy::Allowed] {
+        let rt = rig.rt();
+        let mut spec = GuestSpec::new("python3", ["-c", probe.as_str()]);
+        spec.network = Some(net);
+        let id = rt.submit(spec);
+        rt.apply(GuestDirective::Accept);
+        wait_until("the probe", Duration::from_secs(120), || ended(rt, &id).is_some());
+        let wd = workdir(rt, &id);
+        outputs.push(std::fs::read_to_string(wd.join("stdout.log")).unwrap_or_default());
+    }
+    let eacces = format!("={}", libc::EACCES);
+    assert!(outputs[0].contains("connect=ok") && outputs[0].contains(&format!("listen{eacces}")), "outbound: {}", outputs[0]);
+    assert!(outputs[1].contains(&format!("connect{eacces}")) && outputs[1].contains(&format!("listen{eacces}")), "none: {}", outputs[1]);
+    assert!(outputs[2].contains("connect=ok") && outputs[2].contains("listen=ok"), "allowed: {}", outputs[2]);
+}
+
+#[test]
+fn fallback_without_cgroups_stops_kills_and_caps_by_process_group() {
+    // Needs no privilege: the process-group fallback is what runs where no cgroup can be made.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut cfg = Config::default();
+    cfg.guests.cgroup = "none".into();
+    cfg.guests.memory_cap_mib = 128;
+    cfg.guests.owner_reserve_mib = 256;
+    cfg.guests.pressure_freeze_pct = 100.0;
+    let mut rt = LinuxRuntime::new(&cfg, dir.path());
+    assert_eq!(rt.containment(), Containment::ProcessGroup);
+    assert!(rt.describe().contains("NO cgroup"), "{}", rt.describe());
+    // A child in the guest's process group, and the group's leader.
+    let id = rt.submit(GuestSpec::new("sh", ["-c", "sleep 1000 & echo $! > child.pid; wait"]));
+    rt.apply(GuestDirective::Accept);
+    let wd = workdir(&mut rt, &id);
+    wait_until("the child", Duration::from_secs(60), || read_pid(&wd.join("child.pid")).is_some());
+    let child = read_pid(&wd.join("child.pid")).expect("pid");
+    let state = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next().map(str::to_owned)))
+    };
+    rt.fast_freeze().expect("fast path")();
+    wait_until("SIGSTOP to reach the group", Duration::from_secs(20), || state(child).as_deref() == Some("T"));
+    rt.apply(GuestDirective::Linger);
+    wait_until("SIGCONT", Duration::from_secs(20), || state(child).as_deref() != Some("T"));
+    rt.apply(GuestDirective::Evict);
+    wait_until("the group to die", Duration::from_secs(20), || !alive(child));
+    wait_until("the guest to end", Duration::from_secs(20), || ended(&mut rt, &id).is_some());
+    // RLIMIT_AS holds the cap: allocating past it fails inside the guest.
+    let alloc = "try:\n    b = bytearray(400 << 20)\n    print('survived')\nexcept MemoryError:\n    print('capped')\n";
+    let id = rt.submit(GuestSpec::new("python3", ["-c", alloc]));
+    rt.apply(GuestDirective::Accept);
+    wait_until("the allocator", Duration::from_secs(60), || ended(&mut rt, &id).is_some());
+    let out = std::fs::read_to_string(workdir(&mut rt, &id).join("stdout.log")).unwrap_or_default();
+    assert_eq!(out.trim(), "capped");
+}
+
+#[test]
+fn migration_cost_follows_the_checkpoint_size() {
+    // T_migr = 1 s suspend/resume + size / bandwidth.
+    assert_eq!(migration_cost(0, 50.0), Duration::from_secs(1));
+    assert_eq!(migration_cost(100 * MIB, 50.0), Duration::from_secs(3));
+    let Some(mut rig) = rig("migr", |c| c.guests.migration_bandwidth_mib_s = 1.0) else { return };
+    let rt = rig.rt();
+    assert_eq!(rt.migration_cost(), None, "no guest, no estimate");
+    let id = rt.submit(GuestSpec::new("sh", ["-c", "head -c 3145728 /dev/zero > state.bin; echo done > done.txt; sleep 1000"]));
+    rt.apply(GuestDirective::Accept);
+    let wd = workdir(rt, &id);
+    wait_until("the checkpoint file", Duration::from_secs(60), || wd.join("done.txt").exists());
+    rt.tick();
+    let t = rt.migration_cost().expect("an estimate");
+    // 3 MiB of checkpoint at 1 MiB/s, plus the guest's memory, plus 1 s.
+    assert!(t >= Duration::from_secs(4) && t < Duration::from_secs(30), "{t:?}");
+}

@@ -1,0 +1,131 @@
+//! Guest work: the runtime that starts guest jobs and carries out the policy's
+//! [`GuestDirective`](crate::policy::GuestDirective)s on them — containment of each whole
+//! process tree, lowest priority, instant freezing from the input path, eviction with a
+//! checkpoint signal and a grace, memory caps and admission, the sandbox, accounting, and
+//! no orphans. The policy decides; the runtime only carries out and reports readings.
+//!
+//! [`GuestRuntime`] is the trait a platform implements (on top of the driver's
+//! [`GuestHost`]); [`linux::LinuxRuntime`] is the Linux implementation (cgroup v2, hybrid
+//! v1+v2, or a loudly announced process-group fallback).
+
+use crate::agent::GuestHost;
+use crate::config::NetworkPolicy;
+use std::path::PathBuf;
+
+#[cfg(target_os = "linux")]
+pub mod linux;
+
+/// One guest job to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GuestSpec {
+    /// The program (looked up on the guest's `PATH` when it has no slash).
+    pub command: String,
+    pub args: Vec<String>,
+    /// Extra environment; guests otherwise get a minimal one (PATH, HOME = workdir, TMPDIR).
+    pub env: Vec<(String, String)>,
+    /// The job's work directory (the only place it may write); default: a fresh
+    /// directory under the agent's data directory.
+    pub workdir: Option<PathBuf>,
+    /// The job's own memory cap in bytes (the runtime's cap and the owner reserve still apply).
+    pub memory_cap_bytes: Option<u64>,
+    /// The job handles SIGTERM by checkpointing; evictions then signal and wait a grace.
+    pub checkpointable: bool,
+    /// Network policy; `None` takes the configured default.
+    pub network: Option<NetworkPolicy>,
+}
+
+impl GuestSpec {
+    /// A spec for `command args…` with every other setting at its default.
+    pub fn new(command: impl Into<String>, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self {
+            command: command.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            workdir: None,
+            memory_cap_bytes: None,
+            checkpointable: false,
+            network: None,
+        }
+    }
+}
+
+/// How guests are contained on this machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Containment {
+    /// Pure cgroup v2 (freeze, kill, memory, cpu, pids in one hierarchy).
+    CgroupV2,
+    /// cgroup v1 memory/cpu/pids controllers plus the v2 unified hierarchy for freeze and kill.
+    Hybrid,
+    /// No cgroup could be created: a process group plus rlimits (a guest that calls
+    /// setsid escapes freezing and killing; said loudly at start-up).
+    ProcessGroup,
+}
+
+impl Containment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::CgroupV2 => "cgroup v2",
+            Self::Hybrid => "cgroup hybrid (v1 memory/cpu/pids + v2 freeze/kill)",
+            Self::ProcessGroup => "process group + rlimits (NO cgroup: weak containment)",
+        }
+    }
+}
+
+/// Where a guest is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuestPhase {
+    /// Waiting for admission (an Accept directive with enough memory for the owner).
+    Queued,
+    Running,
+    Frozen,
+    /// Evicting: checkpoint signal sent, kill pending.
+    Stopping,
+    /// Gone: its main process's exit code or signal, and whether the runtime evicted it.
+    Ended {
+        code: Option<i32>,
+        signal: Option<i32>,
+        evicted: bool,
+    },
+}
+
+/// A snapshot of one guest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GuestInfo {
+    pub id: String,
+    pub pid: Option<u32>,
+    pub phase: GuestPhase,
+    pub cpu_user_us: u64,
+    pub cpu_system_us: u64,
+    pub wall_ms: u64,
+    pub mem_bytes: u64,
+    pub peak_mem_bytes: u64,
+    pub memory_limit_bytes: Option<u64>,
+    pub workdir: PathBuf,
+}
+
+/// A guest runtime error.
+#[derive(Debug, thiserror::Error)]
+pub enum GuestError {
+    #[error("cgroup {path}: {source}")]
+    Cgroup { path: String, source: std::io::Error },
+    #[error("cgroups unusable: {0}")]
+    NoCgroups(String),
+    #[error("sandbox: {0}")]
+    Sandbox(String),
+    #[error("starting guest {id}: {source}")]
+    Spawn { id: String, source: std::io::Error },
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+}
+
+/// What a platform's guest runtime offers beyond the driver's [`GuestHost`].
+pub trait GuestRuntime: GuestHost {
+    /// Queues a job; it starts at the next Accept directive once admitted. Returns its id.
+    fn submit(&mut self, spec: GuestSpec) -> String;
+    /// Every guest this runtime has known (queued, running and ended).
+    fn guests(&mut self) -> Vec<GuestInfo>;
+    /// How guests are contained here.
+    fn containment(&self) -> Containment;
+    /// True when nothing is queued or present.
+    fn idle(&mut self) -> bool;
+}

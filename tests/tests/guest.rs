@@ -1,0 +1,371 @@
+//! Guest runtime end to end, with real `lull run` agents, real cgroups and real guest
+//! process trees: kill -9 of the agent leaves no guest alive (200 times); a daemonizing
+//! guest is frozen from the input path and killed with its tree; the accounting reaches
+//! the ledger; and the unprivileged path — the agent running as an ordinary user with a
+//! delegated cgroup subtree (ci/setup-guest.sh) — still gives containment, freezing, caps
+//! and the sandbox.
+//!
+//! They need cgroups (root here; `LULL_REQUIRE_CGROUPS=1` makes them required). Each test
+//! uses its own cgroup base (`LULL_CGROUP`) and removes it, with anything left in it, even
+//! when it fails.
+
+use agent_core::control::{call, Request, Response};
+use agent_core::policy::StateKind;
+use lull_e2e::{lull_bin, purge_cgroup_base as purge_base, required};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A config under which guest work is accepted at once, whatever the build load.
+const EAGER: &str =
+    "[sampling]\ninterval_ms = 100\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\nrecruitment_threshold_s = 0\n";
+
+/// EAGER, but once the owner has been seen, guest work waits 5 s of idleness again: long
+/// enough to observe a freeze caused by input (with 0 the guest is thawed at once).
+fn eager_with_pause() -> String {
+    EAGER.replace("recruitment_threshold_s = 0", "recruitment_threshold_s = 5")
+}
+
+/// A guest whose parent exits at once, leaving a setsid'ed, double-forked daemon that spins.
+const DAEMON: &str = r#"(setsid sh -c 'echo $$ > daemon.pid; while :; do :; done' &) ; exit 0"#;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Skips (true) unless cgroups can be managed here; panics when they are required.
+fn skip_without_cgroups() -> bool {
+    let v2_or_hybrid = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if is_root() && v2_or_hybrid {
+        return false;
+    }
+    assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
+    eprintln!("SKIPPED: needs root to create cgroups (set LULL_REQUIRE_CGROUPS=1 to require)");
+    true
+}
+
+/// A cgroup base owned by one test, purged on drop.
+struct Base(String);
+
+impl Base {
+    fn new(name: &str) -> Self {
+        Self(format!("lull-e2e-{name}-{}", std::process::id()))
+    }
+}
+
+impl Drop for Base {
+    fn drop(&mut self) {
+        purge_base(&self.0);
+    }
+}
+
+/// A `lull run` child in a throw-away directory, killed on drop.
+struct Run {
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Run {
+    fn new(config: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("config.toml"), config).expect("config");
+        Self { dir, child: None }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    fn command(&self, program: &Path, base: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(program);
+        c.arg("run")
+            .args(args)
+            .env("LULL_CONFIG", self.path("config.toml"))
+            .env("LULL_DATA_DIR", self.path("data"))
+            .env("LULL_SOCKET", self.path("agent.sock"))
+            .env("LULL_CGROUP", base)
+            .stdout(std::fs::File::create(self.path("stdout.txt")).expect("stdout"))
+            .stderr(std::fs::File::create(self.path("stderr.txt")).expect("stderr"));
+        c
+    }
+
+    fn start(&mut self, base: &str, args: &[&str]) {
+        self.child = Some(self.command(&lull_bin(), base, args).spawn().expect("spawn lull run"));
+    }
+
+    fn output(&self) -> String {
+        format!(
+            "stdout:\n{}\nstderr:\n{}",
+            std::fs::read_to_string(self.path("stdout.txt")).unwrap_or_default(),
+            std::fs::read_to_string(self.path("stderr.txt")).unwrap_or_default()
+        )
+    }
+
+    fn state(&self) -> Option<StateKind> {
+        match call(&self.path("agent.sock"), &Request::Status) {
+            Ok(Response::Status(s)) => Some(s.policy.state),
+            _ => None,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().expect("started").id() as i32
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, then the exit code.
+    fn stop(&mut self) -> Option<i32> {
+        let mut c = self.child.take()?;
+        // SAFETY: signals our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        c.wait().ok()?.code()
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool, ctx: impl Fn() -> String) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}\n{}", ctx());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.split_whitespace().next() != Some("Z")))
+        .unwrap_or(false)
+}
+
+fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn cpu_ticks(pid: i32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let f: Vec<u64> = s.rsplit_once(')').map(|(_, r)| r.split_whitespace().filter_map(|v| v.parse().ok()).collect()).unwrap_or_default();
+    f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0)
+}
+
+/// A process's cgroup path in hierarchy `key` ("0::" for v2, "memory" …).
+fn cgroup_of(pid: i32, key: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines().find_map(|l| {
+        let mut it = l.splitn(3, ':');
+        let (_, ctl, path) = (it.next()?, it.next()?, it.next()?);
+        let hit = if key == "0::" { l.starts_with("0::") } else { ctl.split(',').any(|c| c == key) };
+        hit.then(|| path.to_owned())
+    })
+}
+
+/// The agent instance's frozen flag (parent of the guest's own cgroup), from the kernel.
+fn instance_frozen(daemon: i32) -> bool {
+    let Some(cg) = cgroup_of(daemon, "0::") else { return false };
+    let unified = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        "/sys/fs/cgroup".to_string()
+    } else {
+        "/sys/fs/cgroup/unified".into()
+    };
+    let inst = Path::new(&format!("{unified}{cg}")).parent().map(|p| p.join("cgroup.events"));
+    inst.and_then(|f| std::fs::read_to_string(f).ok()).is_some_and(|t| t.lines().any(|l| l == "frozen 1"))
+}
+
+#[test]
+fn kill_minus_nine_of_the_agent_leaves_no_guest_alive() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let base = Base::new("kill9");
+    let iterations: usize = std::env::var("LULL_KILL9_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let run = Run::new(EAGER);
+    let mut survivors = Vec::new();
+    for i in 0..iterations {
+        let mut r = Run { dir: tempfile::tempdir_in(run.dir.path()).expect("dir"), child: None };
+        std::fs::write(r.path("config.toml"), EAGER).expect("config");
+        let wd = r.path("work");
+        let wd_s = wd.to_string_lossy().into_owned();
+        r.start(&base.0, &["--workdir", &wd_s, "--", "sh", "-c", DAEMON]);
+        wait_until("the daemon", Duration::from_secs(120), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
+        let daemon = read_pid(&wd.join("daemon.pid")).expect("pid");
+        if i == 0 {
+            let cg = cgroup_of(daemon, "0::").unwrap_or_default();
+            assert!(cg.contains(&base.0), "the daemon is not in the guest cgroup: {cg}");
+        }
+        r.kill9();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while alive(daemon) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if alive(daemon) {
+            survivors.push((i, daemon));
+            // SAFETY: clean up the survivor so later iterations are independent.
+            unsafe { libc::kill(daemon, libc::SIGKILL) };
+        }
+    }
+    assert!(survivors.is_empty(), "guests outlived a kill -9'ed agent in {} of {iterations} runs: {survivors:?}", survivors.len());
+}
+
+#[test]
+fn daemonizing_guest_is_frozen_from_the_input_path_and_killed_with_its_tree() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let base = Base::new("freeze");
+    let mut r = Run::new(&eager_with_pause());
+    let wd = r.path("work");
+    let (wd_s, fifo) = (wd.to_string_lossy().into_owned(), r.path("input.fifo"));
+    let fifo_s = fifo.to_string_lossy().into_owned();
+    r.start(&base.0, &["--mode", "pm", "--activity-fifo", &fifo_s, "--workdir", &wd_s, "--", "sh", "-c", DAEMON]);
+    wait_until("the daemon", Duration::from_secs(120), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
+    let daemon = read_pid(&wd.join("daemon.pid")).expect("pid");
+    wait_until("donating", Duration::from_secs(30), || r.state() == Some(StateKind::Donating), || r.output());
+    assert!(!instance_frozen(daemon));
+    assert!(cgroup_of(daemon, "0::").unwrap_or_default().contains(&base.0), "daemon outside its cgroup");
+
+    // One owner input event: frozen from the input thread, before any sampling tick.
+    let t0 = Instant::now();
+    std::fs::OpenOptions::new().write(true).open(&fifo).expect("fifo").write_all(b"x").expect("input event");
+    wait_until("frozen", Duration::from_secs(10), || instance_frozen(daemon), || r.output());
+    let latency = t0.elapsed();
+    eprintln!("input event → cgroup frozen: {latency:?}");
+    let before = cpu_ticks(daemon);
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(cpu_ticks(daemon), before, "the frozen daemon ran");
+    assert!(alive(daemon), "PM keeps the guest frozen, not killed, during the pause");
+
+    // Stopping the agent evicts: the whole tree dies, frozen as it is.
+    let code = r.stop();
+    assert_eq!(code, Some(75), "evicted on shutdown\n{}", r.output());
+    wait_until("the daemon to die with the agent", Duration::from_secs(20), || !alive(daemon), || r.output());
+}
+
+#[test]
+fn donated_cpu_reaches_the_ledger() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let base = Base::new("ledger");
+    let mut r = Run::new(EAGER);
+    // Spins until it has had 0.2 CPU-s (a SCHED_IDLE guest on a busy machine waits for them).
+    let spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2:\n    pass\n";
+    r.start(&base.0, &["--", "python3", "-c", spin]);
+    let mut child = r.child.take().expect("child");
+    let status = child.wait().expect("lull run ends with its guest");
+    assert_eq!(status.code(), Some(0), "{}", r.output());
+    let ledger = agent_core::ledger::Ledger::open(&r.path("data/ledger.db")).expect("ledger");
+    let day = ledger.donated_on(chrono::Local::now().date_naive()).expect("donated today");
+    assert!(day.cpu_s >= 0.2, "donated CPU {} s\n{}", day.cpu_s, r.output());
+    assert!(day.wall_s >= 0.2, "donated wall {} s\n{}", day.wall_s, r.output());
+}
+
+/// The unprivileged owner: the user and delegated subtree come from ci/setup-guest.sh.
+const OWNER: &str = "lullguest";
+const DELEGATED: &str = "lull-deleg";
+
+fn owner_uid() -> Option<u32> {
+    let out = Command::new("id").args(["-u", OWNER]).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// Runs `lull run ARGS` as the unprivileged owner, placed (by root, as systemd or an
+/// install step would) into the delegated subtree, which it then manages itself.
+fn start_as_owner(r: &mut Run, bin: &Path, args: &[&str]) {
+    let unified = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/unified" };
+    let inner = r.command(bin, DELEGATED, args);
+    let envs: Vec<String> = inner.get_envs().filter_map(|(k, v)| Some(format!("{}={}", k.to_str()?, v?.to_str()?))).collect();
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
+    let script = format!(
+        "echo $$ > {unified}/{DELEGATED}/cgroup.procs && exec setpriv --reuid={OWNER} --regid={OWNER} --init-groups env -i HOME=/home/{OWNER} PATH=/usr/bin:/bin {} {} run {}",
+        envs.join(" "),
+        bin.display(),
+        quoted.join(" ")
+    );
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(script).stdin(Stdio::null());
+    c.stdout(std::fs::File::create(r.path("stdout.txt")).expect("stdout"));
+    c.stderr(std::fs::File::create(r.path("stderr.txt")).expect("stderr"));
+    r.child = Some(c.spawn().expect("spawn lull run as the owner"));
+}
+
+#[test]
+fn unprivileged_owner_still_gets_containment_freezing_caps_and_sandbox() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let Some(uid) = owner_uid()
+        .filter(|_| Path::new("/sys/fs/cgroup/unified").join(DELEGATED).exists() || Path::new("/sys/fs/cgroup").join(DELEGATED).exists())
+    else {
+        assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but ci/setup-guest.sh has not been run");
+        eprintln!("SKIPPED: no {OWNER} user with a delegated cgroup subtree (run ci/setup-guest.sh as root)");
+        return;
+    };
+    // The binary and the run directory must be reachable by the owner.
+    let bindir = tempfile::tempdir().expect("bin dir");
+    let bin = bindir.path().join("lull");
+    std::fs::copy(lull_bin(), &bin).expect("copy lull");
+    let perms = |_: &Path, m: u32| <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(m);
+    std::fs::set_permissions(bindir.path(), perms(bindir.path(), 0o755)).expect("chmod");
+    std::fs::set_permissions(&bin, perms(&bin, 0o755)).expect("chmod");
+    let config = format!("{}[guests]\nmemory_cap_mib = 64\n", eager_with_pause());
+
+    // 1. Containment, sandbox, freezing, eviction of a daemonizing guest.
+    let mut r = Run::new(&config);
+    std::fs::set_permissions(r.dir.path(), perms(r.dir.path(), 0o777)).expect("chmod");
+    std::fs::set_permissions(r.path("config.toml"), perms(&r.path("config.toml"), 0o644)).expect("chmod");
+    let wd = r.path("work");
+    let (wd_s, fifo) = (wd.to_string_lossy().into_owned(), r.path("input.fifo"));
+    let fifo_s = fifo.to_string_lossy().into_owned();
+    let script = format!(
+        "id -u > uid.txt; cat /home/{OWNER}/secret.txt > leaked.txt 2> denied.txt; {DAEMON}",
+        DAEMON = DAEMON.trim_end_matches("; exit 0")
+    );
+    start_as_owner(&mut r, &bin, &["--mode", "pm", "--activity-fifo", &fifo_s, "--workdir", &wd_s, "--", "sh", "-c", &script]);
+    wait_until("the daemon", Duration::from_secs(120), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
+    let daemon = read_pid(&wd.join("daemon.pid")).expect("pid");
+    assert_eq!(std::fs::read_to_string(wd.join("uid.txt")).unwrap_or_default().trim(), uid.to_string(), "guest runs as the owner");
+    assert_eq!(std::fs::read_to_string(wd.join("leaked.txt")).unwrap_or_default(), "", "the guest read the owner's secret");
+    assert!(std::fs::read_to_string(wd.join("denied.txt")).unwrap_or_default().contains("Permission denied"));
+    let cg = cgroup_of(daemon, "0::").unwrap_or_default();
+    assert!(cg.starts_with(&format!("/{DELEGATED}/guests/")), "daemon not contained in the delegated subtree: {cg}");
+    if let Some(mem) = cgroup_of(daemon, "memory").filter(|m| m != "/") {
+        let limit = std::fs::read_to_string(format!("/sys/fs/cgroup/memory{mem}/memory.limit_in_bytes")).unwrap_or_default();
+        assert_eq!(limit.trim(), (64u64 << 20).to_string(), "the cap holds in the delegated memory cgroup {mem}");
+    }
+    // The owner's control socket refuses other users (root included): read its output instead.
+    wait_until("donating", Duration::from_secs(30), || r.output().contains("→ donating"), || r.output());
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::OpenOptions::new().write(true).open(&fifo).expect("fifo").write_all(b"x").expect("input event");
+    wait_until("frozen", Duration::from_secs(10), || instance_frozen(daemon), || r.output());
+    let before = cpu_ticks(daemon);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(cpu_ticks(daemon), before, "the frozen daemon ran");
+    // SAFETY: signals the owner's agent (our grandchild via exec).
+    unsafe { libc::kill(r.pid(), libc::SIGTERM) };
+    let code = r.child.take().and_then(|mut c| c.wait().ok()).and_then(|s| s.code());
+    assert_eq!(code, Some(75), "{}", r.output());
+    wait_until("the daemon to die with the owner's agent", Duration::from_secs(20), || !alive(daemon), || r.output());
+
+    // 2. A guest allocating past its cap is OOM-killed inside its cgroup.
+    let mut r = Run::new(&config);
+    std::fs::set_permissions(r.dir.path(), perms(r.dir.path(), 0o777)).expect("chmod");
+    std::fs::set_permissions(r.path("config.toml"), perms(&r.path("config.toml"), 0o644)).expect("chmod");
+    let alloc = "b = []\nfor i in range(300):\n    b.append(bytearray(1 << 20))\nprint('survived')\n";
+    start_as_owner(&mut r, &bin, &["--", "python3", "-c", alloc]);
+    let code = r.child.take().and_then(|mut c| c.wait().ok()).and_then(|s| s.code());
+    assert_eq!(code, Some(128 + libc::SIGKILL), "OOM-killed at the cap\n{}", r.output());
+    assert!(!r.output().contains("survived"));
+}
