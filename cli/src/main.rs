@@ -2,8 +2,11 @@
 
 mod agent_cmd;
 mod bench_cmd;
+mod coordinator_cmd;
+mod jobs_cmd;
 mod owner_cmd;
 mod spans;
+mod up_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +32,14 @@ enum Cmd {
     Donate(owner_cmd::DonateArgs),
     /// Set the daily interruption limit.
     Limits(owner_cmd::LimitsArgs),
+    /// Start a coordinator on embedded SQLite and this machine's agent enrolled to it.
+    Up(up_cmd::UpArgs),
+    /// Run or administer the coordinator (serve, join tokens, API keys).
+    Coordinator(coordinator_cmd::CoordinatorArgs),
+    /// Submit a job to the coordinator: `lull submit [--machines N] -- COMMAND ARGS…`.
+    Submit(jobs_cmd::SubmitArgs),
+    /// Donated-time report per owner or machine, per day or week.
+    Report(jobs_cmd::ReportArgs),
     /// Benchmarks with real processes (results go in docs/BENCHMARKS.md).
     Bench(bench_cmd::BenchArgs),
 }
@@ -42,6 +53,10 @@ fn main() -> std::process::ExitCode {
         Cmd::Resume(a) => owner_cmd::resume(a),
         Cmd::Donate(a) => owner_cmd::donate(a),
         Cmd::Limits(a) => owner_cmd::limits(a),
+        Cmd::Up(a) => up_cmd::run(a),
+        Cmd::Coordinator(a) => coordinator_cmd::run(a),
+        Cmd::Submit(a) => jobs_cmd::submit(a),
+        Cmd::Report(a) => jobs_cmd::report(a),
         Cmd::Bench(a) => bench_cmd::run(a),
     };
     match result {
