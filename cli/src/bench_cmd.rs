@@ -18,6 +18,9 @@ pub struct BenchArgs {
 pub enum Which {
     /// The agent's own CPU and RSS while idle (goal: ≤ 0.03 % of a core, ≤ 12 MB).
     Idle(IdleArgs),
+    /// Coordinator heartbeats/s and latency with N simulated agents over loopback
+    /// (goal on SQLite: ≥ 20,000/s, p99 ≤ 10 ms with 10,000 agents).
+    Heartbeats(crate::bench_heartbeats::HeartbeatArgs),
 }
 
 #[derive(Args, Debug)]
@@ -36,6 +39,7 @@ pub struct IdleArgs {
 pub fn run(a: BenchArgs) -> Result<()> {
     match a.which {
         Which::Idle(i) => idle(i),
+        Which::Heartbeats(h) => crate::bench_heartbeats::run(h),
     }
 }
 

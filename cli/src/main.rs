@@ -2,6 +2,7 @@
 
 mod agent_cmd;
 mod bench_cmd;
+mod bench_heartbeats;
 mod coordinator_cmd;
 mod jobs_cmd;
 mod owner_cmd;

@@ -2,7 +2,7 @@
 //! turns every malformed body into a 4xx, the metrics/logging middleware, and the
 //! OpenAPI document (utoipa) served at `/api/openapi.json`.
 
-use crate::auth::{hash_secret, kind_of, Principal};
+use crate::auth::{digest, hash_secret, kind_of, Principal};
 use crate::model::*;
 use crate::report::{self, By, Period, ReportQuery};
 use crate::store::{self, now_ms, StoreError};
@@ -69,7 +69,7 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for Body<T> 
 }
 
 /// The caller, from `Authorization: Bearer <secret>`.
-pub struct Auth(pub Principal);
+pub struct Auth(pub Arc<Principal>);
 
 impl FromRequestParts<Arc<App>> for Auth {
     type Rejection = ApiError;
@@ -80,13 +80,14 @@ impl FromRequestParts<Arc<App>> for Auth {
         if kind_of(secret).is_none() {
             return Err(unauth("malformed credential"));
         }
-        let hash = hash_secret(secret);
-        if let Some(p) = app.live.cred(&hash) {
+        let d = digest(secret);
+        if let Some(p) = app.live.cred(&d) {
             return Ok(Auth(p));
         }
-        match store::principal_by_hash(&app.db, &hash).await? {
+        match store::principal_by_hash(&app.db, &hash_secret(secret)).await? {
             Some(p) => {
-                app.live.cache_cred(hash, p.clone());
+                let p = Arc::new(p);
+                app.live.cache_cred(d, p.clone());
                 Ok(Auth(p))
             }
             None => Err(unauth("unknown credential")),
@@ -163,7 +164,8 @@ async fn declared_limit<const LIMIT: usize>(req: Request, next: Next) -> Respons
 }
 
 async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let route = route.as_ref().map_or("unmatched", |p| p.as_str());
     let method = req.method().clone();
     let t = Instant::now();
     let resp = next.run(req).await;
@@ -494,6 +496,35 @@ impl utoipa::Modify for Security {
         use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
         let c = doc.components.get_or_insert_with(Default::default);
         c.add_security_scheme("bearer", SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()));
+        // Every operation may answer these (authentication, role, a malformed, oversized
+        // or mistyped request, an unknown resource), always with an `ErrorBody`.
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+        let generic = [
+            ("400", "malformed request"),
+            ("401", "missing or unknown credential"),
+            ("403", "not allowed for this role"),
+            ("404", "no such resource"),
+            ("405", "method not allowed"),
+            ("409", "the lease is not held"),
+            ("413", "body too large"),
+            ("415", "body is not JSON"),
+            ("422", "body does not match the schema"),
+            ("503", "database unavailable"),
+        ];
+        for item in doc.paths.paths.values_mut() {
+            for op in [&mut item.get, &mut item.put, &mut item.post, &mut item.delete].into_iter().flatten() {
+                for (code, what) in generic {
+                    op.responses.responses.entry(code.to_string()).or_insert_with(|| {
+                        RefOr::T(
+                            ResponseBuilder::new()
+                                .description(what)
+                                .content("application/json", ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build())
+                                .build(),
+                        )
+                    });
+                }
+            }
+        }
     }
 }
 

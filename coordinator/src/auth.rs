@@ -66,7 +66,12 @@ pub fn new_secret(kind: SecretKind) -> String {
 
 /// The stored form of a secret.
 pub fn hash_secret(secret: &str) -> String {
-    hex(&Sha256::digest(secret.as_bytes()))
+    hex(&digest(secret))
+}
+
+/// The SHA-256 of a secret, as bytes (the credential cache's key).
+pub fn digest(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
 }
 
 fn hex(bytes: &[u8]) -> String {

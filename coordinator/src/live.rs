@@ -11,15 +11,15 @@ use crate::auth::Principal;
 use crate::model::Heartbeat;
 use crate::store::{day_of, Snapshot};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug)]
 struct LiveAgent {
     hb: Heartbeat,
     at_ms: i64,
     dirty: bool,
-    /// day → (available ms, observed ms) not yet flushed.
-    pending: HashMap<String, (i64, i64)>,
+    /// UTC day number → (available ms, observed ms) not yet flushed.
+    pending: HashMap<i64, (i64, i64)>,
 }
 
 /// Live heartbeat state and the credential cache.
@@ -27,8 +27,10 @@ struct LiveAgent {
 pub struct Live {
     shards: [Mutex<HashMap<String, LiveAgent>>; 16],
     /// SHA-256 of a secret → who it belongs to (secrets never change once minted).
-    creds: Mutex<HashMap<String, Principal>>,
+    creds: Mutex<HashMap<[u8; 32], Arc<Principal>>>,
 }
+
+const DAY_MS: i64 = 86_400_000;
 
 fn shard(id: &str) -> usize {
     id.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize)) % 16
@@ -36,13 +38,13 @@ fn shard(id: &str) -> usize {
 
 impl Live {
     /// A cached principal for a secret hash.
-    pub fn cred(&self, hash: &str) -> Option<Principal> {
-        self.creds.lock().unwrap_or_else(|e| e.into_inner()).get(hash).cloned()
+    pub fn cred(&self, digest: &[u8; 32]) -> Option<Arc<Principal>> {
+        self.creds.lock().unwrap_or_else(|e| e.into_inner()).get(digest).cloned()
     }
 
     /// Caches a principal for a secret hash.
-    pub fn cache_cred(&self, hash: String, p: Principal) {
-        self.creds.lock().unwrap_or_else(|e| e.into_inner()).insert(hash, p);
+    pub fn cache_cred(&self, digest: [u8; 32], p: Arc<Principal>) {
+        self.creds.lock().unwrap_or_else(|e| e.into_inner()).insert(digest, p);
     }
 
     /// Records a heartbeat received at `now_ms`; `interval_ms` is the expected spacing.
@@ -52,7 +54,7 @@ impl Live {
             Some(a) => {
                 let dt = now_ms - a.at_ms;
                 if dt > 0 && dt <= 3 * interval_ms {
-                    let e = a.pending.entry(day_of(now_ms)).or_insert((0, 0));
+                    let e = a.pending.entry(now_ms.div_euclid(DAY_MS)).or_insert((0, 0));
                     if a.hb.available {
                         e.0 += dt;
                     }
@@ -85,7 +87,7 @@ impl Live {
                     agent_id: id.clone(),
                     at_ms: a.at_ms,
                     hb: a.hb.clone(),
-                    availability: a.pending.drain().map(|(d, (av, ob))| (d, av, ob)).collect(),
+                    availability: a.pending.drain().map(|(d, (av, ob))| (day_of(d * DAY_MS), av, ob)).collect(),
                 });
             }
         }
@@ -99,7 +101,9 @@ impl Live {
             if let Some(a) = map.get_mut(&s.agent_id) {
                 a.dirty = true;
                 for (d, av, ob) in s.availability {
-                    let e = a.pending.entry(d).or_insert((0, 0));
+                    let day =
+                        d.parse::<chrono::NaiveDate>().map_or(0, |d| d.and_hms_opt(12, 0, 0).map_or(0, |t| t.and_utc().timestamp_millis()));
+                    let e = a.pending.entry(day.div_euclid(DAY_MS)).or_insert((0, 0));
                     e.0 += av;
                     e.1 += ob;
                 }

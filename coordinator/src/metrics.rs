@@ -2,7 +2,7 @@
 //! crate): requests by route and status class, a request-latency histogram, and the
 //! coordinator's own counters.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -12,7 +12,8 @@ const BUCKETS_S: [f64; 12] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.
 /// The coordinator's metrics.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, u16), u64>>,
+    /// route → status → count (looked up by `&str`: no allocation once a route is known).
+    requests: Mutex<HashMap<String, BTreeMap<u16, u64>>>,
     buckets: [AtomicU64; 12],
     count: AtomicU64,
     sum_us: AtomicU64,
@@ -27,7 +28,15 @@ pub struct Metrics {
 impl Metrics {
     /// Counts one request on `route` answered with `status` after `secs`.
     pub fn observe(&self, route: &str, status: u16, secs: f64) {
-        *self.requests.lock().unwrap_or_else(|e| e.into_inner()).entry((route.to_string(), status)).or_insert(0) += 1;
+        {
+            let mut map = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+            match map.get_mut(route) {
+                Some(by_status) => *by_status.entry(status).or_insert(0) += 1,
+                None => {
+                    map.insert(route.to_string(), BTreeMap::from([(status, 1)]));
+                }
+            }
+        }
         for (i, b) in BUCKETS_S.iter().enumerate() {
             if secs <= *b {
                 self.buckets[i].fetch_add(1, Ordering::Relaxed);
@@ -41,8 +50,13 @@ impl Metrics {
     pub fn render(&self, live_agents: usize) -> String {
         let mut s = String::new();
         s.push_str("# HELP lull_http_requests_total HTTP requests by route and status.\n# TYPE lull_http_requests_total counter\n");
-        for ((route, status), n) in self.requests.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let _ = writeln!(s, "lull_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}");
+        let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut routes: Vec<_> = requests.into_iter().collect();
+        routes.sort();
+        for (route, by_status) in routes {
+            for (status, n) in by_status {
+                let _ = writeln!(s, "lull_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}");
+            }
         }
         s.push_str("# HELP lull_http_request_duration_seconds Request latency.\n# TYPE lull_http_request_duration_seconds histogram\n");
         for (i, b) in BUCKETS_S.iter().enumerate() {
