@@ -21,8 +21,9 @@ pub struct HeartbeatArgs {
     /// Measured seconds (after a 2 s warm-up).
     #[arg(long, default_value_t = 10)]
     pub seconds: u64,
-    /// Concurrent keep-alive connections.
-    #[arg(long, default_value_t = 32)]
+    /// Concurrent keep-alive connections (closed loop: more connections means more
+    /// requests queued inside the server, so higher latency at the same rate).
+    #[arg(long, default_value_t = 8)]
     pub connections: usize,
     /// `sqlite` or `postgres`.
     #[arg(long, default_value = "sqlite", value_parser = ["sqlite", "postgres"])]
