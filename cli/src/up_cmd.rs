@@ -54,20 +54,24 @@ pub fn run(a: UpArgs) -> Result<()> {
         };
         let server = tokio::spawn(coordinator::serve(listener, db.clone(), coordinator::Config::default(), stopped(stop_rx.clone())));
 
-        // Enrol once; re-enrol if the saved credentials belong to another coordinator.
+        // Enrol once: saved credentials this coordinator knows are reused (following it
+        // to a new address); otherwise this machine enrols with a fresh one-use token.
         let cred_path = Credentials::path(&paths);
-        let creds = match Credentials::load(&cred_path)? {
-            Some(c)
-                if c.url == url
-                    && coordinator::store::principal_by_hash(&db, &coordinator::auth::hash_secret(&c.secret))
-                        .await
-                        .ok()
-                        .flatten()
-                        .is_some() =>
-            {
+        let known = match Credentials::load(&cred_path)? {
+            Some(c) => {
+                coordinator::store::principal_by_hash(&db, &coordinator::auth::hash_secret(&c.secret)).await.ok().flatten().map(|_| c)
+            }
+            None => None,
+        };
+        let creds = match known {
+            Some(mut c) => {
+                if c.url != url {
+                    c.url = url.clone();
+                    c.save(&cred_path)?;
+                }
                 c
             }
-            _ => {
+            None => {
                 let req = coordinator::model::CreateJoinToken { uses: Some(1), ttl_s: Some(600) };
                 let token = coordinator::store::create_join_token(&db, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
                 let c = coordinator_client::enrol(&url, &token.token, &owner, &machine).await?;
