@@ -171,7 +171,7 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
     let resp = next.run(req).await;
     let secs = t.elapsed().as_secs_f64();
     let status = resp.status().as_u16();
-    app.metrics.observe(&route, status, secs);
+    app.metrics.observe(route, status, secs);
     if status >= 500 {
         tracing::warn!(%method, route, status, ms = secs * 1e3, "request failed");
     } else {

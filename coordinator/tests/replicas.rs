@@ -35,7 +35,7 @@ async fn two_replicas_never_lease_a_task_twice() {
             let mut n = 0u64;
             loop {
                 n += 1;
-                let (lease_via, complete_via) = if n % 2 == 0 { (&a1, &a2) } else { (&a2, &a1) };
+                let (lease_via, complete_via) = if n.is_multiple_of(2) { (&a1, &a2) } else { (&a2, &a1) };
                 let Some(l) = lease_via.lease(0, 0).await else { break };
                 let (st, v) = complete_via.complete(&l, 0.01, 0.0).await;
                 assert_eq!((st, v["counted"].as_bool()), (200, Some(true)), "{v}");

@@ -208,7 +208,8 @@ fn kill9_during_1000_jobs_loses_none_and_counts_each_once() {
 
     // No task ran on two agents at once: runs of one task never overlap in time.
     let runs = runs.lock().unwrap();
-    let mut by_task: HashMap<(i64, i64), Vec<(i64, Instant, Instant)>> = HashMap::new();
+    type Spans = Vec<(i64, Instant, Instant)>;
+    let mut by_task: HashMap<(i64, i64), Spans> = HashMap::new();
     for (job, rank, epoch, s, f) in runs.iter() {
         by_task.entry((*job, *rank)).or_default().push((*epoch, *s, *f));
     }

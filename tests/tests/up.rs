@@ -86,10 +86,11 @@ fn up_runs_coordinator_and_enrolled_agent_and_syncs_the_ledger() {
             .as_array()
             .and_then(|r| r.iter().find(|r| r["key"] == "alice" && r["period"] == day.to_string()))
             .map(|r| r["cpu_s"].clone());
-        if a["heartbeat"]["base_speed"].as_f64().is_some_and(|s| s > 0.0) && cpu.is_some() {
+        let beating = a["heartbeat"]["base_speed"].as_f64().is_some_and(|s| s > 0.0);
+        if let (true, Some(cpu)) = (beating, cpu) {
             assert_eq!(agents.as_array().unwrap().len(), 1);
             assert_eq!((a["owner"].as_str(), a["machine"].as_str()), (Some("alice"), Some("box1")));
-            assert_eq!(cpu.unwrap().as_f64(), Some(12.345678), "report equals the ledger");
+            assert_eq!(cpu.as_f64(), Some(12.345678), "report equals the ledger");
             break a["id"].as_str().unwrap().to_string();
         }
         assert!(t0.elapsed() < Duration::from_secs(40), "no heartbeat/records yet: {agents} {report}");
