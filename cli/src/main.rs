@@ -33,6 +33,8 @@ enum Cmd {
     Donate(owner_cmd::DonateArgs),
     /// Set the daily interruption limit.
     Limits(owner_cmd::LimitsArgs),
+    /// Enrol this machine's agent with a coordinator (a join token and the owner's name).
+    Enrol(agent_cmd::EnrolArgs),
     /// Start a coordinator on embedded SQLite and this machine's agent enrolled to it.
     Up(up_cmd::UpArgs),
     /// Run or administer the coordinator (serve, join tokens, API keys).
@@ -54,6 +56,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Resume(a) => owner_cmd::resume(a),
         Cmd::Donate(a) => owner_cmd::donate(a),
         Cmd::Limits(a) => owner_cmd::limits(a),
+        Cmd::Enrol(a) => agent_cmd::enrol(a),
         Cmd::Up(a) => up_cmd::run(a),
         Cmd::Coordinator(a) => coordinator_cmd::run(a),
         Cmd::Submit(a) => jobs_cmd::submit(a),

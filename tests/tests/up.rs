@@ -115,3 +115,55 @@ fn up_runs_coordinator_and_enrolled_agent_and_syncs_the_ledger() {
     assert_eq!(agents[0]["id"].as_str(), Some(agent_id.as_str()));
     stop(child);
 }
+
+#[test]
+fn a_second_machine_enrols_with_a_token_and_its_agent_reports() {
+    let pool = tempfile::tempdir().unwrap();
+    let (coordinator, url) = up(pool.path());
+    let admin = std::fs::read_to_string(pool.path().join("coordinator-admin.key")).unwrap().trim().to_string();
+    let out = lull(pool.path(), &["coordinator", "token", "create", "--uses", "1"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+
+    let desk = tempfile::tempdir().unwrap();
+    let out = lull(desk.path(), &["enrol", "--url", &url, "--token", &token, "--owner", "bob", "--machine", "box2"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The token was for one machine only.
+    let other = tempfile::tempdir().unwrap();
+    let out = lull(other.path(), &["enrol", "--url", &url, "--token", &token, "--owner", "eve"]).output().unwrap();
+    assert!(!out.status.success(), "a spent token enrols no one");
+
+    let day = chrono::Local::now().date_naive();
+    {
+        let mut l = Ledger::open(&desk.path().join("ledger.db")).unwrap();
+        l.record_guest_totals(
+            day,
+            chrono::Utc::now(),
+            &GuestTotals { guest: "g".into(), cpu_us: 2_000_001, wall_ms: 3_000, peak_mem_bytes: 1 },
+        )
+        .unwrap();
+    }
+    let err = std::fs::File::create(desk.path().join("agent-err.txt")).unwrap();
+    let mut agent =
+        lull(desk.path(), &["agent"]).stdout(std::fs::File::create(desk.path().join("agent.txt")).unwrap()).stderr(err).spawn().unwrap();
+    let t0 = Instant::now();
+    let found = loop {
+        let report = get(&format!("{url}/api/v1/reports?by=owner&since=7d"), &admin);
+        let cpu = report["rows"].as_array().and_then(|r| r.iter().find(|r| r["key"] == "bob").map(|r| r["cpu_s"].as_f64()));
+        if let Some(cpu) = cpu {
+            break cpu;
+        }
+        if t0.elapsed() > Duration::from_secs(40) {
+            let _ = agent.kill();
+            let _ = agent.wait();
+            panic!(
+                "bob's records never arrived: {report} {}",
+                std::fs::read_to_string(desk.path().join("agent-err.txt")).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(found, Some(2.000001));
+    stop(agent);
+    stop(coordinator);
+}
