@@ -99,6 +99,18 @@ async fn drive(addr: String, secrets: Vec<String>, from: Instant, until: Instant
     Ok((lat, bad))
 }
 
+/// The last heartbeat flush (ms, agents) from the coordinator's /metrics.
+fn last_flush(addr: &str) -> (f64, u64) {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return (0.0, 0) };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = write!(s, "GET /metrics HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let val = |name: &str| text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0);
+    (val("lull_heartbeat_flush_seconds ") * 1e3, val("lull_heartbeat_flush_agents ") as u64)
+}
+
 fn pct(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -198,6 +210,7 @@ pub fn run(a: HeartbeatArgs) -> Result<()> {
         let cpu1 = cpu_s(pid);
         Ok::<_, anyhow::Error>((lat, bad, cpu1 - cpu0))
     });
+    let flush = last_flush(&addr);
     // SAFETY: kill with a pid we spawned.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let _ = child.wait();
@@ -226,6 +239,8 @@ pub fn run(a: HeartbeatArgs) -> Result<()> {
         "p999_ms": pct(&lat, 0.999),
         "max_ms": pct(&lat, 1.0),
         "server_cpu_cores": server_cpu / a.seconds as f64,
+        "last_flush_ms": flush.0,
+        "last_flush_agents": flush.1,
     });
     if a.json {
         println!("{out}");

@@ -108,10 +108,19 @@ async fn flush(app: &App) {
     if snaps.is_empty() {
         return;
     }
+    let t = std::time::Instant::now();
+    let n = snaps.len();
     if let Err(e) = store::flush_snapshots(&app.db, &snaps).await {
         app.metrics.flush_errors.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(error = %e, agents = snaps.len(), "heartbeat flush failed; will retry");
+        tracing::warn!(error = %e, agents = n, "heartbeat flush failed; will retry");
         app.live.restore(snaps);
+        return;
+    }
+    let took = t.elapsed();
+    app.metrics.last_flush_us.store(took.as_micros() as u64, Ordering::Relaxed);
+    app.metrics.last_flush_agents.store(n as u64, Ordering::Relaxed);
+    if took > app.config.flush_interval {
+        tracing::warn!(agents = n, ms = took.as_millis() as u64, "heartbeat flush took longer than its interval");
     }
 }
 

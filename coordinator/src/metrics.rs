@@ -23,6 +23,9 @@ pub struct Metrics {
     pub records_stored: AtomicU64,
     pub requeued: AtomicU64,
     pub flush_errors: AtomicU64,
+    /// Duration of the last heartbeat flush, µs, and how many agents it wrote.
+    pub last_flush_us: AtomicU64,
+    pub last_flush_agents: AtomicU64,
 }
 
 impl Metrics {
@@ -79,6 +82,16 @@ impl Metrics {
         let _ = writeln!(
             s,
             "# HELP lull_live_agents Agents heard from by this replica.\n# TYPE lull_live_agents gauge\nlull_live_agents {live_agents}"
+        );
+        let _ = writeln!(
+            s,
+            "# HELP lull_heartbeat_flush_seconds Duration of the last heartbeat flush.\n# TYPE lull_heartbeat_flush_seconds gauge\nlull_heartbeat_flush_seconds {}",
+            self.last_flush_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(
+            s,
+            "# HELP lull_heartbeat_flush_agents Agents written by the last heartbeat flush.\n# TYPE lull_heartbeat_flush_agents gauge\nlull_heartbeat_flush_agents {}",
+            self.last_flush_agents.load(Ordering::Relaxed)
         );
         s
     }

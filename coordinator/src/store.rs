@@ -679,39 +679,72 @@ pub struct Snapshot {
     pub availability: Vec<(String, i64, i64)>,
 }
 
-/// Writes heartbeat snapshots in one transaction.
+/// Rows per multi-row statement in a flush (8 parameters a row: 4,000 parameters, well
+/// under SQLite's 32,766 and PostgreSQL's 65,535).
+const FLUSH_CHUNK: usize = 500;
+
+/// `($1, $2, …), ($9, …)`: `rows` tuples of `cols` numbered placeholders.
+fn placeholders(rows: usize, cols: usize) -> String {
+    let mut out = String::with_capacity(rows * cols * 5);
+    for r in 0..rows {
+        if r > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        for c in 0..cols {
+            if c > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&format!("${}", r * cols + c + 1));
+        }
+        out.push(')');
+    }
+    out
+}
+
+/// Writes heartbeat snapshots in one transaction, 500 agents per statement (an
+/// `UPDATE … FROM` a `VALUES` list, which SQLite and PostgreSQL both take).
 pub async fn flush_snapshots(db: &Db, snaps: &[Snapshot]) -> Result<()> {
     if snaps.is_empty() {
         return Ok(());
     }
     let mut tx = db.pool.begin().await?;
-    for s in snaps {
-        sqlx::query(
-            "UPDATE agents SET last_seen_ms = $2, state = $3, available = $4, budget_left = $5, free_mem_bytes = $6, base_speed = $7, current_speed = $8 WHERE id = $1",
-        )
-        .bind(&s.agent_id)
-        .bind(s.at_ms)
-        .bind(&s.hb.state)
-        .bind(s.hb.available as i64)
-        .bind(s.hb.budget_left as i64)
-        .bind(i64::try_from(s.hb.free_mem_bytes).unwrap_or(i64::MAX))
-        .bind(s.hb.base_speed)
-        .bind(s.hb.current_speed)
-        .execute(&mut *tx)
-        .await?;
-        for (day, avail, observed) in &s.availability {
-            sqlx::query(
-                "INSERT INTO availability(agent_id, day, available_ms, observed_ms) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT(agent_id, day) DO UPDATE SET available_ms = availability.available_ms + excluded.available_ms,
-                 observed_ms = availability.observed_ms + excluded.observed_ms",
-            )
-            .bind(&s.agent_id)
-            .bind(day)
-            .bind(avail)
-            .bind(observed)
-            .execute(&mut *tx)
-            .await?;
+    for chunk in snaps.chunks(FLUSH_CHUNK) {
+        let sql = format!(
+            "WITH v(id, t, st, av, bl, fm, bs, cs) AS (VALUES {})
+             UPDATE agents SET last_seen_ms = v.t, state = v.st, available = v.av, budget_left = v.bl, free_mem_bytes = v.fm,
+                base_speed = v.bs, current_speed = v.cs
+             FROM v WHERE agents.id = v.id",
+            placeholders(chunk.len(), 8)
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for s in chunk {
+            q = q
+                .bind(s.agent_id.clone())
+                .bind(s.at_ms)
+                .bind(s.hb.state.clone())
+                .bind(s.hb.available as i64)
+                .bind(s.hb.budget_left as i64)
+                .bind(i64::try_from(s.hb.free_mem_bytes).unwrap_or(i64::MAX))
+                .bind(s.hb.base_speed)
+                .bind(s.hb.current_speed);
         }
+        q.execute(&mut *tx).await?;
+    }
+    let avail: Vec<(&str, &str, i64, i64)> =
+        snaps.iter().flat_map(|s| s.availability.iter().map(move |(d, a, o)| (s.agent_id.as_str(), d.as_str(), *a, *o))).collect();
+    for chunk in avail.chunks(FLUSH_CHUNK) {
+        let sql = format!(
+            "INSERT INTO availability(agent_id, day, available_ms, observed_ms) VALUES {}
+             ON CONFLICT(agent_id, day) DO UPDATE SET available_ms = availability.available_ms + excluded.available_ms,
+             observed_ms = availability.observed_ms + excluded.observed_ms",
+            placeholders(chunk.len(), 4)
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (agent, day, a, o) in chunk {
+            q = q.bind(agent.to_string()).bind(day.to_string()).bind(*a).bind(*o);
+        }
+        q.execute(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(())

@@ -493,3 +493,35 @@ async fn openapi_and_metrics_on(b: Backend) {
     assert!(page.contains("dashboard"));
     s.stop().await;
 }
+
+both!(heartbeat_flush_writes_many_agents, heartbeat_flush_on);
+async fn heartbeat_flush_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    // More agents than one flush statement holds (500), each with its own heartbeat.
+    let mut agents = vec![];
+    let t: JoinToken = s.admin().post_ok("/api/v1/join-tokens", json!({"uses": 1200})).await;
+    for i in 0..1200 {
+        let req = EnrolRequest { token: t.token.clone(), owner: format!("o{}", i % 7), machine: format!("m{i}") };
+        let e = coordinator::store::enrol(&s.db, &req).await.unwrap();
+        agents.push((e.agent_id.clone(), s.client(&e.secret)));
+    }
+    for round in 0..2 {
+        for (i, (_, c)) in agents.iter().enumerate() {
+            let hb = json!({"state": "idle", "available": true, "budget_left": (i % 6) as u32, "free_mem_bytes": i as u64 * 1000 + round,
+                "base_speed": i as f64, "current_speed": 0.5});
+            let _: HeartbeatAck = c.post_ok("/api/v1/heartbeat", hb).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rows: Vec<(String, i64, f64)> =
+        sqlx::query_as("SELECT id, free_mem_bytes, base_speed FROM agents").fetch_all(&s.db.pool).await.unwrap();
+    let want: std::collections::HashMap<String, usize> = agents.iter().enumerate().map(|(i, (id, _))| (id.clone(), i)).collect();
+    assert_eq!(rows.len(), 1200);
+    for (id, mem, speed) in rows {
+        let i = want[&id];
+        assert_eq!((mem, speed), (i as i64 * 1000 + 1, i as f64), "agent {i} has its own last heartbeat");
+    }
+    let avail: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM availability").fetch_one(&s.db.pool).await.unwrap();
+    assert!(avail > 0 && avail <= 1200);
+    s.stop().await;
+}
