@@ -69,7 +69,9 @@ impl Db {
                     .after_connect(|conn, _| {
                         Box::pin(async move {
                             conn.execute("PRAGMA journal_mode = WAL").await?;
-                            conn.execute("PRAGMA synchronous = NORMAL").await?;
+                            // FULL: an acknowledged record or completion survives power loss too,
+                            // not only a crash of the process (the agent forgets what we ack).
+                            conn.execute("PRAGMA synchronous = FULL").await?;
                             conn.execute("PRAGMA busy_timeout = 10000").await?;
                             Ok(())
                         })
