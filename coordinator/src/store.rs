@@ -464,6 +464,30 @@ pub async fn complete(db: &Db, agent_id: &str, job_id: i64, rank: i64, c: &Compl
     Err(StoreError::Conflict(format!("task is {state} and the lease is no longer held")))
 }
 
+/// After a rank of a job went back to the queue or failed: a gang restarts together, so
+/// its other leased ranks are re-queued too (without using their retries; their holders
+/// learn it from a 409 on their next progress report), and once any rank failed for good
+/// the remaining ranks are cancelled.
+async fn gang_follow(conn: &mut sqlx::AnyConnection, job_id: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE tasks SET state = 'cancelled' WHERE job_id = $1 AND state IN ('queued', 'leased')
+           AND EXISTS (SELECT 1 FROM tasks f WHERE f.job_id = $1 AND f.state = 'failed')",
+    )
+    .bind(job_id)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
+         WHERE job_id = $1 AND state = 'leased'
+           AND EXISTS (SELECT 1 FROM tasks q WHERE q.job_id = $1 AND q.state = 'queued')
+           AND (SELECT gang FROM jobs WHERE jobs.id = $1) > 1",
+    )
+    .bind(job_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 /// Gives a leased task back: `evicted` (the owner came back; does not use a retry) or a
 /// failure (uses a retry; past `max_retries` the task and job fail).
 pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, evicted: bool) -> Result<Task> {
@@ -494,6 +518,7 @@ pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64
     .bind(now)
     .execute(&mut *tx)
     .await?;
+    gang_follow(&mut *tx, job_id).await?;
     refresh_job(&mut *tx, job_id, now).await?;
     let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLS} FROM tasks WHERE job_id = $1 AND rank = $2")))
         .bind(job_id)
@@ -521,6 +546,7 @@ pub async fn requeue_expired(db: &Db) -> Result<u64> {
     jobs.sort_unstable();
     jobs.dedup();
     for j in &jobs {
+        gang_follow(&mut *tx, *j).await?;
         refresh_job(&mut *tx, *j, now).await?;
     }
     tx.commit().await?;

@@ -525,3 +525,39 @@ async fn heartbeat_flush_on(b: Backend) {
     assert!(avail > 0 && avail <= 1200);
     s.stop().await;
 }
+
+both!(a_gang_restarts_together_and_fails_together, gang_restart_on);
+async fn gang_restart_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let (_, a) = s.enrol("alice", "a").await;
+    let (_, b2) = s.enrol("bob", "b").await;
+    let g: Job = admin.post_ok("/api/v1/jobs", json!({"command": "mpi", "machines": 2, "max_retries": 1})).await;
+    let la = a.lease(0, 0).await.unwrap();
+    let lb = b2.lease(0, 0).await.unwrap();
+    assert_eq!((la.rank, lb.rank), (0, 1));
+    // The owner of machine a comes back: rank 0 is evicted, and rank 1 goes back with it.
+    let t: Task = a.post_ok(&format!("/api/v1/tasks/{}/0/evicted", g.id), json!({"lease": la.lease})).await;
+    assert_eq!(t.state, "queued");
+    let (st, _) = b2.post(&format!("/api/v1/tasks/{}/1/progress", g.id), json!({"lease": lb.lease})).await;
+    assert_eq!(st, 409, "the peer's lease was revoked: the gang restarts together");
+    let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
+    assert!(job.tasks.iter().all(|t| t.state == "queued" && t.attempts == 0), "{job:?}");
+    // Both ranks leased again; now rank 1 fails past its retries: the whole job fails.
+    let lb = b2.lease(0, 0).await.unwrap();
+    let la = a.lease(0, 0).await.unwrap();
+    assert_eq!((lb.rank, la.rank), (0, 1));
+    let t: Task = a.post_ok(&format!("/api/v1/tasks/{}/1/fail", g.id), json!({"lease": la.lease})).await;
+    assert_eq!((t.state.as_str(), t.attempts), ("queued", 1), "one retry left");
+    assert_eq!(b2.post(&format!("/api/v1/tasks/{}/0/progress", g.id), json!({"lease": lb.lease})).await.0, 409, "restarted together");
+    let lb = b2.lease(0, 0).await.unwrap();
+    let la = a.lease(0, 0).await.unwrap();
+    assert_eq!((lb.rank, la.rank), (0, 1));
+    let t: Task = a.post_ok(&format!("/api/v1/tasks/{}/1/fail", g.id), json!({"lease": la.lease})).await;
+    assert_eq!(t.state, "failed");
+    let p: ProgressAck = b2.post_ok(&format!("/api/v1/tasks/{}/0/progress", g.id), json!({"lease": lb.lease})).await;
+    assert!(p.cancel, "the surviving rank is told to stop");
+    let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
+    assert_eq!(job.state, "failed");
+    s.stop().await;
+}
