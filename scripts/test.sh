@@ -17,4 +17,4 @@ export LULL_REQUIRE_POSTGRES=1 LULL_TEST_PG_URL="${LULL_TEST_PG_URL:-postgres://
 cargo fmt --all --check
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
-scripts/schemathesis.sh
+scripts/schemathesis.sh 30
