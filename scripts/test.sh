@@ -11,6 +11,10 @@ for f in ci/setup-*.sh; do [ -f "$f" ] && bash "$f"; done
 # require it all.
 export LULL_REQUIRE_X11=1 LULL_REQUIRE_FAKETIME=1 LULL_REQUIRE_DBUS=1 LULL_REQUIRE_WAYLAND=1
 if [ "$(id -u)" = 0 ]; then export LULL_REQUIRE_CGROUPS=1; fi
+# The coordinator's tests run every API test on SQLite and on the PostgreSQL that
+# ci/setup-postgres.sh started, plus the two-replica test.
+export LULL_REQUIRE_POSTGRES=1 LULL_TEST_PG_URL="${LULL_TEST_PG_URL:-postgres://lull:lull@127.0.0.1:5432/lull}"
 cargo fmt --all --check
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
+scripts/schemathesis.sh 30

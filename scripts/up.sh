@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds Lull (installing missing build packages) and runs its main job in the
-# foreground: the agent, printing its state changes. Extra arguments go to `lull agent`.
+# foreground: `lull up` — a coordinator on embedded SQLite plus this machine's agent
+# enrolled to it, printing the dashboard address. Extra arguments go to `lull up`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh build
 cargo build --release -q -p lull
-exec target/release/lull agent "$@"
+exec target/release/lull up "$@"

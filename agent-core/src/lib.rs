@@ -10,6 +10,7 @@ pub mod agent;
 pub mod clock;
 pub mod config;
 pub mod control;
+pub mod coordinator_client;
 pub mod guest;
 pub mod input;
 pub mod ledger;

@@ -61,17 +61,46 @@ pub fn run(args: AgentArgs) -> Result<()> {
     let observer = Box::new(move |n: &Notice| print_notice(n, json));
     let backends = agent_core::input::choose_backends(&config.input);
     let guests = guest_runtime(&config, &paths)?;
+    // Enrolled (`lull enrol`)? Then link to the coordinator beside the driver.
+    let creds = agent_core::coordinator_client::Credentials::load(&agent_core::coordinator_client::Credentials::path(&paths))?;
+    let link_paths = paths.clone();
     let setup = AgentSetup { paths, config, input_backends: backends, guests, observer: Some(observer) };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async move {
-        let shutdown = async {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stop_tx = std::sync::Arc::new(stop_tx);
+        let stop_on_exit = stop_tx.clone();
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let signal = async move {
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {},
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {},
             }
+            let _ = stop_tx.send(true);
         };
-        agent::run(setup, shutdown).await
+        let link = async {
+            if let Some(creds) = creds {
+                if let Err(e) = agent_core::coordinator_client::run_link(link_paths, creds, stopped(stop_rx.clone())).await {
+                    tracing::warn!("coordinator link stopped: {e}");
+                }
+            }
+        };
+        // Whatever ends the agent (a signal or an error) also ends the link.
+        let agent = async {
+            let r = agent::run(setup, stopped(stop_rx.clone())).await;
+            let _ = stop_on_exit.send(true);
+            r
+        };
+        let (r, _, _) = tokio::join!(agent, link, async {
+            tokio::select! {
+                _ = signal => {},
+                _ = stopped(stop_rx.clone()) => {},
+            }
+        });
+        r
     })?;
     Ok(())
 }
@@ -79,14 +108,47 @@ pub fn run(args: AgentArgs) -> Result<()> {
 /// The platform's guest runtime (on Linux: cgroups, sandbox, watchdog; it kills what a
 /// crashed earlier agent left behind).
 #[cfg(target_os = "linux")]
-fn guest_runtime(config: &Config, paths: &Paths) -> Result<Box<dyn GuestHost>> {
+pub(crate) fn guest_runtime(config: &Config, paths: &Paths) -> Result<Box<dyn GuestHost>> {
     std::fs::create_dir_all(&paths.data_dir).with_context(|| format!("creating {}", paths.data_dir.display()))?;
     Ok(Box::new(agent_core::guest::linux::LinuxRuntime::new(config, &paths.data_dir)))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn guest_runtime(_: &Config, _: &Paths) -> Result<Box<dyn GuestHost>> {
+pub(crate) fn guest_runtime(_: &Config, _: &Paths) -> Result<Box<dyn GuestHost>> {
     Ok(Box::new(agent_core::agent::NoGuests))
+}
+
+#[derive(Args, Debug)]
+pub struct EnrolArgs {
+    /// The coordinator's address, e.g. https://pool.example.org.
+    #[arg(long)]
+    pub url: String,
+    /// A join token from `lull coordinator token create`.
+    #[arg(long, env = "LULL_JOIN_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// The owner of this machine, as reports should name them (default: $USER).
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// This machine's name in reports (default: the host name).
+    #[arg(long)]
+    pub machine: Option<String>,
+}
+
+/// `lull enrol`: enrols this machine's agent with a coordinator and keeps the credentials
+/// (0600) in the data directory; `lull agent` then links to it.
+pub fn enrol(a: EnrolArgs) -> Result<()> {
+    let paths = Paths::from_env()?;
+    let owner = a.owner.or_else(|| std::env::var("USER").ok()).filter(|s| !s.is_empty()).unwrap_or_else(|| "owner".into());
+    let machine = a.machine.unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "this-machine".into())
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
+    let creds = rt.block_on(agent_core::coordinator_client::enrol(&a.url, &a.token, &owner, &machine))?;
+    let path = agent_core::coordinator_client::Credentials::path(&paths);
+    creds.save(&path)?;
+    println!("enrolled {machine} (owner {owner}) as agent {} with {}; credentials in {}", creds.agent_id, creds.url, path.display());
+    println!("restart `lull agent` to link it");
+    Ok(())
 }
 
 pub(crate) fn print_notice(n: &Notice, json: bool) {

@@ -3,9 +3,13 @@
 mod agent_cmd;
 mod bench_cmd;
 mod bench_guest;
+mod bench_heartbeats;
+mod coordinator_cmd;
+mod jobs_cmd;
 mod owner_cmd;
 mod run_cmd;
 mod spans;
+mod up_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -33,6 +37,16 @@ enum Cmd {
     Limits(owner_cmd::LimitsArgs),
     /// Run one guest job under the policy, without a coordinator: `lull run [--now] -- CMD ARGS…`.
     Run(run_cmd::RunArgs),
+    /// Enrol this machine's agent with a coordinator (a join token and the owner's name).
+    Enrol(agent_cmd::EnrolArgs),
+    /// Start a coordinator on embedded SQLite and this machine's agent enrolled to it.
+    Up(up_cmd::UpArgs),
+    /// Run or administer the coordinator (serve, join tokens, API keys).
+    Coordinator(coordinator_cmd::CoordinatorArgs),
+    /// Submit a job to the coordinator: `lull submit [--machines N] -- COMMAND ARGS…`.
+    Submit(jobs_cmd::SubmitArgs),
+    /// Donated-time report per owner or machine, per day or week.
+    Report(jobs_cmd::ReportArgs),
     /// Benchmarks with real processes (results go in docs/BENCHMARKS.md).
     Bench(bench_cmd::BenchArgs),
 }
@@ -46,6 +60,11 @@ fn main() -> std::process::ExitCode {
         Cmd::Resume(a) => owner_cmd::resume(a),
         Cmd::Donate(a) => owner_cmd::donate(a),
         Cmd::Limits(a) => owner_cmd::limits(a),
+        Cmd::Enrol(a) => agent_cmd::enrol(a),
+        Cmd::Up(a) => up_cmd::run(a),
+        Cmd::Coordinator(a) => coordinator_cmd::run(a),
+        Cmd::Submit(a) => jobs_cmd::submit(a),
+        Cmd::Report(a) => jobs_cmd::report(a),
         Cmd::Bench(a) => bench_cmd::run(a),
         Cmd::Run(a) => match run_cmd::run(a) {
             Ok(code) => return std::process::ExitCode::from(code),

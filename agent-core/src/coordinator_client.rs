@@ -1,0 +1,349 @@
+//! The agent's side of the coordinator protocol (HTTP/JSON over reqwest with rustls):
+//! enrolment with a join token, heartbeats carrying the policy state, availability,
+//! budget left, free memory and the speeds `S_b`/`S_c`, and the idempotent sync of the
+//! ledger's outbox — records are sent in sequence order, marked sent only after the
+//! coordinator acknowledged them, and the coordinator stores each (agent, sequence) once,
+//! so a crash, a lost answer or a long disconnection neither loses nor doubles any.
+//!
+//! [`run_link`] is the loop an agent process runs beside its driver: it reads the
+//! agent's status over the control socket and the outbox through its own ledger
+//! connection (WAL allows both), so the driver itself is untouched.
+//! Leasing and completing jobs (`lease`, `progress`, `complete`, `evicted`) are here for
+//! the guest runtime to use; the driver does not call them yet.
+
+use crate::control::{self, Request, Response};
+use crate::ledger::{Ledger, LedgerError, OutboxRecord};
+use crate::paths::Paths;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A coordinator client failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("coordinator unreachable: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("coordinator answered {status}: {message}")]
+    Refused { status: u16, message: String },
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("credentials file {path}: {message}")]
+    Credentials { path: String, message: String },
+}
+
+type Result<T> = std::result::Result<T, ClientError>;
+
+/// What an enrolled agent keeps (in `coordinator.json` in its data directory, mode 0600).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Credentials {
+    pub url: String,
+    pub agent_id: String,
+    pub secret: String,
+}
+
+impl Credentials {
+    /// Where the credentials live for these paths.
+    pub fn path(paths: &Paths) -> std::path::PathBuf {
+        paths.data_dir.join("coordinator.json")
+    }
+
+    /// Loads saved credentials, if any.
+    pub fn load(path: &Path) -> Result<Option<Self>> {
+        let err = |message: String| ClientError::Credentials { path: path.display().to_string(), message };
+        match std::fs::read_to_string(path) {
+            Ok(s) => Ok(Some(serde_json::from_str(&s).map_err(|e| err(e.to_string()))?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(err(e.to_string())),
+        }
+    }
+
+    /// Saves the credentials, readable by the owner only.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let err = |e: std::io::Error| ClientError::Credentials { path: path.display().to_string(), message: e.to_string() };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(err)?;
+        f.write_all(serde_json::to_string_pretty(self).unwrap_or_default().as_bytes()).map_err(err)?;
+        f.sync_all().map_err(err)?;
+        std::fs::rename(&tmp, path).map_err(err)
+    }
+}
+
+/// A heartbeat as the coordinator expects it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeartbeatReport {
+    pub state: String,
+    pub available: bool,
+    pub budget_left: u32,
+    pub free_mem_bytes: u64,
+    pub base_speed: f64,
+    pub current_speed: f64,
+}
+
+/// A leased task (the fields the guest runtime needs; the rest is ignored).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LeasedTask {
+    pub job_id: i64,
+    pub rank: u32,
+    pub lease: i64,
+    pub expires_ms: i64,
+    pub machines: u32,
+    pub program: String,
+    pub spec: serde_json::Value,
+    pub mem_bytes: u64,
+    pub checkpointable: bool,
+}
+
+#[derive(Deserialize)]
+struct Ack {
+    acked_through: i64,
+}
+
+#[derive(Deserialize)]
+struct HbAck {
+    next_heartbeat_s: u32,
+}
+
+#[derive(Deserialize)]
+struct Enrolled {
+    agent_id: String,
+    secret: String,
+}
+
+/// What one outbox sync did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncStats {
+    pub sent: usize,
+    pub batches: usize,
+}
+
+/// Records per request (the coordinator takes up to 1000).
+pub const SYNC_BATCH: usize = 500;
+
+/// A client for one enrolled agent.
+#[derive(Clone, Debug)]
+pub struct CoordinatorClient {
+    http: reqwest::Client,
+    base: String,
+    secret: String,
+}
+
+fn http() -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder().timeout(Duration::from_secs(40)).connect_timeout(Duration::from_secs(5)).build()?)
+}
+
+async fn answer<T: serde::de::DeserializeOwned>(r: reqwest::Response) -> Result<T> {
+    let status = r.status();
+    if status.is_success() {
+        return Ok(r.json().await?);
+    }
+    let text = r.text().await.unwrap_or_default();
+    let message = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+        .unwrap_or(text);
+    Err(ClientError::Refused { status: status.as_u16(), message })
+}
+
+/// Enrols this machine with a join token; returns the credentials to save.
+pub async fn enrol(url: &str, token: &str, owner: &str, machine: &str) -> Result<Credentials> {
+    let base = url.trim_end_matches('/').to_string();
+    let r = http()?
+        .post(format!("{base}/api/v1/enrol"))
+        .json(&serde_json::json!({"token": token, "owner": owner, "machine": machine}))
+        .send()
+        .await?;
+    let e: Enrolled = answer(r).await?;
+    Ok(Credentials { url: base, agent_id: e.agent_id, secret: e.secret })
+}
+
+impl CoordinatorClient {
+    /// A client with saved credentials.
+    pub fn new(creds: &Credentials) -> Result<Self> {
+        Ok(Self { http: http()?, base: creds.url.trim_end_matches('/').to_string(), secret: creds.secret.clone() })
+    }
+
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.post(format!("{}{path}", self.base)).bearer_auth(&self.secret)
+    }
+
+    /// Sends a heartbeat; returns the interval the coordinator asks for.
+    pub async fn heartbeat(&self, hb: &HeartbeatReport) -> Result<Duration> {
+        let a: HbAck = answer(self.post("/api/v1/heartbeat").json(hb).send().await?).await?;
+        Ok(Duration::from_secs(a.next_heartbeat_s.clamp(1, 3600) as u64))
+    }
+
+    /// Sends records; returns the highest sequence number the coordinator has stored.
+    pub async fn post_records(&self, records: &[OutboxRecord]) -> Result<i64> {
+        let a: Ack = answer(self.post("/api/v1/records").json(&serde_json::json!({ "records": records })).send().await?).await?;
+        Ok(a.acked_through)
+    }
+
+    /// Sends every pending outbox record, oldest first, marking each batch sent only
+    /// after the coordinator acknowledged it. Stops at the first failure (the rest stays
+    /// queued for the next sync).
+    pub async fn sync_outbox(&self, ledger: &Mutex<Ledger>) -> Result<SyncStats> {
+        let mut stats = SyncStats::default();
+        loop {
+            let pending = ledger.lock().unwrap_or_else(|e| e.into_inner()).outbox_pending(SYNC_BATCH)?;
+            if pending.is_empty() {
+                return Ok(stats);
+            }
+            let acked = self.post_records(&pending).await?;
+            let last = pending.last().map_or(0, |r| r.seq);
+            ledger.lock().unwrap_or_else(|e| e.into_inner()).outbox_acked(acked.min(last))?;
+            stats.sent += pending.len();
+            stats.batches += 1;
+        }
+    }
+
+    /// Asks for work, waiting up to `wait` (long-poll); `None` when there is none.
+    pub async fn lease(&self, free_mem_bytes: u64, wait: Duration) -> Result<Option<LeasedTask>> {
+        let wait_ms = wait.as_millis().min(30_000) as u64;
+        let r = self.post("/api/v1/lease").json(&serde_json::json!({"free_mem_bytes": free_mem_bytes, "wait_ms": wait_ms})).send().await?;
+        if r.status() == reqwest::StatusCode::NO_CONTENT {
+            return Ok(None);
+        }
+        Ok(Some(answer(r).await?))
+    }
+
+    /// Renews a lease; `true` if the job was cancelled and the guest must stop.
+    pub async fn progress(&self, t: &LeasedTask) -> Result<bool> {
+        let v: serde_json::Value = answer(
+            self.post(&format!("/api/v1/tasks/{}/{}/progress", t.job_id, t.rank))
+                .json(&serde_json::json!({"lease": t.lease}))
+                .send()
+                .await?,
+        )
+        .await?;
+        Ok(v.get("cancel").and_then(|c| c.as_bool()).unwrap_or(false))
+    }
+
+    /// Reports completion with the CPU time the OS measured; `true` if counted now,
+    /// `false` if it had been already (a retry).
+    pub async fn complete(&self, t: &LeasedTask, exit_code: i32, user_cpu_s: f64, sys_cpu_s: f64) -> Result<bool> {
+        let v: serde_json::Value = answer(
+            self.post(&format!("/api/v1/tasks/{}/{}/complete", t.job_id, t.rank))
+                .json(&serde_json::json!({"lease": t.lease, "exit_code": exit_code, "user_cpu_s": user_cpu_s, "sys_cpu_s": sys_cpu_s}))
+                .send()
+                .await?,
+        )
+        .await?;
+        Ok(v.get("counted").and_then(|c| c.as_bool()).unwrap_or(false))
+    }
+
+    /// Gives a task back because the owner returned (does not use one of its retries).
+    pub async fn evicted(&self, t: &LeasedTask, reason: &str) -> Result<()> {
+        let _: serde_json::Value = answer(
+            self.post(&format!("/api/v1/tasks/{}/{}/evicted", t.job_id, t.rank))
+                .json(&serde_json::json!({"lease": t.lease, "reason": reason}))
+                .send()
+                .await?,
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// The base speed `S_b`: a short standard benchmark (a fixed integer mixing loop, about
+/// 50 ms on a current core) in millions of loop iterations per second, best of three.
+pub fn base_speed() -> f64 {
+    let mut best = 0.0f64;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        const N: u64 = 20_000_000;
+        for i in 0..N {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x = x.wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        best = best.max(N as f64 / 1e6 / t.elapsed().as_secs_f64().max(1e-9));
+    }
+    best
+}
+
+/// Free memory guests may use now (`MemAvailable`), in bytes.
+pub fn free_memory() -> u64 {
+    match sysinfo::System::new() {
+        Ok(mut sys) => {
+            sys.refresh_memory();
+            sys.available_memory()
+        }
+        Err(_) => 0,
+    }
+}
+
+/// A heartbeat from the agent's status: `S_c` is `S_b` scaled by the CPU share the owner
+/// leaves free.
+pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_bytes: u64) -> HeartbeatReport {
+    let p = &status.policy;
+    let owner = (p.owner_cpu as f64).clamp(0.0, 1.0);
+    HeartbeatReport {
+        state: p.state.as_str().to_string(),
+        available: p.available,
+        budget_left: p.interruption_limit.saturating_sub(p.interruptions_today),
+        free_mem_bytes,
+        base_speed,
+        current_speed: base_speed * (1.0 - owner),
+    }
+}
+
+/// Links a running agent to its coordinator until `shutdown`: every heartbeat interval
+/// it reads the agent's status over the control socket, sends a heartbeat and syncs the
+/// outbox. Failures are logged and retried with backoff (up to a minute); records wait
+/// in the ledger meanwhile.
+pub async fn run_link(paths: Paths, creds: Credentials, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
+    let client = CoordinatorClient::new(&creds)?;
+    let ledger = Mutex::new(Ledger::open(&paths.ledger)?);
+    let s_b = tokio::task::spawn_blocking(base_speed).await.unwrap_or(0.0);
+    tracing::info!(url = %creds.url, agent = %creds.agent_id, base_speed = s_b, "linked to coordinator");
+    let mut interval = Duration::from_secs(10);
+    let mut backoff = Duration::from_secs(1);
+    tokio::pin!(shutdown);
+    loop {
+        let socket = paths.socket.clone();
+        let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
+        let mut ok = true;
+        if let Ok(Ok(Response::Status(st))) = status {
+            let hb = heartbeat_from(&st, s_b, free_memory());
+            match client.heartbeat(&hb).await {
+                Ok(i) => interval = i,
+                Err(e) => {
+                    ok = false;
+                    tracing::warn!("heartbeat failed: {e}");
+                }
+            }
+        }
+        match client.sync_outbox(&ledger).await {
+            Ok(s) if s.sent > 0 => tracing::info!(records = s.sent, "ledger records synced"),
+            Ok(_) => {}
+            Err(e) => {
+                ok = false;
+                tracing::warn!("record sync failed (kept in the ledger): {e}");
+            }
+        }
+        let wait = if ok {
+            backoff = Duration::from_secs(1);
+            interval
+        } else {
+            backoff = (backoff * 2).min(Duration::from_secs(60));
+            backoff.min(interval)
+        };
+        tokio::select! {
+            _ = &mut shutdown => {
+                // One last sync so nothing accounted waits for the next start.
+                let _ = client.sync_outbox(&ledger).await;
+                return Ok(());
+            }
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}

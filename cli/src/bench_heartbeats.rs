@@ -1,0 +1,265 @@
+//! `lull bench heartbeats`: heartbeats per second and latency percentiles of a real
+//! `lull coordinator serve` process with N enrolled simulated agents, driven over
+//! loopback by keep-alive HTTP/1.1 connections (closed loop: each connection sends the
+//! next heartbeat, for the next of its agents, when the previous answer arrived).
+//! SQLite (a fresh file) or PostgreSQL (a fresh database on `--pg-url`).
+
+use crate::coordinator_cmd::redact;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[derive(Args, Debug)]
+pub struct HeartbeatArgs {
+    /// Simulated agents (each enrolled, each with its own secret).
+    #[arg(long, default_value_t = 10_000)]
+    pub agents: usize,
+    /// Measured seconds (after a 2 s warm-up).
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Concurrent keep-alive connections (closed loop: more connections means more
+    /// requests queued inside the server, so higher latency at the same rate).
+    #[arg(long, default_value_t = 8)]
+    pub connections: usize,
+    /// `sqlite` or `postgres`.
+    #[arg(long, default_value = "sqlite", value_parser = ["sqlite", "postgres"])]
+    pub db: String,
+    /// PostgreSQL server for `--db postgres` (a fresh database is created and dropped).
+    #[arg(long, env = "LULL_TEST_PG_URL", default_value = "postgres://lull:lull@127.0.0.1:5432/lull")]
+    pub pg_url: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+const BODY: &str =
+    r#"{"state":"idle","available":true,"budget_left":5,"free_mem_bytes":1073741824,"base_speed":100.0,"current_speed":90.0}"#;
+
+/// One keep-alive connection cycling over its agents; returns latencies (µs) measured
+/// between `from` and `until`, and the count of non-200 answers.
+async fn drive(addr: String, secrets: Vec<String>, from: Instant, until: Instant, stop: Arc<AtomicBool>) -> Result<(Vec<u32>, u64)> {
+    let mut s = tokio::net::TcpStream::connect(&addr).await?;
+    s.set_nodelay(true)?;
+    let reqs: Vec<Vec<u8>> = secrets
+        .iter()
+        .map(|sec| {
+            format!(
+                "POST /api/v1/heartbeat HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {sec}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{BODY}",
+                BODY.len()
+            )
+            .into_bytes()
+        })
+        .collect();
+    let mut lat = Vec::with_capacity(1 << 16);
+    let mut bad = 0u64;
+    let mut buf = vec![0u8; 8192];
+    let mut i = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        if t >= until {
+            break;
+        }
+        s.write_all(&reqs[i % reqs.len()]).await?;
+        i += 1;
+        // Read one response: headers, then content-length bytes.
+        let mut have = 0usize;
+        let (head_end, body_len) = loop {
+            let n = s.read(&mut buf[have..]).await?;
+            if n == 0 {
+                bail!("connection closed by the coordinator");
+            }
+            have += n;
+            if let Some(p) = buf[..have].windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = std::str::from_utf8(&buf[..p]).unwrap_or("");
+                let cl = head
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                    .unwrap_or(0);
+                if !head.starts_with("HTTP/1.1 200") {
+                    bad += 1;
+                }
+                break (p + 4, cl);
+            }
+        };
+        while have < head_end + body_len {
+            let n = s.read(&mut buf[have..]).await?;
+            if n == 0 {
+                bail!("connection closed mid-answer");
+            }
+            have += n;
+        }
+        let done = Instant::now();
+        if t >= from {
+            lat.push(done.duration_since(t).as_micros().min(u32::MAX as u128) as u32);
+        }
+    }
+    Ok((lat, bad))
+}
+
+/// The last heartbeat flush (ms, agents) from the coordinator's /metrics.
+fn last_flush(addr: &str) -> (f64, u64) {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return (0.0, 0) };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = write!(s, "GET /metrics HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let val = |name: &str| text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0);
+    (val("lull_heartbeat_flush_seconds ") * 1e3, val("lull_heartbeat_flush_agents ") as u64)
+}
+
+fn pct(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as f64 / 1000.0
+}
+
+fn cpu_s(pid: u32) -> f64 {
+    // utime + stime in clock ticks (fields 14 and 15 of /proc/PID/stat).
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (tick(11) + tick(12)) / hz
+}
+
+pub fn run(a: HeartbeatArgs) -> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let rt = crate::coordinator_cmd::runtime()?;
+    let (url, pg_admin) = rt.block_on(async {
+        if a.db == "sqlite" {
+            return Ok::<_, anyhow::Error>((format!("sqlite:{}", tmp.path().join("bench.db").display()), None));
+        }
+        sqlx::any::install_default_drivers();
+        let name = format!("lull_bench_{}", coordinator::auth::random_hex(6));
+        let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&a.pg_url)
+            .await
+            .with_context(|| format!("connecting to {}", redact(&a.pg_url)))?;
+        sqlx::Executor::execute(&mut conn, sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await?;
+        let i = a.pg_url.rfind('/').context("--pg-url must be postgres://user:pass@host/db")?;
+        Ok((format!("{}/{name}", &a.pg_url[..i]), Some(name)))
+    })?;
+    if !a.json {
+        eprintln!("enrolling {} agents in {} …", a.agents, redact(&url));
+    }
+    let secrets: Vec<String> = rt.block_on(async {
+        let db = coordinator::Db::connect(&url).await?;
+        let token = coordinator::store::create_join_token(
+            &db,
+            &coordinator::model::CreateJoinToken { uses: Some(a.agents.min(100_000) as u32), ttl_s: Some(3600) },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut out = Vec::with_capacity(a.agents);
+        for i in 0..a.agents {
+            let req = coordinator::model::EnrolRequest {
+                token: token.token.clone(),
+                owner: format!("owner{}", i % 100),
+                machine: format!("sim{i}"),
+            };
+            out.push(coordinator::store::enrol(&db, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?.secret);
+        }
+        db.close().await;
+        Ok::<_, anyhow::Error>(out)
+    })?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let addr = format!("127.0.0.1:{port}");
+    let log = std::fs::File::create(tmp.path().join("coordinator.log"))?;
+    let mut child = Command::new(std::env::current_exe()?)
+        .args(["coordinator", "serve", "--db", &url, "--listen", &addr])
+        .env("LULL_DATA_DIR", tmp.path())
+        .env("LULL_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .context("starting lull coordinator serve")?;
+    let pid = child.id();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            bail!("the coordinator did not start: {}", std::fs::read_to_string(tmp.path().join("coordinator.log")).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let result = rt.block_on(async {
+        let from = Instant::now() + Duration::from_secs(2);
+        let until = from + Duration::from_secs(a.seconds);
+        let stop = Arc::new(AtomicBool::new(false));
+        let per = a.agents.div_ceil(a.connections.max(1));
+        let mut tasks = Vec::new();
+        for chunk in secrets.chunks(per.max(1)) {
+            tasks.push(tokio::spawn(drive(addr.clone(), chunk.to_vec(), from, until, stop.clone())));
+        }
+        tokio::time::sleep_until(from.into()).await;
+        let cpu0 = cpu_s(pid);
+        let mut lat = Vec::new();
+        let mut bad = 0;
+        for t in tasks {
+            let (l, b) = t.await??;
+            lat.extend(l);
+            bad += b;
+        }
+        let cpu1 = cpu_s(pid);
+        Ok::<_, anyhow::Error>((lat, bad, cpu1 - cpu0))
+    });
+    let flush = last_flush(&addr);
+    // SAFETY: kill with a pid we spawned.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    if let Some(name) = pg_admin {
+        let _ = rt.block_on(async {
+            let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&a.pg_url).await?;
+            sqlx::Executor::execute(&mut conn, sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}"))).await?;
+            Ok::<_, anyhow::Error>(())
+        });
+    }
+    let (mut lat, bad, server_cpu) = result?;
+    lat.sort_unstable();
+    let n = lat.len();
+    let rate = n as f64 / a.seconds as f64;
+    let out = serde_json::json!({
+        "bench": "heartbeats",
+        "db": a.db,
+        "agents": a.agents,
+        "connections": a.connections,
+        "seconds": a.seconds,
+        "heartbeats": n,
+        "non_200": bad,
+        "heartbeats_per_s": rate.round(),
+        "p50_ms": pct(&lat, 0.50),
+        "p99_ms": pct(&lat, 0.99),
+        "p999_ms": pct(&lat, 0.999),
+        "max_ms": pct(&lat, 1.0),
+        "server_cpu_cores": server_cpu / a.seconds as f64,
+        "last_flush_ms": flush.0,
+        "last_flush_agents": flush.1,
+    });
+    if a.json {
+        println!("{out}");
+    } else {
+        println!("heartbeats ({}, {} agents, {} connections, {} s):", a.db, a.agents, a.connections, a.seconds);
+        println!(
+            "  {rate:.0} heartbeats/s · p50 {:.2} ms · p99 {:.2} ms · p99.9 {:.2} ms · max {:.2} ms",
+            pct(&lat, 0.5),
+            pct(&lat, 0.99),
+            pct(&lat, 0.999),
+            pct(&lat, 1.0)
+        );
+        println!(
+            "  non-200 answers: {bad} · coordinator CPU: {:.2} cores · goal (SQLite): ≥ 20000/s, p99 ≤ 10 ms",
+            server_cpu / a.seconds as f64
+        );
+    }
+    if bad > 0 {
+        bail!("{bad} heartbeats were not answered 200");
+    }
+    Ok(())
+}

@@ -1,0 +1,221 @@
+//! `lull coordinator serve | token create | key create`: running the coordinator and
+//! minting credentials straight in its database (whoever can open the database is its
+//! administrator). Also the defaults the other commands share: where the coordinator's
+//! database, address file and admin key live in the data directory.
+
+use agent_core::paths::Paths;
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use coordinator::{Config, Db};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+
+#[derive(Args, Debug)]
+pub struct CoordinatorArgs {
+    #[command(subcommand)]
+    pub cmd: CoordinatorCmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CoordinatorCmd {
+    /// Run the coordinator in the foreground until Ctrl-C or SIGTERM.
+    Serve(ServeArgs),
+    /// Join tokens, with which agents enrol.
+    Token {
+        #[command(subcommand)]
+        cmd: TokenCmd,
+    },
+    /// API keys for administrators and owners.
+    Key {
+        #[command(subcommand)]
+        cmd: KeyCmd,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DbArg {
+    /// Database: `sqlite:PATH` (default: coordinator.db in the data directory) or
+    /// `postgres://user:pass@host/db`.
+    #[arg(long, env = "LULL_COORDINATOR_DB")]
+    pub db: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Address to listen on (put a TLS reverse proxy in front for other machines; see docs/ARCHITECTURE.md).
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    pub listen: String,
+    /// Seconds a lease lives without a progress report before its task is re-queued.
+    #[arg(long, default_value_t = 60)]
+    pub lease_ttl_s: u64,
+    /// Heartbeat interval agents are told to use, seconds.
+    #[arg(long, default_value_t = 10)]
+    pub heartbeat_s: u64,
+    /// Log JSON lines (structured) instead of text.
+    #[arg(long)]
+    pub log_json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCmd {
+    /// Create a join token (printed once).
+    Create {
+        #[command(flatten)]
+        db: DbArg,
+        /// How many agents may enrol with it.
+        #[arg(long, default_value_t = 1)]
+        uses: u32,
+        /// Days until it expires.
+        #[arg(long, default_value_t = 7)]
+        ttl_days: u32,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeyCmd {
+    /// Create an API key (printed once): `--role admin`, or `--role owner --owner NAME`
+    /// for an owner who may read their own machines' reports.
+    Create {
+        #[command(flatten)]
+        db: DbArg,
+        #[arg(long, value_parser = ["admin", "owner"])]
+        role: String,
+        #[arg(long)]
+        owner: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The data directory's coordinator files.
+pub struct Files {
+    pub db_url: String,
+    pub url_file: PathBuf,
+    pub admin_key_file: PathBuf,
+}
+
+pub fn files(db: Option<&str>) -> Result<Files> {
+    let paths = Paths::from_env()?;
+    std::fs::create_dir_all(&paths.data_dir).with_context(|| format!("creating {}", paths.data_dir.display()))?;
+    Ok(Files {
+        db_url: db.map(str::to_string).unwrap_or_else(|| format!("sqlite:{}", paths.data_dir.join("coordinator.db").display())),
+        url_file: paths.data_dir.join("coordinator.url"),
+        admin_key_file: paths.data_dir.join("coordinator-admin.key"),
+    })
+}
+
+/// Writes a secret file readable by its owner only.
+pub fn write_private(path: &Path, content: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(content.as_bytes())?;
+    Ok(())
+}
+
+/// Makes sure an admin key exists: when the database has none, mints one into the data
+/// directory's `coordinator-admin.key` (0600). Returns the key file if it exists.
+pub async fn ensure_admin_key(db: &Db, f: &Files) -> Result<Option<PathBuf>> {
+    if !coordinator::store::has_admin_key(db).await? {
+        let k = coordinator::store::create_key(db, "admin", None).await?;
+        write_private(&f.admin_key_file, &format!("{}\n", k.key))?;
+        tracing::info!(file = %f.admin_key_file.display(), "created the first admin key");
+    }
+    Ok(f.admin_key_file.exists().then(|| f.admin_key_file.clone()))
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LULL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if json { b.json().try_init() } else { b.try_init() };
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn stop_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {},
+    }
+}
+
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")
+}
+
+pub fn run(a: CoordinatorArgs) -> Result<()> {
+    match a.cmd {
+        CoordinatorCmd::Serve(s) => serve(s),
+        CoordinatorCmd::Token { cmd: TokenCmd::Create { db, uses, ttl_days, json } } => runtime()?.block_on(async {
+            let f = files(db.db.as_deref())?;
+            let db = Db::connect(&f.db_url).await.with_context(|| format!("opening {}", f.db_url))?;
+            let req = coordinator::model::CreateJoinToken { uses: Some(uses), ttl_s: Some(ttl_days.saturating_mul(86_400)) };
+            let t = coordinator::store::create_join_token(&db, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            if json {
+                println!("{}", serde_json::to_string(&t)?);
+            } else {
+                println!("{}", t.token);
+                eprintln!("join token for {uses} agent(s), valid {ttl_days} day(s)");
+            }
+            Ok(())
+        }),
+        CoordinatorCmd::Key { cmd: KeyCmd::Create { db, role, owner, json } } => runtime()?.block_on(async {
+            let f = files(db.db.as_deref())?;
+            let db = Db::connect(&f.db_url).await.with_context(|| format!("opening {}", f.db_url))?;
+            let k = coordinator::store::create_key(&db, &role, owner.as_deref()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            if json {
+                println!("{}", serde_json::to_string(&k)?);
+            } else {
+                println!("{}", k.key);
+            }
+            Ok(())
+        }),
+    }
+}
+
+fn serve(a: ServeArgs) -> Result<()> {
+    init_logging(a.log_json);
+    let f = files(a.db.db.as_deref())?;
+    let config = Config {
+        lease_ttl: Duration::from_secs(a.lease_ttl_s.max(1)),
+        heartbeat_interval: Duration::from_secs(a.heartbeat_s.max(1)),
+        ..Config::default()
+    };
+    runtime()?.block_on(async move {
+        let db = Db::connect(&f.db_url).await.with_context(|| format!("opening {}", redact(&f.db_url)))?;
+        let key = ensure_admin_key(&db, &f).await?;
+        let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
+        let addr = listener.local_addr()?;
+        std::fs::write(&f.url_file, format!("http://{addr}\n")).with_context(|| format!("writing {}", f.url_file.display()))?;
+        println!("coordinator on http://{addr} (database {})", redact(&f.db_url));
+        if let Some(k) = key {
+            println!("admin key: {}", k.display());
+        }
+        coordinator::serve(listener, db, config, stop_signal()).await?;
+        Ok(())
+    })
+}
+
+/// A database URL without its password, for printing.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => match url[s + 3..at].find(':') {
+            Some(c) => format!("{}:***{}", &url[..s + 3 + c], &url[at..]),
+            None => url.to_string(),
+        },
+        _ => url.to_string(),
+    }
+}

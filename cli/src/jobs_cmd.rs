@@ -1,0 +1,232 @@
+//! `lull submit` and `lull report`: a pool coordinator's commands, over the coordinator's
+//! HTTP API. The address and key default to what `lull coordinator serve` / `lull up`
+//! left in the data directory (`coordinator.url`, `coordinator-admin.key`), or come from
+//! `--url`/`LULL_COORDINATOR_URL` and `--key`/`LULL_KEY`.
+
+use crate::coordinator_cmd::{files, runtime, DEFAULT_LISTEN};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use coordinator::model::{Job, Report, SubmitJob};
+use std::collections::BTreeMap;
+
+#[derive(Args, Debug, Clone)]
+pub struct Remote {
+    /// The coordinator's address (default: the one `lull up` / `lull coordinator serve` recorded).
+    #[arg(long, env = "LULL_COORDINATOR_URL")]
+    pub url: Option<String>,
+    /// An admin or owner API key (default: the admin key in the data directory).
+    #[arg(long, env = "LULL_KEY", hide_env_values = true)]
+    pub key: Option<String>,
+}
+
+impl Remote {
+    fn resolve(&self) -> Result<(String, String)> {
+        let f = files(None)?;
+        let url = match &self.url {
+            Some(u) => u.clone(),
+            None => {
+                std::fs::read_to_string(&f.url_file).map(|s| s.trim().to_string()).unwrap_or_else(|_| format!("http://{DEFAULT_LISTEN}"))
+            }
+        };
+        let key = match &self.key {
+            Some(k) => k.clone(),
+            None => std::fs::read_to_string(&f.admin_key_file)
+                .map(|s| s.trim().to_string())
+                .with_context(|| format!("no --key given and no admin key in {}", f.admin_key_file.display()))?,
+        };
+        Ok((url.trim_end_matches('/').to_string(), key))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    /// Machines to gang-start the job on (1: a sequential job).
+    #[arg(long, default_value_t = 1)]
+    pub machines: u32,
+    /// Memory request: bytes, or with K/M/G suffix.
+    #[arg(long, default_value = "0")]
+    pub mem: String,
+    /// The job can be checkpointed and resumed elsewhere.
+    #[arg(long)]
+    pub checkpointable: bool,
+    /// Program name for runtime prediction (default: the command's file name).
+    #[arg(long)]
+    pub program: Option<String>,
+    /// Environment variable for the job, NAME=VALUE (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// An input file shipped with the job (repeatable; UTF-8 text).
+    #[arg(long = "input", value_name = "FILE")]
+    pub inputs: Vec<std::path::PathBuf>,
+    /// Retries after failures or lost leases.
+    #[arg(long)]
+    pub retries: Option<u32>,
+    /// Submit this many identical jobs.
+    #[arg(long, default_value_t = 1)]
+    pub count: u32,
+    #[arg(long)]
+    pub json: bool,
+    /// The command and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+/// Parses 512, 64K, 512M, 2G (powers of 1024).
+pub fn parse_bytes(s: &str) -> Result<u64> {
+    let s = s.trim();
+    let (n, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: u64 = n.parse().with_context(|| format!("{s:?} is not a size like 512M"))?;
+    n.checked_mul(mult).with_context(|| format!("{s} is too large"))
+}
+
+async fn check(r: reqwest::Response) -> Result<reqwest::Response> {
+    let st = r.status();
+    if st.is_success() {
+        return Ok(r);
+    }
+    let text = r.text().await.unwrap_or_default();
+    let msg = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v["error"].as_str().map(str::to_string)).unwrap_or(text);
+    bail!("coordinator answered {st}: {msg}")
+}
+
+pub fn submit(a: SubmitArgs) -> Result<()> {
+    let (url, key) = a.remote.resolve()?;
+    let mut env = BTreeMap::new();
+    for kv in &a.env {
+        let (k, v) = kv.split_once('=').with_context(|| format!("--env {kv:?} is not NAME=VALUE"))?;
+        env.insert(k.to_string(), v.to_string());
+    }
+    let mut inputs = BTreeMap::new();
+    for p in &a.inputs {
+        let name = p.file_name().and_then(|n| n.to_str()).with_context(|| format!("{} has no file name", p.display()))?;
+        inputs.insert(name.to_string(), std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?);
+    }
+    let job = SubmitJob {
+        command: a.command[0].clone(),
+        args: a.command[1..].to_vec(),
+        env,
+        inputs,
+        mem_bytes: parse_bytes(&a.mem)?,
+        checkpointable: a.checkpointable,
+        program: a.program.clone(),
+        machines: a.machines,
+        max_retries: a.retries,
+    };
+    runtime()?.block_on(async move {
+        let http = reqwest::Client::new();
+        for _ in 0..a.count {
+            let r = http
+                .post(format!("{url}/api/v1/jobs"))
+                .bearer_auth(&key)
+                .json(&job)
+                .send()
+                .await
+                .with_context(|| format!("reaching {url}"))?;
+            let j: Job = check(r).await?.json().await?;
+            if a.json {
+                println!("{}", serde_json::to_string(&j)?);
+            } else {
+                println!("job {} queued: {} on {} machine(s)", j.id, j.program, j.machines);
+            }
+        }
+        Ok(())
+    })
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    /// Rows per owner or per machine.
+    #[arg(long, default_value = "owner", value_parser = ["owner", "machine"])]
+    pub by: String,
+    /// From when: 7d, 2w, 24h, or a day YYYY-MM-DD.
+    #[arg(long, default_value = "7d")]
+    pub since: String,
+    /// Rows per day or per week.
+    #[arg(long, default_value = "day", value_parser = ["day", "week"])]
+    pub period: String,
+    /// Only this owner's machines.
+    #[arg(long)]
+    pub owner: Option<String>,
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    #[arg(long)]
+    pub csv: bool,
+}
+
+pub fn report(a: ReportArgs) -> Result<()> {
+    let (url, key) = a.remote.resolve()?;
+    let format = if a.csv { "csv" } else { "json" };
+    let mut query = vec![("by", a.by.clone()), ("since", a.since.clone()), ("period", a.period.clone()), ("format", format.to_string())];
+    if let Some(o) = &a.owner {
+        query.push(("owner", o.clone()));
+    }
+    runtime()?.block_on(async move {
+        let r = reqwest::Client::new()
+            .get(format!("{url}/api/v1/reports"))
+            .bearer_auth(&key)
+            .query(&query)
+            .send()
+            .await
+            .with_context(|| format!("reaching {url}"))?;
+        let text = check(r).await?.text().await?;
+        if a.csv || a.json {
+            print!("{text}");
+            if a.json {
+                println!();
+            }
+            return Ok(());
+        }
+        let r: Report = serde_json::from_str(&text)?;
+        println!(
+            "{:<24} {:<10} {:>12} {:>12} {:>9} {:>7} {:>5} {:>6} {:>10}",
+            r.by, r.period, "cpu s", "wall s", "interr.", "avail", "jobs", "evict", "linger s"
+        );
+        for row in &r.rows {
+            let key = match &row.machine {
+                Some(m) => format!("{m} ({})", &row.key[..row.key.len().min(8)]),
+                None => row.key.clone(),
+            };
+            println!(
+                "{:<24} {:<10} {:>12.3} {:>12.3} {:>5}/{:<3} {:>6.1}% {:>5} {:>6} {:>10.1}",
+                key,
+                row.period,
+                row.cpu_s,
+                row.wall_s,
+                row.interruptions,
+                row.interruption_limit,
+                row.available_fraction * 100.0,
+                row.jobs_completed,
+                row.evictions,
+                row.linger_s
+            );
+        }
+        if r.rows.is_empty() {
+            println!("(nothing donated since {})", r.since);
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_bytes("512").unwrap(), 512);
+        assert_eq!(parse_bytes("64K").unwrap(), 65_536);
+        assert_eq!(parse_bytes("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_bytes("2g").unwrap(), 2 << 30);
+        assert!(parse_bytes("x").is_err());
+        assert!(parse_bytes("99999999999999G").is_err());
+    }
+}

@@ -1,0 +1,111 @@
+//! `lull up`: the newcomer's one command. Starts a coordinator on embedded SQLite in the
+//! data directory, enrols this machine's agent to it (once; the credentials are kept in
+//! `coordinator.json`), runs the agent in-process linked to the coordinator (heartbeats,
+//! ledger records), and prints the dashboard address. Ctrl-C stops all three cleanly.
+
+use crate::agent_cmd::init_logging;
+use crate::coordinator_cmd::{ensure_admin_key, files, stop_signal, DEFAULT_LISTEN};
+use agent_core::agent::{self, AgentSetup};
+use agent_core::config::Config as AgentConfig;
+use agent_core::coordinator_client::{self, Credentials};
+use agent_core::paths::Paths;
+use anyhow::{Context, Result};
+use clap::Args;
+use coordinator::Db;
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Address for the coordinator.
+    #[arg(long, default_value = DEFAULT_LISTEN)]
+    pub listen: String,
+    /// The owner this machine is enrolled for (default: $USER).
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// This machine's name in reports (default: the host name).
+    #[arg(long)]
+    pub machine: Option<String>,
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "this-machine".into())
+}
+
+pub fn run(a: UpArgs) -> Result<()> {
+    let paths = Paths::from_env()?;
+    let config = AgentConfig::load(&paths.config_file)?;
+    let _guard = init_logging(&paths, "up")?;
+    let f = files(None)?;
+    let owner = a.owner.or_else(|| std::env::var("USER").ok()).filter(|s| !s.is_empty()).unwrap_or_else(|| "owner".into());
+    let machine = a.machine.unwrap_or_else(hostname);
+    let rt = crate::coordinator_cmd::runtime()?;
+    rt.block_on(async move {
+        let db = Db::connect(&f.db_url).await.with_context(|| format!("opening {}", f.db_url))?;
+        let key_file = ensure_admin_key(&db, &f).await?;
+        let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
+        let url = format!("http://{}", listener.local_addr()?);
+        std::fs::write(&f.url_file, format!("{url}\n"))?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let server = tokio::spawn(coordinator::serve(listener, db.clone(), coordinator::Config::default(), stopped(stop_rx.clone())));
+
+        // Enrol once: saved credentials this coordinator knows are reused (following it
+        // to a new address); otherwise this machine enrols with a fresh one-use token.
+        let cred_path = Credentials::path(&paths);
+        let known = match Credentials::load(&cred_path)? {
+            Some(c) => {
+                coordinator::store::principal_by_hash(&db, &coordinator::auth::hash_secret(&c.secret)).await.ok().flatten().map(|_| c)
+            }
+            None => None,
+        };
+        let creds = match known {
+            Some(mut c) => {
+                if c.url != url {
+                    c.url = url.clone();
+                    c.save(&cred_path)?;
+                }
+                c
+            }
+            None => {
+                let req = coordinator::model::CreateJoinToken { uses: Some(1), ttl_s: Some(600) };
+                let token = coordinator::store::create_join_token(&db, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+                let c = coordinator_client::enrol(&url, &token.token, &owner, &machine).await?;
+                c.save(&cred_path)?;
+                c
+            }
+        };
+        println!("Lull is up.");
+        println!("  coordinator  {url}   (SQLite: {})", f.db_url.trim_start_matches("sqlite:"));
+        println!("  dashboard    {url}/");
+        println!("  agent        {machine}, owner {owner}, enrolled as {}", creds.agent_id);
+        if let Some(k) = key_file {
+            println!("  admin key    {}", k.display());
+        }
+        println!("Try: lull submit -- /bin/sh -c 'echo hello'   ·   lull report --by owner --since 7d   ·   lull status");
+
+        let input_backends = agent_core::input::choose_backends(&config.input);
+        let guests = crate::agent_cmd::guest_runtime(&config, &paths)?;
+        let json = false;
+        let observer: Box<dyn FnMut(&agent::Notice) + Send> = Box::new(move |n| crate::agent_cmd::print_notice(n, json));
+        let setup = AgentSetup { paths: paths.clone(), config, input_backends, guests, observer: Some(observer) };
+        let agent = agent::run(setup, stopped(stop_rx.clone()));
+        let link = coordinator_client::run_link(paths.clone(), creds, stopped(stop_rx.clone()));
+        let signal = async {
+            stop_signal().await;
+            println!("stopping…");
+            let _ = stop_tx.send(true);
+        };
+        let (agent_res, link_res, _) = tokio::join!(agent, link, signal);
+        agent_res.context("agent")?;
+        if let Err(e) = link_res {
+            tracing::warn!("coordinator link: {e}");
+        }
+        server.await.context("coordinator task")??;
+        Ok(())
+    })
+}

@@ -1,0 +1,542 @@
+//! The HTTP API (axum): routes, the bearer-secret extractor, the JSON body extractor that
+//! turns every malformed body into a 4xx, the metrics/logging middleware, and the
+//! OpenAPI document (utoipa) served at `/api/openapi.json`.
+
+use crate::auth::{digest, hash_secret, kind_of, Principal};
+use crate::model::*;
+use crate::report::{self, By, Period, ReportQuery};
+use crate::store::{self, now_ms, StoreError};
+use crate::App;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, MatchedPath, Path, Query, Request, State};
+use axum::http::{header, request::Parts, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use utoipa::OpenApi;
+
+/// JSON bodies are small; checkpoints may be larger.
+pub const JSON_LIMIT: usize = 1 << 20;
+pub const CHECKPOINT_LIMIT: usize = 64 << 20;
+
+/// An API error: a status and a message.
+#[derive(Debug)]
+pub struct ApiError(pub StatusCode, pub String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(ErrorBody { error: self.1 })).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Sql(e) => {
+                tracing::error!(error = %e, "database error");
+                ApiError(StatusCode::SERVICE_UNAVAILABLE, "database unavailable".into())
+            }
+            StoreError::NotFound => ApiError(StatusCode::NOT_FOUND, "not found".into()),
+            StoreError::Conflict(m) => ApiError(StatusCode::CONFLICT, m),
+            StoreError::Invalid(m) => ApiError(StatusCode::BAD_REQUEST, m),
+            StoreError::Unauthorised => ApiError(StatusCode::UNAUTHORIZED, "unknown, spent or expired credential".into()),
+            StoreError::Forbidden => ApiError(StatusCode::FORBIDDEN, "not allowed for this role".into()),
+        }
+    }
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// A JSON body; any rejection (syntax, shape, type, size, content type) is a 4xx.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(r) => {
+                let status = if r.status().is_client_error() { r.status() } else { StatusCode::BAD_REQUEST };
+                Err(ApiError(status, r.body_text()))
+            }
+        }
+    }
+}
+
+/// The caller, from `Authorization: Bearer <secret>`.
+pub struct Auth(pub Arc<Principal>);
+
+impl FromRequestParts<Arc<App>> for Auth {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        let unauth = |m: &str| ApiError(StatusCode::UNAUTHORIZED, m.into());
+        let h = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| unauth("missing Authorization: Bearer header"))?;
+        let secret = h.to_str().ok().and_then(|s| s.strip_prefix("Bearer ")).ok_or_else(|| unauth("Authorization must be Bearer"))?;
+        if kind_of(secret).is_none() {
+            return Err(unauth("malformed credential"));
+        }
+        let d = digest(secret);
+        if let Some(p) = app.live.cred(&d) {
+            return Ok(Auth(p));
+        }
+        match store::principal_by_hash(&app.db, &hash_secret(secret)).await? {
+            Some(p) => {
+                let p = Arc::new(p);
+                app.live.cache_cred(d, p.clone());
+                Ok(Auth(p))
+            }
+            None => Err(unauth("unknown credential")),
+        }
+    }
+}
+
+fn need_admin(p: &Principal) -> ApiResult<()> {
+    match p {
+        Principal::Admin => Ok(()),
+        _ => Err(ApiError(StatusCode::FORBIDDEN, "admin only".into())),
+    }
+}
+
+fn need_agent(p: &Principal) -> ApiResult<&str> {
+    match p {
+        Principal::Agent { agent_id, .. } => Ok(agent_id),
+        _ => Err(ApiError(StatusCode::FORBIDDEN, "agents only".into())),
+    }
+}
+
+fn need_person(p: &Principal) -> ApiResult<()> {
+    match p {
+        Principal::Agent { .. } => Err(ApiError(StatusCode::FORBIDDEN, "not for agents".into())),
+        _ => Ok(()),
+    }
+}
+
+/// The router with its state.
+pub fn router(app: Arc<App>) -> Router {
+    let api = Router::new()
+        .route("/api/v1/keys", post(create_key))
+        .route("/api/v1/join-tokens", post(create_join_token))
+        .route("/api/v1/enrol", post(enrol))
+        .route("/api/v1/heartbeat", post(heartbeat))
+        .route("/api/v1/agents", get(agents))
+        .route("/api/v1/jobs", post(submit).get(list_jobs))
+        .route("/api/v1/jobs/{id}", get(get_job))
+        .route("/api/v1/jobs/{id}/cancel", post(cancel))
+        .route("/api/v1/lease", post(lease))
+        .route("/api/v1/tasks/{job}/{rank}/progress", post(progress))
+        .route("/api/v1/tasks/{job}/{rank}/complete", post(complete))
+        .route("/api/v1/tasks/{job}/{rank}/fail", post(fail))
+        .route("/api/v1/tasks/{job}/{rank}/evicted", post(evicted))
+        .route("/api/v1/tasks/{job}/{rank}/gang", get(gang))
+        .route("/api/v1/records", post(records))
+        .route("/api/v1/reports", get(reports))
+        .layer(DefaultBodyLimit::max(JSON_LIMIT))
+        .layer(axum::middleware::from_fn(declared_limit::<JSON_LIMIT>));
+    let checkpoints = Router::new()
+        .route("/api/v1/tasks/{job}/{rank}/checkpoint", get(get_checkpoint).put(put_checkpoint))
+        .layer(DefaultBodyLimit::max(CHECKPOINT_LIMIT))
+        .layer(axum::middleware::from_fn(declared_limit::<CHECKPOINT_LIMIT>));
+    Router::new()
+        .route("/", get(dashboard))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics))
+        .route("/api/openapi.json", get(openapi))
+        .merge(api)
+        .merge(checkpoints)
+        .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "no such route".into()) })
+        .layer(axum::middleware::from_fn_with_state(app.clone(), observe))
+        .with_state(app)
+}
+
+/// Refuses a body whose declared length is over `LIMIT` before reading any of it (the
+/// body limit layer also stops bodies without a declared length once they pass it).
+async fn declared_limit<const LIMIT: usize>(req: Request, next: Next) -> Response {
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > LIMIT as u64) {
+        return ApiError(StatusCode::PAYLOAD_TOO_LARGE, format!("body over {LIMIT} bytes")).into_response();
+    }
+    next.run(req).await
+}
+
+async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().cloned();
+    let route = route.as_ref().map_or("unmatched", |p| p.as_str());
+    let method = req.method().clone();
+    let t = Instant::now();
+    let resp = next.run(req).await;
+    let secs = t.elapsed().as_secs_f64();
+    let status = resp.status().as_u16();
+    app.metrics.observe(route, status, secs);
+    if status >= 500 {
+        tracing::warn!(%method, route, status, ms = secs * 1e3, "request failed");
+    } else {
+        tracing::debug!(%method, route, status, ms = secs * 1e3, "request");
+    }
+    resp
+}
+
+async fn dashboard() -> Html<&'static str> {
+    Html(
+        "<!doctype html><html><head><meta charset=utf-8><title>Lull coordinator</title></head><body>\
+         <h1>Lull coordinator</h1><p>The dashboard arrives in a later release. Meanwhile: \
+         <a href=\"/api/openapi.json\">the API (OpenAPI)</a>, <a href=\"/metrics\">metrics</a>, \
+         and <code>lull report --by owner --since 7d</code>.</p></body></html>",
+    )
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], app.metrics.render(app.live.len()))
+}
+
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+#[utoipa::path(post, path = "/api/v1/keys", request_body = CreateKey, security(("bearer" = [])),
+    responses((status = 200, body = ApiKey), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn create_key(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<CreateKey>) -> ApiResult<Json<ApiKey>> {
+    need_admin(&p)?;
+    Ok(Json(store::create_key(&app.db, &req.role, req.owner.as_deref()).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/join-tokens", request_body = CreateJoinToken, security(("bearer" = [])),
+    responses((status = 200, body = JoinToken), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn create_join_token(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<CreateJoinToken>) -> ApiResult<Json<JoinToken>> {
+    need_admin(&p)?;
+    Ok(Json(store::create_join_token(&app.db, &req).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/enrol", request_body = EnrolRequest,
+    responses((status = 200, body = Enrolment), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn enrol(State(app): State<Arc<App>>, Body(req): Body<EnrolRequest>) -> ApiResult<Json<Enrolment>> {
+    let e = store::enrol(&app.db, &req).await?;
+    tracing::info!(agent = %e.agent_id, owner = %req.owner, machine = %req.machine, "agent enrolled");
+    Ok(Json(e))
+}
+
+#[utoipa::path(post, path = "/api/v1/heartbeat", request_body = Heartbeat, security(("bearer" = [])),
+    responses((status = 200, body = HeartbeatAck), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn heartbeat(State(app): State<Arc<App>>, Auth(p): Auth, Body(hb): Body<Heartbeat>) -> ApiResult<Json<HeartbeatAck>> {
+    let agent = need_agent(&p)?;
+    if !(hb.base_speed.is_finite() && hb.current_speed.is_finite()) || hb.base_speed < 0.0 || hb.current_speed < 0.0 {
+        return Err(ApiError(StatusCode::BAD_REQUEST, "speeds must be finite and non-negative".into()));
+    }
+    store::check_text("state", &hb.state, 1, 32)?;
+    app.live.heartbeat(agent, hb, now_ms(), app.config.heartbeat_interval.as_millis() as i64);
+    app.metrics.heartbeats.fetch_add(1, Ordering::Relaxed);
+    Ok(Json(HeartbeatAck { next_heartbeat_s: app.config.heartbeat_interval.as_secs().max(1) as u32 }))
+}
+
+#[utoipa::path(get, path = "/api/v1/agents", security(("bearer" = [])),
+    responses((status = 200, body = [AgentInfo]), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn agents(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<Vec<AgentInfo>>> {
+    let mut list = store::list_agents(&app.db, &p).await?;
+    for a in &mut list {
+        if let Some((at, hb)) = app.live.latest(&a.id) {
+            if a.last_seen_ms.is_none_or(|t| t <= at) {
+                a.last_seen_ms = Some(at);
+                a.heartbeat = Some(hb);
+            }
+        }
+    }
+    Ok(Json(list))
+}
+
+#[utoipa::path(post, path = "/api/v1/jobs", request_body = SubmitJob, security(("bearer" = [])),
+    responses((status = 200, body = Job), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn submit(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<SubmitJob>) -> ApiResult<Json<Job>> {
+    need_person(&p)?;
+    let job = store::submit(&app.db, &p, &req).await?;
+    app.work.notify_waiters();
+    tracing::info!(job = job.id, submitter = %job.submitter, program = %job.program, machines = job.machines, "job submitted");
+    Ok(Json(job))
+}
+
+/// Job list filters.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct JobFilter {
+    /// Only jobs in this state.
+    pub state: Option<String>,
+    /// At most this many (default 100, at most 10000).
+    pub limit: Option<u32>,
+}
+
+fn query<T: serde::de::DeserializeOwned>(q: Result<Query<T>, axum::extract::rejection::QueryRejection>) -> ApiResult<T> {
+    q.map(|Query(v)| v).map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+}
+
+#[utoipa::path(get, path = "/api/v1/jobs", params(JobFilter), security(("bearer" = [])),
+    responses((status = 200, body = [Job]), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn list_jobs(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+    q: Result<Query<JobFilter>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<Vec<Job>>> {
+    need_person(&p)?;
+    let f = query(q)?;
+    if let Some(s) = &f.state {
+        store::check_text("state", s, 1, 16)?;
+    }
+    Ok(Json(store::list_jobs(&app.db, &p, f.state.as_deref(), f.limit.unwrap_or(100)).await?))
+}
+
+fn path<T>(p: Result<Path<T>, axum::extract::rejection::PathRejection>) -> ApiResult<T> {
+    p.map(|Path(v)| v).map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+}
+
+type JobPath = Result<Path<i64>, axum::extract::rejection::PathRejection>;
+type TaskPath = Result<Path<(i64, i64)>, axum::extract::rejection::PathRejection>;
+
+#[utoipa::path(get, path = "/api/v1/jobs/{id}", params(("id" = i64, Path)), security(("bearer" = [])),
+    responses((status = 200, body = Job), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn get_job(State(app): State<Arc<App>>, Auth(p): Auth, id: JobPath) -> ApiResult<Json<Job>> {
+    need_person(&p)?;
+    Ok(Json(store::get_job(&app.db, &p, path(id)?).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/jobs/{id}/cancel", params(("id" = i64, Path)), security(("bearer" = [])),
+    responses((status = 200, body = Job), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn cancel(State(app): State<Arc<App>>, Auth(p): Auth, id: JobPath) -> ApiResult<Json<Job>> {
+    need_person(&p)?;
+    Ok(Json(store::cancel(&app.db, &p, path(id)?).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/lease", request_body = LeaseRequest, security(("bearer" = [])),
+    responses((status = 200, body = Lease), (status = 204, description = "no work within wait_ms"), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn lease(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<LeaseRequest>) -> ApiResult<Response> {
+    let agent = need_agent(&p)?.to_string();
+    if req.wait_ms > 30_000 {
+        return Err(ApiError(StatusCode::BAD_REQUEST, "wait_ms must be at most 30000".into()));
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(req.wait_ms as u64);
+    let ttl = app.config.lease_ttl.as_millis() as i64;
+    let mut shutdown = app.shutdown.clone();
+    loop {
+        // Register for wake-ups before looking, so a submit in between is not missed.
+        let notified = app.work.notified();
+        if let Some(l) = store::claim(&app.db, &agent, req.free_mem_bytes, ttl).await? {
+            app.metrics.leases.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(job = l.job_id, rank = l.rank, lease = l.lease, agent, "task leased");
+            return Ok(Json(l).into_response());
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline || *shutdown.borrow() {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
+        // Other replicas' submissions are not notified here: look again at least every 500 ms.
+        let nap = (deadline - now).min(Duration::from_millis(500));
+        tokio::select! {
+            _ = notified => {}
+            _ = tokio::time::sleep(nap) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+#[utoipa::path(post, path = "/api/v1/tasks/{job}/{rank}/progress", request_body = Progress, params(("job" = i64, Path), ("rank" = i64, Path)),
+    security(("bearer" = [])), responses((status = 200, body = ProgressAck), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn progress(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<Progress>) -> ApiResult<Json<ProgressAck>> {
+    let agent = need_agent(&p)?;
+    let (job, rank) = path(t)?;
+    Ok(Json(store::progress(&app.db, agent, job, rank, req.lease, app.config.lease_ttl.as_millis() as i64).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/tasks/{job}/{rank}/complete", request_body = Completion, params(("job" = i64, Path), ("rank" = i64, Path)),
+    security(("bearer" = [])), responses((status = 200, body = CompletionAck), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn complete(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<Completion>) -> ApiResult<Json<CompletionAck>> {
+    let agent = need_agent(&p)?;
+    let (job, rank) = path(t)?;
+    let ack = store::complete(&app.db, agent, job, rank, &req).await?;
+    if ack.counted {
+        app.metrics.completions.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(job, rank, lease = req.lease, agent, exit_code = req.exit_code, "task completed");
+    }
+    Ok(Json(ack))
+}
+
+async fn release(app: &App, p: &Principal, t: TaskPath, req: TaskRelease, evicted: bool) -> ApiResult<Json<Task>> {
+    let agent = need_agent(p)?;
+    let (job, rank) = path(t)?;
+    if let Some(r) = &req.reason {
+        store::check_text("reason", r, 0, 4096)?;
+    }
+    let task = store::release(&app.db, agent, job, rank, req.lease, evicted).await?;
+    app.work.notify_waiters();
+    tracing::info!(job, rank, agent, evicted, state = %task.state, reason = req.reason.as_deref().unwrap_or(""), "task released");
+    Ok(Json(task))
+}
+
+#[utoipa::path(post, path = "/api/v1/tasks/{job}/{rank}/fail", request_body = TaskRelease, params(("job" = i64, Path), ("rank" = i64, Path)),
+    security(("bearer" = [])), responses((status = 200, body = Task), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn fail(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<TaskRelease>) -> ApiResult<Json<Task>> {
+    release(&app, &p, t, req, false).await
+}
+
+#[utoipa::path(post, path = "/api/v1/tasks/{job}/{rank}/evicted", request_body = TaskRelease, params(("job" = i64, Path), ("rank" = i64, Path)),
+    security(("bearer" = [])), responses((status = 200, body = Task), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn evicted(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<TaskRelease>) -> ApiResult<Json<Task>> {
+    release(&app, &p, t, req, true).await
+}
+
+#[utoipa::path(get, path = "/api/v1/tasks/{job}/{rank}/gang", params(("job" = i64, Path), ("rank" = i64, Path)),
+    security(("bearer" = [])), responses((status = 200, body = Gang), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+async fn gang(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath) -> ApiResult<Json<Gang>> {
+    let agent = need_agent(&p)?;
+    let (job, rank) = path(t)?;
+    Ok(Json(store::gang(&app.db, agent, job, rank).await?))
+}
+
+#[utoipa::path(put, path = "/api/v1/tasks/{job}/{rank}/checkpoint", request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    params(("job" = i64, Path), ("rank" = i64, Path)), security(("bearer" = [])),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
+async fn put_checkpoint(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+    t: TaskPath,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> ApiResult<StatusCode> {
+    let agent = need_agent(&p)?;
+    let (job, rank) = path(t)?;
+    let body =
+        body.map_err(|e| ApiError(if e.status().is_client_error() { e.status() } else { StatusCode::BAD_REQUEST }, e.body_text()))?;
+    store::put_checkpoint(&app.db, agent, job, rank, &body).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(get, path = "/api/v1/tasks/{job}/{rank}/checkpoint", params(("job" = i64, Path), ("rank" = i64, Path)), security(("bearer" = [])),
+    responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+async fn get_checkpoint(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath) -> ApiResult<Response> {
+    let agent = need_agent(&p)?;
+    let (job, rank) = path(t)?;
+    let data = store::get_checkpoint(&app.db, agent, job, rank).await?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], data).into_response())
+}
+
+#[utoipa::path(post, path = "/api/v1/records", request_body = RecordBatch, security(("bearer" = [])),
+    responses((status = 200, body = RecordsAck), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn records(State(app): State<Arc<App>>, Auth(p): Auth, Body(batch): Body<RecordBatch>) -> ApiResult<Json<RecordsAck>> {
+    let agent = need_agent(&p)?;
+    let ack = store::ingest(&app.db, agent, &batch).await?;
+    app.metrics.records_stored.fetch_add(ack.stored as u64, Ordering::Relaxed);
+    Ok(Json(ack))
+}
+
+/// Report parameters.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ReportParams {
+    /// `owner` (default) or `machine`.
+    pub by: Option<String>,
+    /// `7d` (default), `2w`, `24h` or a first day `YYYY-MM-DD`.
+    pub since: Option<String>,
+    /// `day` (default) or `week`.
+    pub period: Option<String>,
+    /// Only this owner's machines (owners may only name themselves).
+    pub owner: Option<String>,
+    /// `json` (default) or `csv`.
+    pub format: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/v1/reports", params(ReportParams), security(("bearer" = [])),
+    responses((status = 200, body = Report), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn reports(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+    q: Result<Query<ReportParams>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let q = query(q)?;
+    let bad = |m: &str| ApiError(StatusCode::BAD_REQUEST, m.into());
+    let by = match q.by.as_deref().unwrap_or("owner") {
+        "owner" => By::Owner,
+        "machine" => By::Machine,
+        _ => return Err(bad("by must be owner or machine")),
+    };
+    let period = match q.period.as_deref().unwrap_or("day") {
+        "day" => Period::Day,
+        "week" => Period::Week,
+        _ => return Err(bad("period must be day or week")),
+    };
+    let today = chrono::Utc::now().date_naive();
+    let since = report::parse_since(q.since.as_deref().unwrap_or("7d"), today)
+        .ok_or_else(|| bad("since must be like 7d, 2w, 24h or YYYY-MM-DD"))?;
+    if let Some(o) = &q.owner {
+        store::check_text("owner", o, 1, 128)?;
+    }
+    let csv = match q.format.as_deref().unwrap_or("json") {
+        "json" => false,
+        "csv" => true,
+        _ => return Err(bad("format must be json or csv")),
+    };
+    let r = report::report(&app.db, &p, &ReportQuery { by, period, since, owner: q.owner }).await?;
+    Ok(if csv {
+        ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], report::to_csv(&r)).into_response()
+    } else {
+        Json(r).into_response()
+    })
+}
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let c = doc.components.get_or_insert_with(Default::default);
+        c.add_security_scheme("bearer", SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()));
+        // Every operation may answer these (authentication, role, a malformed, oversized
+        // or mistyped request, an unknown resource), always with an `ErrorBody`.
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+        let generic = [
+            ("400", "malformed request"),
+            ("401", "missing or unknown credential"),
+            ("403", "not allowed for this role"),
+            ("404", "no such resource"),
+            ("405", "method not allowed"),
+            ("409", "the lease is not held"),
+            ("413", "body too large"),
+            ("415", "body is not JSON"),
+            ("422", "body does not match the schema"),
+            ("503", "database unavailable"),
+        ];
+        for item in doc.paths.paths.values_mut() {
+            for op in [&mut item.get, &mut item.put, &mut item.post, &mut item.delete].into_iter().flatten() {
+                for (code, what) in generic {
+                    op.responses.responses.entry(code.to_string()).or_insert_with(|| {
+                        RefOr::T(
+                            ResponseBuilder::new()
+                                .description(what)
+                                .content("application/json", ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build())
+                                .build(),
+                        )
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// The OpenAPI document.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports."),
+    paths(create_key, create_join_token, enrol, heartbeat, agents, submit, list_jobs, get_job, cancel, lease, progress, complete, fail, evicted,
+        gang, put_checkpoint, get_checkpoint, records, reports),
+    components(schemas(ErrorBody, CreateJoinToken, JoinToken, CreateKey, ApiKey, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, SubmitJob,
+        JobSpec, Job, Task, LeaseRequest, Lease, Progress, ProgressAck, Completion, CompletionAck, TaskRelease, Gang, Record, RecordBatch,
+        RecordsAck, AgentInfo, ReportRow, Report)),
+    modifiers(&Security)
+)]
+pub struct ApiDoc;

@@ -1,0 +1,148 @@
+//! Lull's coordinator: enrolment and auth, FIFO jobs with leases, the agents' donated-time
+//! and interruption records, reports, over an HTTP API (axum) with an OpenAPI document,
+//! Prometheus metrics and graceful shutdown. Storage is embedded SQLite by default and
+//! PostgreSQL at scale, where several replicas may share one database.
+//!
+//! [`serve`] takes its listener, database and shutdown signal as arguments, so tests and
+//! `lull up` run it on any port with any database, and stop it when they like.
+
+pub mod api;
+pub mod auth;
+pub mod db;
+pub mod live;
+pub mod metrics;
+pub mod model;
+pub mod report;
+pub mod store;
+
+pub use db::{Db, DbError, Dialect};
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Notify};
+
+/// Tunables of a coordinator.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// A lease not renewed (progress) for this long is lost: its task is re-queued.
+    pub lease_ttl: Duration,
+    /// The heartbeat interval agents are told to use.
+    pub heartbeat_interval: Duration,
+    /// How often heartbeat state is written to the database.
+    pub flush_interval: Duration,
+    /// How often expired leases are looked for.
+    pub sweep_interval: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            lease_ttl: Duration::from_secs(60),
+            heartbeat_interval: Duration::from_secs(10),
+            flush_interval: Duration::from_secs(1),
+            sweep_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A running coordinator's shared state.
+pub struct App {
+    pub db: Db,
+    pub config: Config,
+    pub live: live::Live,
+    pub metrics: metrics::Metrics,
+    /// Woken when work may have become available (submit, release, re-queue).
+    pub work: Notify,
+    /// Turns true when shutdown begins (long-polls return at once).
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// A serving failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("serving HTTP: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Serves the coordinator on `listener` with `db` until `shutdown` completes, then stops
+/// accepting, lets requests in flight finish (long-polls return at once), writes the
+/// last heartbeat state and returns.
+pub async fn serve(
+    listener: TcpListener,
+    db: Db,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let app = Arc::new(App {
+        db,
+        config: config.clone(),
+        live: live::Live::default(),
+        metrics: metrics::Metrics::default(),
+        work: Notify::new(),
+        shutdown: stop_rx.clone(),
+    });
+    let background = tokio::spawn(background(app.clone(), stop_rx.clone()));
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let mut stopped = stop_rx.clone();
+    tracing::info!(addr = ?listener.local_addr().ok(), db = ?app.db.dialect, "coordinator listening");
+    axum::serve(listener, api::router(app.clone()))
+        .with_graceful_shutdown(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        })
+        .await?;
+    let _ = background.await;
+    flush(&app).await;
+    tracing::info!("coordinator stopped");
+    Ok(())
+}
+
+async fn flush(app: &App) {
+    let snaps = app.live.take_dirty();
+    if snaps.is_empty() {
+        return;
+    }
+    let t = std::time::Instant::now();
+    let n = snaps.len();
+    if let Err(e) = store::flush_snapshots(&app.db, &snaps).await {
+        app.metrics.flush_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(error = %e, agents = n, "heartbeat flush failed; will retry");
+        app.live.restore(snaps);
+        return;
+    }
+    let took = t.elapsed();
+    app.metrics.last_flush_us.store(took.as_micros() as u64, Ordering::Relaxed);
+    app.metrics.last_flush_agents.store(n as u64, Ordering::Relaxed);
+    if took > app.config.flush_interval {
+        tracing::warn!(agents = n, ms = took.as_millis() as u64, "heartbeat flush took longer than its interval");
+    }
+}
+
+/// Flushes heartbeats and re-queues expired leases until shutdown.
+async fn background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
+    let mut flush_tick = tokio::time::interval(app.config.flush_interval);
+    let mut sweep_tick = tokio::time::interval(app.config.sweep_interval);
+    flush_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    sweep_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = flush_tick.tick() => flush(&app).await,
+            _ = sweep_tick.tick() => match store::requeue_expired(&app.db).await {
+                Ok(0) => {}
+                Ok(n) => {
+                    app.metrics.requeued.fetch_add(n, Ordering::Relaxed);
+                    tracing::info!(tasks = n, "expired leases re-queued");
+                    app.work.notify_waiters();
+                }
+                Err(e) => tracing::warn!(error = %e, "lease sweep failed"),
+            },
+            _ = stop.changed() => if *stop.borrow() { return },
+        }
+    }
+}

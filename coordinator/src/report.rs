@@ -1,0 +1,244 @@
+//! Donated-time reports per owner or machine and per day or week: donated CPU- and
+//! wall-seconds (from the agents' ledger records), interruptions used against the limit,
+//! the fraction of the period available (from heartbeats), jobs completed, evictions and
+//! linger time; as JSON or CSV.
+//!
+//! Aggregation is per (machine, day) in SQL and the grouping by owner or week in Rust,
+//! so both dialects run the same plain `GROUP BY` queries.
+
+use crate::auth::Principal;
+use crate::db::{col, Db};
+use crate::model::{Report, ReportRow};
+use crate::store::StoreError;
+use chrono::{Datelike, NaiveDate};
+use std::collections::{BTreeMap, HashMap};
+
+/// Group rows by owner or by machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum By {
+    Owner,
+    Machine,
+}
+
+/// Rows per day or per ISO week (Monday).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Period {
+    Day,
+    Week,
+}
+
+/// What to report on.
+#[derive(Clone, Debug)]
+pub struct ReportQuery {
+    pub by: By,
+    pub period: Period,
+    /// First day included.
+    pub since: NaiveDate,
+    /// Only this owner's machines (forced to the caller's own name for owners).
+    pub owner: Option<String>,
+}
+
+/// Parses `7d`, `2w`, `24h` (rounded up to days) or a date `YYYY-MM-DD` into the first day.
+pub fn parse_since(s: &str, today: NaiveDate) -> Option<NaiveDate> {
+    if let Ok(d) = s.parse::<NaiveDate>() {
+        return Some(d);
+    }
+    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
+    let n: i64 = n.parse().ok()?;
+    let days = match unit {
+        "d" => n,
+        "w" => n.checked_mul(7)?,
+        "h" => (n + 23) / 24,
+        _ => return None,
+    };
+    if !(0..=3660).contains(&days) {
+        return None;
+    }
+    // "7d" covers today and the six days before it.
+    Some(today - chrono::Duration::days((days - 1).max(0)))
+}
+
+fn period_of(day: &str, p: Period) -> String {
+    match (p, day.parse::<NaiveDate>()) {
+        (Period::Week, Ok(d)) => (d - chrono::Duration::days(d.weekday().num_days_from_monday() as i64)).to_string(),
+        _ => day.to_string(),
+    }
+}
+
+/// Builds a report for `who`. Owners see only their own machines; agents none.
+pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report, StoreError> {
+    let owner_filter = match who {
+        Principal::Admin => q.owner.clone(),
+        Principal::Owner { owner } => {
+            if q.owner.as_ref().is_some_and(|o| o != owner) {
+                return Err(StoreError::Forbidden);
+            }
+            Some(owner.clone())
+        }
+        Principal::Agent { .. } => return Err(StoreError::Forbidden),
+    };
+    let owner_filter = owner_filter.unwrap_or_default();
+    let since = q.since.to_string();
+    let agents =
+        sqlx::query("SELECT id, owner, name FROM agents WHERE ($1 = '' OR owner = $1)").bind(&owner_filter).fetch_all(&db.pool).await?;
+    let mut names: HashMap<String, (String, String)> = HashMap::new();
+    for a in &agents {
+        names.insert(col(a, "id")?, (col(a, "owner")?, col(a, "name")?));
+    }
+    let mut rows: BTreeMap<(String, String), ReportRow> = BTreeMap::new();
+    let mut limits: BTreeMap<(String, String, String), i64> = BTreeMap::new();
+    let by = q.by;
+    let period = q.period;
+    let row_for = |rows: &'_ mut BTreeMap<(String, String), ReportRow>, agent: &str, day: &str| -> Option<(String, String)> {
+        let (owner, machine) = names.get(agent)?;
+        let (key, machine) = match by {
+            By::Owner => (owner.clone(), None),
+            By::Machine => (agent.to_string(), Some(machine.clone())),
+        };
+        let period = period_of(day, period);
+        let k = (key.clone(), period.clone());
+        rows.entry(k.clone()).or_insert_with(|| ReportRow { key, machine, period, ..Default::default() });
+        Some(k)
+    };
+    let recs = sqlx::query(
+        "SELECT agent_id, day, CAST(SUM(cpu_us) AS BIGINT) AS cpu_us, CAST(SUM(wall_ms) AS BIGINT) AS wall_ms,
+                CAST(SUM(CASE WHEN kind = 'interruption' THEN 1 ELSE 0 END) AS BIGINT) AS interruptions,
+                CAST(MAX(interruption_limit) AS BIGINT) AS lim, CAST(SUM(linger_ms) AS BIGINT) AS linger_ms
+         FROM records WHERE day >= $1 AND day <> '' GROUP BY agent_id, day",
+    )
+    .bind(&since)
+    .fetch_all(&db.pool)
+    .await?;
+    for r in &recs {
+        let agent: String = col(r, "agent_id")?;
+        let day: String = col(r, "day")?;
+        let lim: Option<i64> = col(r, "lim")?;
+        if let Some(k) = row_for(&mut rows, &agent, &day) {
+            let row = rows.get_mut(&k).expect("row_for inserted it");
+            // Micro-seconds summed as integers, divided once: no rounding drift.
+            row.cpu_s += col::<i64>(r, "cpu_us")? as f64 / 1e6;
+            row.wall_s += col::<i64>(r, "wall_ms")? as f64 / 1e3;
+            row.interruptions += col::<i64>(r, "interruptions")? as u32;
+            row.linger_s += col::<i64>(r, "linger_ms")? as f64 / 1e3;
+            let key = (row.key.clone(), row.period.clone(), agent.clone());
+            if let Some(l) = lim {
+                let e = limits.entry(key).or_insert(0);
+                *e = (*e).max(l);
+            }
+        }
+    }
+    let avail =
+        sqlx::query("SELECT agent_id, day, available_ms FROM availability WHERE day >= $1").bind(&since).fetch_all(&db.pool).await?;
+    let period_ms = match q.period {
+        Period::Day => 86_400_000.0,
+        Period::Week => 7.0 * 86_400_000.0,
+    };
+    let mut machines_in: BTreeMap<(String, String), std::collections::BTreeSet<String>> = BTreeMap::new();
+    for r in &avail {
+        let agent: String = col(r, "agent_id")?;
+        let day: String = col(r, "day")?;
+        if let Some(k) = row_for(&mut rows, &agent, &day) {
+            let row = rows.get_mut(&k).expect("row_for inserted it");
+            row.available_fraction += col::<i64>(r, "available_ms")? as f64 / period_ms;
+            machines_in.entry((row.key.clone(), row.period.clone())).or_default().insert(agent);
+        }
+    }
+    let events = sqlx::query(
+        "SELECT agent_id, day, CAST(SUM(CASE WHEN kind = 'completed' THEN 1 ELSE 0 END) AS BIGINT) AS completed,
+                CAST(SUM(CASE WHEN kind = 'evicted' THEN 1 ELSE 0 END) AS BIGINT) AS evicted
+         FROM task_events WHERE day >= $1 GROUP BY agent_id, day",
+    )
+    .bind(&since)
+    .fetch_all(&db.pool)
+    .await?;
+    for r in &events {
+        let agent: String = col(r, "agent_id")?;
+        let day: String = col(r, "day")?;
+        if let Some(k) = row_for(&mut rows, &agent, &day) {
+            let row = rows.get_mut(&k).expect("row_for inserted it");
+            row.jobs_completed += col::<i64>(r, "completed")? as u32;
+            row.evictions += col::<i64>(r, "evicted")? as u32;
+        }
+    }
+    for ((key, period, _agent), l) in limits {
+        if let Some(row) = rows.get_mut(&(key, period)) {
+            row.interruption_limit += l as u32;
+        }
+    }
+    // Availability of several machines is averaged over them.
+    for (k, set) in machines_in {
+        if let Some(row) = rows.get_mut(&k) {
+            row.available_fraction /= set.len().max(1) as f64;
+        }
+    }
+    Ok(Report {
+        by: match q.by {
+            By::Owner => "owner",
+            By::Machine => "machine",
+        }
+        .into(),
+        period: match q.period {
+            Period::Day => "day",
+            Period::Week => "week",
+        }
+        .into(),
+        since,
+        rows: rows.into_values().collect(),
+    })
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The report as CSV (RFC 4180, header line first).
+pub fn to_csv(r: &Report) -> String {
+    let mut out = String::from(
+        "key,machine,period,cpu_s,wall_s,interruptions,interruption_limit,available_fraction,jobs_completed,evictions,linger_s\n",
+    );
+    for row in &r.rows {
+        out.push_str(&format!(
+            "{},{},{},{:.6},{:.3},{},{},{:.4},{},{},{:.3}\n",
+            csv_field(&row.key),
+            csv_field(row.machine.as_deref().unwrap_or("")),
+            row.period,
+            row.cpu_s,
+            row.wall_s,
+            row.interruptions,
+            row.interruption_limit,
+            row.available_fraction,
+            row.jobs_completed,
+            row.evictions,
+            row.linger_s
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_parses_spans_and_dates() {
+        let today = NaiveDate::from_ymd_opt(2026, 11, 22).unwrap();
+        assert_eq!(parse_since("7d", today), NaiveDate::from_ymd_opt(2026, 11, 16));
+        assert_eq!(parse_since("1d", today), Some(today));
+        assert_eq!(parse_since("2w", today), NaiveDate::from_ymd_opt(2026, 11, 9));
+        assert_eq!(parse_since("2026-01-02", today), NaiveDate::from_ymd_opt(2026, 1, 2));
+        assert_eq!(parse_since("7x", today), None);
+        assert_eq!(parse_since("d", today), None);
+        assert_eq!(parse_since("99999999999999999999d", today), None);
+    }
+
+    #[test]
+    fn weeks_start_on_monday_and_csv_quotes() {
+        assert_eq!(period_of("2026-11-22", Period::Week), "2026-11-16");
+        assert_eq!(period_of("2026-11-16", Period::Week), "2026-11-16");
+        assert_eq!(csv_field("a,b\"c"), "\"a,b\"\"c\"");
+    }
+}

@@ -1,0 +1,817 @@
+//! The coordinator's operations on the database: keys and join tokens, enrolment, jobs
+//! and their tasks (FIFO leases with expiry, re-queueing, idempotent completion, cancel,
+//! bounded retries, gangs), ledger records (idempotent on agent and sequence) and the
+//! heartbeat snapshot written in batches.
+//!
+//! Every state change is one conditional statement or one transaction, so it is safe
+//! with several replicas on one PostgreSQL: a task changes hands only through an
+//! `UPDATE … WHERE state = … AND lease_epoch = …` that at most one caller can win.
+
+use crate::auth::{hash_secret, new_secret, random_hex, Principal, SecretKind};
+use crate::db::{col, Db, Dialect};
+use crate::model::*;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+/// A store failure: `Sql` is a server fault, the others are the caller's.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    Sql(#[from] sqlx::Error),
+    #[error("not found")]
+    NotFound,
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("unauthorised")]
+    Unauthorised,
+    #[error("forbidden")]
+    Forbidden,
+}
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+/// Unix milliseconds now.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// The UTC day of a Unix-millisecond instant.
+pub fn day_of(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default().date_naive().to_string()
+}
+
+fn i64_of(v: u64, what: &str) -> Result<i64> {
+    i64::try_from(v).map_err(|_| StoreError::Invalid(format!("{what} is too large")))
+}
+
+/// Checks a user-supplied text field: length and no NUL (PostgreSQL refuses NUL in text).
+pub fn check_text(what: &str, s: &str, min: usize, max: usize) -> Result<()> {
+    if s.len() < min || s.len() > max {
+        return Err(StoreError::Invalid(format!("{what} must be {min}–{max} bytes")));
+    }
+    if s.contains('\0') {
+        return Err(StoreError::Invalid(format!("{what} must not contain NUL")));
+    }
+    Ok(())
+}
+
+/// Creates an admin or owner API key; returns the secret (shown once).
+pub async fn create_key(db: &Db, role: &str, owner: Option<&str>) -> Result<ApiKey> {
+    let (kind, owner) = match (role, owner) {
+        ("admin", None) => (SecretKind::Admin, None),
+        ("owner", Some(o)) => {
+            check_text("owner", o, 1, 128)?;
+            (SecretKind::Owner, Some(o.to_string()))
+        }
+        ("admin", Some(_)) => return Err(StoreError::Invalid("admin keys have no owner".into())),
+        ("owner", None) => return Err(StoreError::Invalid("owner keys need an owner".into())),
+        _ => return Err(StoreError::Invalid("role must be admin or owner".into())),
+    };
+    let key = new_secret(kind);
+    sqlx::query("INSERT INTO api_keys(key_hash, role, owner, created_ms) VALUES ($1, $2, $3, $4)")
+        .bind(hash_secret(&key))
+        .bind(role)
+        .bind(owner.clone())
+        .bind(now_ms())
+        .execute(&db.pool)
+        .await?;
+    Ok(ApiKey { key, role: role.into(), owner })
+}
+
+/// True if any admin key exists.
+pub async fn has_admin_key(db: &Db) -> Result<bool> {
+    let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM api_keys WHERE role = 'admin'").fetch_one(&db.pool).await?.try_get("n")?;
+    Ok(n > 0)
+}
+
+/// Creates a join token.
+pub async fn create_join_token(db: &Db, req: &CreateJoinToken) -> Result<JoinToken> {
+    let uses = req.uses.unwrap_or(1);
+    let ttl_s = req.ttl_s.unwrap_or(7 * 86_400);
+    if uses == 0 || uses > 100_000 {
+        return Err(StoreError::Invalid("uses must be 1–100000".into()));
+    }
+    if ttl_s == 0 || ttl_s > 365 * 86_400 {
+        return Err(StoreError::Invalid("ttl_s must be 1–31536000".into()));
+    }
+    let token = new_secret(SecretKind::Join);
+    let now = now_ms();
+    let expires_ms = now + ttl_s as i64 * 1000;
+    sqlx::query("INSERT INTO join_tokens(token_hash, uses_left, expires_ms, created_ms) VALUES ($1, $2, $3, $4)")
+        .bind(hash_secret(&token))
+        .bind(uses as i64)
+        .bind(expires_ms)
+        .bind(now)
+        .execute(&db.pool)
+        .await?;
+    Ok(JoinToken { token, uses, expires_ms })
+}
+
+/// Enrols an agent: spends one use of the token (atomically) and mints the agent's secret.
+pub async fn enrol(db: &Db, req: &EnrolRequest) -> Result<Enrolment> {
+    check_text("owner", &req.owner, 1, 128)?;
+    check_text("machine", &req.machine, 1, 128)?;
+    check_text("token", &req.token, 1, 200)?;
+    let mut tx = db.pool.begin().await?;
+    let spent = sqlx::query("UPDATE join_tokens SET uses_left = uses_left - 1 WHERE token_hash = $1 AND uses_left > 0 AND expires_ms > $2")
+        .bind(hash_secret(&req.token))
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if spent != 1 {
+        return Err(StoreError::Unauthorised);
+    }
+    let agent_id = random_hex(16);
+    let secret = new_secret(SecretKind::Agent);
+    sqlx::query("INSERT INTO agents(id, owner, name, secret_hash, enrolled_ms) VALUES ($1, $2, $3, $4, $5)")
+        .bind(&agent_id)
+        .bind(&req.owner)
+        .bind(&req.machine)
+        .bind(hash_secret(&secret))
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Enrolment { agent_id, secret })
+}
+
+/// Looks a secret's hash up: an API key or an agent.
+pub async fn principal_by_hash(db: &Db, hash: &str) -> Result<Option<Principal>> {
+    if let Some(row) = sqlx::query("SELECT role, owner FROM api_keys WHERE key_hash = $1").bind(hash).fetch_optional(&db.pool).await? {
+        let role: String = col(&row, "role")?;
+        let owner: Option<String> = col(&row, "owner")?;
+        return Ok(match (role.as_str(), owner) {
+            ("admin", _) => Some(Principal::Admin),
+            ("owner", Some(owner)) => Some(Principal::Owner { owner }),
+            _ => None,
+        });
+    }
+    if let Some(row) = sqlx::query("SELECT id, owner FROM agents WHERE secret_hash = $1").bind(hash).fetch_optional(&db.pool).await? {
+        return Ok(Some(Principal::Agent { agent_id: col(&row, "id")?, owner: col(&row, "owner")? }));
+    }
+    Ok(None)
+}
+
+/// Submits a job: one row for the job, one task per machine.
+pub async fn submit(db: &Db, who: &Principal, req: &SubmitJob) -> Result<Job> {
+    check_text("command", &req.command, 1, 4096)?;
+    if req.args.len() > 1024 || req.env.len() > 256 || req.inputs.len() > 64 {
+        return Err(StoreError::Invalid("too many args, env entries or inputs".into()));
+    }
+    for a in &req.args {
+        check_text("argument", a, 0, 65_536)?;
+    }
+    for (k, v) in req.env.iter().chain(req.inputs.iter()) {
+        check_text("env/input name", k, 1, 256)?;
+        check_text("env/input value", v, 0, 262_144)?;
+    }
+    if req.machines == 0 || req.machines > 1024 {
+        return Err(StoreError::Invalid("machines must be 1–1024".into()));
+    }
+    let max_retries = req.max_retries.unwrap_or(3);
+    if max_retries > 100 {
+        return Err(StoreError::Invalid("max_retries must be 0–100".into()));
+    }
+    let program = req.program.clone().unwrap_or_else(|| req.command.rsplit('/').next().unwrap_or(&req.command).to_string());
+    check_text("program", &program, 1, 256)?;
+    let mem = i64_of(req.mem_bytes, "mem_bytes")?;
+    let spec = JobSpec { command: req.command.clone(), args: req.args.clone(), env: req.env.clone(), inputs: req.inputs.clone() };
+    let spec_json = serde_json::to_string(&spec).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let now = now_ms();
+    let mut tx = db.pool.begin().await?;
+    let id: i64 = sqlx::query(
+        "INSERT INTO jobs(submitter, program, spec, mem_bytes, checkpointable, gang, max_retries, state, created_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8) RETURNING id",
+    )
+    .bind(who.submitter())
+    .bind(&program)
+    .bind(&spec_json)
+    .bind(mem)
+    .bind(req.checkpointable as i64)
+    .bind(req.machines as i64)
+    .bind(max_retries as i64)
+    .bind(now)
+    .fetch_one(&mut *tx)
+    .await?
+    .try_get("id")?;
+    for rank in 0..req.machines {
+        sqlx::query("INSERT INTO tasks(job_id, rank, state, max_retries, mem_bytes) VALUES ($1, $2, 'queued', $3, $4)")
+            .bind(id)
+            .bind(rank as i64)
+            .bind(max_retries as i64)
+            .bind(mem)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    get_job(db, who, id).await
+}
+
+fn task_of(row: &AnyRow) -> Result<Task> {
+    Ok(Task {
+        rank: col::<i64>(row, "rank")? as u32,
+        state: col(row, "state")?,
+        agent_id: col(row, "agent_id")?,
+        lease: col(row, "lease_epoch")?,
+        attempts: col::<i64>(row, "attempts")? as u32,
+        evictions: col::<i64>(row, "evictions")? as u32,
+        exit_code: col(row, "exit_code")?,
+        user_cpu_s: col(row, "user_cpu_s")?,
+        sys_cpu_s: col(row, "sys_cpu_s")?,
+    })
+}
+
+fn spec_of(s: &str) -> Result<JobSpec> {
+    serde_json::from_str(s).map_err(|e| StoreError::Sql(sqlx::Error::Decode(Box::new(e))))
+}
+
+const JOB_COLS: &str = "id, submitter, program, spec, mem_bytes, checkpointable, gang, max_retries, state, created_ms, finished_ms";
+
+fn job_of(row: &AnyRow, tasks: Vec<Task>) -> Result<Job> {
+    Ok(Job {
+        id: col(row, "id")?,
+        submitter: col(row, "submitter")?,
+        program: col(row, "program")?,
+        spec: spec_of(&col::<String>(row, "spec")?)?,
+        mem_bytes: col::<i64>(row, "mem_bytes")? as u64,
+        checkpointable: col::<i64>(row, "checkpointable")? != 0,
+        machines: col::<i64>(row, "gang")? as u32,
+        max_retries: col::<i64>(row, "max_retries")? as u32,
+        state: col(row, "state")?,
+        created_ms: col(row, "created_ms")?,
+        finished_ms: col(row, "finished_ms")?,
+        tasks,
+    })
+}
+
+const TASK_COLS: &str = "rank, state, agent_id, lease_epoch, attempts, evictions, exit_code, user_cpu_s, sys_cpu_s";
+
+/// A job, if `who` may see it (admins: all; others: their own submissions).
+pub async fn get_job(db: &Db, who: &Principal, id: i64) -> Result<Job> {
+    let row =
+        sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1"))).bind(id).fetch_optional(&db.pool).await?;
+    let row = row.ok_or(StoreError::NotFound)?;
+    let submitter: String = col(&row, "submitter")?;
+    if *who != Principal::Admin && who.submitter() != submitter {
+        return Err(StoreError::NotFound);
+    }
+    let tasks = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLS} FROM tasks WHERE job_id = $1 ORDER BY rank")))
+        .bind(id)
+        .fetch_all(&db.pool)
+        .await?
+        .iter()
+        .map(task_of)
+        .collect::<Result<Vec<_>>>()?;
+    job_of(&row, tasks)
+}
+
+/// Jobs `who` may see, newest first, optionally in one state (at most `limit`).
+pub async fn list_jobs(db: &Db, who: &Principal, state: Option<&str>, limit: u32) -> Result<Vec<Job>> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {JOB_COLS} FROM jobs WHERE ($1 = '' OR submitter = $1) AND ($2 = '' OR state = $2) ORDER BY id DESC LIMIT $3"
+    )))
+    .bind(if *who == Principal::Admin { String::new() } else { who.submitter() })
+    .bind(state.unwrap_or(""))
+    .bind(limit.min(10_000) as i64)
+    .fetch_all(&db.pool)
+    .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let id: i64 = col(row, "id")?;
+        let tasks = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLS} FROM tasks WHERE job_id = $1 ORDER BY rank")))
+            .bind(id)
+            .fetch_all(&db.pool)
+            .await?
+            .iter()
+            .map(task_of)
+            .collect::<Result<Vec<_>>>()?;
+        out.push(job_of(row, tasks)?);
+    }
+    Ok(out)
+}
+
+/// Recomputes a job's state from its tasks (cancelled stays cancelled).
+async fn refresh_job<'c, E: sqlx::Executor<'c, Database = sqlx::Any>>(ex: E, job_id: i64, now: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE jobs SET state = CASE
+            WHEN state = 'cancelled' THEN 'cancelled'
+            WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state = 'failed') THEN 'failed'
+            WHEN NOT EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state <> 'completed') THEN 'completed'
+            WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state = 'leased') THEN 'running'
+            ELSE 'queued' END,
+          finished_ms = CASE WHEN finished_ms IS NOT NULL THEN finished_ms
+            WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state = 'failed')
+              OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state <> 'completed') THEN $2
+            ELSE NULL END
+         WHERE id = $1",
+    )
+    .bind(job_id)
+    .bind(now)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// Cancels a job: its queued and leased tasks become cancelled (agents learn it from
+/// their next progress report).
+pub async fn cancel(db: &Db, who: &Principal, id: i64) -> Result<Job> {
+    get_job(db, who, id).await?;
+    let now = now_ms();
+    let mut tx = db.pool.begin().await?;
+    let n = sqlx::query("UPDATE jobs SET state = 'cancelled', finished_ms = $2 WHERE id = $1 AND state IN ('queued', 'running')")
+        .bind(id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if n == 1 {
+        sqlx::query("UPDATE tasks SET state = 'cancelled' WHERE job_id = $1 AND state IN ('queued', 'leased')")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    get_job(db, who, id).await
+}
+
+/// Claims the oldest queued task that fits in `free_mem` for `agent_id`, if any (FIFO).
+/// One statement: on SQLite it is atomic by itself; on PostgreSQL the row lock with
+/// `SKIP LOCKED` lets concurrent replicas claim different tasks without waiting.
+pub async fn claim(db: &Db, agent_id: &str, free_mem: u64, ttl_ms: i64) -> Result<Option<Lease>> {
+    let lock = match db.dialect {
+        Dialect::Sqlite => "",
+        Dialect::Postgres => "FOR UPDATE SKIP LOCKED",
+    };
+    let now = now_ms();
+    let free = i64::try_from(free_mem).unwrap_or(i64::MAX);
+    let sql = format!(
+        "UPDATE tasks SET state = 'leased', agent_id = $1, lease_epoch = lease_epoch + 1, lease_expires_ms = $2, attempts = attempts + 1
+         WHERE state = 'queued' AND (job_id, rank) = (
+            SELECT q.job_id, q.rank FROM tasks q WHERE q.state = 'queued' AND q.mem_bytes <= $3
+              AND NOT EXISTS (SELECT 1 FROM tasks o WHERE o.job_id = q.job_id AND o.agent_id = $1 AND o.state = 'leased')
+            ORDER BY q.job_id, q.rank LIMIT 1 {lock})
+         RETURNING job_id, rank, lease_epoch"
+    );
+    let mut tx = db.pool.begin().await?;
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(agent_id).bind(now + ttl_ms).bind(free).fetch_optional(&mut *tx).await?;
+    let Some(row) = row else {
+        tx.commit().await?;
+        return Ok(None);
+    };
+    let job_id: i64 = col(&row, "job_id")?;
+    let rank: i64 = col(&row, "rank")?;
+    let lease: i64 = col(&row, "lease_epoch")?;
+    refresh_job(&mut *tx, job_id, now).await?;
+    let job =
+        sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1"))).bind(job_id).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    let job = job_of(&job, vec![])?;
+    Ok(Some(Lease {
+        job_id,
+        rank: rank as u32,
+        lease,
+        expires_ms: now + ttl_ms,
+        machines: job.machines,
+        program: job.program,
+        spec: job.spec,
+        mem_bytes: job.mem_bytes,
+        checkpointable: job.checkpointable,
+    }))
+}
+
+async fn task_row(db: &Db, job_id: i64, rank: i64) -> Result<AnyRow> {
+    sqlx::query("SELECT state, agent_id, lease_epoch FROM tasks WHERE job_id = $1 AND rank = $2")
+        .bind(job_id)
+        .bind(rank)
+        .fetch_optional(&db.pool)
+        .await?
+        .ok_or(StoreError::NotFound)
+}
+
+/// Renews a lease. `cancel` tells the agent the job was cancelled.
+pub async fn progress(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, ttl_ms: i64) -> Result<ProgressAck> {
+    let expires = now_ms() + ttl_ms;
+    let n = sqlx::query(
+        "UPDATE tasks SET lease_expires_ms = $5 WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'",
+    )
+    .bind(job_id)
+    .bind(rank)
+    .bind(agent_id)
+    .bind(lease)
+    .bind(expires)
+    .execute(&db.pool)
+    .await?
+    .rows_affected();
+    if n == 1 {
+        return Ok(ProgressAck { expires_ms: expires, cancel: false });
+    }
+    let row = task_row(db, job_id, rank).await?;
+    let (state, holder, epoch): (String, Option<String>, i64) = (col(&row, "state")?, col(&row, "agent_id")?, col(&row, "lease_epoch")?);
+    if state == "cancelled" && holder.as_deref() == Some(agent_id) && epoch == lease {
+        return Ok(ProgressAck { expires_ms: 0, cancel: true });
+    }
+    Err(StoreError::Conflict("the lease is no longer held".into()))
+}
+
+/// Completes a task. Idempotent: a retry of the same (agent, lease) answers
+/// `counted: false`; a completion under a lost lease is a conflict.
+pub async fn complete(db: &Db, agent_id: &str, job_id: i64, rank: i64, c: &Completion) -> Result<CompletionAck> {
+    if !(c.user_cpu_s.is_finite() && c.sys_cpu_s.is_finite() && c.user_cpu_s >= 0.0 && c.sys_cpu_s >= 0.0) {
+        return Err(StoreError::Invalid("CPU times must be finite and non-negative".into()));
+    }
+    let now = now_ms();
+    let mut tx = db.pool.begin().await?;
+    let n = sqlx::query(
+        "UPDATE tasks SET state = 'completed', exit_code = $5, user_cpu_s = $6, sys_cpu_s = $7, finished_ms = $8, lease_expires_ms = NULL
+         WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'",
+    )
+    .bind(job_id)
+    .bind(rank)
+    .bind(agent_id)
+    .bind(c.lease)
+    .bind(c.exit_code as i64)
+    .bind(c.user_cpu_s)
+    .bind(c.sys_cpu_s)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if n == 1 {
+        sqlx::query(
+            "INSERT INTO task_events(job_id, rank, lease_epoch, kind, agent_id, day, at_ms) VALUES ($1, $2, $3, 'completed', $4, $5, $6)",
+        )
+        .bind(job_id)
+        .bind(rank)
+        .bind(c.lease)
+        .bind(agent_id)
+        .bind(day_of(now))
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        refresh_job(&mut *tx, job_id, now).await?;
+        tx.commit().await?;
+        return Ok(CompletionAck { counted: true });
+    }
+    tx.commit().await?;
+    let row = task_row(db, job_id, rank).await?;
+    let (state, holder, epoch): (String, Option<String>, i64) = (col(&row, "state")?, col(&row, "agent_id")?, col(&row, "lease_epoch")?);
+    if state == "completed" && holder.as_deref() == Some(agent_id) && epoch == c.lease {
+        return Ok(CompletionAck { counted: false });
+    }
+    Err(StoreError::Conflict(format!("task is {state} and the lease is no longer held")))
+}
+
+/// After a rank of a job went back to the queue or failed: a gang restarts together, so
+/// its other leased ranks are re-queued too (without using their retries; their holders
+/// learn it from a 409 on their next progress report), and once any rank failed for good
+/// the remaining ranks are cancelled.
+async fn gang_follow(conn: &mut sqlx::AnyConnection, job_id: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE tasks SET state = 'cancelled' WHERE job_id = $1 AND state IN ('queued', 'leased')
+           AND EXISTS (SELECT 1 FROM tasks f WHERE f.job_id = $1 AND f.state = 'failed')",
+    )
+    .bind(job_id)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
+         WHERE job_id = $1 AND state = 'leased'
+           AND EXISTS (SELECT 1 FROM tasks q WHERE q.job_id = $1 AND q.state = 'queued')
+           AND (SELECT gang FROM jobs WHERE jobs.id = $1) > 1",
+    )
+    .bind(job_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Gives a leased task back: `evicted` (the owner came back; does not use a retry) or a
+/// failure (uses a retry; past `max_retries` the task and job fail).
+pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, evicted: bool) -> Result<Task> {
+    let now = now_ms();
+    let mut tx = db.pool.begin().await?;
+    let sql = if evicted {
+        "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1, evictions = evictions + 1
+         WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+    } else {
+        "UPDATE tasks SET state = CASE WHEN attempts > max_retries THEN 'failed' ELSE 'queued' END,
+            agent_id = CASE WHEN attempts > max_retries THEN agent_id ELSE NULL END, lease_expires_ms = NULL
+         WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+    };
+    let n = sqlx::query(sql).bind(job_id).bind(rank).bind(agent_id).bind(lease).execute(&mut *tx).await?.rows_affected();
+    if n != 1 {
+        tx.commit().await?;
+        return Err(StoreError::Conflict("the lease is no longer held".into()));
+    }
+    sqlx::query(
+        "INSERT INTO task_events(job_id, rank, lease_epoch, kind, agent_id, day, at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
+    )
+    .bind(job_id)
+    .bind(rank)
+    .bind(lease)
+    .bind(if evicted { "evicted" } else { "failed" })
+    .bind(agent_id)
+    .bind(day_of(now))
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    gang_follow(&mut *tx, job_id).await?;
+    refresh_job(&mut *tx, job_id, now).await?;
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLS} FROM tasks WHERE job_id = $1 AND rank = $2")))
+        .bind(job_id)
+        .bind(rank)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    task_of(&row)
+}
+
+/// Re-queues tasks whose lease expired (their agent is lost), or fails them past their
+/// retries. Returns how many tasks changed.
+pub async fn requeue_expired(db: &Db) -> Result<u64> {
+    let now = now_ms();
+    let mut tx = db.pool.begin().await?;
+    let rows = sqlx::query(
+        "UPDATE tasks SET state = CASE WHEN attempts > max_retries THEN 'failed' ELSE 'queued' END,
+            agent_id = CASE WHEN attempts > max_retries THEN agent_id ELSE NULL END, lease_expires_ms = NULL
+         WHERE state = 'leased' AND lease_expires_ms < $1 RETURNING job_id",
+    )
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut jobs: Vec<i64> = rows.iter().map(|r| col(r, "job_id")).collect::<std::result::Result<_, _>>()?;
+    jobs.sort_unstable();
+    jobs.dedup();
+    for j in &jobs {
+        gang_follow(&mut *tx, *j).await?;
+        refresh_job(&mut *tx, *j, now).await?;
+    }
+    tx.commit().await?;
+    Ok(rows.len() as u64)
+}
+
+/// The gang state of the job a task belongs to; only the lease holder may ask.
+pub async fn gang(db: &Db, agent_id: &str, job_id: i64, rank: i64) -> Result<Gang> {
+    let row = task_row(db, job_id, rank).await?;
+    if col::<Option<String>>(&row, "agent_id")?.as_deref() != Some(agent_id) {
+        return Err(StoreError::NotFound);
+    }
+    let rows = sqlx::query("SELECT state, agent_id FROM tasks WHERE job_id = $1 ORDER BY rank").bind(job_id).fetch_all(&db.pool).await?;
+    let mut agents = Vec::new();
+    let mut leased = 0;
+    for r in &rows {
+        let state: String = col(r, "state")?;
+        let a: Option<String> = col(r, "agent_id")?;
+        if state == "leased" || state == "completed" {
+            leased += 1;
+            agents.push(a);
+        } else {
+            agents.push(None);
+        }
+    }
+    Ok(Gang { machines: rows.len() as u32, leased, ready: leased == rows.len() as u32, agents })
+}
+
+/// Stores a checkpoint for a leased task (the holder only).
+pub async fn put_checkpoint(db: &Db, agent_id: &str, job_id: i64, rank: i64, data: &[u8]) -> Result<()> {
+    let row = task_row(db, job_id, rank).await?;
+    if col::<Option<String>>(&row, "agent_id")?.as_deref() != Some(agent_id) || col::<String>(&row, "state")? != "leased" {
+        return Err(StoreError::Conflict("the lease is not held".into()));
+    }
+    sqlx::query(
+        "INSERT INTO checkpoints(job_id, rank, data, updated_ms) VALUES ($1, $2, $3, $4)
+         ON CONFLICT(job_id, rank) DO UPDATE SET data = excluded.data, updated_ms = excluded.updated_ms",
+    )
+    .bind(job_id)
+    .bind(rank)
+    .bind(data.to_vec())
+    .bind(now_ms())
+    .execute(&db.pool)
+    .await?;
+    Ok(())
+}
+
+/// The last checkpoint of a task, for its current lease holder.
+pub async fn get_checkpoint(db: &Db, agent_id: &str, job_id: i64, rank: i64) -> Result<Vec<u8>> {
+    let row = task_row(db, job_id, rank).await?;
+    if col::<Option<String>>(&row, "agent_id")?.as_deref() != Some(agent_id) {
+        return Err(StoreError::NotFound);
+    }
+    let row = sqlx::query("SELECT data FROM checkpoints WHERE job_id = $1 AND rank = $2")
+        .bind(job_id)
+        .bind(rank)
+        .fetch_optional(&db.pool)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    Ok(col(&row, "data")?)
+}
+
+/// The amounts a record contributes to reports.
+#[derive(Debug, Default, PartialEq)]
+struct Amounts {
+    day: String,
+    cpu_us: i64,
+    wall_ms: i64,
+    limit: Option<i64>,
+    linger_ms: i64,
+}
+
+fn amounts(r: &Record) -> Result<Amounts> {
+    let p = &r.payload;
+    let bad = |what: &str| StoreError::Invalid(format!("record {}: {what}", r.seq));
+    let day = || -> Result<String> {
+        let d = p.get("day").and_then(|d| d.as_str()).ok_or_else(|| bad("payload.day is missing"))?;
+        let d: chrono::NaiveDate = d.parse().map_err(|_| bad("payload.day is not YYYY-MM-DD"))?;
+        Ok(d.to_string())
+    };
+    let num = |k: &str| -> Result<i64> {
+        p.get(k)
+            .and_then(|v| v.as_u64())
+            .and_then(|v| i64::try_from(v).ok())
+            .ok_or_else(|| bad(&format!("payload.{k} must be a non-negative integer")))
+    };
+    Ok(match r.kind.as_str() {
+        "donation" => Amounts { day: day()?, cpu_us: num("cpu_us")?, wall_ms: num("wall_ms")?, ..Default::default() },
+        "interruption" => {
+            num("number")?;
+            Amounts { day: day()?, limit: Some(num("limit")?), ..Default::default() }
+        }
+        "linger" => Amounts { day: day()?, linger_ms: num("linger_ms")?, ..Default::default() },
+        _ => Amounts {
+            day: p
+                .get("day")
+                .and_then(|d| d.as_str())
+                .and_then(|d| d.parse::<chrono::NaiveDate>().ok())
+                .map(|d| d.to_string())
+                .unwrap_or_default(),
+            ..Default::default()
+        },
+    })
+}
+
+/// Stores an agent's ledger records; a record already stored under (agent, seq) is left
+/// as it is, so retries and replays never double-count. All or nothing per batch.
+pub async fn ingest(db: &Db, agent_id: &str, batch: &RecordBatch) -> Result<RecordsAck> {
+    if batch.records.is_empty() || batch.records.len() > 1000 {
+        return Err(StoreError::Invalid("a batch holds 1–1000 records".into()));
+    }
+    let mut parsed = Vec::with_capacity(batch.records.len());
+    for r in &batch.records {
+        if r.seq < 1 {
+            return Err(StoreError::Invalid("seq must be positive".into()));
+        }
+        check_text("kind", &r.kind, 1, 64)?;
+        let payload = r.payload.to_string();
+        check_text("payload", &payload, 2, 65_536)?;
+        parsed.push((r, amounts(r)?, payload));
+    }
+    let now = now_ms();
+    let mut tx = db.pool.begin().await?;
+    let mut stored = 0;
+    for (r, a, payload) in &parsed {
+        stored += sqlx::query(
+            "INSERT INTO records(agent_id, seq, kind, day, cpu_us, wall_ms, interruption_limit, linger_ms, payload, received_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT(agent_id, seq) DO NOTHING",
+        )
+        .bind(agent_id)
+        .bind(r.seq)
+        .bind(&r.kind)
+        .bind(&a.day)
+        .bind(a.cpu_us)
+        .bind(a.wall_ms)
+        .bind(a.limit)
+        .bind(a.linger_ms)
+        .bind(payload)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected() as u32;
+    }
+    tx.commit().await?;
+    let acked_through = batch.records.iter().map(|r| r.seq).max().unwrap_or(0);
+    Ok(RecordsAck { acked_through, stored })
+}
+
+/// The heartbeat snapshot of one agent, as flushed from memory.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub agent_id: String,
+    pub at_ms: i64,
+    pub hb: Heartbeat,
+    /// Availability observed since the last flush: (day, available ms, observed ms).
+    pub availability: Vec<(String, i64, i64)>,
+}
+
+/// Rows per multi-row statement in a flush (8 parameters a row: 4,000 parameters, well
+/// under SQLite's 32,766 and PostgreSQL's 65,535).
+const FLUSH_CHUNK: usize = 500;
+
+/// `($1, $2, …), ($9, …)`: `rows` tuples of `cols` numbered placeholders.
+fn placeholders(rows: usize, cols: usize) -> String {
+    let mut out = String::with_capacity(rows * cols * 5);
+    for r in 0..rows {
+        if r > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        for c in 0..cols {
+            if c > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&format!("${}", r * cols + c + 1));
+        }
+        out.push(')');
+    }
+    out
+}
+
+/// Writes heartbeat snapshots in one transaction, 500 agents per statement (an
+/// `UPDATE … FROM` a `VALUES` list, which SQLite and PostgreSQL both take).
+pub async fn flush_snapshots(db: &Db, snaps: &[Snapshot]) -> Result<()> {
+    if snaps.is_empty() {
+        return Ok(());
+    }
+    let mut tx = db.pool.begin().await?;
+    for chunk in snaps.chunks(FLUSH_CHUNK) {
+        let sql = format!(
+            "WITH v(id, t, st, av, bl, fm, bs, cs) AS (VALUES {})
+             UPDATE agents SET last_seen_ms = v.t, state = v.st, available = v.av, budget_left = v.bl, free_mem_bytes = v.fm,
+                base_speed = v.bs, current_speed = v.cs
+             FROM v WHERE agents.id = v.id",
+            placeholders(chunk.len(), 8)
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for s in chunk {
+            q = q
+                .bind(s.agent_id.clone())
+                .bind(s.at_ms)
+                .bind(s.hb.state.clone())
+                .bind(s.hb.available as i64)
+                .bind(s.hb.budget_left as i64)
+                .bind(i64::try_from(s.hb.free_mem_bytes).unwrap_or(i64::MAX))
+                .bind(s.hb.base_speed)
+                .bind(s.hb.current_speed);
+        }
+        q.execute(&mut *tx).await?;
+    }
+    let avail: Vec<(&str, &str, i64, i64)> =
+        snaps.iter().flat_map(|s| s.availability.iter().map(move |(d, a, o)| (s.agent_id.as_str(), d.as_str(), *a, *o))).collect();
+    for chunk in avail.chunks(FLUSH_CHUNK) {
+        let sql = format!(
+            "INSERT INTO availability(agent_id, day, available_ms, observed_ms) VALUES {}
+             ON CONFLICT(agent_id, day) DO UPDATE SET available_ms = availability.available_ms + excluded.available_ms,
+             observed_ms = availability.observed_ms + excluded.observed_ms",
+            placeholders(chunk.len(), 4)
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (agent, day, a, o) in chunk {
+            q = q.bind(agent.to_string()).bind(day.to_string()).bind(*a).bind(*o);
+        }
+        q.execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Enrolled machines `who` may see.
+pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
+    let owner = match who {
+        Principal::Admin => String::new(),
+        Principal::Owner { owner } => owner.clone(),
+        Principal::Agent { .. } => return Err(StoreError::Forbidden),
+    };
+    let rows = sqlx::query(
+        "SELECT id, owner, name, enrolled_ms, last_seen_ms, state, available, budget_left, free_mem_bytes, base_speed, current_speed
+         FROM agents WHERE ($1 = '' OR owner = $1) ORDER BY owner, name, id",
+    )
+    .bind(owner)
+    .fetch_all(&db.pool)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            let state: Option<String> = col(r, "state")?;
+            let heartbeat = match state {
+                Some(state) => Some(Heartbeat {
+                    state,
+                    available: col::<Option<i64>>(r, "available")?.unwrap_or(0) != 0,
+                    budget_left: col::<Option<i64>>(r, "budget_left")?.unwrap_or(0) as u32,
+                    free_mem_bytes: col::<Option<i64>>(r, "free_mem_bytes")?.unwrap_or(0) as u64,
+                    base_speed: col::<Option<f64>>(r, "base_speed")?.unwrap_or(0.0),
+                    current_speed: col::<Option<f64>>(r, "current_speed")?.unwrap_or(0.0),
+                }),
+                None => None,
+            };
+            Ok(AgentInfo {
+                id: col(r, "id")?,
+                owner: col(r, "owner")?,
+                machine: col(r, "name")?,
+                enrolled_ms: col(r, "enrolled_ms")?,
+                last_seen_ms: col(r, "last_seen_ms")?,
+                heartbeat,
+            })
+        })
+        .collect()
+}

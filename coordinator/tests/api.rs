@@ -1,0 +1,563 @@
+//! The coordinator's API against a real server on 127.0.0.1 over real databases: each
+//! test runs on a fresh SQLite file and, when `LULL_TEST_PG_URL` is set (CI sets it and
+//! `LULL_REQUIRE_POSTGRES=1`), on a fresh PostgreSQL database.
+
+mod common;
+
+use common::*;
+use coordinator::model::*;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+macro_rules! both {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                $body(Backend::Sqlite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                $body(Backend::Postgres).await;
+            }
+        }
+    };
+}
+
+async fn server(b: Backend) -> Option<(TestDb, Server)> {
+    server_with(b, test_config()).await
+}
+
+async fn server_with(b: Backend, c: coordinator::Config) -> Option<(TestDb, Server)> {
+    let db = fresh_db(b).await?;
+    let s = Server::start(&db.url, c).await;
+    Some((db, s))
+}
+
+both!(enrolment_tokens_and_roles, enrolment_tokens_and_roles_on);
+async fn enrolment_tokens_and_roles_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let anon = s.client("");
+    let t: JoinToken = admin.post_ok("/api/v1/join-tokens", json!({"uses": 1})).await;
+    let e: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk-1"})).await;
+    assert!(e.secret.starts_with("lull_agent_"));
+    // Single use: the token is spent.
+    let (st, _) = anon.post("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk-2"})).await;
+    assert_eq!(st, 401);
+    // The secret is stored hashed, never in clear.
+    let stored: String = sqlx::query_scalar("SELECT secret_hash FROM agents").fetch_one(&s.db.pool).await.unwrap();
+    assert_ne!(stored, e.secret);
+    assert_eq!(stored, coordinator::auth::hash_secret(&e.secret));
+
+    let agent = s.client(&e.secret);
+    let hb =
+        json!({"state": "idle", "available": true, "budget_left": 5, "free_mem_bytes": 1_000_000, "base_speed": 1.5, "current_speed": 1.2});
+    let ack: HeartbeatAck = agent.post_ok("/api/v1/heartbeat", hb.clone()).await;
+    assert!(ack.next_heartbeat_s >= 1);
+    assert_eq!(anon.post("/api/v1/heartbeat", hb.clone()).await.0, 401);
+    assert_eq!(
+        s.client("lull_agent_0000000000000000000000000000000000000000000000000000000000000000")
+            .post("/api/v1/heartbeat", hb.clone())
+            .await
+            .0,
+        401
+    );
+    assert_eq!(admin.post("/api/v1/heartbeat", hb.clone()).await.0, 403, "admins are not agents");
+    // Agents cannot mint tokens or keys.
+    assert_eq!(agent.post("/api/v1/join-tokens", json!({})).await.0, 403);
+    assert_eq!(agent.post("/api/v1/keys", json!({"role": "admin"})).await.0, 403);
+
+    let (_bob_id, _bob) = s.enrol("bob", "lab-7").await;
+    let alice = s.owner("alice").await;
+    assert_eq!(alice.post("/api/v1/join-tokens", json!({})).await.0, 403, "owners cannot mint tokens");
+    let mine: Vec<AgentInfo> = alice.get_ok("/api/v1/agents").await;
+    assert_eq!(mine.len(), 1);
+    assert_eq!(mine[0].owner, "alice");
+    assert_eq!(mine[0].heartbeat.as_ref().map(|h| h.base_speed), Some(1.5), "live heartbeat is shown");
+    let all: Vec<AgentInfo> = admin.get_ok("/api/v1/agents").await;
+    assert_eq!(all.len(), 2);
+    // The heartbeat reaches the database in the next flush.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let seen: Option<i64> =
+        sqlx::query_scalar("SELECT last_seen_ms FROM agents WHERE id = $1").bind(&e.agent_id).fetch_one(&s.db.pool).await.unwrap();
+    assert!(seen.is_some(), "heartbeat was flushed");
+    s.stop().await;
+}
+
+both!(fifo_leases_and_idempotent_completion, fifo_leases_and_idempotent_completion_on);
+async fn fifo_leases_and_idempotent_completion_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let mut ids = vec![];
+    for i in 0..3 {
+        let j: Job = admin.post_ok("/api/v1/jobs", json!({"command": "/bin/echo", "args": [i.to_string()], "env": {"A": "1"}})).await;
+        assert_eq!(j.state, "queued");
+        assert_eq!(j.program, "echo");
+        ids.push(j.id);
+    }
+    let (_, a) = s.enrol("alice", "a").await;
+    let (_, b2) = s.enrol("bob", "b").await;
+    let l1 = a.lease(1 << 30, 0).await.expect("work");
+    let l2 = b2.lease(1 << 30, 0).await.expect("work");
+    assert_eq!((l1.job_id, l2.job_id), (ids[0], ids[1]), "FIFO");
+    assert_eq!(l1.spec.args, vec!["0"]);
+    let running: Job = admin.get_ok(&format!("/api/v1/jobs/{}", ids[0])).await;
+    assert_eq!(running.state, "running");
+    // A completion under someone else's lease is refused.
+    assert_eq!(b2.complete(&l1, 1.0, 0.0).await.0, 409);
+    let (st, v) = a.complete(&l1, 2.5, 0.5).await;
+    assert_eq!((st, v["counted"].as_bool()), (200, Some(true)));
+    let (st, v) = a.complete(&l1, 2.5, 0.5).await;
+    assert_eq!((st, v["counted"].as_bool()), (200, Some(false)), "a retried completion is not counted twice");
+    let done: Job = admin.get_ok(&format!("/api/v1/jobs/{}", ids[0])).await;
+    assert_eq!(done.state, "completed");
+    assert_eq!(done.tasks[0].user_cpu_s, Some(2.5));
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM task_events WHERE kind = 'completed'").fetch_one(&s.db.pool).await.unwrap();
+    assert_eq!(n, 1);
+    let l3 = a.lease(1 << 30, 0).await.expect("third job");
+    assert_eq!(l3.job_id, ids[2]);
+    assert!(a.lease(1 << 30, 0).await.is_none(), "queue empty");
+    let queued: Vec<Job> = admin.get_ok("/api/v1/jobs?state=running").await;
+    assert_eq!(queued.len(), 2);
+    s.stop().await;
+}
+
+both!(lost_leases_requeue_with_bounded_retries, lost_leases_requeue_on);
+async fn lost_leases_requeue_on(b: Backend) {
+    let mut c = test_config();
+    c.lease_ttl = Duration::from_millis(400);
+    let Some((_db, s)) = server_with(b, c).await else { return };
+    let admin = s.admin();
+    let j: Job = admin.post_ok("/api/v1/jobs", json!({"command": "x", "max_retries": 1})).await;
+    let (_, a) = s.enrol("alice", "a").await;
+    let (_, b2) = s.enrol("bob", "b").await;
+    let la = a.lease(0, 0).await.expect("work");
+    // Progress renews the lease.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let p: ProgressAck = a.post_ok(&format!("/api/v1/tasks/{}/0/progress", j.id), json!({"lease": la.lease})).await;
+        assert!(!p.cancel);
+    }
+    assert!(b2.lease(0, 0).await.is_none(), "a renewed lease is not re-queued");
+    // Agent a is lost: its lease expires and b gets the task (long-poll wakes on re-queue).
+    let lb = b2.lease(0, 3000).await.expect("re-queued work");
+    assert_eq!((lb.job_id, lb.lease), (j.id, la.lease + 1));
+    assert_eq!(a.complete(&la, 1.0, 0.0).await.0, 409, "the lost agent's late completion is refused");
+    // b is lost too: past max_retries the job fails.
+    let t0 = Instant::now();
+    loop {
+        let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", j.id)).await;
+        if job.state == "failed" {
+            assert_eq!(job.tasks[0].attempts, 2);
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "job did not fail: {job:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Explicit failure uses a retry too; eviction does not.
+    let j2: Job = admin.post_ok("/api/v1/jobs", json!({"command": "y", "max_retries": 0})).await;
+    let l = a.lease(0, 0).await.unwrap();
+    let t: Task = a.post_ok(&format!("/api/v1/tasks/{}/0/evicted", j2.id), json!({"lease": l.lease, "reason": "owner back"})).await;
+    assert_eq!((t.state.as_str(), t.evictions, t.attempts), ("queued", 1, 0));
+    let l = b2.lease(0, 0).await.unwrap();
+    let t: Task = b2.post_ok(&format!("/api/v1/tasks/{}/0/fail", j2.id), json!({"lease": l.lease})).await;
+    assert_eq!(t.state, "failed");
+    let r: Report = admin.get_ok("/api/v1/reports?by=machine&since=1d").await;
+    assert_eq!(r.rows.iter().map(|r| r.evictions).sum::<u32>(), 1);
+    s.stop().await;
+}
+
+both!(cancel_gang_memory_and_checkpoints, cancel_gang_memory_and_checkpoints_on);
+async fn cancel_gang_memory_and_checkpoints_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let owner = s.owner("carol").await;
+    let (_, a) = s.enrol("alice", "a").await;
+    let (_, b2) = s.enrol("bob", "b").await;
+    // Memory: a job needing 1 GiB is not leased to a machine with 1 MiB free.
+    let big: Job = owner.post_ok("/api/v1/jobs", json!({"command": "big", "mem_bytes": 1u64 << 30})).await;
+    assert!(a.lease(1 << 20, 0).await.is_none());
+    // Cancel a leased job: the holder learns it from its next progress report.
+    let l = a.lease(2 << 30, 0).await.unwrap();
+    assert_eq!(l.job_id, big.id);
+    let c: Job = owner.post_ok(&format!("/api/v1/jobs/{}/cancel", big.id), json!({})).await;
+    assert_eq!(c.state, "cancelled");
+    let p: ProgressAck = a.post_ok(&format!("/api/v1/tasks/{}/0/progress", big.id), json!({"lease": l.lease})).await;
+    assert!(p.cancel);
+    assert_eq!(a.complete(&l, 0.0, 0.0).await.0, 409);
+    // Another owner cannot see or cancel carol's job.
+    let dave = s.owner("dave").await;
+    assert_eq!(dave.get(&format!("/api/v1/jobs/{}", big.id)).await.0, 404);
+    assert_eq!(dave.post(&format!("/api/v1/jobs/{}/cancel", big.id), json!({})).await.0, 404);
+    // Gang: two ranks on two different machines; ready only once both are leased.
+    let g: Job = owner.post_ok("/api/v1/jobs", json!({"command": "mpi", "machines": 2, "checkpointable": true})).await;
+    assert_eq!(g.tasks.len(), 2);
+    let ga = a.lease(0, 0).await.unwrap();
+    assert_eq!((ga.job_id, ga.rank, ga.machines), (g.id, 0, 2));
+    let gang: Gang = a.get_ok(&format!("/api/v1/tasks/{}/0/gang", g.id)).await;
+    assert!(!gang.ready);
+    assert!(a.lease(0, 0).await.is_none(), "one machine never holds two ranks of a gang");
+    let gb = b2.lease(0, 0).await.unwrap();
+    assert_eq!(gb.rank, 1);
+    let gang: Gang = a.get_ok(&format!("/api/v1/tasks/{}/0/gang", g.id)).await;
+    assert!(gang.ready);
+    assert_eq!(gang.agents.iter().filter(|a| a.is_some()).count(), 2);
+    assert_eq!(b2.get(&format!("/api/v1/tasks/{}/0/gang", g.id)).await.0, 404, "only the holder asks about its rank");
+    // Checkpoints: the holder uploads and downloads; others cannot.
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(a.put_bytes(&format!("/api/v1/tasks/{}/0/checkpoint", g.id), data.clone()).await, 204);
+    assert_eq!(b2.put_bytes(&format!("/api/v1/tasks/{}/0/checkpoint", g.id), vec![1]).await, 409);
+    let r = a.http.get(format!("{}/api/v1/tasks/{}/0/checkpoint", s.base, g.id)).bearer_auth(&a.secret).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.bytes().await.unwrap().to_vec(), data);
+    assert_eq!(b2.get(&format!("/api/v1/tasks/{}/0/checkpoint", g.id)).await.0, 404);
+    s.stop().await;
+}
+
+both!(long_poll_wakes_on_submit, long_poll_wakes_on_submit_on);
+async fn long_poll_wakes_on_submit_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let (_, a) = s.enrol("alice", "a").await;
+    let t0 = Instant::now();
+    let waiter = tokio::spawn(async move { a.lease(0, 10_000).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _: Job = s.admin().post_ok("/api/v1/jobs", job("sh")).await;
+    let l = waiter.await.unwrap().expect("long poll got the job");
+    assert!(t0.elapsed() < Duration::from_secs(3), "woken by the submit, not the timeout");
+    assert_eq!(l.rank, 0);
+    // Graceful shutdown returns a pending long-poll at once with 204.
+    let (_, b2) = s.enrol("bob", "b").await;
+    let waiter = tokio::spawn(async move { b2.lease(0, 30_000).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t1 = Instant::now();
+    s.stop().await;
+    assert!(waiter.await.unwrap().is_none());
+    assert!(t1.elapsed() < Duration::from_secs(5));
+}
+
+fn donation(seq: i64, day: &str, cpu_us: u64, wall_ms: u64) -> serde_json::Value {
+    json!({"seq": seq, "kind": "donation", "payload": {"guest": "g", "day": day, "cpu_us": cpu_us, "wall_ms": wall_ms, "at_utc": "2026-11-22T10:00:00Z"}})
+}
+
+both!(records_are_idempotent_and_reports_isolated, records_and_reports_on);
+async fn records_and_reports_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let today = chrono::Utc::now().date_naive();
+    let d0 = today.to_string();
+    let d1 = (today - chrono::Duration::days(1)).to_string();
+    let (a_id, a) = s.enrol("alice", "desk").await;
+    let (_, a2) = s.enrol("alice", "laptop").await;
+    let (_, bob) = s.enrol("bob", "lab").await;
+    let ack: RecordsAck = a
+        .post_ok(
+            "/api/v1/records",
+            json!({"records": [donation(1, &d0, 1_234_567, 2000), donation(2, &d0, 1, 1), donation(3, &d1, 5_000_000, 6000)]}),
+        )
+        .await;
+    assert_eq!((ack.acked_through, ack.stored), (3, 3));
+    // A replay overlapping the last batch (the agent crashed before it marked them sent).
+    let ack: RecordsAck = a
+        .post_ok(
+            "/api/v1/records",
+            json!({"records": [donation(2, &d0, 1, 1), donation(3, &d1, 5_000_000, 6000),
+                {"seq": 4, "kind": "interruption", "payload": {"day": d0, "number": 1, "limit": 5, "cause": "input", "mode": "LL"}},
+                {"seq": 5, "kind": "linger", "payload": {"day": d0, "linger_ms": 1500}}]}),
+        )
+        .await;
+    assert_eq!((ack.acked_through, ack.stored), (5, 2), "replayed records are not stored twice");
+    let _: RecordsAck = a2.post_ok("/api/v1/records", json!({"records": [donation(1, &d0, 10_000_000, 10_000)]})).await;
+    let _: RecordsAck = bob.post_ok("/api/v1/records", json!({"records": [donation(1, &d0, 7_000_000, 7000)]})).await;
+    // Bad records: the whole batch is refused, nothing stored.
+    let (st, _) = a
+        .post(
+            "/api/v1/records",
+            json!({"records": [donation(6, &d0, 1, 1), {"seq": 7, "kind": "donation", "payload": {"day": "yesterday"}}]}),
+        )
+        .await;
+    assert_eq!(st, 400);
+    let (st, _) = a.post("/api/v1/records", json!({"records": [donation(6, &d0, u64::MAX, 1)]})).await;
+    assert_eq!(st, 400);
+
+    let r: Report = admin.get_ok("/api/v1/reports?by=owner&since=7d").await;
+    let row = |key: &str, day: &str| r.rows.iter().find(|x| x.key == key && x.period == day).cloned().unwrap_or_default();
+    assert_eq!(row("alice", &d0).cpu_s, 11.234568);
+    assert_eq!(row("alice", &d0).wall_s, 12.001);
+    assert_eq!(row("alice", &d0).interruptions, 1);
+    assert_eq!(row("alice", &d0).interruption_limit, 5);
+    assert_eq!(row("alice", &d0).linger_s, 1.5);
+    assert_eq!(row("alice", &d1).cpu_s, 5.0);
+    assert_eq!(row("bob", &d0).cpu_s, 7.0);
+    let by_machine: Report = admin.get_ok("/api/v1/reports?by=machine&since=1d").await;
+    let desk = by_machine.rows.iter().find(|x| x.key == a_id).unwrap();
+    assert_eq!((desk.machine.as_deref(), desk.cpu_s), (Some("desk"), 1.234568));
+    assert!(by_machine.rows.iter().all(|x| x.period == d0), "since=1d is today only");
+    let week: Report = admin.get_ok("/api/v1/reports?by=owner&since=14d&period=week").await;
+    assert!((week.rows.iter().filter(|x| x.key == "alice").map(|x| x.cpu_s).sum::<f64>() - 16.234568).abs() < 1e-9);
+    let (st, csv) = admin.get_text("/api/v1/reports?by=owner&since=7d&format=csv").await;
+    assert_eq!(st, 200);
+    assert!(csv.starts_with("key,machine,period,cpu_s,"));
+    assert!(csv.contains(&format!("alice,,{d0},11.234568,12.001,1,5,")), "{csv}");
+
+    // Owner isolation.
+    let alice = s.owner("alice").await;
+    let mine: Report = alice.get_ok("/api/v1/reports?by=machine&since=7d").await;
+    assert!(!mine.rows.is_empty());
+    assert!(mine.rows.iter().all(|x| x.machine.as_deref() != Some("lab")), "alice sees only her machines");
+    let mine: Report = alice.get_ok("/api/v1/reports?by=owner&since=7d").await;
+    assert!(mine.rows.iter().all(|x| x.key == "alice"));
+    assert_eq!(alice.get("/api/v1/reports?owner=bob").await.0, 403);
+    assert_eq!(a.get("/api/v1/reports").await.0, 403, "agents read no reports");
+    assert_eq!(s.client("").get("/api/v1/reports").await.0, 401);
+    s.stop().await;
+}
+
+both!(availability_from_heartbeats, availability_from_heartbeats_on);
+async fn availability_from_heartbeats_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let (_, a) = s.enrol("alice", "desk").await;
+    let hb = |avail: bool| json!({"state": "idle", "available": avail, "budget_left": 5, "free_mem_bytes": 1, "base_speed": 1.0, "current_speed": 1.0});
+    for _ in 0..4 {
+        let _: HeartbeatAck = a.post_ok("/api/v1/heartbeat", hb(true)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r: Report = s.admin().get_ok("/api/v1/reports?by=owner&since=1d").await;
+    let f = r.rows.iter().find(|x| x.key == "alice").expect("row").available_fraction;
+    // ~0.75 s available of 86400 s.
+    assert!(f > 0.5 / 86400.0 && f < 2.0 / 86400.0, "{f}");
+    s.stop().await;
+}
+
+both!(bad_requests_get_4xx, bad_requests_on);
+async fn bad_requests_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let (_, agent) = s.enrol("alice", "desk").await;
+    let admin = s.admin();
+    let http = reqwest::Client::new();
+    let bodies: Vec<(&str, &str, Option<&str>, String)> = vec![
+        ("POST", "/api/v1/heartbeat", Some(&agent.secret), "{".into()),
+        ("POST", "/api/v1/heartbeat", Some(&agent.secret), "[]".into()),
+        ("POST", "/api/v1/heartbeat", Some(&agent.secret), r#"{"state":"x"}"#.into()),
+        (
+            "POST",
+            "/api/v1/heartbeat",
+            Some(&agent.secret),
+            r#"{"state":"","available":true,"budget_left":1,"free_mem_bytes":1,"base_speed":1,"current_speed":1}"#.into(),
+        ),
+        (
+            "POST",
+            "/api/v1/heartbeat",
+            Some(&agent.secret),
+            r#"{"state":"a","available":true,"budget_left":-1,"free_mem_bytes":1,"base_speed":1,"current_speed":1}"#.into(),
+        ),
+        (
+            "POST",
+            "/api/v1/heartbeat",
+            Some(&agent.secret),
+            r#"{"state":"a","available":true,"budget_left":1,"free_mem_bytes":1,"base_speed":1e400,"current_speed":1}"#.into(),
+        ),
+        ("POST", "/api/v1/heartbeat", Some("Bearer"), "{}".into()),
+        ("POST", "/api/v1/heartbeat", None, "{}".into()),
+        ("POST", "/api/v1/enrol", None, r#"{"token":"lull_join_00","owner":"a","machine":"m"}"#.into()),
+        ("POST", "/api/v1/enrol", None, r#"{"token":"x","owner":"","machine":"m"}"#.into()),
+        ("POST", "/api/v1/enrol", None, "{\"token\":\"x\",\"owner\":\"a\\u0000b\",\"machine\":\"m\"}".into()),
+        ("POST", "/api/v1/jobs", Some(&s.admin), r#"{"command":""}"#.into()),
+        ("POST", "/api/v1/jobs", Some(&s.admin), "{\"command\":\"a\\u0000\"}".into()),
+        ("POST", "/api/v1/jobs", Some(&s.admin), r#"{"command":"a","machines":0}"#.into()),
+        ("POST", "/api/v1/jobs", Some(&s.admin), r#"{"command":"a","machines":99999999999}"#.into()),
+        ("POST", "/api/v1/jobs", Some(&s.admin), r#"{"command":"a","mem_bytes":18446744073709551615}"#.into()),
+        ("POST", "/api/v1/jobs", Some(&s.admin), r#"{"command":"a","max_retries":1000}"#.into()),
+        ("POST", "/api/v1/jobs", Some(&s.admin), r#"{"command":"a","surprise":1}"#.into()),
+        ("POST", "/api/v1/jobs", Some(&agent.secret), r#"{"command":"a"}"#.into()),
+        ("GET", "/api/v1/jobs/abc", Some(&s.admin), String::new()),
+        ("GET", "/api/v1/jobs/99999999999999999999999", Some(&s.admin), String::new()),
+        ("GET", "/api/v1/jobs/-1", Some(&s.admin), String::new()),
+        ("GET", "/api/v1/jobs?limit=-5", Some(&s.admin), String::new()),
+        ("GET", "/api/v1/jobs?nope=1", Some(&s.admin), String::new()),
+        ("POST", "/api/v1/jobs/1/cancel", Some(&s.admin), String::new()),
+        ("POST", "/api/v1/lease", Some(&agent.secret), r#"{"free_mem_bytes":1,"wait_ms":999999}"#.into()),
+        ("POST", "/api/v1/lease", Some(&s.admin), r#"{"free_mem_bytes":1}"#.into()),
+        ("POST", "/api/v1/tasks/1/0/complete", Some(&agent.secret), r#"{"lease":1,"exit_code":0,"user_cpu_s":-1,"sys_cpu_s":0}"#.into()),
+        ("POST", "/api/v1/tasks/1/0/complete", Some(&agent.secret), r#"{"lease":1,"exit_code":0,"user_cpu_s":1,"sys_cpu_s":0}"#.into()),
+        ("POST", "/api/v1/tasks/x/y/progress", Some(&agent.secret), r#"{"lease":1}"#.into()),
+        ("POST", "/api/v1/tasks/1/0/fail", Some(&agent.secret), r#"{"lease":1}"#.into()),
+        ("PUT", "/api/v1/tasks/1/0/checkpoint", Some(&agent.secret), "abc".into()),
+        ("GET", "/api/v1/tasks/1/0/gang", Some(&agent.secret), String::new()),
+        ("POST", "/api/v1/records", Some(&agent.secret), r#"{"records":[]}"#.into()),
+        ("POST", "/api/v1/records", Some(&agent.secret), r#"{"records":[{"seq":0,"kind":"donation","payload":{}}]}"#.into()),
+        (
+            "POST",
+            "/api/v1/records",
+            Some(&agent.secret),
+            r#"{"records":[{"seq":1,"kind":"donation","payload":{"day":"2026-13-40","cpu_us":1,"wall_ms":1}}]}"#.into(),
+        ),
+        (
+            "POST",
+            "/api/v1/records",
+            Some(&agent.secret),
+            r#"{"records":[{"seq":1,"kind":"donation","payload":{"day":"2026-01-01","cpu_us":-5,"wall_ms":1}}]}"#.into(),
+        ),
+        ("POST", "/api/v1/records", Some(&s.admin), r#"{"records":[{"seq":1,"kind":"x","payload":{}}]}"#.into()),
+        ("GET", "/api/v1/reports?by=planet", Some(&s.admin), String::new()),
+        ("GET", "/api/v1/reports?since=forever", Some(&s.admin), String::new()),
+        ("GET", "/api/v1/reports?since=99999999999999d", Some(&s.admin), String::new()),
+        ("GET", "/api/v1/reports?format=xml", Some(&s.admin), String::new()),
+        ("GET", "/api/v1/agents", Some(&agent.secret), String::new()),
+        ("DELETE", "/api/v1/jobs", Some(&s.admin), String::new()),
+        ("GET", "/nope", None, String::new()),
+        ("POST", "/api/v1/keys", Some(&s.admin), r#"{"role":"root"}"#.into()),
+        ("POST", "/api/v1/keys", Some(&s.admin), r#"{"role":"owner"}"#.into()),
+        ("POST", "/api/v1/join-tokens", Some(&s.admin), r#"{"uses":0}"#.into()),
+        ("POST", "/api/v1/join-tokens", Some(&s.admin), r#"{"ttl_s":4294967295}"#.into()),
+    ];
+    for (method, path, secret, body) in &bodies {
+        let mut r = http.request(method.parse().unwrap(), format!("{}{}", s.base, path)).body(body.clone());
+        if !body.is_empty() {
+            r = r.header("content-type", "application/json");
+        }
+        if let Some(sec) = secret {
+            r = if *sec == "Bearer" { r.header("authorization", "Bearer") } else { r.bearer_auth(sec) };
+        }
+        let st = r.send().await.unwrap().status().as_u16();
+        assert!((400..500).contains(&st), "{method} {path} {}: got {st}", &body[..body.len().min(80)]);
+    }
+    // Oversized bodies: 413 from the declared length, without reading them whole.
+    for (path, declared) in [("/api/v1/records", 3usize << 20), ("/api/v1/heartbeat", 2 << 20), ("/api/v1/tasks/1/0/checkpoint", 65 << 20)]
+    {
+        let st = raw_status(&s.base, path, &agent.secret, declared).await;
+        assert_eq!(st, 413, "{path}");
+    }
+    // Missing content type.
+    let st = agent
+        .http
+        .post(format!("{}/api/v1/heartbeat", s.base))
+        .bearer_auth(&agent.secret)
+        .body("{}")
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(st, 415);
+    // Still serving, and nothing 5xx in the metrics.
+    assert_eq!(s.client("").get_text("/healthz").await, (200, "ok".to_string()));
+    let (_, m) = admin.get_text("/metrics").await;
+    assert!(!m.lines().any(|l| l.starts_with("lull_http_requests_total") && l.contains("status=\"5")), "{m}");
+    s.stop().await;
+}
+
+/// Sends a request declaring a `declared`-byte body but sending only 64 KiB of it, and
+/// returns the status the server answers with.
+async fn raw_status(base: &str, path: &str, secret: &str, declared: usize) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let method = if path.ends_with("checkpoint") { "PUT" } else { "POST" };
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {secret}\r\ncontent-type: application/json\r\ncontent-length: {declared}\r\n\r\n"
+    );
+    c.write_all(head.as_bytes()).await.unwrap();
+    let _ = c.write_all(&vec![b' '; 64 << 10]).await;
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut buf)).await.expect("an answer before the body ends").unwrap();
+    let line = String::from_utf8_lossy(&buf[..n]);
+    line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no status in {line:?}"))
+}
+
+both!(openapi_and_metrics_are_served, openapi_and_metrics_on);
+async fn openapi_and_metrics_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let anon = s.client("");
+    let doc: serde_json::Value = anon.get_ok("/api/openapi.json").await;
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    for p in ["/api/v1/heartbeat", "/api/v1/lease", "/api/v1/records", "/api/v1/reports", "/api/v1/tasks/{job}/{rank}/complete"] {
+        assert!(doc["paths"].get(p).is_some(), "{p} documented");
+    }
+    assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+    let (_, a) = s.enrol("alice", "desk").await;
+    let _: HeartbeatAck = a
+        .post_ok(
+            "/api/v1/heartbeat",
+            json!({"state": "idle", "available": false, "budget_left": 5, "free_mem_bytes": 1, "base_speed": 1.0, "current_speed": 1.0}),
+        )
+        .await;
+    let (st, m) = anon.get_text("/metrics").await;
+    assert_eq!(st, 200);
+    assert!(m.contains("lull_heartbeats_total 1"), "{m}");
+    assert!(m.contains("lull_http_requests_total{route=\"/api/v1/heartbeat\",status=\"200\"} 1"), "{m}");
+    assert!(m.contains("lull_http_request_duration_seconds_count"));
+    let (st, page) = anon.get_text("/").await;
+    assert_eq!(st, 200);
+    assert!(page.contains("dashboard"));
+    s.stop().await;
+}
+
+both!(heartbeat_flush_writes_many_agents, heartbeat_flush_on);
+async fn heartbeat_flush_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    // More agents than one flush statement holds (500), each with its own heartbeat.
+    let mut agents = vec![];
+    let t: JoinToken = s.admin().post_ok("/api/v1/join-tokens", json!({"uses": 1200})).await;
+    for i in 0..1200 {
+        let req = EnrolRequest { token: t.token.clone(), owner: format!("o{}", i % 7), machine: format!("m{i}") };
+        let e = coordinator::store::enrol(&s.db, &req).await.unwrap();
+        agents.push((e.agent_id.clone(), s.client(&e.secret)));
+    }
+    for round in 0..2 {
+        for (i, (_, c)) in agents.iter().enumerate() {
+            let hb = json!({"state": "idle", "available": true, "budget_left": (i % 6) as u32, "free_mem_bytes": i as u64 * 1000 + round,
+                "base_speed": i as f64, "current_speed": 0.5});
+            let _: HeartbeatAck = c.post_ok("/api/v1/heartbeat", hb).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rows: Vec<(String, i64, f64)> =
+        sqlx::query_as("SELECT id, free_mem_bytes, base_speed FROM agents").fetch_all(&s.db.pool).await.unwrap();
+    let want: std::collections::HashMap<String, usize> = agents.iter().enumerate().map(|(i, (id, _))| (id.clone(), i)).collect();
+    assert_eq!(rows.len(), 1200);
+    for (id, mem, speed) in rows {
+        let i = want[&id];
+        assert_eq!((mem, speed), (i as i64 * 1000 + 1, i as f64), "agent {i} has its own last heartbeat");
+    }
+    let avail: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM availability").fetch_one(&s.db.pool).await.unwrap();
+    assert!(avail > 0 && avail <= 1200);
+    s.stop().await;
+}
+
+both!(a_gang_restarts_together_and_fails_together, gang_restart_on);
+async fn gang_restart_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let (_, a) = s.enrol("alice", "a").await;
+    let (_, b2) = s.enrol("bob", "b").await;
+    let g: Job = admin.post_ok("/api/v1/jobs", json!({"command": "mpi", "machines": 2, "max_retries": 1})).await;
+    let la = a.lease(0, 0).await.unwrap();
+    let lb = b2.lease(0, 0).await.unwrap();
+    assert_eq!((la.rank, lb.rank), (0, 1));
+    // The owner of machine a comes back: rank 0 is evicted, and rank 1 goes back with it.
+    let t: Task = a.post_ok(&format!("/api/v1/tasks/{}/0/evicted", g.id), json!({"lease": la.lease})).await;
+    assert_eq!(t.state, "queued");
+    let (st, _) = b2.post(&format!("/api/v1/tasks/{}/1/progress", g.id), json!({"lease": lb.lease})).await;
+    assert_eq!(st, 409, "the peer's lease was revoked: the gang restarts together");
+    let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
+    assert!(job.tasks.iter().all(|t| t.state == "queued" && t.attempts == 0), "{job:?}");
+    // Both ranks leased again; now rank 1 fails past its retries: the whole job fails.
+    let lb = b2.lease(0, 0).await.unwrap();
+    let la = a.lease(0, 0).await.unwrap();
+    assert_eq!((lb.rank, la.rank), (0, 1));
+    let t: Task = a.post_ok(&format!("/api/v1/tasks/{}/1/fail", g.id), json!({"lease": la.lease})).await;
+    assert_eq!((t.state.as_str(), t.attempts), ("queued", 1), "one retry left");
+    assert_eq!(b2.post(&format!("/api/v1/tasks/{}/0/progress", g.id), json!({"lease": lb.lease})).await.0, 409, "restarted together");
+    let lb = b2.lease(0, 0).await.unwrap();
+    let la = a.lease(0, 0).await.unwrap();
+    assert_eq!((lb.rank, la.rank), (0, 1));
+    let t: Task = a.post_ok(&format!("/api/v1/tasks/{}/1/fail", g.id), json!({"lease": la.lease})).await;
+    assert_eq!(t.state, "failed");
+    let p: ProgressAck = b2.post_ok(&format!("/api/v1/tasks/{}/0/progress", g.id), json!({"lease": lb.lease})).await;
+    assert!(p.cancel, "the surviving rank is told to stop");
+    let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
+    assert_eq!(job.state, "failed");
+    s.stop().await;
+}

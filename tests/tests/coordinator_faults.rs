@@ -1,0 +1,224 @@
+//! The coordinator as a real `lull coordinator serve` process over embedded SQLite, with
+//! simulated agents (HTTP clients on threads) working through 1,000 short jobs submitted
+//! by `lull submit`, while the coordinator is killed with SIGKILL twice and restarted:
+//! no job is lost, no task runs on two agents at once, and every completion is counted
+//! exactly once (in the agents' answers, in the job states and in the report).
+
+use lull_e2e::lull_bin;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const JOBS: usize = 1000;
+const AGENTS: usize = 8;
+
+struct Coordinator {
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Coordinator {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(lull_bin());
+        c.args(args)
+            .env("LULL_DATA_DIR", &self.dir)
+            .env("LULL_CONFIG", self.dir.join("config.toml"))
+            .env("LULL_SOCKET", self.dir.join("agent.sock"));
+        c
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn start(&mut self) {
+        let err = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("coordinator.log")).unwrap();
+        let db = format!("sqlite:{}", self.dir.join("coordinator.db").display());
+        let listen = format!("127.0.0.1:{}", self.port);
+        let child = self
+            .cmd(&["coordinator", "serve", "--db", &db, "--listen", &listen, "--lease-ttl-s", "5"])
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .expect("spawn coordinator");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let http = reqwest::blocking::Client::new();
+        while Instant::now() < deadline {
+            if http.get(format!("{}/healthz", self.url())).send().is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("coordinator did not start: {}", std::fs::read_to_string(self.dir.join("coordinator.log")).unwrap_or_default());
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn key(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("coordinator-admin.key")).unwrap().trim().to_string()
+}
+
+/// One run of a task on an agent: (job, rank, lease, started, finished).
+type Run = (i64, i64, i64, Instant, Instant);
+
+#[test]
+fn kill9_during_1000_jobs_loses_none_and_counts_each_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut c = Coordinator { dir: tmp.path().to_path_buf(), port: free_port(), child: None };
+    c.start();
+    let admin = key(&c.dir);
+    let out = c.cmd(&["submit", "--url", &c.url(), "--key", &admin, "--count", &JOBS.to_string(), "--", "/bin/true"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), JOBS);
+
+    let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let token: Value = http
+        .post(format!("{}/api/v1/join-tokens", c.url()))
+        .bearer_auth(&admin)
+        .json(&json!({"uses": AGENTS}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let mut secrets = vec![];
+    for i in 0..AGENTS {
+        let e: Value = http
+            .post(format!("{}/api/v1/enrol", c.url()))
+            .json(&json!({"token": token["token"], "owner": format!("owner{}", i % 2), "machine": format!("m{i}")}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        secrets.push(e["secret"].as_str().unwrap().to_string());
+    }
+
+    let counted = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let runs: Arc<Mutex<Vec<Run>>> = Arc::default();
+    let url = c.url();
+    let mut threads = vec![];
+    for secret in secrets {
+        let (counted, stop, runs, url) = (counted.clone(), stop.clone(), runs.clone(), url.clone());
+        threads.push(std::thread::spawn(move || {
+            let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+            let mut retried = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let r = http
+                    .post(format!("{url}/api/v1/lease"))
+                    .bearer_auth(&secret)
+                    .json(&json!({"free_mem_bytes": 1u64 << 30, "wait_ms": 500}))
+                    .send();
+                let lease: Value = match r {
+                    Ok(r) if r.status().as_u16() == 200 => r.json().unwrap(),
+                    Ok(r) if r.status().as_u16() == 204 => continue,
+                    Ok(r) => panic!("lease answered {}", r.status()),
+                    Err(_) => {
+                        // The coordinator is down: try again shortly.
+                        std::thread::sleep(Duration::from_millis(50));
+                        continue;
+                    }
+                };
+                let (job, rank, epoch) =
+                    (lease["job_id"].as_i64().unwrap(), lease["rank"].as_i64().unwrap(), lease["lease"].as_i64().unwrap());
+                let started = Instant::now();
+                std::thread::sleep(Duration::from_millis(2)); // the "job"
+                let finished = Instant::now();
+                runs.lock().unwrap().push((job, rank, epoch, started, finished));
+                // Report completion until the coordinator answers (it may be down).
+                loop {
+                    let r = http
+                        .post(format!("{url}/api/v1/tasks/{job}/{rank}/complete"))
+                        .bearer_auth(&secret)
+                        .json(&json!({"lease": epoch, "exit_code": 0, "user_cpu_s": 0.001, "sys_cpu_s": 0.0}))
+                        .send();
+                    match r {
+                        Ok(r) if r.status().as_u16() == 200 => {
+                            let v: Value = r.json().unwrap();
+                            if v["counted"].as_bool() == Some(true) {
+                                counted.fetch_add(1, Ordering::SeqCst);
+                            }
+                            break;
+                        }
+                        // The lease was lost while the coordinator was down: the task is
+                        // someone else's now.
+                        Ok(r) if r.status().as_u16() == 409 => break,
+                        Ok(r) => panic!("complete answered {}", r.status()),
+                        Err(_) => {
+                            retried += 1;
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                    }
+                }
+            }
+            retried
+        }));
+    }
+    // Kill -9 twice while jobs run, restarting after each.
+    for at in [250, 650] {
+        let t0 = Instant::now();
+        while counted.load(Ordering::SeqCst) < at {
+            assert!(t0.elapsed() < Duration::from_secs(120), "stuck at {} completions", counted.load(Ordering::SeqCst));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        c.kill9();
+        std::thread::sleep(Duration::from_millis(700));
+        c.start();
+    }
+    let t0 = Instant::now();
+    while counted.load(Ordering::SeqCst) < JOBS {
+        assert!(t0.elapsed() < Duration::from_secs(120), "only {} of {JOBS} completions counted", counted.load(Ordering::SeqCst));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A little longer, to catch any extra completion.
+    std::thread::sleep(Duration::from_millis(1500));
+    stop.store(true, Ordering::Relaxed);
+    let retries: u32 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(retries > 0, "the agents did see the coordinator die");
+    assert_eq!(counted.load(Ordering::SeqCst), JOBS, "each completion counted exactly once");
+
+    let jobs: Vec<Value> = http.get(format!("{}/api/v1/jobs?limit=5000", c.url())).bearer_auth(&admin).send().unwrap().json().unwrap();
+    assert_eq!(jobs.len(), JOBS);
+    assert!(jobs.iter().all(|j| j["state"] == "completed"), "none lost");
+    let report: Value =
+        http.get(format!("{}/api/v1/reports?by=machine&since=1d", c.url())).bearer_auth(&admin).send().unwrap().json().unwrap();
+    let completed: u64 = report["rows"].as_array().unwrap().iter().map(|r| r["jobs_completed"].as_u64().unwrap()).sum();
+    assert_eq!(completed, JOBS as u64, "the report counts each completion once");
+
+    // No task ran on two agents at once: runs of one task never overlap in time.
+    let runs = runs.lock().unwrap();
+    type Spans = Vec<(i64, Instant, Instant)>;
+    let mut by_task: HashMap<(i64, i64), Spans> = HashMap::new();
+    for (job, rank, epoch, s, f) in runs.iter() {
+        by_task.entry((*job, *rank)).or_default().push((*epoch, *s, *f));
+    }
+    assert_eq!(by_task.len(), JOBS);
+    for (task, mut rs) in by_task {
+        rs.sort_by_key(|r| r.1);
+        for w in rs.windows(2) {
+            assert!(w[0].2 <= w[1].1, "task {task:?} ran twice at once: {rs:?}");
+            assert!(w[0].0 < w[1].0, "a re-run has a newer lease: {rs:?}");
+        }
+    }
+}
