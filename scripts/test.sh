@@ -9,8 +9,10 @@ for f in ci/setup-*.sh; do [ -f "$f" ] && bash "$f"; done
 # Tests that need an X server, a D-Bus daemon, a Wayland compositor or libfaketime skip
 # themselves when those are missing, unless required; here everything is installed, so
 # require it all.
-export LULL_REQUIRE_X11=1 LULL_REQUIRE_FAKETIME=1 LULL_REQUIRE_DBUS=1 LULL_REQUIRE_WAYLAND=1
+export LULL_REQUIRE_X11=1 LULL_REQUIRE_FAKETIME=1 LULL_REQUIRE_DBUS=1 LULL_REQUIRE_WAYLAND=1 LULL_REQUIRE_TRAY=1
 if [ "$(id -u)" = 0 ]; then export LULL_REQUIRE_CGROUPS=1; fi
 cargo fmt --all --check
+# The tray app embeds the built windows (ui/dist) at compile time: build them first.
+(cd ui && npm ci --no-audit --no-fund --loglevel=error && npm run build)
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
