@@ -28,6 +28,7 @@ use agent_core::paths::Paths;
 use agent_core::policy::Action;
 use anyhow::{bail, Context, Result};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use tauri::{AppHandle, Manager, RunEvent};
 use tracing_subscriber::layer::SubscriberExt;
@@ -177,10 +178,13 @@ impl Fallback {
 fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>) -> Result<()> {
     let (ntx, nrx) = mpsc::channel::<Notice>();
     let handle: Arc<OnceLock<AppHandle>> = Arc::new(OnceLock::new());
+    let agent_stopped = Arc::new(AtomicBool::new(false));
     let on_exit = {
-        let handle = handle.clone();
-        // The agent stopped (Quit, SIGTERM, or an error): the app ends with it.
+        let (handle, stopped) = (handle.clone(), agent_stopped.clone());
+        // The agent stopped (Quit, SIGTERM, or an error): the app ends with it. If the
+        // app is not up yet, `setup` sees the flag and ends it there.
         Box::new(move || {
+            stopped.store(true, Ordering::SeqCst);
             if let Some(h) = handle.get() {
                 h.exit(0);
             }
@@ -214,6 +218,10 @@ fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>) ->
         .setup(move |app| {
             let h = app.handle().clone();
             let _ = handle.set(h.clone());
+            if agent_stopped.load(Ordering::SeqCst) {
+                h.exit(0);
+                return Ok(());
+            }
             if with_tray {
                 let t = tray::build(&h, socket.clone(), |app| {
                     tracing::info!("quit from the tray menu");

@@ -222,7 +222,8 @@ impl Tray {
         let mut c = self.child.take().expect("running");
         // SAFETY: kill with the pid of a child we spawned.
         unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        wait_exit(&mut c, Duration::from_secs(20))
+        let st = wait_exit_or_kill(&mut c, Duration::from_secs(20));
+        st.unwrap_or_else(|| panic!("lull-tray did not exit within 20 s of SIGTERM:\n{}\nlog:\n{}", self.output(), self.log()))
     }
 }
 
@@ -235,15 +236,16 @@ impl Drop for Tray {
     }
 }
 
-fn wait_exit(c: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+fn wait_exit_or_kill(c: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Ok(Some(st)) = c.try_wait() {
-            return st;
+            return Some(st);
         }
         if Instant::now() > deadline {
             let _ = c.kill();
-            panic!("process did not exit within {timeout:?}");
+            let _ = c.wait();
+            return None;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -261,7 +263,12 @@ fn wait_until(what: &str, timeout: Duration, f: impl Fn() -> bool) {
 }
 
 /// Opens the tray menu by clicking the icon in trayer, then presses `keys`.
-fn menu(desk: &Desktop, tray: &Tray, keys: &[&str]) {
+fn menu(desk: &Desktop, keys: &[&str]) {
+    menu_shot(desk, None, keys)
+}
+
+/// As [`menu`], taking a screenshot of the open menu first.
+fn menu_shot(desk: &Desktop, shot: Option<&str>, keys: &[&str]) {
     let panel = desk.find_window(&["--class", "trayer"]).expect("trayer window");
     let (x, y, _w, h) = desk.geometry(&panel);
     // The only icon sits at the panel's left end.
@@ -270,7 +277,9 @@ fn menu(desk: &Desktop, tray: &Tray, keys: &[&str]) {
     std::thread::sleep(Duration::from_millis(200));
     desk.xdotool(&["click", "1"]);
     std::thread::sleep(Duration::from_millis(700));
-    let _ = tray;
+    if let Some(name) = shot {
+        desk.screenshot(name);
+    }
     desk.keys(keys);
 }
 
@@ -289,24 +298,24 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
 
     // Menu: [headline (disabled)], Donate now ▸, Pause ▸, Resume, Open Lull, Settings, Quit.
     // Pause ▸ Until I resume.
-    menu(&desk, &tray, &["Down", "Down", "Right", "Down", "Down", "Down", "Return"]);
+    menu_shot(&desk, Some("tray-menu.png"), &["Down", "Down", "Right", "Down", "Down", "Down", "Return"]);
     let s = tray.wait_for("paused until resumed", |s| s.policy.state == StateKind::Paused);
     assert_eq!(s.policy.pause, Some(SavedPause::UntilResumed), "{s:#?}");
     wait_until("paused icon", Duration::from_secs(10), || tray.log().contains("tray shows state state=\"paused\""));
     desk.screenshot("tray-paused.png");
 
     // Resume.
-    menu(&desk, &tray, &["Down", "Down", "Down", "Return"]);
+    menu(&desk, &["Down", "Down", "Down", "Return"]);
     tray.wait_for("resumed", |s| s.policy.state != StateKind::Paused);
 
     // Pause ▸ For 3 hours.
-    menu(&desk, &tray, &["Down", "Down", "Right", "Down", "Return"]);
+    menu(&desk, &["Down", "Down", "Right", "Down", "Return"]);
     let s = tray.wait_for("paused for 3 h", |s| s.policy.state == StateKind::Paused);
     let left = s.policy.paused_for_s.expect("a timed pause");
     assert!((3 * 3600 - 60..=3 * 3600).contains(&left), "{left}");
 
     // Donate now ▸ For 1 hour (overrides the pause).
-    menu(&desk, &tray, &["Down", "Right", "Return"]);
+    menu(&desk, &["Down", "Right", "Return"]);
     let s = tray.wait_for("donating now", |s| s.policy.donate_now);
     let left = s.policy.donate_for_s.expect("a timed offer");
     assert!((3600 - 60..=3600).contains(&left), "{left}");
@@ -315,7 +324,7 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     assert!(matches!(again, Response::Status(s) if s.policy.state == StateKind::Paused));
 
     // Open Lull: the status window.
-    menu(&desk, &tray, &["Down", "Down", "Down", "Down", "Return"]);
+    menu(&desk, &["Down", "Down", "Down", "Down", "Return"]);
     wait_until("the status window", Duration::from_secs(30), || desk.find_window(&["--name", "^Lull$"]).is_some());
     std::thread::sleep(Duration::from_secs(4)); // let the page load and draw its chart
     let shot = desk.screenshot("status-window.png");
@@ -329,9 +338,10 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     assert!(tray.try_status().is_some(), "the agent runs on with no window open");
 
     // Quit: the app ends, and its agent with it (socket removed).
-    menu(&desk, &tray, &["Up", "Return"]);
+    menu(&desk, &["Up", "Return"]);
     let mut child = tray.child.take().expect("running");
-    let st = wait_exit(&mut child, Duration::from_secs(20));
+    let st = wait_exit_or_kill(&mut child, Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("lull-tray did not exit within 20 s of Quit:\n{}\nlog:\n{}", tray.output(), tray.log()));
     assert!(st.success(), "{st}\n{}", tray.output());
     assert!(!tray.socket().exists(), "socket removed on quit");
 }
@@ -368,6 +378,14 @@ fn settings_round_trip_and_invalid_value_is_refused_in_the_window() {
     desk.keys(&["ctrl+a", "3", "Return"]);
     wait_until("the save", Duration::from_secs(10), || desk.find_window(&["--name", "Lull settings: saved"]).is_some());
     desk.screenshot("settings-saved.png");
+    // The rest of the form: scroll down over the window.
+    let (x, y, w, h) = desk.geometry(&win);
+    desk.xdotool(&["mousemove", &(x + w / 2).to_string(), &(y + h / 2).to_string()]);
+    for _ in 0..25 {
+        desk.xdotool(&["click", "5"]);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    desk.screenshot("settings-bottom.png");
     tray.wait_for("limit 3", |s| s.policy.interruption_limit == 3);
 
     // After a restart the agent enforces what the window set.
