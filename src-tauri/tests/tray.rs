@@ -422,3 +422,59 @@ fn a_display_that_cannot_be_opened_also_falls_back() {
     let out = tray.output();
     assert!(out.contains("cannot open the display") && out.contains("headless agent"), "{out}");
 }
+
+#[test]
+fn without_the_appindicator_library_it_shows_the_status_window_instead() {
+    if skip_gui() {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        assert!(!required(), "LULL_REQUIRE_TRAY=1: this test hides the library with a private bind mount, which needs root");
+        eprintln!("SKIPPED: hiding the AppIndicator library needs root (a private mount namespace)");
+        return;
+    }
+    // Hide the real library from this one process: in a private mount namespace, bind
+    // /dev/null over it, so dlopen fails exactly as on a machine without it.
+    let lib = Path::new("/usr/lib/x86_64-linux-gnu/libayatana-appindicator3.so.1.0.0");
+    if !lib.exists() {
+        assert!(!required(), "LULL_REQUIRE_TRAY=1 but {} is missing", lib.display());
+        eprintln!("SKIPPED: no {} to hide", lib.display());
+        return;
+    }
+    let desk = Desktop::start(true);
+    let mut tray = Tray::new("");
+    tray.display = Some(desk.display.clone());
+    let mut cmd = tray.command(&[]);
+    let inner = format!("mount --bind /dev/null {} && exec \"$0\"", lib.display());
+    let prog = cmd.get_program().to_owned();
+    let mut wrapped = Command::new("unshare");
+    wrapped.args(["-m", "sh", "-c", &inner]).arg(prog);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    let out = std::fs::File::create(tray.dir.path().join("out.txt")).expect("out");
+    wrapped.stdout(out.try_clone().expect("clone")).stderr(out);
+    tray.child = Some(wrapped.spawn().expect("spawn under unshare"));
+    wait_until("the status window", Duration::from_secs(60), || desk.find_window(&["--name", "^Lull$"]).is_some());
+    let s = tray.wait_for("a running agent", |_| true);
+    assert_eq!(s.pid, tray.child.as_ref().expect("running").id(), "the agent runs inside lull-tray");
+    std::thread::sleep(Duration::from_secs(3));
+    desk.screenshot("no-appindicator-window.png");
+    let out = tray.output();
+    assert!(out.contains("no AppIndicator library"), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    assert!(!tray.log().contains("tray shows state"), "no tray icon was made");
+    // Without a tray icon the window is the app: closing it quits, agent included.
+    let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
+    desk.xdotool(&["windowfocus", "--sync", &win]);
+    desk.keys(&["Escape"]);
+    let mut c = tray.child.take().expect("running");
+    let st = wait_exit_or_kill(&mut c, Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("lull-tray did not exit when its only window closed:\n{}", tray.output()));
+    assert!(st.success(), "{st}");
+    assert!(!tray.socket().exists());
+}

@@ -183,7 +183,9 @@ export function StatusView() {
       <Interruptions report={r} limit={s.interruption_limit} />
       <footer>
         <button onClick={() => void openWindow("settings")}>Settings…</button>
-        <span class="muted">Esc closes this window; Lull keeps running in the tray.</span>
+        <span class="muted">
+          {why ? "Esc closes this window and stops Lull (there is no tray icon to come back to)." : "Esc closes this window; Lull keeps running in the tray."}
+        </span>
       </footer>
     </main>
   );
