@@ -445,7 +445,7 @@ fn without_the_appindicator_library_it_shows_the_status_window_instead() {
     let desk = Desktop::start(true);
     let mut tray = Tray::new("");
     tray.display = Some(desk.display.clone());
-    let mut cmd = tray.command(&[]);
+    let cmd = tray.command(&[]);
     let inner = format!("mount --bind /dev/null {} && exec \"$0\"", lib.display());
     let prog = cmd.get_program().to_owned();
     let mut wrapped = Command::new("unshare");
