@@ -251,6 +251,32 @@ fn wait_exit_or_kill(c: &mut Child, timeout: Duration) -> Option<std::process::E
     }
 }
 
+/// The command names of a process's descendants.
+fn descendants(pid: u32) -> Vec<String> {
+    let out = Command::new("ps").args(["-e", "-o", "pid=,ppid=,comm="]).output().expect("ps");
+    let rows: Vec<(u32, u32, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?, it.collect::<Vec<_>>().join(" ")))
+        })
+        .collect();
+    let mut family = vec![pid];
+    let mut names = Vec::new();
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for (p, pp, name) in &rows {
+            if family.contains(pp) && !family.contains(p) {
+                family.push(*p);
+                names.push(name.clone());
+                grew = true;
+            }
+        }
+    }
+    names
+}
+
 fn wait_until(what: &str, timeout: Duration, f: impl Fn() -> bool) {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
@@ -329,6 +355,8 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     std::thread::sleep(Duration::from_secs(4)); // let the page load and draw its chart
     let shot = desk.screenshot("status-window.png");
     assert!(std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0) > 10_000, "a real screenshot");
+    let pid = tray.child.as_ref().expect("running").id();
+    assert!(descendants(pid).iter().any(|n| n.starts_with("WebKitWebProces")), "a web process renders the open window");
 
     // Esc closes the window; the app and its agent keep running.
     let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
@@ -336,6 +364,8 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     desk.keys(&["Escape"]);
     wait_until("the status window to close", Duration::from_secs(10), || desk.find_window(&["--name", "^Lull$"]).is_none());
     assert!(tray.try_status().is_some(), "the agent runs on with no window open");
+    // The window's web process went with it: nothing renders while no window is open.
+    wait_until("the web process to end", Duration::from_secs(15), || !descendants(pid).iter().any(|n| n.starts_with("WebKitWebProces")));
 
     // Quit: the app ends, and its agent with it (socket removed).
     menu(&desk, &["Up", "Return"]);
