@@ -78,6 +78,13 @@ fn parse_args() -> Result<Option<Args>> {
 }
 
 fn main() -> ExitCode {
+    // GDK 3 probes GL visuals when it opens an X display, which maps Mesa (and LLVM):
+    // ~25 MB that an idle tray app never uses. The windows are plain documents that WebKit
+    // draws fine without GL in this process. LULL_TRAY_GL=1 keeps GDK's GL. This runs
+    // first, before any thread exists.
+    if std::env::var_os("GDK_DEBUG").is_none() && std::env::var_os("LULL_TRAY_GL").is_none_or(|v| v != "1") {
+        std::env::set_var("GDK_DEBUG", "gl-disable");
+    }
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
