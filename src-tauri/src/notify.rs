@@ -4,7 +4,7 @@
 //! turns them off. Without a notification daemon the error is logged, nothing more.
 
 use agent_core::agent::Notice;
-use agent_core::policy::{Action, StateKind};
+use agent_core::policy::Action;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -52,12 +52,6 @@ pub fn message_for(n: &Notice) -> Option<Message> {
                 }
             })
         }
-        // Reached the limit some other way (the limit was lowered below today's count).
-        Notice::Action(_, Action::StateChanged { to: StateKind::OutOfBudget, reason, .. }) => Some(Message {
-            kind: Kind::BudgetUsed,
-            summary: "Lull: today's interruptions are used up".into(),
-            body: format!("Your machine is out of the pool until tomorrow ({reason})."),
-        }),
         Notice::Restored { restore_ms } if Duration::from_millis(*restore_ms) > SLOW_RESTORE => Some(Message {
             kind: Kind::SlowRestore,
             summary: "Lull: your memory took a while to come back".into(),
@@ -96,7 +90,7 @@ mod tests {
     use super::*;
     use agent_core::clock::{MonoMs, Now};
     use agent_core::config::EvictionMode;
-    use agent_core::policy::{Interruption, ReturnCause};
+    use agent_core::policy::{Interruption, ReturnCause, StateKind};
 
     fn now() -> Now {
         let utc = chrono::DateTime::from_timestamp(1_700_000_000, 0).expect("valid timestamp");
@@ -136,6 +130,9 @@ mod tests {
         assert!(m.body.contains("2.5 s"), "{}", m.body);
         let quiet = Notice::Action(now(), Action::StateChanged { from: StateKind::Idle, to: StateKind::Donating, reason: "r".into() });
         assert!(message_for(&quiet).is_none());
+        // The owner lowering the limit to today's count is their own doing: no notice.
+        let lowered = Notice::Action(now(), Action::StateChanged { from: StateKind::Idle, to: StateKind::OutOfBudget, reason: "r".into() });
+        assert!(message_for(&lowered).is_none());
     }
 
     #[test]
