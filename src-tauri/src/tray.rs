@@ -274,6 +274,31 @@ mod tests {
         assert_eq!(request_for(id::QUIT), None);
     }
 
+    fn status(state: &str, extra: serde_json::Value) -> AgentStatus {
+        let mut v = serde_json::json!({
+            "state": state, "not_allowed": null, "state_for_s": 5, "idle_for_s": 0, "available": false,
+            "directive": "freeze", "guests_present": false, "budget_day": "2026-11-22", "interruptions_today": 2,
+            "interruption_limit": 5, "paused_for_s": null, "pause": null, "donate_now": false, "donate_for_s": null,
+            "owner_utilisation_h": 0.1, "eviction_mode": "linger-longer", "owner_cpu": 0.1, "recruitment_threshold_s": 180,
+            "donated_cpu_s_today": 4800.0, "donated_wall_s_today": 6000.0, "input_backends": [], "guest_runtime": "none",
+            "agent_version": "0.1.0", "pid": 1, "local_time": "2026-11-22T12:00:00"
+        });
+        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        serde_json::from_value(v).expect("a status")
+    }
+
+    #[test]
+    fn tooltip_tells_state_donated_time_and_interruptions() {
+        let t = tooltip(&status("donating", serde_json::json!({})));
+        assert_eq!(t, "Lull: donating\nToday: donated 1 h 20 min · interruptions 2 of 5");
+        let t = tooltip(&status("paused", serde_json::json!({"paused_for_s": 3000})));
+        assert!(t.starts_with("Lull: paused, 50 min left\n"), "{t}");
+        let t = tooltip(&status("not_allowed", serde_json::json!({"not_allowed": "battery"})));
+        assert!(t.starts_with("Lull: not allowed now (on battery)"), "{t}");
+    }
+
     #[test]
     fn durations_read_short() {
         assert_eq!(short(40), "40 s");
