@@ -244,7 +244,8 @@ fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>) ->
         })
         .build(tauri::generate_context!())
         .context("starting the tray app")?;
-    app.run(move |_app, event| match event {
+    app.run(move |app, event| match event {
+        RunEvent::WindowEvent { event: tauri::WindowEvent::Destroyed, .. } => windows::reap_helpers(app),
         // The last window closed: with a tray icon Lull keeps running; without one the
         // window was the app, so it ends.
         RunEvent::ExitRequested { api, code: None, .. } if keep_running => api.prevent_exit(),

@@ -364,8 +364,21 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     desk.keys(&["Escape"]);
     wait_until("the status window to close", Duration::from_secs(10), || desk.find_window(&["--name", "^Lull$"]).is_none());
     assert!(tray.try_status().is_some(), "the agent runs on with no window open");
-    // The window's web process went with it: nothing renders while no window is open.
-    wait_until("the web process to end", Duration::from_secs(15), || !descendants(pid).iter().any(|n| n.starts_with("WebKitWebProces")));
+    // The window's WebKit processes went with it: nothing of WebKit runs while no window
+    // is open.
+    wait_until("WebKit's processes to end", Duration::from_secs(15), || !descendants(pid).iter().any(|n| n.starts_with("WebKit")));
+
+    // And a window opens again afterwards (WebKit starts new helpers).
+    menu(&desk, &["Down", "Down", "Down", "Down", "Return"]);
+    wait_until("the status window again", Duration::from_secs(30), || desk.find_window(&["--name", "^Lull$"]).is_some());
+    std::thread::sleep(Duration::from_secs(3));
+    let shot = desk.screenshot("status-window-reopened.png");
+    assert!(std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0) > 10_000, "the reopened window draws");
+    assert!(descendants(pid).iter().any(|n| n.starts_with("WebKitNetworkPr")), "a new network process serves it");
+    let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
+    desk.xdotool(&["windowfocus", "--sync", &win]);
+    desk.keys(&["Escape"]);
+    wait_until("the status window to close again", Duration::from_secs(10), || desk.find_window(&["--name", "^Lull$"]).is_none());
 
     // Quit: the app ends, and its agent with it (socket removed).
     menu(&desk, &["Up", "Return"]);
