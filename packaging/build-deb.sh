@@ -11,5 +11,10 @@ cd "$(dirname "$0")/.."
 [ -d ui/node_modules ] || (cd ui && npm ci --no-audit --no-fund)
 (cd ui && npm run build)
 cargo build --release -q -p lull
-(cd src-tauri && ../ui/node_modules/.bin/tauri build --bundles deb --ci) >&2
+tauri=$PWD/ui/node_modules/.bin/tauri
+(cd src-tauri && "$tauri" build --no-bundle --ci) >&2
+# The release profile keeps line tables for backtraces; the package ships without them
+# (127 MB → about 25 MB for lull-tray).
+strip --strip-debug target/release/lull-tray target/release/lull
+(cd src-tauri && "$tauri" bundle --bundles deb --ci) >&2
 ls -t target/release/bundle/deb/*.deb | head -n1

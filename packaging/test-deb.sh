@@ -20,7 +20,7 @@ for f in /usr/bin/lull-tray /usr/bin/lull /usr/lib/systemd/user/lull-agent.servi
   check "installs $f" test -e "$f"
 done
 check "lull-tray --version" /usr/bin/lull-tray --version
-if command -v systemd-analyze >/dev/null; then check "systemd unit verifies" systemd-analyze verify --user /usr/lib/systemd/user/lull-agent.service; fi
+if command -v systemd-analyze >/dev/null; then check "systemd unit verifies" systemd-analyze verify /usr/lib/systemd/user/lull-agent.service; fi
 tmp=$(mktemp -d)
 export LULL_CONFIG=$tmp/config.toml LULL_DATA_DIR=$tmp LULL_SOCKET=$tmp/agent.sock
 env -u DISPLAY -u WAYLAND_DISPLAY /usr/bin/lull-tray >"$tmp/out.txt" 2>&1 &
