@@ -8,7 +8,7 @@
 # Prints the .deb's path on the last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -d ui/node_modules ] || (cd ui && npm ci --no-audit --no-fund)
+[ -d ui/node_modules ] || (cd ui && npm install --no-audit --no-fund --loglevel=error)
 (cd ui && npm run build)
 cargo build --release -q -p lull
 tauri=$PWD/ui/node_modules/.bin/tauri

@@ -13,6 +13,9 @@ export LULL_REQUIRE_X11=1 LULL_REQUIRE_FAKETIME=1 LULL_REQUIRE_DBUS=1 LULL_REQUI
 if [ "$(id -u)" = 0 ]; then export LULL_REQUIRE_CGROUPS=1; fi
 cargo fmt --all --check
 # The tray app embeds the built windows (ui/dist) at compile time: build them first.
-(cd ui && npm ci --no-audit --no-fund --loglevel=error && npm run build)
+# `npm install` (not `npm ci`) installs the versions pinned in package-lock.json: the
+# lock lacks other platforms' optional packages (@tauri-apps/cli-*, @rollup/rollup-*)
+# as this registry serves them, which `npm ci` refuses.
+(cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build)
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
