@@ -145,4 +145,72 @@ mod tests {
         assert!(l.allow(Kind::SlowRestore, t0 + Duration::from_secs(1), every), "kinds are limited separately");
         assert!(l.allow(Kind::Evicted, t0 + Duration::from_secs(300), every));
     }
+
+    /// A notice really reaches a notification daemon: a private D-Bus session bus, dunst
+    /// on a private Xvfb, and dunst's own history read back with `dunstctl`. Skips
+    /// without those tools unless LULL_REQUIRE_TRAY=1.
+    #[test]
+    fn a_notice_reaches_the_notification_daemon() {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let have =
+            |t: &str| Command::new("sh").arg("-c").arg(format!("command -v {t}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success());
+        let missing: Vec<_> = ["Xvfb", "dunst", "dunstctl", "dbus-daemon"].into_iter().filter(|t| !have(t)).collect();
+        if !missing.is_empty() {
+            assert!(std::env::var("LULL_REQUIRE_TRAY").map_or(true, |v| v != "1"), "LULL_REQUIRE_TRAY=1 but {missing:?} are missing");
+            eprintln!("SKIPPED: {missing:?} not installed");
+            return;
+        }
+        struct Kill(std::process::Child);
+        impl Drop for Kill {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let n = 300 + std::process::id() % 200;
+        let display = format!(":{n}");
+        let _x = Kill(Command::new("Xvfb").args([&display, "-nolisten", "tcp"]).stderr(Stdio::null()).spawn().expect("Xvfb"));
+        let mut bus =
+            Command::new("dbus-daemon").args(["--session", "--nofork", "--print-address=1"]).stdout(Stdio::piped()).spawn().expect("dbus");
+        let mut addr = String::new();
+        std::io::BufReader::new(bus.stdout.take().expect("bus stdout")).read_line(&mut addr).expect("bus address");
+        let _bus = Kill(bus);
+        let addr = addr.trim().to_string();
+        std::thread::sleep(Duration::from_millis(500));
+        let _dunst = Kill(
+            Command::new("dunst")
+                .env("DISPLAY", &display)
+                .env("DBUS_SESSION_BUS_ADDRESS", &addr)
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("dunst"),
+        );
+        // This test alone uses the session bus variable in this binary.
+        std::env::set_var("DBUS_SESSION_BUS_ADDRESS", &addr);
+        let m = message_for(&counted(2, 5)).expect("a notice");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut shown = Err(notify_rust::error::ErrorKind::Msg("not tried".into()).into());
+        while Instant::now() < deadline {
+            shown = show(&m);
+            if shown.is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        shown.expect("the daemon took the notice");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            // Closing all moves the notice into dunst's history, which dunstctl reads.
+            let _ = Command::new("dunstctl").arg("close-all").env("DBUS_SESSION_BUS_ADDRESS", &addr).status();
+            let out = Command::new("dunstctl").arg("history").env("DBUS_SESSION_BUS_ADDRESS", &addr).output().expect("dunstctl");
+            let text = String::from_utf8_lossy(&out.stdout);
+            if text.contains("3 of 5 interruptions left today.") {
+                assert!(text.contains("Lull: guest work stopped, you are back"), "{text}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "dunst's history lacks the notice: {text}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
 }
