@@ -2,9 +2,13 @@
 # Installs what a fresh Debian 12 machine lacks to build and test Lull, skipping what is
 # already there. Usage: scripts/deps.sh build|test
 set -euo pipefail
-want=(pkg-config libx11-dev libxtst-dev libxi-dev libdbus-1-dev libwayland-dev)
+# libwebkit2gtk-4.1-dev: the tray app (Tauri v2) compiles against WebKitGTK and GTK 3.
+want=(pkg-config libx11-dev libxtst-dev libxi-dev libdbus-1-dev libwayland-dev libwebkit2gtk-4.1-dev)
 if [ "${1:-build}" = test ]; then
   want+=(xvfb xdotool x11-utils faketime dbus dbus-x11 sway wtype strace procps python3 util-linux passwd)
+  # The tray app's tests: the AppIndicator library (loaded at run time), trayer as tray
+  # host under Xvfb, ImageMagick for screenshots, dunst as notification daemon.
+  want+=(libayatana-appindicator3-1 trayer imagemagick dunst)
   for f in ci/packages-*.txt; do
     [ -f "$f" ] || continue
     while read -r line; do
@@ -23,3 +27,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 command -v cargo >/dev/null || { echo "Rust (cargo) is required: https://rustup.rs" >&2; exit 1; }
+# The tray app's windows are built with Vite 7, which needs Node.js 20.19 or later.
+if ! node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=19)?0:1)' 2>/dev/null; then
+  echo "Node.js >= 20.19 with npm is required to build the tray app's windows (ui/): https://nodejs.org" >&2
+  exit 1
+fi

@@ -87,8 +87,16 @@ impl GuestHost for NoGuests {
 /// Something the driver tells its observer (the CLI prints these in the foreground).
 #[derive(Clone, Debug)]
 pub enum Notice {
-    Started { state: StateKind, input: Vec<String>, guests: String },
+    Started {
+        state: StateKind,
+        input: Vec<String>,
+        guests: String,
+    },
     Action(Now, Action),
+    /// The owner's memory was restored after an eviction, taking this long.
+    Restored {
+        restore_ms: u64,
+    },
 }
 
 /// Everything the agent runs with.
@@ -277,6 +285,7 @@ impl Driver {
                 }
             }
             info!(restore_ms = d.as_millis() as u64, "owner memory restored after eviction");
+            self.notify(&Notice::Restored { restore_ms: d.as_millis() as u64 });
         }
         let t = now.utc.timestamp();
         let every = self.policy.config().sampling.trace_interval_s as i64;

@@ -12,6 +12,7 @@ use std::time::Duration;
 /// (`CLOCK_BOOTTIME` on Linux). It never jumps when the wall clock is set, so every
 /// duration in the policy (idle for, paused for, lingering for) is measured on it.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(transparent)]
 pub struct MonoMs(pub u64);
 

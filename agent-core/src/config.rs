@@ -24,6 +24,7 @@ pub enum ConfigError {
 
 /// How guest work is treated when the owner comes back (seed 000).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "kebab-case")]
 pub enum EvictionMode {
     /// IE: stop guest work at once (checkpoint signal, then kill after a grace).
@@ -51,6 +52,7 @@ impl EvictionMode {
 
 /// Which input backend to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "kebab-case")]
 pub enum InputBackendChoice {
     /// Pick the best one this session offers.
@@ -66,6 +68,7 @@ pub enum InputBackendChoice {
 
 /// The whole configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub sampling: Sampling,
@@ -75,9 +78,13 @@ pub struct Config {
     pub rules: Rules,
     pub input: Input,
     pub guests: Guests,
+    pub caps: Caps,
+    pub notifications: Notifications,
+    pub coordinator: Coordinator,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Sampling {
     /// Milliseconds between samples (default 1000).
@@ -90,6 +97,7 @@ pub struct Sampling {
 
 /// The availability definition and the recruitment threshold (seed 004, §3.4).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Availability {
     /// Owner CPU (fraction of the machine) below which the machine can be idle; 1.0
@@ -105,6 +113,7 @@ pub struct Availability {
 
 /// The social contract (seed 004, §3.5).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Budget {
     /// At most this many interruptions per local day; then the machine leaves the pool
@@ -117,6 +126,7 @@ pub struct Budget {
 
 /// What happens to guest work when the owner returns (seed 000).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Eviction {
     pub mode: EvictionMode,
@@ -135,6 +145,7 @@ pub struct Eviction {
 
 /// When the machine may be used at all.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Rules {
     /// Donate while running on battery (default false: "not on battery").
@@ -148,6 +159,7 @@ pub struct Rules {
 
 /// Allowed hours, one list of `HH:MM-HH:MM` ranges per weekday.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct AllowedHours {
     pub mon: Option<Vec<String>>,
@@ -161,6 +173,7 @@ pub struct AllowedHours {
 
 /// A guest's network access (a job setting; this is the default for jobs that name none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "kebab-case")]
 pub enum NetworkPolicy {
     /// Outbound connections only: the guest may not listen on TCP ports (Landlock).
@@ -173,6 +186,7 @@ pub enum NetworkPolicy {
 
 /// The guest runtime: memory protection, containment and defaults for jobs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Guests {
     /// Lull's cgroup subtree, relative to each hierarchy's root; `self` for the agent's own
@@ -216,12 +230,74 @@ impl Default for Guests {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Input {
     pub backend: InputBackendChoice,
     /// Idle-notification backends (Wayland, Mutter) report "idled" after this many
     /// seconds without input, and "resumed" at the next input (default 10).
     pub idle_notify_s: u64,
+}
+
+/// Caps on guest work, enforced by the guest runtime.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(default, deny_unknown_fields)]
+pub struct Caps {
+    /// Most CPU guest work may use, as a fraction of the machine (1 = every idle cycle).
+    pub cpu_max: f64,
+    /// Most memory guest work may use, as a fraction of total memory. Guests never use
+    /// more than what is free either (seed 000: "foreign jobs can use only free memory").
+    pub memory_max: f64,
+}
+
+/// Desktop notifications from the tray app.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(default, deny_unknown_fields)]
+pub struct Notifications {
+    /// Show notifications at all.
+    pub enabled: bool,
+    /// At most one notification of a kind this often, seconds.
+    pub min_interval_s: u64,
+}
+
+/// The pool this machine belongs to.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(default, deny_unknown_fields)]
+pub struct Coordinator {
+    /// The coordinator's address, `http://` or `https://`; empty when not enrolled.
+    pub url: String,
+    /// The join token the pool's coordinator handed out for enrolment.
+    pub join_token: String,
+}
+
+impl Coordinator {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let url = self.url.trim();
+        if !url.is_empty() {
+            let host = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
+            let ok = host.is_some_and(|h| {
+                let h = h.split('/').next().unwrap_or("");
+                !h.is_empty() && !h.contains(char::is_whitespace)
+            });
+            if !ok {
+                return Err(ConfigError::Invalid {
+                    field: "coordinator.url".into(),
+                    message: format!("{url:?} is not an address like \"https://pool.example.org\" (http:// or https:// and a host)"),
+                });
+            }
+        }
+        let t = &self.join_token;
+        if t.len() > 512 || !t.chars().all(|c| c.is_ascii_graphic()) {
+            return Err(ConfigError::Invalid {
+                field: "coordinator.join_token".into(),
+                message: "a join token is up to 512 printable characters without spaces".into(),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Default for Config {
@@ -234,6 +310,9 @@ impl Default for Config {
             rules: Rules::default(),
             input: Input::default(),
             guests: Guests::default(),
+            caps: Caps::default(),
+            notifications: Notifications::default(),
+            coordinator: Coordinator::default(),
         }
     }
 }
@@ -267,6 +346,16 @@ impl Default for Eviction {
 impl Default for Rules {
     fn default() -> Self {
         Self { allow_on_battery: false, cpu_temp_max_c: 90.0, hours: AllowedHours::default() }
+    }
+}
+impl Default for Caps {
+    fn default() -> Self {
+        Self { cpu_max: 1.0, memory_max: 0.5 }
+    }
+}
+impl Default for Notifications {
+    fn default() -> Self {
+        Self { enabled: true, min_interval_s: 300 }
     }
 }
 impl Default for Input {
@@ -368,6 +457,9 @@ impl Config {
             ("guests.pressure_kill_s", g.pressure_kill_s as f64, 0.0, 3600.0),
             ("guests.pids_max", g.pids_max as f64, 8.0, 1_000_000.0),
             ("guests.migration_bandwidth_mib_s", g.migration_bandwidth_mib_s, 0.1, 100_000.0),
+            ("caps.cpu_max", self.caps.cpu_max, 0.05, 1.0),
+            ("caps.memory_max", self.caps.memory_max, 0.05, 0.9),
+            ("notifications.min_interval_s", self.notifications.min_interval_s as f64, 10.0, 86_400.0),
         ]
     }
 
@@ -395,6 +487,7 @@ impl Config {
         if self.guests.cgroup.is_empty() || self.guests.cgroup.split('/').any(|c| c == "..") {
             return Err(ConfigError::Invalid { field: "guests.cgroup".into(), message: "must be a non-empty path without `..`".into() });
         }
+        self.coordinator.validate()?;
         Ok(())
     }
 
@@ -514,6 +607,18 @@ mod tests {
     fn bad_hours_name_the_day_and_index() {
         let err = Config::from_toml("[rules.hours]\nmon = [\"09:00-12:00\", \"18:00-17:00\"]\n", "t").unwrap_err().to_string();
         assert!(err.contains("rules.hours.mon[1]"), "{err}");
+    }
+
+    #[test]
+    fn coordinator_address_and_token_are_checked() {
+        let err = Config::from_toml("[coordinator]\nurl = \"pool.example.org\"\n", "t").unwrap_err();
+        assert!(matches!(&err, ConfigError::Invalid { field, .. } if field == "coordinator.url"), "{err}");
+        let err = Config::from_toml("[coordinator]\njoin_token = \"a b\"\n", "t").unwrap_err();
+        assert!(matches!(&err, ConfigError::Invalid { field, .. } if field == "coordinator.join_token"), "{err}");
+        let ok = Config::from_toml("[coordinator]\nurl = \"https://pool.example.org:8443/\"\njoin_token = \"j-123\"\n", "t").unwrap();
+        assert_eq!(ok.coordinator.url, "https://pool.example.org:8443/");
+        let err = Config::from_toml("[caps]\nmemory_max = 0.95\n", "t").unwrap_err().to_string();
+        assert!(err.contains("caps.memory_max") && err.contains("0.05..=0.9"), "{err}");
     }
 
     #[test]

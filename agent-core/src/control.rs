@@ -36,6 +36,7 @@ pub enum Request {
 
 /// The agent's status for the owner.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct AgentStatus {
     #[serde(flatten)]
     pub policy: PolicyStatus,
@@ -52,6 +53,7 @@ pub struct AgentStatus {
 
 /// Today's record for the status window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct TodayReport {
     pub day: chrono::NaiveDate,
     pub timeline: Vec<TransitionRow>,

@@ -73,6 +73,7 @@ pub struct GuestTotals {
 
 /// A recorded interruption, as shown to the owner.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct InterruptionRow {
     pub id: i64,
     pub day: NaiveDate,
@@ -86,6 +87,7 @@ pub struct InterruptionRow {
 
 /// A state transition.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct TransitionRow {
     pub at_utc: String,
     pub from: String,
@@ -95,6 +97,7 @@ pub struct TransitionRow {
 
 /// Donated time on one local day.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct DayDonation {
     pub day: NaiveDate,
     pub cpu_s: f64,

@@ -162,6 +162,13 @@ pub(crate) fn print_notice(n: &Notice, json: bool) {
                 format!("lull agent started: {} · input: {input} · guests: {guests}", state.as_str())
             }
         }
+        Notice::Restored { restore_ms } => {
+            if json {
+                serde_json::json!({"event": "restored", "restore_ms": restore_ms}).to_string()
+            } else {
+                format!("owner memory restored in {restore_ms} ms")
+            }
+        }
         Notice::Action(now, a) => {
             if json {
                 serde_json::json!({"event": "action", "at": now.utc, "action": a}).to_string()

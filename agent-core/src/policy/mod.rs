@@ -32,6 +32,7 @@ use window::Window;
 
 /// The states of the machine as the owner and the pool see them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum StateKind {
     /// The owner is using the machine (input, CPU or memory activity).
@@ -74,6 +75,7 @@ impl StateKind {
 
 /// What the guest runtime must do with guest work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum GuestDirective {
     /// Guests run (at lowest priority) and new ones may start.
@@ -88,6 +90,7 @@ pub enum GuestDirective {
 
 /// How long a pause lasts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PauseSpan {
     /// For a number of seconds (1 h and 3 h in the menus).
@@ -100,6 +103,7 @@ pub enum PauseSpan {
 
 /// How long an explicit "Donate now" offer lasts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum DonateSpan {
     /// For a number of seconds, whatever the owner does meanwhile.
@@ -185,6 +189,7 @@ pub enum Action {
 /// A deadline kept on the monotonic clock and, for restarts after a reboot, the wall
 /// clock.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Deadline {
     pub mono: MonoMs,
     pub utc: DateTime<Utc>,
@@ -194,6 +199,7 @@ pub struct Deadline {
 
 /// An active pause, as persisted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SavedPause {
     Until(Deadline),
@@ -224,6 +230,7 @@ pub struct Saved {
 
 /// A snapshot for `lull status` and the tray.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct PolicyStatus {
     pub state: StateKind,
     pub not_allowed: Option<NotAllowedReason>,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// Why the machine may not be used now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum NotAllowedReason {
     /// Outside the allowed hours for today.

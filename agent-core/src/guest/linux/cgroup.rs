@@ -271,8 +271,9 @@ impl Cgroups {
         psi_some_total(&self.unified.join("memory.pressure"))
     }
 
-    /// Creates one guest's cgroups with the lowest CPU weight and a pids limit.
-    pub fn create(&self, id: &str, pids_max: u64) -> Result<GuestCgroup, GuestError> {
+    /// Creates one guest's cgroups with the lowest CPU weight, a pids limit and, when
+    /// `cpu_max` (a fraction of the whole machine) is below 1, a CPU bandwidth quota.
+    pub fn create(&self, id: &str, pids_max: u64, cpu_max: f64) -> Result<GuestCgroup, GuestError> {
         let g = GuestCgroup {
             unified: self.unified.join(id),
             memory: self.memory.join(id),
@@ -294,6 +295,17 @@ impl Cgroups {
         }
         if let Some(p) = &g.pids {
             let _ = write(&p.join("pids.max"), &pids_max.to_string());
+        }
+        if cpu_max < 1.0 {
+            let quota = cpu_quota_us(cpu_max, std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let set = match self.kind {
+                Containment::Hybrid => write(&g.cpu.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())
+                    .and_then(|_| write(&g.cpu.join("cpu.cfs_quota_us"), &quota.to_string())),
+                _ => write(&g.cpu.join("cpu.max"), &format!("{quota} {CPU_PERIOD_US}")),
+            };
+            if let Err(e) = set {
+                tracing::warn!("could not cap guest CPU at {:.0} %: {e}", cpu_max * 100.0);
+            }
         }
         Ok(g)
     }
@@ -367,6 +379,15 @@ fn set_v1_cpu_if_present(dir: &Path) {
     if std::fs::create_dir_all(dir).is_ok() {
         let _ = set_v1_cpu(dir);
     }
+}
+
+/// The CPU bandwidth period for a capped guest, µs (the kernel's default).
+pub const CPU_PERIOD_US: u64 = 100_000;
+
+/// The quota per [`CPU_PERIOD_US`] that lets a guest use `cpu_max` of `cpus` cores (at
+/// least 1 ms, the kernel's minimum).
+pub fn cpu_quota_us(cpu_max: f64, cpus: usize) -> u64 {
+    ((cpu_max.clamp(0.0, 1.0) * cpus as f64 * CPU_PERIOD_US as f64) as u64).max(1_000)
 }
 
 /// v1 cpu: the smallest share (2) and, where the kernel has it, `cpu.idle` (the group is

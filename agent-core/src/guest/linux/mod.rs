@@ -144,6 +144,8 @@ struct Pressure {
 /// The Linux guest runtime.
 pub struct LinuxRuntime {
     cfg: crate::config::Guests,
+    /// The owner's caps from the settings window: CPU share and memory fraction.
+    caps: crate::config::Caps,
     kill_grace: Duration,
     cgroups: Option<Cgroups>,
     kind: Containment,
@@ -224,6 +226,7 @@ impl LinuxRuntime {
         info!(containment = kind.as_str(), landlock_abi, base = %base, "guest runtime ready");
         Self {
             cfg,
+            caps: config.caps.clone(),
             kill_grace: Duration::from_secs(config.eviction.kill_grace_s),
             cgroups,
             kind,
@@ -327,7 +330,9 @@ impl LinuxRuntime {
 
     fn cap_for(&self, spec_cap: Option<u64>) -> u64 {
         let configured = if self.cfg.memory_cap_mib == 0 { u64::MAX } else { self.cfg.memory_cap_mib * MIB };
-        configured.min(spec_cap.unwrap_or(u64::MAX))
+        // The owner's cap, a fraction of total memory (settings window: `caps.memory_max`).
+        let share = (self.caps.memory_max.clamp(0.0, 1.0) * memory::meminfo().total as f64) as u64;
+        configured.min(share).min(spec_cap.unwrap_or(u64::MAX))
     }
 
     fn start_admitted(&mut self) {
@@ -382,7 +387,7 @@ impl LinuxRuntime {
         self.set_frozen(false);
         let cg = match &self.cgroups {
             Some(c) => {
-                let g = c.create(id, self.cfg.pids_max)?;
+                let g = c.create(id, self.cfg.pids_max, self.caps.cpu_max)?;
                 g.set_memory_limit(limit)?;
                 Some(g)
             }

@@ -429,3 +429,37 @@ fn migration_cost_follows_the_checkpoint_size() {
     // 3 MiB of checkpoint at 1 MiB/s, plus the guest's memory, plus 1 s.
     assert!(t >= Duration::from_secs(4) && t < Duration::from_secs(30), "{t:?}");
 }
+
+#[test]
+fn owner_caps_limit_guest_cpu_bandwidth_and_memory_share() {
+    // The settings window's caps: a quarter of the machine's CPU, 1 % of its memory.
+    let Some(mut rig) = rig("caps", |c| {
+        c.caps.cpu_max = 0.25;
+        c.caps.memory_max = 0.01;
+    }) else {
+        return;
+    };
+    let rt = rig.rt();
+    let id = rt.submit(GuestSpec::new("sh", ["-c", "while :; do :; done"]));
+    rt.apply(GuestDirective::Accept);
+    let total = memory::meminfo().total;
+    let limit = rt.guests().into_iter().find(|g| g.id == id).and_then(|g| g.memory_limit_bytes).expect("a memory limit");
+    assert!(limit <= total / 100 + MIB, "memory cap {limit} above 1 % of {total}");
+    let g = rt.guests.iter().find(|g| g.id == id).expect("guest running");
+    let cpu = &g.cg.as_ref().expect("in a cgroup").cpu;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let want = cgroup::cpu_quota_us(0.25, cpus);
+    let (quota, period) = match std::fs::read_to_string(cpu.join("cpu.max")) {
+        Ok(v2) => {
+            let mut f = v2.split_whitespace().map(|x| x.parse::<u64>().unwrap_or(0));
+            (f.next().unwrap_or(0), f.next().unwrap_or(0))
+        }
+        Err(_) => (
+            std::fs::read_to_string(cpu.join("cpu.cfs_quota_us")).expect("v1 quota").trim().parse().expect("number"),
+            std::fs::read_to_string(cpu.join("cpu.cfs_period_us")).expect("v1 period").trim().parse().expect("number"),
+        ),
+    };
+    assert_eq!((quota, period), (want, cgroup::CPU_PERIOD_US), "CPU bandwidth quota");
+    rt.apply(GuestDirective::Evict);
+    wait_until("the capped guest to end", Duration::from_secs(30), || ended(rt, &id).is_some());
+}

@@ -1,0 +1,309 @@
+//! The tray icon and its menu. The icon and the tooltip follow the agent's state: a
+//! distinct icon per state (colour and shape), and a tooltip with today's donated time
+//! and "interruptions 2 of 5". Linux tray hosts (AppIndicator) show no tooltips, so the
+//! same line heads the menu as a disabled item. Menu actions are control requests to the
+//! embedded agent, on its socket, exactly as `lull pause 1h` sends them.
+
+use crate::notify::{self, Limiter};
+use crate::windows::{self, Which};
+use agent_core::agent::Notice;
+use agent_core::control::{call, AgentStatus, Request, Response};
+use agent_core::policy::{DonateSpan, PauseSpan, StateKind};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use tauri::image::Image;
+use tauri::menu::{Menu, MenuItem, PredefinedMenuItem, Submenu};
+use tauri::tray::{TrayIcon, TrayIconBuilder};
+use tauri::{AppHandle, Manager};
+
+/// The seven icons the owner sees (recruitable looks idle; evicting looks owner-active).
+pub fn icon_bytes(state: StateKind) -> &'static [u8] {
+    match state {
+        StateKind::Idle | StateKind::Recruitable => include_bytes!("../icons/state-idle.png"),
+        StateKind::Donating => include_bytes!("../icons/state-donating.png"),
+        StateKind::Lingering => include_bytes!("../icons/state-lingering.png"),
+        StateKind::OwnerActive | StateKind::Evicting => include_bytes!("../icons/state-owner_active.png"),
+        StateKind::Paused => include_bytes!("../icons/state-paused.png"),
+        StateKind::OutOfBudget => include_bytes!("../icons/state-out_of_budget.png"),
+        StateKind::NotAllowed => include_bytes!("../icons/state-not_allowed.png"),
+    }
+}
+
+/// A short phrase for the state.
+pub fn state_phrase(s: &AgentStatus) -> String {
+    let p = &s.policy;
+    match p.state {
+        StateKind::Idle | StateKind::Recruitable => "idle".into(),
+        StateKind::Donating if p.donate_now => "donating (you offered it)".into(),
+        StateKind::Donating => "donating".into(),
+        StateKind::Lingering => "donating quietly while you work".into(),
+        StateKind::OwnerActive | StateKind::Evicting => "you are active".into(),
+        StateKind::Paused => match p.paused_for_s {
+            Some(left) => format!("paused, {} left", short(left)),
+            None => "paused".into(),
+        },
+        StateKind::OutOfBudget => "out of today's interruptions".into(),
+        StateKind::NotAllowed => format!("not allowed now ({})", p.not_allowed.map(|r| r.describe()).unwrap_or("rules")),
+    }
+}
+
+/// "1 h 20 min", "12 min", "40 s".
+pub fn short(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s} s"),
+        s if s < 3600 => format!("{} min", s / 60),
+        s if s % 3600 < 60 => format!("{} h", s / 3600),
+        s => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The tooltip: state, then today's donated time and interruptions.
+pub fn tooltip(s: &AgentStatus) -> String {
+    format!(
+        "Lull: {}\nToday: donated {} · interruptions {} of {}",
+        state_phrase(s),
+        short(s.donated_cpu_s_today as u64),
+        s.policy.interruptions_today,
+        s.policy.interruption_limit
+    )
+}
+
+/// Menu item ids.
+pub mod id {
+    pub const DONATE_1H: &str = "donate-1h";
+    pub const DONATE_RETURN: &str = "donate-until-return";
+    pub const PAUSE_1H: &str = "pause-1h";
+    pub const PAUSE_3H: &str = "pause-3h";
+    pub const PAUSE_TOMORROW: &str = "pause-tomorrow";
+    pub const PAUSE_RESUMED: &str = "pause-until-resumed";
+    pub const RESUME: &str = "resume";
+    pub const OPEN: &str = "open";
+    pub const SETTINGS: &str = "settings";
+    pub const QUIT: &str = "quit";
+}
+
+/// The control request behind a menu item.
+pub fn request_for(item: &str) -> Option<Request> {
+    Some(match item {
+        id::DONATE_1H => Request::Donate { span: DonateSpan::For { secs: 3600 } },
+        id::DONATE_RETURN => Request::Donate { span: DonateSpan::UntilReturn },
+        id::PAUSE_1H => Request::Pause { span: PauseSpan::For { secs: 3600 } },
+        id::PAUSE_3H => Request::Pause { span: PauseSpan::For { secs: 3 * 3600 } },
+        id::PAUSE_TOMORROW => Request::Pause { span: PauseSpan::UntilTomorrow },
+        id::PAUSE_RESUMED => Request::Pause { span: PauseSpan::UntilResumed },
+        id::RESUME => Request::Resume,
+        _ => return None,
+    })
+}
+
+/// The live parts of the tray.
+pub struct Tray {
+    pub icon: TrayIcon,
+    pub headline: MenuItem<tauri::Wry>,
+    pub resume: MenuItem<tauri::Wry>,
+}
+
+/// Builds the tray icon and menu. `quit` runs on Quit.
+pub fn build(app: &AppHandle, socket: PathBuf, quit: impl Fn(&AppHandle) + Send + Sync + 'static) -> tauri::Result<Tray> {
+    let headline = MenuItem::with_id(app, "headline", "Lull: starting…", false, None::<&str>)?;
+    let donate = Submenu::with_items(
+        app,
+        "Donate now",
+        true,
+        &[
+            &MenuItem::with_id(app, id::DONATE_1H, "For 1 hour", true, None::<&str>)?,
+            &MenuItem::with_id(app, id::DONATE_RETURN, "Until I return", true, None::<&str>)?,
+        ],
+    )?;
+    let pause = Submenu::with_items(
+        app,
+        "Pause",
+        true,
+        &[
+            &MenuItem::with_id(app, id::PAUSE_1H, "For 1 hour", true, None::<&str>)?,
+            &MenuItem::with_id(app, id::PAUSE_3H, "For 3 hours", true, None::<&str>)?,
+            &MenuItem::with_id(app, id::PAUSE_TOMORROW, "Until tomorrow", true, None::<&str>)?,
+            &MenuItem::with_id(app, id::PAUSE_RESUMED, "Until I resume", true, None::<&str>)?,
+        ],
+    )?;
+    let resume = MenuItem::with_id(app, id::RESUME, "Resume", true, None::<&str>)?;
+    let menu = Menu::with_items(
+        app,
+        &[
+            &headline,
+            &PredefinedMenuItem::separator(app)?,
+            &donate,
+            &pause,
+            &resume,
+            &PredefinedMenuItem::separator(app)?,
+            &MenuItem::with_id(app, id::OPEN, "Open Lull", true, None::<&str>)?,
+            &MenuItem::with_id(app, id::SETTINGS, "Settings", true, None::<&str>)?,
+            &PredefinedMenuItem::separator(app)?,
+            &MenuItem::with_id(app, id::QUIT, "Quit", true, None::<&str>)?,
+        ],
+    )?;
+    let icon = TrayIconBuilder::with_id("lull")
+        .icon(Image::from_bytes(icon_bytes(StateKind::Idle))?)
+        .tooltip("Lull")
+        .menu(&menu)
+        .show_menu_on_left_click(true)
+        .on_menu_event(move |app, event| {
+            let item = event.id().as_ref().to_string();
+            tracing::info!(item = %item, "tray menu");
+            match item.as_str() {
+                id::OPEN => open_logged(app, Which::Status),
+                id::SETTINGS => open_logged(app, Which::Settings),
+                id::QUIT => quit(app),
+                _ => {
+                    if let Some(req) = request_for(&item) {
+                        let socket = socket.clone();
+                        let app = app.clone();
+                        std::thread::spawn(move || match call(&socket, &req) {
+                            Ok(Response::Status(s)) => refresh(&app, &s),
+                            Ok(_) => {}
+                            Err(e) => tracing::error!("menu {item}: {e}"),
+                        });
+                    }
+                }
+            }
+        })
+        .build(app)?;
+    Ok(Tray { icon, headline, resume })
+}
+
+fn open_logged(app: &AppHandle, w: Which) {
+    if let Err(e) = windows::open(app, w) {
+        tracing::error!("cannot open the {} window: {e}", w.label());
+    }
+}
+
+/// Updates icon, tooltip and menu headline from a status.
+pub fn refresh(app: &AppHandle, s: &AgentStatus) {
+    let Some(tray) = app.try_state::<Tray>() else { return };
+    let shown = app.state::<ShownState>();
+    let tip = tooltip(s);
+    let mut last = shown.0.lock().unwrap_or_else(|e| e.into_inner());
+    let state_changed = last.as_ref().is_none_or(|(st, _)| *st != s.policy.state);
+    if state_changed {
+        match Image::from_bytes(icon_bytes(s.policy.state)) {
+            Ok(img) => {
+                if let Err(e) = tray.icon.set_icon(Some(img)) {
+                    tracing::warn!("cannot set the tray icon: {e}");
+                }
+            }
+            Err(e) => tracing::warn!("bad tray icon: {e}"),
+        }
+        let _ = tray.resume.set_enabled(s.policy.state == StateKind::Paused || s.policy.donate_now);
+        tracing::info!(state = s.policy.state.as_str(), "tray shows state");
+    }
+    if last.as_ref().is_none_or(|(_, t)| *t != tip) {
+        let _ = tray.icon.set_tooltip(Some(&tip));
+        let _ = tray.headline.set_text(tip.replace('\n', " · "));
+        *last = Some((s.policy.state, tip));
+    } else if let Some(l) = last.as_mut() {
+        l.0 = s.policy.state;
+    }
+}
+
+/// Managed state: the state and tooltip the tray shows, so the icon is replaced only on
+/// a change.
+#[derive(Default)]
+pub struct ShownState(std::sync::Mutex<Option<(StateKind, String)>>);
+
+/// Follows the agent: every notice (and every 2 s) refreshes the tray from the agent's
+/// status; notices that deserve it become desktop notifications, rate-limited.
+pub fn follow(app: AppHandle, socket: PathBuf, notices: mpsc::Receiver<Notice>) {
+    let mut limiter = Limiter::default();
+    loop {
+        match notices.recv_timeout(Duration::from_secs(2)) {
+            Ok(n) => {
+                if let Some(m) = notify::message_for(&n) {
+                    let cfg = match call(&socket, &Request::GetConfig) {
+                        Ok(Response::Config { config }) => Some(config.notifications),
+                        _ => None,
+                    };
+                    if let Some(cfg) = cfg.filter(|c| c.enabled) {
+                        if limiter.allow(m.kind, Instant::now(), Duration::from_secs(cfg.min_interval_s)) {
+                            tracing::info!(kind = ?m.kind, "notification: {}", m.body);
+                            if let Err(e) = notify::show(&m) {
+                                tracing::warn!("cannot show a notification: {e}");
+                            }
+                        }
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+        if let Ok(Response::Status(s)) = call(&socket, &Request::Status) {
+            refresh(&app, &s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_owner_visible_state_has_its_own_icon() {
+        let states = [
+            StateKind::Idle,
+            StateKind::Donating,
+            StateKind::Lingering,
+            StateKind::OwnerActive,
+            StateKind::Paused,
+            StateKind::OutOfBudget,
+            StateKind::NotAllowed,
+        ];
+        let mut seen = std::collections::HashSet::new();
+        for s in states {
+            let b = icon_bytes(s);
+            assert!(b.starts_with(b"\x89PNG"), "{s:?} icon is a PNG");
+            assert!(seen.insert(b.as_ptr() as usize), "{s:?} shares an icon");
+            Image::from_bytes(b).unwrap_or_else(|e| panic!("{s:?} icon decodes: {e}"));
+        }
+    }
+
+    #[test]
+    fn menu_items_map_to_control_requests() {
+        assert_eq!(request_for(id::PAUSE_3H), Some(Request::Pause { span: PauseSpan::For { secs: 10_800 } }));
+        assert_eq!(request_for(id::DONATE_RETURN), Some(Request::Donate { span: DonateSpan::UntilReturn }));
+        assert_eq!(request_for(id::RESUME), Some(Request::Resume));
+        assert_eq!(request_for(id::QUIT), None);
+    }
+
+    fn status(state: &str, extra: serde_json::Value) -> AgentStatus {
+        let mut v = serde_json::json!({
+            "state": state, "not_allowed": null, "state_for_s": 5, "idle_for_s": 0, "available": false,
+            "directive": "freeze", "guests_present": false, "budget_day": "2026-11-22", "interruptions_today": 2,
+            "interruption_limit": 5, "paused_for_s": null, "pause": null, "donate_now": false, "donate_for_s": null,
+            "owner_utilisation_h": 0.1, "eviction_mode": "linger-longer", "owner_cpu": 0.1, "recruitment_threshold_s": 180,
+            "donated_cpu_s_today": 4800.0, "donated_wall_s_today": 6000.0, "input_backends": [], "guest_runtime": "none",
+            "agent_version": "0.1.0", "pid": 1, "local_time": "2026-11-22T12:00:00"
+        });
+        if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        serde_json::from_value(v).expect("a status")
+    }
+
+    #[test]
+    fn tooltip_tells_state_donated_time_and_interruptions() {
+        let t = tooltip(&status("donating", serde_json::json!({})));
+        assert_eq!(t, "Lull: donating\nToday: donated 1 h 20 min · interruptions 2 of 5");
+        let t = tooltip(&status("paused", serde_json::json!({"paused_for_s": 3000})));
+        assert!(t.starts_with("Lull: paused, 50 min left\n"), "{t}");
+        let t = tooltip(&status("not_allowed", serde_json::json!({"not_allowed": "battery"})));
+        assert!(t.starts_with("Lull: not allowed now (on battery)"), "{t}");
+    }
+
+    #[test]
+    fn durations_read_short() {
+        assert_eq!(short(40), "40 s");
+        assert_eq!(short(12 * 60 + 5), "12 min");
+        assert_eq!(short(3 * 3600 + 20), "3 h");
+        assert_eq!(short(3600 + 20 * 60), "1 h 20 min");
+    }
+}

@@ -1,0 +1,523 @@
+//! End-to-end tests of the real `lull-tray` binary: under Xvfb with `trayer` as the tray
+//! host, the tray icon is clicked with xdotool and menu items chosen with the keyboard;
+//! every effect is checked through the agent's control socket (the endpoint `lull` uses).
+//! The status and settings windows are screenshotted into `artifacts/tray/`.
+//!
+//! Needs Xvfb, trayer, xdotool and ImageMagick's `import`; each test skips when they are
+//! missing unless `LULL_REQUIRE_TRAY=1` (scripts/test.sh sets it). The no-display test
+//! needs nothing and always runs.
+
+use agent_core::control::{call, AgentStatus, Request, Response};
+use agent_core::policy::{PauseSpan, SavedPause, StateKind};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lull-tray");
+
+fn required() -> bool {
+    std::env::var("LULL_REQUIRE_TRAY").is_ok_and(|v| v == "1")
+}
+
+/// True (after saying why) when the tools for a GUI test are missing and not required.
+fn skip_gui() -> bool {
+    let missing: Vec<_> = ["Xvfb", "trayer", "xdotool", "import"]
+        .into_iter()
+        .filter(|t| !Command::new("sh").arg("-c").arg(format!("command -v {t}")).stdout(Stdio::null()).status().is_ok_and(|s| s.success()))
+        .collect();
+    if missing.is_empty() {
+        return false;
+    }
+    assert!(!required(), "LULL_REQUIRE_TRAY=1 but {missing:?} are not installed (scripts/deps.sh test)");
+    eprintln!("SKIPPED: {missing:?} not installed (set LULL_REQUIRE_TRAY=1 to require them)");
+    true
+}
+
+/// Where screenshots are kept: `artifacts/tray/` in the workspace.
+fn artifacts() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../artifacts/tray");
+    std::fs::create_dir_all(&dir).expect("artifacts dir");
+    dir
+}
+
+/// A child killed on drop.
+struct Proc(Child);
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// An Xvfb server with trayer as tray host.
+struct Desktop {
+    display: String,
+    _xvfb: Proc,
+    _trayer: Option<Proc>,
+}
+
+impl Desktop {
+    fn start(with_tray_host: bool) -> Self {
+        // A display number no one uses (lock file and socket both absent).
+        let n = (60..200)
+            .map(|i| i + (std::process::id() % 50))
+            .find(|n| !Path::new(&format!("/tmp/.X{n}-lock")).exists() && !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists())
+            .expect("a free display number");
+        let display = format!(":{n}");
+        let xvfb = Command::new("Xvfb")
+            .args([&display, "-screen", "0", "1280x960x24", "-nolisten", "tcp", "-noreset"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start Xvfb");
+        let xvfb = Proc(xvfb);
+        wait_until("Xvfb socket", Duration::from_secs(10), || Path::new(&format!("/tmp/.X11-unix/X{n}")).exists());
+        let trayer = with_tray_host.then(|| {
+            let t = Command::new("trayer")
+                .args(["--edge", "top", "--align", "left", "--widthtype", "pixel", "--width", "120", "--height", "32"])
+                .args(["--heighttype", "pixel", "--SetDockType", "false", "--transparent", "false", "--tint", "0xeeeeee"])
+                .env("DISPLAY", &display)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start trayer");
+            Proc(t)
+        });
+        let d = Self { display, _xvfb: xvfb, _trayer: trayer };
+        if with_tray_host {
+            wait_until("trayer window", Duration::from_secs(10), || d.find_window(&["--class", "trayer"]).is_some());
+        }
+        d
+    }
+
+    fn xdotool(&self, args: &[&str]) -> Output {
+        Command::new("xdotool").args(args).env("DISPLAY", &self.display).output().expect("xdotool")
+    }
+
+    fn find_window(&self, query: &[&str]) -> Option<String> {
+        let mut args = vec!["search", "--onlyvisible"];
+        args.extend_from_slice(query);
+        let out = self.xdotool(&args);
+        String::from_utf8_lossy(&out.stdout).lines().last().map(str::to_owned)
+    }
+
+    /// Window geometry: x, y, width, height.
+    fn geometry(&self, win: &str) -> (i32, i32, i32, i32) {
+        let out = self.xdotool(&["getwindowgeometry", "--shell", win]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let get = |k: &str| text.lines().find_map(|l| l.strip_prefix(&format!("{k}="))).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+        (get("X"), get("Y"), get("WIDTH"), get("HEIGHT"))
+    }
+
+    fn screenshot(&self, name: &str) -> PathBuf {
+        let path = artifacts().join(name);
+        let ok =
+            Command::new("import").args(["-window", "root"]).arg(&path).env("DISPLAY", &self.display).status().is_ok_and(|s| s.success());
+        assert!(ok, "screenshot {name}");
+        path
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.xdotool(&["key", "--delay", "60", k]);
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+}
+
+/// A `lull-tray` process in its own directories.
+struct Tray {
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    display: Option<String>,
+}
+
+impl Tray {
+    fn new(config: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("config.toml"), config).expect("config");
+        Self { dir, child: None, display: None }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("agent.sock")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let d = self.dir.path();
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .env("LULL_CONFIG", d.join("config.toml"))
+            .env("LULL_DATA_DIR", d)
+            .env("LULL_SOCKET", self.socket())
+            .env("XDG_CONFIG_HOME", d.join("xdg-config"))
+            .env("NO_AT_BRIDGE", "1")
+            .env("WEBKIT_DISABLE_DMABUF_RENDERER", "1")
+            .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
+            .env("LIBGL_ALWAYS_SOFTWARE", "1")
+            .env("LULL_LOG", "info")
+            .env_remove("WAYLAND_DISPLAY")
+            // No session bus (and none autolaunched): the tray then uses XEmbed (trayer).
+            .env("DBUS_SESSION_BUS_ADDRESS", format!("unix:path={}", d.join("no-bus").display()));
+        match &self.display {
+            Some(dpy) => c.env("DISPLAY", dpy),
+            None => c.env_remove("DISPLAY"),
+        };
+        c
+    }
+
+    fn start(&mut self, args: &[&str]) {
+        let out = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("out.txt")).expect("out");
+        let err = out.try_clone().expect("clone");
+        let child = self.command(args).stdout(out).stderr(err).spawn().expect("spawn lull-tray");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if self.try_status().is_some() {
+                return;
+            }
+            if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("lull-tray exited early ({st}):\n{}", self.output());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("lull-tray did not answer within 60 s:\n{}", self.output());
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("out.txt")).unwrap_or_default()
+    }
+
+    fn log(&self) -> String {
+        let mut all = String::new();
+        for e in std::fs::read_dir(self.dir.path().join("logs")).into_iter().flatten().flatten() {
+            all += &std::fs::read_to_string(e.path()).unwrap_or_default();
+        }
+        all
+    }
+
+    fn try_status(&self) -> Option<AgentStatus> {
+        match call(&self.socket(), &Request::Status) {
+            Ok(Response::Status(s)) => Some(*s),
+            _ => None,
+        }
+    }
+
+    fn wait_for(&self, what: &str, pred: impl Fn(&AgentStatus) -> bool) -> AgentStatus {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut last = None;
+        while Instant::now() < deadline {
+            if let Some(s) = self.try_status() {
+                if pred(&s) {
+                    return s;
+                }
+                last = Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("timed out waiting for {what}; last status {last:#?}\noutput:\n{}\nlog:\n{}", self.output(), self.log());
+    }
+
+    fn sigterm_and_wait(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("running");
+        // SAFETY: kill with the pid of a child we spawned.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let st = wait_exit_or_kill(&mut c, Duration::from_secs(20));
+        st.unwrap_or_else(|| panic!("lull-tray did not exit within 20 s of SIGTERM:\n{}\nlog:\n{}", self.output(), self.log()))
+    }
+}
+
+impl Drop for Tray {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn wait_exit_or_kill(c: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(st)) = c.try_wait() {
+            return Some(st);
+        }
+        if Instant::now() > deadline {
+            let _ = c.kill();
+            let _ = c.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The command names of a process's descendants.
+fn descendants(pid: u32) -> Vec<String> {
+    let out = Command::new("ps").args(["-e", "-o", "pid=,ppid=,comm="]).output().expect("ps");
+    let rows: Vec<(u32, u32, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?, it.collect::<Vec<_>>().join(" ")))
+        })
+        .collect();
+    let mut family = vec![pid];
+    let mut names = Vec::new();
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for (p, pp, name) in &rows {
+            if family.contains(pp) && !family.contains(p) {
+                family.push(*p);
+                names.push(name.clone());
+                grew = true;
+            }
+        }
+    }
+    names
+}
+
+fn wait_until(what: &str, timeout: Duration, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Opens the tray menu by clicking the icon in trayer, then presses `keys`.
+fn menu(desk: &Desktop, keys: &[&str]) {
+    menu_shot(desk, None, keys)
+}
+
+/// As [`menu`], taking a screenshot of the open menu first.
+fn menu_shot(desk: &Desktop, shot: Option<&str>, keys: &[&str]) {
+    let panel = desk.find_window(&["--class", "trayer"]).expect("trayer window");
+    let (x, y, _w, h) = desk.geometry(&panel);
+    // The only icon sits at the panel's left end.
+    let (cx, cy) = (x + h / 2, y + h / 2);
+    desk.xdotool(&["mousemove", &cx.to_string(), &cy.to_string()]);
+    std::thread::sleep(Duration::from_millis(200));
+    desk.xdotool(&["click", "1"]);
+    std::thread::sleep(Duration::from_millis(700));
+    if let Some(name) = shot {
+        desk.screenshot(name);
+    }
+    desk.keys(keys);
+}
+
+#[test]
+fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
+    if skip_gui() {
+        return;
+    }
+    let desk = Desktop::start(true);
+    let mut tray = Tray::new("[sampling]\ninterval_ms = 200\n");
+    tray.display = Some(desk.display.clone());
+    tray.start(&[]);
+    wait_until("the tray icon", Duration::from_secs(20), || tray.log().contains("tray shows state"));
+    std::thread::sleep(Duration::from_millis(800));
+    desk.screenshot("tray-icon.png");
+
+    // Menu: [headline (disabled)], Donate now ▸, Pause ▸, Resume, Open Lull, Settings, Quit.
+    // Pause ▸ Until I resume.
+    menu_shot(&desk, Some("tray-menu.png"), &["Down", "Down", "Right", "Down", "Down", "Down", "Return"]);
+    let s = tray.wait_for("paused until resumed", |s| s.policy.state == StateKind::Paused);
+    assert_eq!(s.policy.pause, Some(SavedPause::UntilResumed), "{s:#?}");
+    wait_until("paused icon", Duration::from_secs(10), || tray.log().contains("tray shows state state=\"paused\""));
+    desk.screenshot("tray-paused.png");
+
+    // Resume.
+    menu(&desk, &["Down", "Down", "Down", "Return"]);
+    tray.wait_for("resumed", |s| s.policy.state != StateKind::Paused);
+
+    // Pause ▸ For 3 hours.
+    menu(&desk, &["Down", "Down", "Right", "Down", "Return"]);
+    let s = tray.wait_for("paused for 3 h", |s| s.policy.state == StateKind::Paused);
+    let left = s.policy.paused_for_s.expect("a timed pause");
+    assert!((3 * 3600 - 60..=3 * 3600).contains(&left), "{left}");
+
+    // Donate now ▸ For 1 hour (overrides the pause).
+    menu(&desk, &["Down", "Right", "Return"]);
+    let s = tray.wait_for("donating now", |s| s.policy.donate_now);
+    let left = s.policy.donate_for_s.expect("a timed offer");
+    assert!((3600 - 60..=3600).contains(&left), "{left}");
+    // The CLI's request reaches the same agent the menu drove.
+    let again = call(&tray.socket(), &Request::Pause { span: PauseSpan::For { secs: 3600 } }).expect("pause over the socket");
+    assert!(matches!(again, Response::Status(s) if s.policy.state == StateKind::Paused));
+
+    // Open Lull: the status window.
+    menu(&desk, &["Down", "Down", "Down", "Down", "Return"]);
+    wait_until("the status window", Duration::from_secs(30), || desk.find_window(&["--name", "^Lull$"]).is_some());
+    std::thread::sleep(Duration::from_secs(4)); // let the page load and draw its chart
+    let shot = desk.screenshot("status-window.png");
+    assert!(std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0) > 10_000, "a real screenshot");
+    let pid = tray.child.as_ref().expect("running").id();
+    assert!(descendants(pid).iter().any(|n| n.starts_with("WebKitWebProces")), "a web process renders the open window");
+
+    // Esc closes the window; the app and its agent keep running.
+    let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
+    desk.xdotool(&["windowfocus", "--sync", &win]);
+    desk.keys(&["Escape"]);
+    wait_until("the status window to close", Duration::from_secs(10), || desk.find_window(&["--name", "^Lull$"]).is_none());
+    assert!(tray.try_status().is_some(), "the agent runs on with no window open");
+    // The window's WebKit processes went with it: nothing of WebKit runs while no window
+    // is open.
+    wait_until("WebKit's processes to end", Duration::from_secs(15), || !descendants(pid).iter().any(|n| n.starts_with("WebKit")));
+
+    // And a window opens again afterwards (WebKit starts new helpers).
+    menu(&desk, &["Down", "Down", "Down", "Down", "Return"]);
+    wait_until("the status window again", Duration::from_secs(30), || desk.find_window(&["--name", "^Lull$"]).is_some());
+    std::thread::sleep(Duration::from_secs(3));
+    let shot = desk.screenshot("status-window-reopened.png");
+    assert!(std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0) > 10_000, "the reopened window draws");
+    assert!(descendants(pid).iter().any(|n| n.starts_with("WebKitNetworkPr")), "a new network process serves it");
+    let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
+    desk.xdotool(&["windowfocus", "--sync", &win]);
+    desk.keys(&["Escape"]);
+    wait_until("the status window to close again", Duration::from_secs(10), || desk.find_window(&["--name", "^Lull$"]).is_none());
+
+    // Quit: the app ends, and its agent with it (socket removed).
+    menu(&desk, &["Up", "Return"]);
+    let mut child = tray.child.take().expect("running");
+    let st = wait_exit_or_kill(&mut child, Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("lull-tray did not exit within 20 s of Quit:\n{}\nlog:\n{}", tray.output(), tray.log()));
+    assert!(st.success(), "{st}\n{}", tray.output());
+    assert!(!tray.socket().exists(), "socket removed on quit");
+}
+
+#[test]
+fn settings_round_trip_and_invalid_value_is_refused_in_the_window() {
+    if skip_gui() {
+        return;
+    }
+    let desk = Desktop::start(true);
+    let mut tray = Tray::new("");
+    tray.display = Some(desk.display.clone());
+    tray.start(&["--open", "settings"]);
+    wait_until("the settings window", Duration::from_secs(30), || desk.find_window(&["--name", "^Lull settings$"]).is_some());
+    std::thread::sleep(Duration::from_secs(3));
+    let win = desk.find_window(&["--name", "^Lull settings$"]).expect("settings window");
+    desk.xdotool(&["windowfocus", "--sync", &win]);
+    desk.screenshot("settings-window.png");
+
+    // The limit field has the focus: type an out-of-range value and press Enter.
+    desk.keys(&["ctrl+a", "2", "5", "Return"]);
+    wait_until("the refusal", Duration::from_secs(10), || {
+        desk.find_window(&["--name", r"not saved \(budget.interruptions_per_day\)"]).is_some()
+    });
+    desk.screenshot("settings-refused.png");
+    assert!(tray.log().contains("settings refused"), "{}", tray.log());
+    let cfg = match call(&tray.socket(), &Request::GetConfig).expect("config") {
+        Response::Config { config } => config,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(cfg.budget.interruptions_per_day, 5, "the refused value was not applied");
+
+    // A valid value is saved and applied at once.
+    desk.keys(&["ctrl+a", "3", "Return"]);
+    wait_until("the save", Duration::from_secs(10), || desk.find_window(&["--name", "Lull settings: saved"]).is_some());
+    desk.screenshot("settings-saved.png");
+    // The rest of the form: scroll down over the window.
+    let (x, y, w, h) = desk.geometry(&win);
+    desk.xdotool(&["mousemove", &(x + w / 2).to_string(), &(y + h / 2).to_string()]);
+    for _ in 0..25 {
+        desk.xdotool(&["click", "5"]);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    desk.screenshot("settings-bottom.png");
+    tray.wait_for("limit 3", |s| s.policy.interruption_limit == 3);
+
+    // After a restart the agent enforces what the window set.
+    let st = tray.sigterm_and_wait();
+    assert!(st.success(), "{st}\n{}", tray.output());
+    tray.start(&[]);
+    let s = tray.wait_for("limit 3 after restart", |s| s.policy.interruption_limit == 3);
+    assert_eq!(s.policy.interruption_limit, 3);
+    let text = std::fs::read_to_string(tray.dir.path().join("config.toml")).expect("config file");
+    assert!(text.contains("interruptions_per_day = 3"), "{text}");
+    tray.sigterm_and_wait();
+}
+
+#[test]
+fn without_a_display_it_runs_the_headless_agent() {
+    let mut tray = Tray::new("[sampling]\ninterval_ms = 200\n");
+    tray.start(&[]);
+    let s = tray.wait_for("a running agent", |_| true);
+    assert_eq!(s.pid, tray.child.as_ref().expect("running").id(), "the agent runs inside lull-tray");
+    let st = tray.sigterm_and_wait();
+    assert!(st.success(), "{st}\n{}", tray.output());
+    let out = tray.output();
+    assert!(out.contains("no display") && out.contains("headless agent"), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+}
+
+#[test]
+fn a_display_that_cannot_be_opened_also_falls_back() {
+    let mut tray = Tray::new("");
+    tray.display = Some(":7391".into()); // nothing listens there
+    tray.start(&[]);
+    let st = tray.sigterm_and_wait();
+    assert!(st.success(), "{st}\n{}", tray.output());
+    let out = tray.output();
+    assert!(out.contains("cannot open the display") && out.contains("headless agent"), "{out}");
+}
+
+#[test]
+fn without_the_appindicator_library_it_shows_the_status_window_instead() {
+    if skip_gui() {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        assert!(!required(), "LULL_REQUIRE_TRAY=1: this test hides the library with a private bind mount, which needs root");
+        eprintln!("SKIPPED: hiding the AppIndicator library needs root (a private mount namespace)");
+        return;
+    }
+    // Hide the real library from this one process: in a private mount namespace, bind
+    // /dev/null over it, so dlopen fails exactly as on a machine without it.
+    let lib = Path::new("/usr/lib/x86_64-linux-gnu/libayatana-appindicator3.so.1.0.0");
+    if !lib.exists() {
+        assert!(!required(), "LULL_REQUIRE_TRAY=1 but {} is missing", lib.display());
+        eprintln!("SKIPPED: no {} to hide", lib.display());
+        return;
+    }
+    let desk = Desktop::start(true);
+    let mut tray = Tray::new("");
+    tray.display = Some(desk.display.clone());
+    let cmd = tray.command(&[]);
+    let inner = format!("mount --bind /dev/null {} && exec \"$0\"", lib.display());
+    let prog = cmd.get_program().to_owned();
+    let mut wrapped = Command::new("unshare");
+    wrapped.args(["-m", "sh", "-c", &inner]).arg(prog);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    let out = std::fs::File::create(tray.dir.path().join("out.txt")).expect("out");
+    wrapped.stdout(out.try_clone().expect("clone")).stderr(out);
+    tray.child = Some(wrapped.spawn().expect("spawn under unshare"));
+    wait_until("the status window", Duration::from_secs(60), || desk.find_window(&["--name", "^Lull$"]).is_some());
+    let s = tray.wait_for("a running agent", |_| true);
+    assert_eq!(s.pid, tray.child.as_ref().expect("running").id(), "the agent runs inside lull-tray");
+    std::thread::sleep(Duration::from_secs(3));
+    desk.screenshot("no-appindicator-window.png");
+    let out = tray.output();
+    assert!(out.contains("no AppIndicator library"), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    assert!(!tray.log().contains("tray shows state"), "no tray icon was made");
+    // Without a tray icon the window is the app: closing it quits, agent included.
+    let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
+    desk.xdotool(&["windowfocus", "--sync", &win]);
+    desk.keys(&["Escape"]);
+    let mut c = tray.child.take().expect("running");
+    let st = wait_exit_or_kill(&mut c, Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("lull-tray did not exit when its only window closed:\n{}", tray.output()));
+    assert!(st.success(), "{st}");
+    assert!(!tray.socket().exists());
+}

@@ -1,0 +1,192 @@
+// The status window: what the machine is doing now, today's timeline, the last 7 days
+// of donated time, and today's interruptions with the memory-restore time of each.
+import { useEffect, useState } from "preact/hooks";
+import { DonatedChart } from "./chart";
+import { AgentStatus, GROUPS, Group, STATES, StateKind, TodayReport, fallback, human, openWindow, status, today } from "./api";
+
+const DAY_MS = 86_400_000;
+
+/** Local midnight of a `YYYY-MM-DD` day. */
+function dayStart(day: string): number {
+  const [y, m, d] = day.split("-").map(Number);
+  return new Date(y, m - 1, d).getTime();
+}
+
+export interface Segment {
+  start: number;
+  end: number;
+  group: Group;
+}
+
+/**
+ * Today's transitions as coloured spans up to now. Only what the ledger knows is drawn:
+ * before the first transition of the day (or before the current state began, when there
+ * is none) Lull was not running or the state came from yesterday, so that stays blank.
+ */
+export function segments(report: TodayReport, current: StateKind, stateForS: number, now: number): Segment[] {
+  const start = dayStart(report.day);
+  const end = Math.min(now, start + DAY_MS);
+  const clamp = (t: number) => Math.max(start, Math.min(end, t));
+  const rows = report.timeline;
+  const out: Segment[] = [];
+  if (rows.length === 0) {
+    const since = clamp(now - stateForS * 1000);
+    if (end > since) out.push({ start: since, end, group: STATES[current]?.group ?? "idle" });
+    return out;
+  }
+  let t = clamp(new Date(rows[0].at_utc).getTime());
+  let state = rows[0].to as StateKind;
+  for (const r of rows.slice(1)) {
+    const at = clamp(new Date(r.at_utc).getTime());
+    if (at > t) out.push({ start: t, end: at, group: STATES[state]?.group ?? "idle" });
+    t = Math.max(t, at);
+    state = r.to as StateKind;
+  }
+  if (end > t) out.push({ start: t, end, group: STATES[state]?.group ?? "idle" });
+  return out;
+}
+
+function Timeline({ report, current, stateForS }: { report: TodayReport; current: StateKind; stateForS: number }) {
+  const start = dayStart(report.day);
+  const segs = segments(report, current, stateForS, Date.now());
+  const pct = (t: number) => `${((t - start) / DAY_MS) * 100}%`;
+  const totals = new Map<Group, number>();
+  for (const s of segs) totals.set(s.group, (totals.get(s.group) ?? 0) + (s.end - s.start));
+  return (
+    <section>
+      <h2>Today</h2>
+      <div class="timeline" role="img" aria-label="today's timeline">
+        {segs.map((s) => (
+          <div class="seg" style={{ left: pct(s.start), width: pct(start + (s.end - s.start)), background: GROUPS[s.group].colour }} />
+        ))}
+      </div>
+      <div class="ticks">
+        {[0, 6, 12, 18, 24].map((h) => (
+          <span style={{ left: `${(h / 24) * 100}%` }}>{String(h).padStart(2, "0")}:00</span>
+        ))}
+      </div>
+      <ul class="legend">
+        {(Object.keys(GROUPS) as Group[]).map((g) => (
+          <li>
+            <i style={{ background: GROUPS[g].colour }} />
+            {GROUPS[g].label} <b>{human((totals.get(g) ?? 0) / 1000)}</b>
+          </li>
+        ))}
+        <li>
+          <i class="none" />
+          no record (Lull not running)
+        </li>
+      </ul>
+    </section>
+  );
+}
+
+function Interruptions({ report, limit }: { report: TodayReport; limit: number }) {
+  const rows = report.interruptions;
+  return (
+    <section>
+      <h2>
+        Interruptions today: {rows.length} of {limit}
+      </h2>
+      {rows.length === 0 ? (
+        <p class="muted">None today: guest work has not been in your way.</p>
+      ) : (
+        <table>
+          <thead>
+            <tr>
+              <th>#</th>
+              <th>time</th>
+              <th>why</th>
+              <th>memory restored in</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((r) => (
+              <tr>
+                <td>{r.number}</td>
+                <td>{new Date(r.at_utc).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}</td>
+                <td>{r.cause.replace(/_/g, " ")}</td>
+                <td class={r.restore_ms != null && r.restore_ms > 1000 ? "slow" : ""}>
+                  {r.restore_ms == null ? "not measured" : `${(r.restore_ms / 1000).toFixed(2)} s`}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+function headline(s: AgentStatus): string {
+  switch (s.state) {
+    case "paused":
+      return s.paused_for_s != null ? `Paused for another ${human(s.paused_for_s)}` : s.pause?.kind === "until_day" ? "Paused until tomorrow" : "Paused until you resume";
+    case "donating":
+      return s.donate_now ? (s.donate_for_s != null ? `Donating now, ${human(s.donate_for_s)} left` : "Donating until you return") : "Donating while you are away";
+    case "idle":
+      return `Idle for ${human(s.idle_for_s)}; guest work may start after ${human(s.recruitment_threshold_s)}`;
+    case "not_allowed":
+      return `Not allowed now (${(s.not_allowed ?? "rules").replace(/_/g, " ")})`;
+    default:
+      return STATES[s.state].label;
+  }
+}
+
+export function StatusView() {
+  const [s, setS] = useState<AgentStatus | null>(null);
+  const [r, setR] = useState<TodayReport | null>(null);
+  const [err, setErr] = useState<string | null>(null);
+  const [why, setWhy] = useState<string | null>(null);
+  useEffect(() => {
+    fallback().then(setWhy, () => setWhy(null));
+  }, []);
+  useEffect(() => {
+    const load = () =>
+      Promise.all([status(), today()])
+        .then(([a, b]) => {
+          setS(a);
+          setR(b);
+          setErr(null);
+        })
+        .catch((e) => setErr(String(e)));
+    void load();
+    const t = setInterval(load, 5000);
+    return () => clearInterval(t);
+  }, []);
+  if (err) return <main class="error">Cannot reach the Lull agent: {err}</main>;
+  if (!s || !r) return <main class="muted">Loading…</main>;
+  return (
+    <main>
+      {why && <p class="banner warn">No tray icon: {why}</p>}
+      <header class="head">
+        <span class="dot" style={{ background: STATES[s.state].colour }} />
+        <div>
+          <h1 id="headline">{headline(s)}</h1>
+          <p>
+            Today: donated <b>{human(s.donated_cpu_s_today)}</b> of CPU ({human(s.donated_wall_s_today)} wall) · interruptions{" "}
+            <b>
+              {s.interruptions_today} of {s.interruption_limit}
+            </b>
+          </p>
+        </div>
+      </header>
+      <Timeline report={r} current={s.state} stateForS={s.state_for_s} />
+      <section>
+        <h2>Donated CPU time, last 7 days</h2>
+        <DonatedChart days={r.donated_days} />
+        <p class="muted">
+          This week: <b>{human(r.donated_days.reduce((a, d) => a + d.cpu_s, 0))}</b> of CPU given to the pool
+          {r.donated_days.every((d) => d.cpu_s === 0) ? " (nothing yet: guest work runs when your machine is idle)" : ""}.
+        </p>
+      </section>
+      <Interruptions report={r} limit={s.interruption_limit} />
+      <footer>
+        <button onClick={() => void openWindow("settings")}>Settings…</button>
+        <span class="muted">
+          {why ? "Esc closes this window and stops Lull (there is no tray icon to come back to)." : "Esc closes this window; Lull keeps running in the tray."}
+        </span>
+      </footer>
+    </main>
+  );
+}
