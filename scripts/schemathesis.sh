@@ -15,7 +15,7 @@ if [ ! -x "$venv/bin/schemathesis" ]; then
   "$venv/bin/pip" install -q "schemathesis>=4,<5"
 fi
 cargo build -q -p lull
-bin="target/debug/lull"
+bin="${CARGO_TARGET_DIR:-target}/debug/lull"
 dir="$(mktemp -d)"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 export LULL_DATA_DIR="$dir"
@@ -23,7 +23,8 @@ export LULL_DATA_DIR="$dir"
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 url="http://127.0.0.1:$port"
-for _ in $(seq 1 100); do curl -fs "$url/healthz" >/dev/null && break; sleep 0.1; done
+for _ in $(seq 1 300); do curl -fs "$url/healthz" >/dev/null && break; sleep 0.1; done
+curl -fs "$url/healthz" >/dev/null || { echo "the coordinator did not come up:" >&2; cat "$dir/coordinator.log" >&2; exit 1; }
 admin="$(cat "$dir/coordinator-admin.key")"
 token="$("$bin" coordinator token create 2>/dev/null)"
 agent="$(curl -fs -X POST -H 'content-type: application/json' \
