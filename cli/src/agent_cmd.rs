@@ -64,7 +64,10 @@ pub fn run(args: AgentArgs) -> Result<()> {
     // Enrolled (`lull enrol`)? Then link to the coordinator beside the driver.
     let creds = agent_core::coordinator_client::Credentials::load(&agent_core::coordinator_client::Credentials::path(&paths))?;
     let link_paths = paths.clone();
-    let setup = AgentSetup { paths, config, input_backends: backends, guests, observer: Some(observer) };
+    // Linked, the agent runs the tasks the link leases as guests.
+    let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
+    let jobs = creds.is_some().then_some(job_rx);
+    let setup = AgentSetup { paths, config, input_backends: backends, guests, observer: Some(observer), jobs };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -83,7 +86,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
         };
         let link = async {
             if let Some(creds) = creds {
-                if let Err(e) = agent_core::coordinator_client::run_link(link_paths, creds, stopped(stop_rx.clone())).await {
+                if let Err(e) = agent_core::coordinator_client::run_link(link_paths, creds, Some(job_tx), stopped(stop_rx.clone())).await {
                     tracing::warn!("coordinator link stopped: {e}");
                 }
             }
