@@ -346,6 +346,7 @@ impl Driver {
                 let present = self.guests.present();
                 if present != self.guests_present {
                     self.guests_present = present;
+                    self.write_totals(self.clock.now());
                     self.step(Event::GuestsPresent(present));
                 }
             }

@@ -377,8 +377,16 @@ where
     None
 }
 
-/// Leases tasks while the policy accepts guest work, one at a time, and runs each as a
-/// guest through the driver.
+/// What the link needs to run leased tasks: the driver's job channel and how many tasks
+/// may run at once (`guests.max_jobs`).
+#[derive(Clone, Debug)]
+pub struct JobLink {
+    pub jobs: mpsc::Sender<JobRequest>,
+    pub max_jobs: u32,
+}
+
+/// One job slot: leases a task while the policy accepts guest work and runs it as a
+/// guest through the driver, then the next.
 async fn run_jobs(client: &CoordinatorClient, paths: &Paths, jobs: mpsc::Sender<JobRequest>) {
     let mut backoff = Duration::from_secs(1);
     loop {
@@ -462,12 +470,13 @@ async fn run_task(client: &CoordinatorClient, paths: &Paths, jobs: &mpsc::Sender
 /// Links a running agent to its coordinator until `shutdown`: every heartbeat interval
 /// it reads the agent's status over the control socket, sends a heartbeat and syncs the
 /// outbox. Failures are logged and retried with backoff (up to a minute); records wait
-/// in the ledger meanwhile. With `jobs` (the driver's job channel), it also leases tasks
-/// while the policy accepts guest work and runs each as a guest (see [`run_task`]).
+/// in the ledger meanwhile. With `jobs` (the driver's job channel), it also runs up to
+/// `max_jobs` job slots, each leasing a task while the policy accepts guest work and
+/// running it as a guest (see [`run_task`]).
 pub async fn run_link(
     paths: Paths,
     creds: Credentials,
-    jobs: Option<mpsc::Sender<JobRequest>>,
+    jobs: Option<JobLink>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
     let client = CoordinatorClient::new(&creds)?;
@@ -511,7 +520,15 @@ pub async fn run_link(
     };
     let work = async {
         match jobs {
-            Some(tx) => run_jobs(&client, &paths, tx).await,
+            Some(link) => {
+                // Dropped at shutdown, the set aborts its slots.
+                let mut slots = tokio::task::JoinSet::new();
+                for _ in 0..link.max_jobs.max(1) {
+                    let (client, paths, jobs) = (client.clone(), paths.clone(), link.jobs.clone());
+                    slots.spawn(async move { run_jobs(&client, &paths, jobs).await });
+                }
+                while slots.join_next().await.is_some() {}
+            }
             None => std::future::pending().await,
         }
     };

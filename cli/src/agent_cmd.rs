@@ -67,6 +67,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
     // Linked, the agent runs the tasks the link leases as guests.
     let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
     let jobs = creds.is_some().then_some(job_rx);
+    let job_link = agent_core::coordinator_client::JobLink { jobs: job_tx, max_jobs: config.guests.max_jobs };
     let setup = AgentSetup { paths, config, input_backends: backends, guests, observer: Some(observer), jobs };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async move {
@@ -86,7 +87,8 @@ pub fn run(args: AgentArgs) -> Result<()> {
         };
         let link = async {
             if let Some(creds) = creds {
-                if let Err(e) = agent_core::coordinator_client::run_link(link_paths, creds, Some(job_tx), stopped(stop_rx.clone())).await {
+                if let Err(e) = agent_core::coordinator_client::run_link(link_paths, creds, Some(job_link), stopped(stop_rx.clone())).await
+                {
                     tracing::warn!("coordinator link stopped: {e}");
                 }
             }

@@ -95,9 +95,10 @@ pub fn run(a: UpArgs) -> Result<()> {
         let observer: Box<dyn FnMut(&agent::Notice) + Send> = Box::new(move |n| crate::agent_cmd::print_notice(n, json));
         // The link leases tasks and hands them to the driver, which runs them as guests.
         let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
+        let job_link = coordinator_client::JobLink { jobs: job_tx, max_jobs: config.guests.max_jobs };
         let setup = AgentSetup { paths: paths.clone(), config, input_backends, guests, observer: Some(observer), jobs: Some(job_rx) };
         let agent = agent::run(setup, stopped(stop_rx.clone()));
-        let link = coordinator_client::run_link(paths.clone(), creds, Some(job_tx), stopped(stop_rx.clone()));
+        let link = coordinator_client::run_link(paths.clone(), creds, Some(job_link), stopped(stop_rx.clone()));
         let signal = async {
             stop_signal().await;
             println!("stopping…");

@@ -22,9 +22,10 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Guest work is accepted at once whatever the load of the shared machine: owner CPU is
-/// left out of the availability definition and there is no recruitment wait.
-const EAGER: &str =
-    "[sampling]\ninterval_ms = 100\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\nrecruitment_threshold_s = 0\n";
+/// left out of the availability definition and there is no recruitment wait. Two job
+/// slots, so guests also run side by side.
+const EAGER: &str = "[sampling]\ninterval_ms = 100\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\
+                     recruitment_threshold_s = 0\n[guests]\nmax_jobs = 2\n";
 /// The jobs: a short CPU-bound shell loop.
 const JOB: &str = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done";
 const JOBS: usize = 20;
