@@ -400,7 +400,16 @@ async fn run_jobs(client: &CoordinatorClient, paths: &Paths, jobs: mpsc::Sender<
             Ok(None) => backoff = Duration::from_secs(1),
             Ok(Some(task)) => {
                 backoff = Duration::from_secs(1);
-                run_task(client, paths, &jobs, task).await;
+                // The owner may have come back during the long-poll: give the task back
+                // at once rather than hold it while it cannot run.
+                let socket = paths.socket.clone();
+                let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
+                if matches!(&status, Ok(Ok(Response::Status(s))) if may_lease(s)) {
+                    run_task(client, paths, &jobs, task).await;
+                } else {
+                    tracing::info!(job = task.job_id, "the machine stopped accepting guest work during the lease; task given back");
+                    retry("giving a task back", || client.evicted(&task, "the machine is no longer available")).await;
+                }
             }
             Err(e) => {
                 tracing::warn!("lease failed: {e}");
