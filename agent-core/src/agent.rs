@@ -123,8 +123,6 @@ pub struct AgentSetup {
     pub input_backends: Vec<Box<dyn InputBackend>>,
     pub guests: Box<dyn GuestHost>,
     pub observer: Option<Box<dyn FnMut(&Notice) + Send>>,
-    /// Jobs to run as guests (from the coordinator link), if any.
-    pub jobs: Option<JobInbox>,
 }
 
 type ControlMsg = (Request, oneshot::Sender<Response>);
@@ -161,7 +159,14 @@ struct Driver {
 
 /// Runs the agent until `shutdown` resolves.
 pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
-    let AgentSetup { paths, config, input_backends, guests, observer, jobs: mut job_rx } = setup;
+    run_with_jobs(setup, None, shutdown).await
+}
+
+/// Runs the agent until `shutdown` resolves, also running the jobs that arrive on `jobs`
+/// (from the coordinator link) as guests.
+pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    let mut job_rx = jobs;
+    let AgentSetup { paths, config, input_backends, guests, observer } = setup;
     let clock = SystemClock;
     let now = clock.now();
     let boot = boot_id();

@@ -68,7 +68,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
     let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
     let jobs = creds.is_some().then_some(job_rx);
     let job_link = agent_core::coordinator_client::JobLink { jobs: job_tx, max_jobs: config.guests.max_jobs };
-    let setup = AgentSetup { paths, config, input_backends: backends, guests, observer: Some(observer), jobs };
+    let setup = AgentSetup { paths, config, input_backends: backends, guests, observer: Some(observer) };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async move {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -95,7 +95,7 @@ pub fn run(args: AgentArgs) -> Result<()> {
         };
         // Whatever ends the agent (a signal or an error) also ends the link.
         let agent = async {
-            let r = agent::run(setup, stopped(stop_rx.clone())).await;
+            let r = agent::run_with_jobs(setup, jobs, stopped(stop_rx.clone())).await;
             let _ = stop_on_exit.send(true);
             r
         };

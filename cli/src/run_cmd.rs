@@ -226,7 +226,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
     }
     let json = args.json;
     let observer = Box::new(move |n: &Notice| print_notice(n, json));
-    let setup = AgentSetup { paths, config, input_backends: backends, guests: Box::new(host), observer: Some(observer), jobs: None };
+    let setup = AgentSetup { paths, config, input_backends: backends, guests: Box::new(host), observer: Some(observer) };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
     let done = ended.clone();
     rt.block_on(async move {

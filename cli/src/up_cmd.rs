@@ -96,8 +96,8 @@ pub fn run(a: UpArgs) -> Result<()> {
         // The link leases tasks and hands them to the driver, which runs them as guests.
         let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
         let job_link = coordinator_client::JobLink { jobs: job_tx, max_jobs: config.guests.max_jobs };
-        let setup = AgentSetup { paths: paths.clone(), config, input_backends, guests, observer: Some(observer), jobs: Some(job_rx) };
-        let agent = agent::run(setup, stopped(stop_rx.clone()));
+        let setup = AgentSetup { paths: paths.clone(), config, input_backends, guests, observer: Some(observer) };
+        let agent = agent::run_with_jobs(setup, Some(job_rx), stopped(stop_rx.clone()));
         let link = coordinator_client::run_link(paths.clone(), creds, Some(job_link), stopped(stop_rx.clone()));
         let signal = async {
             stop_signal().await;
