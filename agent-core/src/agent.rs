@@ -6,6 +6,7 @@
 use crate::clock::{boot_id, mono_now, Now, SystemClock};
 use crate::config::Config;
 use crate::control::{self, AgentStatus, Request, Response, TodayReport, MAX_REQUEST_BYTES};
+use crate::guest::{GuestInfo, GuestPhase, GuestSpec};
 use crate::input::{InputBackend, InputSink};
 use crate::ledger::{GuestTotals, Ledger, LedgerError, TraceRow};
 use crate::paths::Paths;
@@ -56,7 +57,31 @@ pub trait GuestHost: Send {
     fn migration_cost(&mut self) -> Option<Duration> {
         None
     }
+    /// Queues a guest job (it starts at the next Accept directive once admitted) and
+    /// returns its id; `None` when this host runs no guest work.
+    fn start_guest(&mut self, _spec: GuestSpec) -> Option<String> {
+        None
+    }
+    /// A snapshot of one guest this host has started (queued, running or ended).
+    fn guest_info(&mut self, _id: &str) -> Option<GuestInfo> {
+        None
+    }
 }
+
+/// A job the coordinator link hands the driver to run as a guest (the driver owns the
+/// guest runtime; the policy still only learns whether guests are present).
+#[derive(Debug)]
+pub struct JobRequest {
+    pub spec: GuestSpec,
+    /// The guest's id, or why it cannot run here.
+    pub started: oneshot::Sender<Result<String, String>>,
+    /// The guest's last snapshot once it has ended, sent only after its final totals are
+    /// in the ledger (so what the link reports equals what the ledger accounted).
+    pub ended: oneshot::Sender<GuestInfo>,
+}
+
+/// The driver's end of the job channel (see [`JobRequest`]).
+pub type JobInbox = mpsc::Receiver<JobRequest>;
 
 /// No guest runtime: the agent senses, decides and accounts, but runs nothing.
 #[derive(Debug, Default)]
@@ -136,10 +161,19 @@ struct Driver {
     trace_input: bool,
     last_totals: std::time::Instant,
     guests_present: bool,
+    /// Guests started for jobs, with whom to tell when each ends.
+    jobs: Vec<(String, oneshot::Sender<GuestInfo>)>,
 }
 
 /// Runs the agent until `shutdown` resolves.
 pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    run_with_jobs(setup, None, shutdown).await
+}
+
+/// Runs the agent until `shutdown` resolves, also running the jobs that arrive on `jobs`
+/// (from the coordinator link) as guests.
+pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    let mut job_rx = jobs;
     let AgentSetup { paths, config, input_backends, guests, observer } = setup;
     let clock = SystemClock;
     let now = clock.now();
@@ -222,6 +256,7 @@ pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Resul
         trace_input: false,
         last_totals: std::time::Instant::now(),
         guests_present: false,
+        jobs: Vec::new(),
     };
     let first = d.policy.state();
     let (inputs, gdesc) = (d.input_names.clone(), d.guests.describe());
@@ -247,6 +282,10 @@ pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Resul
                 let resp = d.on_request(req);
                 let _ = reply.send(resp);
             }
+            job = async { match job_rx.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => match job {
+                Some(job) => d.on_job(job),
+                None => job_rx = None,
+            },
         }
     }
     d.shutdown();
@@ -267,6 +306,9 @@ impl Driver {
             self.guests_present = present;
             self.write_totals(now);
             self.step(Event::GuestsPresent(present));
+        }
+        if !self.jobs.is_empty() {
+            self.check_jobs(now);
         }
         let t_migr = self.guests.migration_cost();
         self.policy.set_migration_cost(t_migr);
@@ -303,6 +345,55 @@ impl Driver {
             if self.trace_buf.len() >= TRACE_BATCH {
                 self.flush_trace();
             }
+        }
+    }
+
+    /// Queues a job's guest; it starts once the policy accepts guest work and the
+    /// runtime admits it.
+    fn on_job(&mut self, job: JobRequest) {
+        match self.guests.start_guest(job.spec) {
+            Some(id) => {
+                info!(guest = %id, "job queued as a guest");
+                let _ = job.started.send(Ok(id.clone()));
+                self.jobs.push((id, job.ended));
+                // Admission runs when the runtime is maintained: start it now if allowed.
+                let present = self.guests.present();
+                if present != self.guests_present {
+                    self.guests_present = present;
+                    self.write_totals(self.clock.now());
+                    self.step(Event::GuestsPresent(present));
+                }
+            }
+            None => {
+                let _ = job.started.send(Err(format!("this agent runs no guest work ({})", self.guests.describe())));
+            }
+        }
+    }
+
+    /// Tells the link about jobs' guests that have ended, after writing their final
+    /// totals to the ledger.
+    fn check_jobs(&mut self, now: Now) {
+        let mut ended = Vec::new();
+        let mut i = 0;
+        while i < self.jobs.len() {
+            let info = self.guests.guest_info(&self.jobs[i].0);
+            match info {
+                Some(info) if !matches!(info.phase, GuestPhase::Ended { .. }) => i += 1,
+                other => {
+                    let (id, tx) = self.jobs.remove(i);
+                    match other {
+                        Some(info) => ended.push((info, tx)),
+                        None => warn!(guest = %id, "a job's guest vanished from the runtime"),
+                    }
+                }
+            }
+        }
+        if ended.is_empty() {
+            return;
+        }
+        self.write_totals(now);
+        for (info, tx) in ended {
+            let _ = tx.send(info);
         }
     }
 

@@ -211,6 +211,9 @@ pub struct Guests {
     /// Bandwidth for moving a checkpoint to another machine, MiB/s: with the checkpoint
     /// size (memory + work directory) it gives T_migr, until a coordinator measures it.
     pub migration_bandwidth_mib_s: f64,
+    /// Most coordinator tasks this agent runs as guests at once (each leased only while
+    /// the policy accepts guest work).
+    pub max_jobs: u32,
 }
 
 impl Default for Guests {
@@ -225,6 +228,7 @@ impl Default for Guests {
             pids_max: 4096,
             network: NetworkPolicy::Outbound,
             migration_bandwidth_mib_s: 50.0,
+            max_jobs: 1,
         }
     }
 }
@@ -456,6 +460,7 @@ impl Config {
             ("guests.pressure_freeze_pct", g.pressure_freeze_pct, 0.1, 100.0),
             ("guests.pressure_kill_s", g.pressure_kill_s as f64, 0.0, 3600.0),
             ("guests.pids_max", g.pids_max as f64, 8.0, 1_000_000.0),
+            ("guests.max_jobs", g.max_jobs as f64, 1.0, 64.0),
             ("guests.migration_bandwidth_mib_s", g.migration_bandwidth_mib_s, 0.1, 100_000.0),
             ("caps.cpu_max", self.caps.cpu_max, 0.05, 1.0),
             ("caps.memory_max", self.caps.memory_max, 0.05, 0.9),

@@ -8,16 +8,22 @@
 //! [`run_link`] is the loop an agent process runs beside its driver: it reads the
 //! agent's status over the control socket and the outbox through its own ledger
 //! connection (WAL allows both), so the driver itself is untouched.
-//! Leasing and completing jobs (`lease`, `progress`, `complete`, `evicted`) are here for
-//! the guest runtime to use; the driver does not call them yet.
+//! Given the driver's job channel, the link also leases tasks while the policy accepts
+//! guest work and hands each to the driver to run as a guest, renewing the lease while
+//! it runs and reporting `complete` (exit code, the guest's CPU from its final ledger
+//! totals) or `evicted` when it ends.
 
+use crate::agent::JobRequest;
 use crate::control::{self, Request, Response};
+use crate::guest::{GuestPhase, GuestSpec};
 use crate::ledger::{Ledger, LedgerError, OutboxRecord};
 use crate::paths::Paths;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
 
 /// A coordinator client failure.
 #[derive(Debug, thiserror::Error)]
@@ -296,54 +302,251 @@ pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_b
     }
 }
 
+/// Whether the agent wants guest work now: the policy accepts guests and the machine is
+/// recruitable or already donating.
+pub fn may_lease(status: &control::AgentStatus) -> bool {
+    use crate::policy::{GuestDirective, StateKind};
+    status.policy.directive == GuestDirective::Accept && matches!(status.policy.state, StateKind::Recruitable | StateKind::Donating)
+}
+
+/// A leased task's guest spec: its command, arguments and environment (plus
+/// `LULL_JOB_ID`, `LULL_RANK`, `LULL_MACHINES`), its memory request as the guest's cap,
+/// checkpointable as submitted, the configured network policy, and a work directory
+/// `jobs/<job>-<rank>-<lease>` under `data_dir` holding the job's input files.
+pub fn guest_spec(task: &LeasedTask, data_dir: &Path) -> std::result::Result<GuestSpec, String> {
+    #[derive(Deserialize)]
+    struct Spec {
+        command: String,
+        #[serde(default)]
+        args: Vec<String>,
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        #[serde(default)]
+        inputs: BTreeMap<String, String>,
+    }
+    let s: Spec = serde_json::from_value(task.spec.clone()).map_err(|e| format!("unreadable job spec: {e}"))?;
+    let workdir = data_dir.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
+    std::fs::create_dir_all(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
+    for (name, content) in &s.inputs {
+        let plain = Path::new(name).components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain || name.is_empty() {
+            return Err(format!("input file name {name:?} is not a plain relative path"));
+        }
+        let path = workdir.join(name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        }
+        std::fs::write(&path, content).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    let mut spec = GuestSpec::new(s.command, s.args);
+    spec.env = s.env.into_iter().collect();
+    spec.env.push(("LULL_JOB_ID".into(), task.job_id.to_string()));
+    spec.env.push(("LULL_RANK".into(), task.rank.to_string()));
+    spec.env.push(("LULL_MACHINES".into(), task.machines.to_string()));
+    spec.workdir = Some(workdir);
+    spec.memory_cap_bytes = (task.mem_bytes > 0).then_some(task.mem_bytes);
+    spec.checkpointable = task.checkpointable;
+    Ok(spec)
+}
+
+/// How long one lease request waits for work.
+const LEASE_WAIT: Duration = Duration::from_secs(20);
+/// How often a running task's lease is renewed (the coordinator's default TTL is 60 s).
+const PROGRESS_EVERY: Duration = Duration::from_secs(15);
+
+/// Retries a report to the coordinator while it is unreachable (about a minute in all);
+/// a refusal (lease lost, task gone) is final.
+async fn retry<T, F, Fut>(what: &str, mut call: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    for attempt in 0..6u32 {
+        match call().await {
+            Ok(v) => return Some(v),
+            Err(e @ ClientError::Refused { .. }) => {
+                tracing::warn!("{what}: {e}");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!("{what} (retrying): {e}");
+                tokio::time::sleep(Duration::from_secs(1 << attempt)).await;
+            }
+        }
+    }
+    None
+}
+
+/// What the link needs to run leased tasks: the driver's job channel and how many tasks
+/// may run at once (`guests.max_jobs`).
+#[derive(Clone, Debug)]
+pub struct JobLink {
+    pub jobs: mpsc::Sender<JobRequest>,
+    pub max_jobs: u32,
+}
+
+/// One job slot: leases a task while the policy accepts guest work and runs it as a
+/// guest through the driver, then the next.
+async fn run_jobs(client: &CoordinatorClient, paths: &Paths, jobs: mpsc::Sender<JobRequest>) {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let socket = paths.socket.clone();
+        let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
+        if !matches!(&status, Ok(Ok(Response::Status(s))) if may_lease(s)) {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
+        match client.lease(free_memory(), LEASE_WAIT).await {
+            Ok(None) => backoff = Duration::from_secs(1),
+            Ok(Some(task)) => {
+                backoff = Duration::from_secs(1);
+                // The owner may have come back during the long-poll: give the task back
+                // at once rather than hold it while it cannot run.
+                let socket = paths.socket.clone();
+                let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
+                if matches!(&status, Ok(Ok(Response::Status(s))) if may_lease(s)) {
+                    run_task(client, paths, &jobs, task).await;
+                } else {
+                    tracing::info!(job = task.job_id, "the machine stopped accepting guest work during the lease; task given back");
+                    retry("giving a task back", || client.evicted(&task, "the machine is no longer available")).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!("lease failed: {e}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(60));
+            }
+        }
+    }
+}
+
+/// Runs one leased task as a guest, renewing its lease, and reports how it ended:
+/// `complete` with the exit code and the guest's user and system CPU from its final
+/// totals (already in the ledger), or `evicted` when the policy evicted it or the agent
+/// stopped, so the coordinator re-queues it.
+async fn run_task(client: &CoordinatorClient, paths: &Paths, jobs: &mpsc::Sender<JobRequest>, task: LeasedTask) {
+    tracing::info!(job = task.job_id, rank = task.rank, lease = task.lease, "task leased");
+    let spec = match guest_spec(&task, &paths.data_dir) {
+        Ok(s) => s,
+        Err(why) => {
+            tracing::warn!(job = task.job_id, "cannot run the task: {why}");
+            retry("reporting an unrunnable task", || client.complete(&task, 127, 0.0, 0.0)).await;
+            return;
+        }
+    };
+    let (started_tx, started_rx) = oneshot::channel();
+    let (ended_tx, ended_rx) = oneshot::channel();
+    let started = match jobs.send(JobRequest { spec, started: started_tx, ended: ended_tx }).await {
+        Ok(()) => started_rx.await.unwrap_or_else(|_| Err("the agent is stopping".into())),
+        Err(_) => Err("the agent is stopping".into()),
+    };
+    let guest = match started {
+        Ok(id) => id,
+        Err(why) => {
+            tracing::warn!(job = task.job_id, "task not started: {why}");
+            retry("giving a task back", || client.evicted(&task, &why)).await;
+            return;
+        }
+    };
+    tokio::pin!(ended_rx);
+    let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+    let info = loop {
+        tokio::select! {
+            info = &mut ended_rx => break info.ok(),
+            _ = renew.tick() => match client.progress(&task).await {
+                Ok(true) => tracing::warn!(job = task.job_id, guest = %guest, "the job was cancelled; its guest runs on to its end"),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(job = task.job_id, "lease renewal failed: {e}"),
+            },
+        }
+    };
+    let Some(info) = info else {
+        retry("giving a task back", || client.evicted(&task, "agent stopped")).await;
+        return;
+    };
+    let GuestPhase::Ended { code, signal, evicted } = info.phase else { return };
+    if evicted {
+        tracing::info!(job = task.job_id, guest = %guest, "task evicted; giving it back");
+        retry("reporting an eviction", || client.evicted(&task, "evicted: the owner returned")).await;
+        return;
+    }
+    let exit = code.unwrap_or_else(|| signal.map_or(-1, |s| 128 + s));
+    let (user_s, sys_s) = (info.cpu_user_us as f64 / 1e6, info.cpu_system_us as f64 / 1e6);
+    tracing::info!(job = task.job_id, guest = %guest, exit, cpu_s = user_s + sys_s, "task ended");
+    retry("reporting a completion", || client.complete(&task, exit, user_s, sys_s)).await;
+}
+
 /// Links a running agent to its coordinator until `shutdown`: every heartbeat interval
 /// it reads the agent's status over the control socket, sends a heartbeat and syncs the
 /// outbox. Failures are logged and retried with backoff (up to a minute); records wait
-/// in the ledger meanwhile.
-pub async fn run_link(paths: Paths, creds: Credentials, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
+/// in the ledger meanwhile. With `jobs` (the driver's job channel), it also runs up to
+/// `max_jobs` job slots, each leasing a task while the policy accepts guest work and
+/// running it as a guest (see [`run_task`]).
+pub async fn run_link(
+    paths: Paths,
+    creds: Credentials,
+    jobs: Option<JobLink>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<()> {
     let client = CoordinatorClient::new(&creds)?;
     let ledger = Mutex::new(Ledger::open(&paths.ledger)?);
     let s_b = tokio::task::spawn_blocking(base_speed).await.unwrap_or(0.0);
     tracing::info!(url = %creds.url, agent = %creds.agent_id, base_speed = s_b, "linked to coordinator");
-    let mut interval = Duration::from_secs(10);
-    let mut backoff = Duration::from_secs(1);
-    tokio::pin!(shutdown);
-    loop {
-        let socket = paths.socket.clone();
-        let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
-        let mut ok = true;
-        if let Ok(Ok(Response::Status(st))) = status {
-            let hb = heartbeat_from(&st, s_b, free_memory());
-            match client.heartbeat(&hb).await {
-                Ok(i) => interval = i,
-                Err(e) => {
-                    ok = false;
-                    tracing::warn!("heartbeat failed: {e}");
+    let beat = async {
+        let mut interval = Duration::from_secs(10);
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let socket = paths.socket.clone();
+            let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
+            let mut ok = true;
+            if let Ok(Ok(Response::Status(st))) = status {
+                let hb = heartbeat_from(&st, s_b, free_memory());
+                match client.heartbeat(&hb).await {
+                    Ok(i) => interval = i,
+                    Err(e) => {
+                        ok = false;
+                        tracing::warn!("heartbeat failed: {e}");
+                    }
                 }
             }
-        }
-        match client.sync_outbox(&ledger).await {
-            Ok(s) if s.sent > 0 => tracing::info!(records = s.sent, "ledger records synced"),
-            Ok(_) => {}
-            Err(e) => {
-                ok = false;
-                tracing::warn!("record sync failed (kept in the ledger): {e}");
+            match client.sync_outbox(&ledger).await {
+                Ok(s) if s.sent > 0 => tracing::info!(records = s.sent, "ledger records synced"),
+                Ok(_) => {}
+                Err(e) => {
+                    ok = false;
+                    tracing::warn!("record sync failed (kept in the ledger): {e}");
+                }
             }
+            let wait = if ok {
+                backoff = Duration::from_secs(1);
+                interval
+            } else {
+                backoff = (backoff * 2).min(Duration::from_secs(60));
+                backoff.min(interval)
+            };
+            tokio::time::sleep(wait).await;
         }
-        let wait = if ok {
-            backoff = Duration::from_secs(1);
-            interval
-        } else {
-            backoff = (backoff * 2).min(Duration::from_secs(60));
-            backoff.min(interval)
-        };
-        tokio::select! {
-            _ = &mut shutdown => {
-                // One last sync so nothing accounted waits for the next start.
-                let _ = client.sync_outbox(&ledger).await;
-                return Ok(());
+    };
+    let work = async {
+        match jobs {
+            Some(link) => {
+                // Dropped at shutdown, the set aborts its slots.
+                let mut slots = tokio::task::JoinSet::new();
+                for _ in 0..link.max_jobs.max(1) {
+                    let (client, paths, jobs) = (client.clone(), paths.clone(), link.jobs.clone());
+                    slots.spawn(async move { run_jobs(&client, &paths, jobs).await });
+                }
+                while slots.join_next().await.is_some() {}
             }
-            _ = tokio::time::sleep(wait) => {}
+            None => std::future::pending().await,
         }
+    };
+    tokio::select! {
+        _ = shutdown => {}
+        _ = beat => {}
+        _ = work => {}
     }
+    // One last sync so nothing accounted waits for the next start.
+    let _ = client.sync_outbox(&ledger).await;
+    Ok(())
 }

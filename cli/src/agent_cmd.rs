@@ -64,6 +64,10 @@ pub fn run(args: AgentArgs) -> Result<()> {
     // Enrolled (`lull enrol`)? Then link to the coordinator beside the driver.
     let creds = agent_core::coordinator_client::Credentials::load(&agent_core::coordinator_client::Credentials::path(&paths))?;
     let link_paths = paths.clone();
+    // Linked, the agent runs the tasks the link leases as guests.
+    let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
+    let jobs = creds.is_some().then_some(job_rx);
+    let job_link = agent_core::coordinator_client::JobLink { jobs: job_tx, max_jobs: config.guests.max_jobs };
     let setup = AgentSetup { paths, config, input_backends: backends, guests, observer: Some(observer) };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async move {
@@ -83,14 +87,15 @@ pub fn run(args: AgentArgs) -> Result<()> {
         };
         let link = async {
             if let Some(creds) = creds {
-                if let Err(e) = agent_core::coordinator_client::run_link(link_paths, creds, stopped(stop_rx.clone())).await {
+                if let Err(e) = agent_core::coordinator_client::run_link(link_paths, creds, Some(job_link), stopped(stop_rx.clone())).await
+                {
                     tracing::warn!("coordinator link stopped: {e}");
                 }
             }
         };
         // Whatever ends the agent (a signal or an error) also ends the link.
         let agent = async {
-            let r = agent::run(setup, stopped(stop_rx.clone())).await;
+            let r = agent::run_with_jobs(setup, jobs, stopped(stop_rx.clone())).await;
             let _ = stop_on_exit.send(true);
             r
         };

@@ -1,7 +1,8 @@
 //! `lull up`: the newcomer's one command. Starts a coordinator on embedded SQLite in the
 //! data directory, enrols this machine's agent to it (once; the credentials are kept in
 //! `coordinator.json`), runs the agent in-process linked to the coordinator (heartbeats,
-//! ledger records), and prints the dashboard address. Ctrl-C stops all three cleanly.
+//! ledger records, leased tasks run as guests under the policy), and prints the
+//! dashboard address. Ctrl-C stops all three cleanly.
 
 use crate::agent_cmd::init_logging;
 use crate::coordinator_cmd::{ensure_admin_key, files, stop_signal, DEFAULT_LISTEN};
@@ -92,9 +93,12 @@ pub fn run(a: UpArgs) -> Result<()> {
         let guests = crate::agent_cmd::guest_runtime(&config, &paths)?;
         let json = false;
         let observer: Box<dyn FnMut(&agent::Notice) + Send> = Box::new(move |n| crate::agent_cmd::print_notice(n, json));
+        // The link leases tasks and hands them to the driver, which runs them as guests.
+        let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
+        let job_link = coordinator_client::JobLink { jobs: job_tx, max_jobs: config.guests.max_jobs };
         let setup = AgentSetup { paths: paths.clone(), config, input_backends, guests, observer: Some(observer) };
-        let agent = agent::run(setup, stopped(stop_rx.clone()));
-        let link = coordinator_client::run_link(paths.clone(), creds, stopped(stop_rx.clone()));
+        let agent = agent::run_with_jobs(setup, Some(job_rx), stopped(stop_rx.clone()));
+        let link = coordinator_client::run_link(paths.clone(), creds, Some(job_link), stopped(stop_rx.clone()));
         let signal = async {
             stop_signal().await;
             println!("stopping…");

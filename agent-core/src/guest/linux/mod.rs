@@ -690,6 +690,21 @@ impl GuestHost for LinuxRuntime {
         }
         self.migration.map(|(_, t)| t)
     }
+
+    fn start_guest(&mut self, spec: GuestSpec) -> Option<String> {
+        Some(self.submit(spec))
+    }
+
+    fn guest_info(&mut self, id: &str) -> Option<GuestInfo> {
+        if let Some(e) = self.ended.iter().rev().find(|e| e.0.id == id) {
+            return Some(e.0.clone());
+        }
+        let frozen = self.fast.frozen.load(Ordering::Acquire);
+        if let Some(g) = self.guests.iter().find(|g| g.id == id) {
+            return Some(g.info(frozen));
+        }
+        self.guests().into_iter().find(|g| g.id == id)
+    }
 }
 
 /// How often the checkpoint size is re-measured.
