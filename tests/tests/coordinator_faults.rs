@@ -41,7 +41,7 @@ impl Coordinator {
         let db = format!("sqlite:{}", self.dir.join("coordinator.db").display());
         let listen = format!("127.0.0.1:{}", self.port);
         let child = self
-            .cmd(&["coordinator", "serve", "--db", &db, "--listen", &listen, "--lease-ttl-s", "5"])
+            .cmd(&["coordinator", "serve", "--db", &db, "--listen", &listen, "--lease-ttl-s", "10"])
             .stdout(Stdio::null())
             .stderr(err)
             .spawn()
@@ -202,7 +202,7 @@ fn kill9_during_1000_jobs_loses_none_and_counts_each_once() {
     assert_eq!(jobs.len(), JOBS);
     assert!(jobs.iter().all(|j| j["state"] == "completed"), "none lost");
     let report: Value =
-        http.get(format!("{}/api/v1/reports?by=machine&since=1d", c.url())).bearer_auth(&admin).send().unwrap().json().unwrap();
+        http.get(format!("{}/api/v1/reports?by=machine&since=7d", c.url())).bearer_auth(&admin).send().unwrap().json().unwrap();
     let completed: u64 = report["rows"].as_array().unwrap().iter().map(|r| r["jobs_completed"].as_u64().unwrap()).sum();
     assert_eq!(completed, JOBS as u64, "the report counts each completion once");
 
