@@ -228,7 +228,12 @@ network: NetworkPolicy,
  * Bandwidth for moving a checkpoint to another machine, MiB/s: with the checkpoint
  * size (memory + work directory) it gives T_migr, until a coordinator measures it.
  */
-migration_bandwidth_mib_s: number, };
+migration_bandwidth_mib_s: number, 
+/**
+ * Most coordinator tasks this agent runs as guests at once (each leased only while
+ * the policy accepts guest work).
+ */
+max_jobs: number, };
 
 export type Caps = { 
 /**
