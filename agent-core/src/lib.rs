@@ -14,6 +14,7 @@ pub mod coordinator_client;
 pub mod guest;
 pub mod input;
 pub mod ledger;
+pub mod logging;
 pub mod paths;
 pub mod policy;
 pub mod sample;

@@ -10,9 +10,6 @@ use agent_core::policy::Action;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer};
 
 #[derive(Args, Debug)]
 pub struct AgentArgs {
@@ -26,27 +23,7 @@ pub struct AgentArgs {
 
 /// Sets up logging: a rotated file in the data dir plus warnings on stderr.
 pub fn init_logging(paths: &Paths, name: &str) -> Result<tracing_appender::non_blocking::WorkerGuard> {
-    std::fs::create_dir_all(&paths.log_dir).with_context(|| format!("creating {}", paths.log_dir.display()))?;
-    let appender = tracing_appender::rolling::Builder::new()
-        .rotation(tracing_appender::rolling::Rotation::DAILY)
-        .filename_prefix(name)
-        .filename_suffix("log")
-        .max_log_files(7)
-        .build(&paths.log_dir)
-        .context("opening the log file")?;
-    let (writer, guard) = tracing_appender::non_blocking(appender);
-    let file_filter = EnvFilter::try_from_env("LULL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(false).with_filter(file_filter))
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-                .with_filter(EnvFilter::new("warn")),
-        )
-        .try_init()
-        .ok();
-    Ok(guard)
+    Ok(agent_core::logging::init(&paths.log_dir, name)?)
 }
 
 pub fn run(args: AgentArgs) -> Result<()> {

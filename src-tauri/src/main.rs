@@ -31,9 +31,6 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use tauri::{AppHandle, Manager, RunEvent};
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer};
 use windows::Which;
 
 const USAGE: &str = "usage: lull-tray [--open status|settings] [--no-tray] [--headless]
@@ -94,32 +91,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// A rotated log file in the data dir (seven days kept), warnings also on stderr.
-fn init_logging(paths: &Paths) -> Result<tracing_appender::non_blocking::WorkerGuard> {
-    std::fs::create_dir_all(&paths.log_dir).with_context(|| format!("creating {}", paths.log_dir.display()))?;
-    let appender = tracing_appender::rolling::Builder::new()
-        .rotation(tracing_appender::rolling::Rotation::DAILY)
-        .filename_prefix("tray")
-        .filename_suffix("log")
-        .max_log_files(7)
-        .build(&paths.log_dir)
-        .context("opening the log file")?;
-    let (writer, guard) = tracing_appender::non_blocking(appender);
-    let file_filter = EnvFilter::try_from_env("LULL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(false).with_filter(file_filter))
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false).with_filter(EnvFilter::new("warn")))
-        .try_init()
-        .ok();
-    Ok(guard)
-}
-
 fn run() -> Result<()> {
     let Some(args) = parse_args()? else { return Ok(()) };
     let paths = Paths::from_env()?;
     // A bad config is refused before anything starts, naming the field and its range.
     let config = Config::load(&paths.config_file)?;
-    let _guard = init_logging(&paths)?;
+    let _guard = agent_core::logging::init(&paths.log_dir, "tray")?;
     if args.headless {
         return headless(paths, config, "--headless given");
     }

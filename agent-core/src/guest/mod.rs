@@ -103,6 +103,24 @@ pub struct GuestInfo {
     pub workdir: PathBuf,
 }
 
+impl GuestInfo {
+    /// A guest with no process (queued, or never started): no usage, no limit.
+    pub fn without_process(id: String, phase: GuestPhase, workdir: PathBuf) -> Self {
+        Self {
+            id,
+            pid: None,
+            phase,
+            cpu_user_us: 0,
+            cpu_system_us: 0,
+            wall_ms: 0,
+            mem_bytes: 0,
+            peak_mem_bytes: 0,
+            memory_limit_bytes: None,
+            workdir,
+        }
+    }
+}
+
 /// A guest runtime error.
 #[derive(Debug, thiserror::Error)]
 pub enum GuestError {

@@ -356,18 +356,11 @@ impl LinuxRuntime {
                 }
                 Err(e) => {
                     error!("{e}");
-                    let info = GuestInfo {
-                        id: id.clone(),
-                        pid: None,
-                        phase: GuestPhase::Ended { code: None, signal: None, evicted: false },
-                        cpu_user_us: 0,
-                        cpu_system_us: 0,
-                        wall_ms: 0,
-                        mem_bytes: 0,
-                        peak_mem_bytes: 0,
-                        memory_limit_bytes: None,
-                        workdir: PathBuf::new(),
-                    };
+                    let info = GuestInfo::without_process(
+                        id.clone(),
+                        GuestPhase::Ended { code: None, signal: None, evicted: false },
+                        PathBuf::new(),
+                    );
                     let t = GuestTotals { guest: id, cpu_us: 0, wall_ms: 0, peak_mem_bytes: 0 };
                     self.ended.push((info, t, true));
                 }
@@ -748,17 +741,8 @@ impl GuestRuntime for LinuxRuntime {
         let frozen = self.fast.frozen.load(Ordering::Acquire);
         let mut out: Vec<GuestInfo> = self.ended.iter().map(|e| e.0.clone()).collect();
         out.extend(self.guests.iter().map(|g| g.info(frozen)));
-        out.extend(self.queue.iter().map(|(id, spec)| GuestInfo {
-            id: id.clone(),
-            pid: None,
-            phase: GuestPhase::Queued,
-            cpu_user_us: 0,
-            cpu_system_us: 0,
-            wall_ms: 0,
-            mem_bytes: 0,
-            peak_mem_bytes: 0,
-            memory_limit_bytes: None,
-            workdir: spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(id)),
+        out.extend(self.queue.iter().map(|(id, spec)| {
+            GuestInfo::without_process(id.clone(), GuestPhase::Queued, spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(id)))
         }));
         out
     }

@@ -1,0 +1,44 @@
+//! The agent's log files, shared by every binary that runs an agent (`lull` and
+//! `lull-tray`): a daily-rotated file in the data directory (seven kept, level from
+//! `LULL_LOG`, default `info`) plus warnings on stderr (coloured only on a terminal).
+
+use std::path::Path;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+/// The log directory or file could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum LoggingError {
+    #[error("creating the log directory {dir}: {source}")]
+    Dir { dir: String, source: std::io::Error },
+    #[error("opening the log file in {dir}: {source}")]
+    File { dir: String, source: tracing_appender::rolling::InitError },
+}
+
+/// Installs the global subscriber logging to `<log_dir>/<name>.<date>.log`. Keep the
+/// returned guard alive for as long as the process logs: dropping it flushes the file.
+pub fn init(log_dir: &Path, name: &str) -> Result<tracing_appender::non_blocking::WorkerGuard, LoggingError> {
+    let dir = || log_dir.display().to_string();
+    std::fs::create_dir_all(log_dir).map_err(|source| LoggingError::Dir { dir: dir(), source })?;
+    let appender = tracing_appender::rolling::Builder::new()
+        .rotation(tracing_appender::rolling::Rotation::DAILY)
+        .filename_prefix(name)
+        .filename_suffix("log")
+        .max_log_files(7)
+        .build(log_dir)
+        .map_err(|source| LoggingError::File { dir: dir(), source })?;
+    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let file_filter = EnvFilter::try_from_env("LULL_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(false).with_filter(file_filter))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_filter(EnvFilter::new("warn")),
+        )
+        .try_init()
+        .ok();
+    Ok(guard)
+}
