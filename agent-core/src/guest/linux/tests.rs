@@ -463,3 +463,74 @@ fn owner_caps_limit_guest_cpu_bandwidth_and_memory_share() {
     rt.apply(GuestDirective::Evict);
     wait_until("the capped guest to end", Duration::from_secs(30), || ended(rt, &id).is_some());
 }
+
+/// The CPUs a thread may run on, from `/proc/TID/status`.
+fn allowed_cpus(tid: i32) -> Vec<usize> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).unwrap_or_default();
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap_or("").trim().to_string();
+    list.split(',')
+        .filter(|r| !r.is_empty())
+        .flat_map(|r| match r.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap_or(0)..=b.parse().unwrap_or(0)).collect::<Vec<usize>>(),
+            None => r.parse().into_iter().collect(),
+        })
+        .collect()
+}
+
+/// Every thread of the guest's cgroup.
+fn guest_threads(rt: &LinuxRuntime) -> Vec<i32> {
+    let dir = &rt.guests.first().and_then(|g| g.cg.as_ref()).expect("a guest in a cgroup").unified;
+    std::fs::read_to_string(dir.join("cgroup.threads")).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+#[test]
+fn running_guests_are_kept_off_the_cpu_the_owner_is_busy_on() {
+    let online = crate::guest::placement::parse_proc_stat(&std::fs::read_to_string("/proc/stat").unwrap());
+    if online.len() < 2 {
+        eprintln!("SKIPPED: placement needs at least 2 CPUs, this machine has {}", online.len());
+        return;
+    }
+    let Some(mut rig) = rig("placement", |_| {}) else { return };
+    let rt = rig.rt();
+    let id = rt.submit(GuestSpec::new("sh", ["-c", "for i in 1 2; do (while :; do :; done) & done; wait"]));
+    rt.apply(GuestDirective::Accept);
+    wait_until("the guest's spinners", Duration::from_secs(60), || {
+        rt.tick();
+        guest_threads(rt).len() >= 3
+    });
+    // The owner: a normal-priority thread spinning on CPU 0.
+    let owner_cpu = online[0].cpu;
+    let stop = Arc::new(AtomicBool::new(false));
+    let owner = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET stays below CPU_SETSIZE.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(owner_cpu, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            }
+            let mut x = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+        })
+    };
+    wait_until("guests moved off the owner's CPU", Duration::from_secs(10), || {
+        rt.tick();
+        let threads = guest_threads(rt);
+        !threads.is_empty() && threads.iter().all(|&t| !allowed_cpus(t).contains(&owner_cpu))
+    });
+    assert!(rt.placement().is_some_and(|c| !c.contains(&owner_cpu)), "placement reported: {:?}", rt.placement());
+    stop.store(true, Ordering::Relaxed);
+    owner.join().expect("owner thread");
+    wait_until("guests given the owner's CPU back", Duration::from_secs(10), || {
+        rt.tick();
+        guest_threads(rt).iter().all(|&t| allowed_cpus(t).contains(&owner_cpu))
+    });
+    // Frozen guests are not placed; a thaw starts from every CPU.
+    rt.apply(GuestDirective::Freeze);
+    wait_until("placement idle while frozen", Duration::from_secs(5), || rt.placement().is_none());
+    rt.apply(GuestDirective::Evict);
+    wait_until("the guest to end", Duration::from_secs(30), || ended(rt, &id).is_some());
+}
