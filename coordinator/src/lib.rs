@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod dashboard;
 pub mod db;
 pub mod live;
 pub mod metrics;

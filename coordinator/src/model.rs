@@ -84,6 +84,10 @@ pub struct Heartbeat {
     pub base_speed: f64,
     /// Current speed S_c under owner load.
     pub current_speed: f64,
+    /// The owner's daily interruption limit in force (sent by agents since the dashboard;
+    /// older agents leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruption_limit: Option<u32>,
 }
 
 /// The coordinator's answer to a heartbeat.
@@ -312,4 +316,29 @@ pub struct Report {
     pub period: String,
     pub since: String,
     pub rows: Vec<ReportRow>,
+}
+
+/// Who is looking: what the dashboard shows depends on it.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct Viewer {
+    /// `admin` or `owner`.
+    pub role: String,
+    /// The owner's name (owner keys only).
+    pub owner: Option<String>,
+}
+
+/// The pool at a glance: machines and jobs counted by state.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct PoolSummary {
+    pub now_ms: i64,
+    pub viewer: Viewer,
+    /// A machine not heard from for this long counts as `offline`.
+    pub offline_after_s: u32,
+    pub machines_total: u32,
+    /// Machines by their last reported policy state (`idle`, `donating`, `owner_active`,
+    /// `paused`, …), `offline` (silent for `offline_after_s`) or `never_seen`.
+    pub machines: BTreeMap<String, u32>,
+    pub jobs_total: u32,
+    /// Jobs by state (`queued`, `running`, `completed`, `failed`, `cancelled`).
+    pub jobs: BTreeMap<String, u32>,
 }
