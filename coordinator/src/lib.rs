@@ -8,6 +8,8 @@
 
 pub mod api;
 pub mod auth;
+#[cfg(test)]
+mod bindings;
 pub mod dashboard;
 pub mod db;
 pub mod live;

@@ -70,6 +70,7 @@ pub struct Enrolment {
 
 /// An agent's periodic report of its state.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(deny_unknown_fields)]
 pub struct Heartbeat {
     /// The policy state (`owner_active`, `idle`, `recruitable`, `donating`, …).
@@ -131,6 +132,7 @@ fn one() -> u32 {
 
 /// What a job runs (stored as JSON).
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct JobSpec {
     pub command: String,
     pub args: Vec<String>,
@@ -140,6 +142,7 @@ pub struct JobSpec {
 
 /// A job and its tasks.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Job {
     pub id: i64,
     pub submitter: String,
@@ -158,6 +161,7 @@ pub struct Job {
 
 /// One rank of a job, as leased to one agent.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Task {
     pub rank: u32,
     /// `queued`, `leased`, `completed`, `failed` or `cancelled`.
@@ -279,6 +283,7 @@ pub struct RecordsAck {
 
 /// An enrolled machine.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct AgentInfo {
     pub id: String,
     pub owner: String,
@@ -290,6 +295,7 @@ pub struct AgentInfo {
 
 /// One row of a donated-time report: a key (owner or machine) and a period (day or week).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, ToSchema, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct ReportRow {
     /// The owner's name, or the machine's agent id.
     pub key: String,
@@ -311,6 +317,7 @@ pub struct ReportRow {
 
 /// A report.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Report {
     pub by: String,
     pub period: String,
@@ -320,6 +327,7 @@ pub struct Report {
 
 /// Who is looking: what the dashboard shows depends on it.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Viewer {
     /// `admin` or `owner`.
     pub role: String,
@@ -329,6 +337,7 @@ pub struct Viewer {
 
 /// The pool at a glance: machines and jobs counted by state.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct PoolSummary {
     pub now_ms: i64,
     pub viewer: Viewer,
