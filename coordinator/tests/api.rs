@@ -472,7 +472,9 @@ async fn openapi_and_metrics_on(b: Backend) {
     let anon = s.client("");
     let doc: serde_json::Value = anon.get_ok("/api/openapi.json").await;
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
-    for p in ["/api/v1/heartbeat", "/api/v1/lease", "/api/v1/records", "/api/v1/reports", "/api/v1/tasks/{job}/{rank}/complete"] {
+    for p in
+        ["/api/v1/heartbeat", "/api/v1/lease", "/api/v1/records", "/api/v1/reports", "/api/v1/pool", "/api/v1/tasks/{job}/{rank}/complete"]
+    {
         assert!(doc["paths"].get(p).is_some(), "{p} documented");
     }
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());

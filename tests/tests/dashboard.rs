@@ -8,7 +8,7 @@
 //! `ui/tests/dashboard.mjs` drives Debian's Chromium (playwright-core, headless) through
 //! every page and checks the charts are drawn, the tables equal the API's JSON and the
 //! CSV export equals the API's CSV byte for byte; screenshots land in
-//! `target/test-artifacts/dashboard/`.
+//! `artifacts/dashboard/`.
 //!
 //! Skips, loudly, only when Chromium is not installed (`LULL_REQUIRE_CHROMIUM=1`, set by
 //! scripts/test.sh, makes that a failure). Node, playwright-core (ui/node_modules) and
@@ -233,7 +233,7 @@ fn the_dashboard_shows_the_pool_as_the_api_does() {
     }
     assert_eq!(api.get(&admin, "/api/v1/agents").as_array().unwrap().iter().filter(|a| a["id"] == laptop_id.as_str()).count(), 1);
 
-    let artifacts = workspace().join("target/test-artifacts/dashboard");
+    let artifacts = workspace().join("artifacts/dashboard");
     let _ = std::fs::remove_dir_all(&artifacts);
     let t = Instant::now();
     let out = Command::new("node")

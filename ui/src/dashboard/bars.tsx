@@ -11,9 +11,9 @@ export interface Series {
   values: (number | null)[];
 }
 
-export function StackedBars(props: { labels: string[]; series: Series[]; unit: string; line?: Series; height?: number; name: string }) {
+export function StackedBars(props: { labels: string[]; series: Series[]; unit: string; line?: Series; height?: number; name: string; whole?: boolean }) {
   const el = useRef<HTMLDivElement>(null);
-  const { labels, series, unit, line, height = 220, name } = props;
+  const { labels, series, unit, line, height = 220, name, whole = false } = props;
   useEffect(() => {
     if (!el.current) return;
     const xs = labels.map((_, i) => i);
@@ -35,7 +35,7 @@ export function StackedBars(props: { labels: string[]; series: Series[]; unit: s
       scales: { x: { time: false, range: [-0.5, labels.length - 0.5] }, y: { range: [0, top * 1.12] } },
       axes: [
         { splits: () => xs, values: (_u, ticks) => ticks.map((t) => labels[t] ?? ""), grid: { show: false } },
-        { label: unit, size: 56, values: (_u, ticks) => ticks.map((t) => (t < 10 ? +t.toFixed(2) : +t.toFixed(0)).toString()) },
+        { label: unit, size: 56, ...(whole ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] } : {}), values: (_u, ticks) => ticks.map((t) => (t < 10 ? +t.toFixed(2) : +t.toFixed(0)).toString()) },
       ],
       series: [
         {},
@@ -54,7 +54,7 @@ export function StackedBars(props: { labels: string[]; series: Series[]; unit: s
       removeEventListener("resize", resize);
       plot.destroy();
     };
-  }, [JSON.stringify([labels, series, line, unit])]);
+  }, [JSON.stringify([labels, series, line, unit, whole])]);
   return (
     <div>
       <div ref={el} class="chart" data-chart={name} role="img" aria-label={name} />

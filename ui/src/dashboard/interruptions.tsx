@@ -37,6 +37,7 @@ export function Interruptions({ tick }: { tick: number }) {
                 name="interruptions"
                 labels={xs.map(dayLabel)}
                 unit="interruptions"
+                whole
                 series={withAny.map((k, i) => ({ label: names.get(k) ?? k, colour: PALETTE[i % PALETTE.length], values: xs.map((p) => cell.get(`${k}|${p}`)?.interruptions ?? 0) }))}
                 line={{ label: "interruptions allowed (sum of the daily limits the machines reported)", colour: "#d43a3a", values: limitPerDay }}
               />
