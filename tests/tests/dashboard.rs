@@ -233,6 +233,26 @@ fn the_dashboard_shows_the_pool_as_the_api_does() {
     }
     assert_eq!(api.get(&admin, "/api/v1/agents").as_array().unwrap().iter().filter(|a| a["id"] == laptop_id.as_str()).count(), 1);
 
+    // A second coordinator with nothing in it, for the empty states.
+    let empty_dir = tempfile::tempdir().unwrap();
+    let mut empty = Command::new(lull_bin())
+        .args(["coordinator", "serve", "--listen", "127.0.0.1:0"])
+        .env("LULL_DATA_DIR", empty_dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let (empty_url, empty_key) = loop {
+        let url = std::fs::read_to_string(empty_dir.path().join("coordinator.url")).unwrap_or_default();
+        let key = std::fs::read_to_string(empty_dir.path().join("coordinator-admin.key")).unwrap_or_default();
+        if !url.trim().is_empty() && !key.trim().is_empty() {
+            break (url.trim().to_string(), key.trim().to_string());
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "the empty coordinator did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+
     let artifacts = workspace().join("artifacts/dashboard");
     let _ = std::fs::remove_dir_all(&artifacts);
     let t = Instant::now();
@@ -245,12 +265,17 @@ fn the_dashboard_shows_the_pool_as_the_api_does() {
         .env("LULL_OWNER", "alice")
         .env("LULL_ARTIFACTS", &artifacts)
         .env("LULL_CHROMIUM", &chromium)
+        .env("LULL_EMPTY_URL", &empty_url)
+        .env("LULL_EMPTY_KEY", &empty_key)
         .output()
         .expect("node (Node.js) runs");
+    // SAFETY: kill with a pid we spawned.
+    unsafe { libc::kill(empty.id() as i32, libc::SIGTERM) };
+    let _ = empty.wait();
     let (so, se) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     eprintln!("{so}{se}browser checks took {:.1} s; screenshots in {}", t.elapsed().as_secs_f64(), artifacts.display());
     assert!(out.status.success(), "the dashboard checks failed:\n{so}\n{se}");
-    for name in ["1-overview", "2-donated-by-owner", "4-interruptions", "5-jobs", "6-owner-overview"] {
+    for name in ["1-overview", "2-donated-by-owner", "4-interruptions", "5-jobs", "6-owner-overview", "7-empty-overview"] {
         let png = artifacts.join(format!("{name}.png"));
         assert!(Path::new(&png).metadata().is_ok_and(|m| m.len() > 10_000), "screenshot {name} is missing or blank");
     }

@@ -177,6 +177,26 @@ await page.locator('[data-testid="machines"]').waitFor();
 assert.equal(await page.evaluate(() => localStorage.length), 0);
 step(`owner ${owner}: ${mine.length} machines`);
 
+// 7. A new, empty pool: every page says in words why it is empty and what to do.
+const emptyUrl = process.env.LULL_EMPTY_URL;
+if (emptyUrl) {
+  await page.click("text=Sign out");
+  await page.goto(emptyUrl + "/#overview");
+  await page.fill("#key", process.env.LULL_EMPTY_KEY);
+  await page.click("button[type=submit]");
+  await page.locator(".empty", { hasText: "No machine has joined yet" }).waitFor();
+  await page.locator(".empty", { hasText: "No jobs yet" }).waitFor();
+  await shot("7-empty-overview");
+  for (const [p, text] of [["donated", "No donated time since"], ["interruptions", "No machines enrolled yet"], ["jobs", "No jobs yet"]]) {
+    await page.click(`a[data-page="${p}"]`);
+    await page.locator(".empty", { hasText: text }).waitFor();
+  }
+  await page.click('a[data-page="donated"]');
+  await page.locator(".empty").waitFor();
+  await shot("8-empty-donated");
+  step("an empty pool explains itself on every page");
+}
+
 assert.deepEqual(errors, [], "no script errors");
 await browser.close();
 step("all checks passed");

@@ -152,7 +152,7 @@ export function Donated({ tick }: { tick: number }) {
                 </div>
               </section>
               <section>
-                <h2>Report rows (what Export CSV downloads)</h2>
+                <h2>Report rows (Export CSV downloads these, with every field)</h2>
                 <table data-testid="report-rows">
                   <thead>
                     <tr>

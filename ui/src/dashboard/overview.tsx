@@ -43,7 +43,8 @@ export function Overview({ tick }: { tick: number }) {
                 {pool.machines_total === 0 ? (
                   <Empty>
                     No machine has joined yet. Create a join token with <code>lull coordinator token create</code> and give it to
-                    owners (tray app: Settings → Coordinator, or <code>lull agent</code> with <code>[coordinator]</code> in its config).
+                    owners: they run <code>lull enrol --url {location.origin} --token TOKEN</code> (or paste it in the tray app's
+                    Settings → Coordinator).
                   </Empty>
                 ) : (
                   <CountBars counts={pool.machines} names={machineState} name="machines-by-state" />
@@ -61,11 +62,10 @@ export function Overview({ tick }: { tick: number }) {
                 )}
               </section>
             </div>
+            {agents.length > 0 && (
             <section>
               <h2>Machines</h2>
-              {agents.length === 0 ? (
-                <Empty>No machines to show.</Empty>
-              ) : (
+              {(
                 <table data-testid="machines">
                   <thead>
                     <tr>
@@ -100,6 +100,7 @@ export function Overview({ tick }: { tick: number }) {
                 </table>
               )}
             </section>
+            )}
           </>
         );
       }}
