@@ -9,6 +9,9 @@ if [ "${1:-build}" = test ]; then
   # The tray app's tests: the AppIndicator library (loaded at run time), trayer as tray
   # host under Xvfb, ImageMagick for screenshots, dunst as notification daemon.
   want+=(libayatana-appindicator3-1 trayer imagemagick dunst)
+  # The coordinator dashboard's browser test: Debian's Chromium, driven by playwright-core
+  # (an npm devDependency of ui/).
+  want+=(chromium)
   for f in ci/packages-*.txt; do
     [ -f "$f" ] || continue
     while read -r line; do

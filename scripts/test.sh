@@ -9,13 +9,14 @@ for f in ci/setup-*.sh; do [ -f "$f" ] && bash "$f"; done
 # Tests that need an X server, a D-Bus daemon, a Wayland compositor or libfaketime skip
 # themselves when those are missing, unless required; here everything is installed, so
 # require it all.
-export LULL_REQUIRE_X11=1 LULL_REQUIRE_FAKETIME=1 LULL_REQUIRE_DBUS=1 LULL_REQUIRE_WAYLAND=1 LULL_REQUIRE_TRAY=1
+export LULL_REQUIRE_X11=1 LULL_REQUIRE_FAKETIME=1 LULL_REQUIRE_DBUS=1 LULL_REQUIRE_WAYLAND=1 LULL_REQUIRE_TRAY=1 LULL_REQUIRE_CHROMIUM=1
 if [ "$(id -u)" = 0 ]; then export LULL_REQUIRE_CGROUPS=1; fi
 # The coordinator's tests run every API test on SQLite and on the PostgreSQL that
 # ci/setup-postgres.sh started, plus the two-replica test.
 export LULL_REQUIRE_POSTGRES=1 LULL_TEST_PG_URL="${LULL_TEST_PG_URL:-postgres://lull:lull@127.0.0.1:5432/lull}"
 cargo fmt --all --check
-# The tray app embeds the built windows (ui/dist) at compile time: build them first.
+# The tray app embeds the built windows (ui/dist) and the coordinator the dashboard
+# (ui/dist-dashboard) at compile time: build them first (`npm run build` builds both).
 # `npm install` (not `npm ci`) installs the versions pinned in package-lock.json: the
 # lock lacks other platforms' optional packages (@tauri-apps/cli-*, @rollup/rollup-*)
 # as this registry serves them, which `npm ci` refuses.

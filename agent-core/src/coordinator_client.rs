@@ -89,6 +89,9 @@ pub struct HeartbeatReport {
     pub free_mem_bytes: u64,
     pub base_speed: f64,
     pub current_speed: f64,
+    /// The owner's daily interruption limit (coordinators before the dashboard refuse
+    /// unknown heartbeat fields: upgrade the coordinator first).
+    pub interruption_limit: u32,
 }
 
 /// A leased task (the fields the guest runtime needs; the rest is ignored).
@@ -299,6 +302,7 @@ pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_b
         free_mem_bytes,
         base_speed,
         current_speed: base_speed * (1.0 - owner),
+        interruption_limit: p.interruption_limit,
     }
 }
 

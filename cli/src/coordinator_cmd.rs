@@ -200,7 +200,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
         let addr = listener.local_addr()?;
         std::fs::write(&f.url_file, format!("http://{addr}\n")).with_context(|| format!("writing {}", f.url_file.display()))?;
-        println!("coordinator on http://{addr} (database {})", redact(&f.db_url));
+        println!("coordinator on http://{addr} (database {}); dashboard at http://{addr}/", redact(&f.db_url));
         if let Some(k) = key {
             println!("admin key: {}", k.display());
         }

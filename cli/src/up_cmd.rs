@@ -82,7 +82,7 @@ pub fn run(a: UpArgs) -> Result<()> {
         };
         println!("Lull is up.");
         println!("  coordinator  {url}   (SQLite: {})", f.db_url.trim_start_matches("sqlite:"));
-        println!("  dashboard    {url}/");
+        println!("  dashboard    {url}/   (sign in with the admin key: the file below holds it)");
         println!("  agent        {machine}, owner {owner}, enrolled as {}", creds.agent_id);
         if let Some(k) = key_file {
             println!("  admin key    {}", k.display());

@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, MatchedPath, Path, Query, Request, State};
 use axum::http::{header, request::Parts, HeaderValue, StatusCode};
 use axum::middleware::Next;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
@@ -124,6 +124,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/enrol", post(enrol))
         .route("/api/v1/heartbeat", post(heartbeat))
         .route("/api/v1/agents", get(agents))
+        .route("/api/v1/pool", get(pool))
         .route("/api/v1/jobs", post(submit).get(list_jobs))
         .route("/api/v1/jobs/{id}", get(get_job))
         .route("/api/v1/jobs/{id}/cancel", post(cancel))
@@ -142,7 +143,8 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(DefaultBodyLimit::max(CHECKPOINT_LIMIT))
         .layer(axum::middleware::from_fn(declared_limit::<CHECKPOINT_LIMIT>));
     Router::new()
-        .route("/", get(dashboard))
+        .route("/", get(crate::dashboard::index))
+        .route("/assets/{*path}", get(crate::dashboard::asset))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
         .route("/api/openapi.json", get(openapi))
@@ -178,15 +180,6 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
         tracing::debug!(%method, route, status, ms = secs * 1e3, "request");
     }
     resp
-}
-
-async fn dashboard() -> Html<&'static str> {
-    Html(
-        "<!doctype html><html><head><meta charset=utf-8><title>Lull coordinator</title></head><body>\
-         <h1>Lull coordinator</h1><p>The dashboard arrives in a later release. Meanwhile: \
-         <a href=\"/api/openapi.json\">the API (OpenAPI)</a>, <a href=\"/metrics\">metrics</a>, \
-         and <code>lull report --by owner --since 7d</code>.</p></body></html>",
-    )
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
@@ -235,7 +228,12 @@ async fn heartbeat(State(app): State<Arc<App>>, Auth(p): Auth, Body(hb): Body<He
 #[utoipa::path(get, path = "/api/v1/agents", security(("bearer" = [])),
     responses((status = 200, body = [AgentInfo]), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn agents(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<Vec<AgentInfo>>> {
-    let mut list = store::list_agents(&app.db, &p).await?;
+    Ok(Json(agents_now(&app, &p).await?))
+}
+
+/// The machines `p` may see, with the latest heartbeat (in memory until the next flush).
+async fn agents_now(app: &App, p: &Principal) -> ApiResult<Vec<AgentInfo>> {
+    let mut list = store::list_agents(&app.db, p).await?;
     for a in &mut list {
         if let Some((at, hb)) = app.live.latest(&a.id) {
             if a.last_seen_ms.is_none_or(|t| t <= at) {
@@ -244,7 +242,47 @@ async fn agents(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<Ve
             }
         }
     }
-    Ok(Json(list))
+    Ok(list)
+}
+
+/// A machine silent for this many heartbeat intervals (and at least 30 s) is offline.
+const OFFLINE_INTERVALS: u32 = 3;
+
+/// A machine's state for the pool overview: its last reported policy state, `offline`
+/// when silent for longer than `offline_after_s`, `never_seen` before its first heartbeat.
+fn machine_state(a: &AgentInfo, now_ms: i64, offline_after_s: u32) -> String {
+    match (&a.heartbeat, a.last_seen_ms) {
+        (Some(hb), Some(t)) if now_ms - t <= offline_after_s as i64 * 1000 => hb.state.clone(),
+        (_, Some(_)) => "offline".to_string(),
+        _ => "never_seen".to_string(),
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/pool", security(("bearer" = [])),
+    responses((status = 200, body = PoolSummary), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn pool(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<PoolSummary>> {
+    need_person(&p)?;
+    let now = now_ms();
+    let offline_after_s = (app.config.heartbeat_interval.as_secs() as u32 * OFFLINE_INTERVALS).max(30);
+    let list = agents_now(&app, &p).await?;
+    let mut machines = std::collections::BTreeMap::new();
+    for a in &list {
+        *machines.entry(machine_state(a, now, offline_after_s)).or_insert(0) += 1;
+    }
+    let jobs: std::collections::BTreeMap<String, u32> = store::job_counts(&app.db, &p).await?.into_iter().collect();
+    let viewer = match &*p {
+        Principal::Owner { owner } => Viewer { role: "owner".into(), owner: Some(owner.clone()) },
+        _ => Viewer { role: "admin".into(), owner: None },
+    };
+    Ok(Json(PoolSummary {
+        now_ms: now,
+        viewer,
+        offline_after_s,
+        machines_total: list.len() as u32,
+        machines,
+        jobs_total: jobs.values().sum(),
+        jobs,
+    }))
 }
 
 #[utoipa::path(post, path = "/api/v1/jobs", request_body = SubmitJob, security(("bearer" = [])),
@@ -532,11 +570,40 @@ impl utoipa::Modify for Security {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports."),
-    paths(create_key, create_join_token, enrol, heartbeat, agents, submit, list_jobs, get_job, cancel, lease, progress, complete, fail, evicted,
+    paths(create_key, create_join_token, enrol, heartbeat, agents, pool, submit, list_jobs, get_job, cancel, lease, progress, complete, fail, evicted,
         gang, put_checkpoint, get_checkpoint, records, reports),
     components(schemas(ErrorBody, CreateJoinToken, JoinToken, CreateKey, ApiKey, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, SubmitJob,
         JobSpec, Job, Task, LeaseRequest, Lease, Progress, ProgressAck, Completion, CompletionAck, TaskRelease, Gang, Record, RecordBatch,
-        RecordsAck, AgentInfo, ReportRow, Report)),
+        RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn silent_machines_are_offline_and_unheard_ones_never_seen() {
+        let hb = Heartbeat {
+            state: "donating".into(),
+            available: false,
+            budget_left: 1,
+            free_mem_bytes: 0,
+            base_speed: 1.0,
+            current_speed: 1.0,
+            interruption_limit: None,
+        };
+        let a = |seen: Option<i64>, hb: Option<Heartbeat>| AgentInfo {
+            id: "x".into(),
+            owner: "o".into(),
+            machine: "m".into(),
+            enrolled_ms: 0,
+            last_seen_ms: seen,
+            heartbeat: hb,
+        };
+        assert_eq!(machine_state(&a(Some(70_000), Some(hb.clone())), 100_000, 30), "donating");
+        assert_eq!(machine_state(&a(Some(69_999), Some(hb.clone())), 100_000, 30), "offline");
+        assert_eq!(machine_state(&a(None, None), 100_000, 30), "never_seen");
+    }
+}

@@ -8,6 +8,9 @@
 
 pub mod api;
 pub mod auth;
+#[cfg(test)]
+mod bindings;
+pub mod dashboard;
 pub mod db;
 pub mod live;
 pub mod metrics;
@@ -92,6 +95,9 @@ pub async fn serve(
     });
     let mut stopped = stop_rx.clone();
     tracing::info!(addr = ?listener.local_addr().ok(), db = ?app.db.dialect, "coordinator listening");
+    if !dashboard::built() {
+        tracing::warn!("this coordinator was built without its dashboard (ui/dist-dashboard was missing): `/` explains how to build it");
+    }
     axum::serve(listener, api::router(app.clone()))
         .with_graceful_shutdown(async move {
             let _ = stopped.wait_for(|s| *s).await;

@@ -127,7 +127,15 @@ mod tests {
     use super::*;
 
     fn hb(available: bool) -> Heartbeat {
-        Heartbeat { state: "idle".into(), available, budget_left: 5, free_mem_bytes: 1, base_speed: 1.0, current_speed: 1.0 }
+        Heartbeat {
+            state: "idle".into(),
+            available,
+            budget_left: 5,
+            free_mem_bytes: 1,
+            base_speed: 1.0,
+            current_speed: 1.0,
+            interruption_limit: Some(5),
+        }
     }
 
     #[test]

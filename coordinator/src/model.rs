@@ -70,6 +70,7 @@ pub struct Enrolment {
 
 /// An agent's periodic report of its state.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(deny_unknown_fields)]
 pub struct Heartbeat {
     /// The policy state (`owner_active`, `idle`, `recruitable`, `donating`, …).
@@ -84,6 +85,10 @@ pub struct Heartbeat {
     pub base_speed: f64,
     /// Current speed S_c under owner load.
     pub current_speed: f64,
+    /// The owner's daily interruption limit in force (sent by agents since the dashboard;
+    /// older agents leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruption_limit: Option<u32>,
 }
 
 /// The coordinator's answer to a heartbeat.
@@ -127,6 +132,7 @@ fn one() -> u32 {
 
 /// What a job runs (stored as JSON).
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct JobSpec {
     pub command: String,
     pub args: Vec<String>,
@@ -136,6 +142,7 @@ pub struct JobSpec {
 
 /// A job and its tasks.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Job {
     pub id: i64,
     pub submitter: String,
@@ -154,6 +161,7 @@ pub struct Job {
 
 /// One rank of a job, as leased to one agent.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Task {
     pub rank: u32,
     /// `queued`, `leased`, `completed`, `failed` or `cancelled`.
@@ -275,6 +283,7 @@ pub struct RecordsAck {
 
 /// An enrolled machine.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct AgentInfo {
     pub id: String,
     pub owner: String,
@@ -286,6 +295,7 @@ pub struct AgentInfo {
 
 /// One row of a donated-time report: a key (owner or machine) and a period (day or week).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, ToSchema, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct ReportRow {
     /// The owner's name, or the machine's agent id.
     pub key: String,
@@ -307,9 +317,37 @@ pub struct ReportRow {
 
 /// A report.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct Report {
     pub by: String,
     pub period: String,
     pub since: String,
     pub rows: Vec<ReportRow>,
+}
+
+/// Who is looking: what the dashboard shows depends on it.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct Viewer {
+    /// `admin` or `owner`.
+    pub role: String,
+    /// The owner's name (owner keys only).
+    pub owner: Option<String>,
+}
+
+/// The pool at a glance: machines and jobs counted by state.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct PoolSummary {
+    pub now_ms: i64,
+    pub viewer: Viewer,
+    /// A machine not heard from for this long counts as `offline`.
+    pub offline_after_s: u32,
+    pub machines_total: u32,
+    /// Machines by their last reported policy state (`idle`, `donating`, `owner_active`,
+    /// `paused`, …), `offline` (silent for `offline_after_s`) or `never_seen`.
+    pub machines: BTreeMap<String, u32>,
+    pub jobs_total: u32,
+    /// Jobs by state (`queued`, `running`, `completed`, `failed`, `cancelled`).
+    pub jobs: BTreeMap<String, u32>,
 }

@@ -1,5 +1,6 @@
 //! Donated-time reports per owner or machine and per day or week: donated CPU- and
-//! wall-seconds (from the agents' ledger records), interruptions used against the limit,
+//! wall-seconds (from the agents' ledger records), interruptions used against the limit
+//! (the limit from interruption records and from the heartbeats of each day),
 //! the fraction of the period available (from heartbeats), jobs completed, evictions and
 //! linger time; as JSON or CSV.
 //!
@@ -127,8 +128,10 @@ pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report,
             }
         }
     }
-    let avail =
-        sqlx::query("SELECT agent_id, day, available_ms FROM availability WHERE day >= $1").bind(&since).fetch_all(&db.pool).await?;
+    let avail = sqlx::query("SELECT agent_id, day, available_ms, interruption_limit AS lim FROM availability WHERE day >= $1")
+        .bind(&since)
+        .fetch_all(&db.pool)
+        .await?;
     let period_ms = match q.period {
         Period::Day => 86_400_000.0,
         Period::Week => 7.0 * 86_400_000.0,
@@ -140,6 +143,12 @@ pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report,
         if let Some(k) = row_for(&mut rows, &agent, &day) {
             let row = rows.get_mut(&k).expect("row_for inserted it");
             row.available_fraction += col::<i64>(r, "available_ms")? as f64 / period_ms;
+            // The limit the machine's heartbeats reported that day counts even when no
+            // interruption (which carries its own limit) happened.
+            if let Some(l) = col::<Option<i64>>(r, "lim")? {
+                let e = limits.entry((row.key.clone(), row.period.clone(), agent.clone())).or_insert(0);
+                *e = (*e).max(l);
+            }
             machines_in.entry((row.key.clone(), row.period.clone())).or_default().insert(agent);
         }
     }

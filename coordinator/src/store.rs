@@ -737,11 +737,11 @@ pub async fn flush_snapshots(db: &Db, snaps: &[Snapshot]) -> Result<()> {
     let mut tx = db.pool.begin().await?;
     for chunk in snaps.chunks(FLUSH_CHUNK) {
         let sql = format!(
-            "WITH v(id, t, st, av, bl, fm, bs, cs) AS (VALUES {})
+            "WITH v(id, t, st, av, bl, fm, bs, cs, il) AS (VALUES {})
              UPDATE agents SET last_seen_ms = v.t, state = v.st, available = v.av, budget_left = v.bl, free_mem_bytes = v.fm,
-                base_speed = v.bs, current_speed = v.cs
+                base_speed = v.bs, current_speed = v.cs, interruption_limit = COALESCE(v.il, agents.interruption_limit)
              FROM v WHERE agents.id = v.id",
-            placeholders(chunk.len(), 8)
+            placeholders(chunk.len(), 9)
         );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for s in chunk {
@@ -753,22 +753,31 @@ pub async fn flush_snapshots(db: &Db, snaps: &[Snapshot]) -> Result<()> {
                 .bind(s.hb.budget_left as i64)
                 .bind(i64::try_from(s.hb.free_mem_bytes).unwrap_or(i64::MAX))
                 .bind(s.hb.base_speed)
-                .bind(s.hb.current_speed);
+                .bind(s.hb.current_speed)
+                .bind(s.hb.interruption_limit.map(i64::from));
         }
         q.execute(&mut *tx).await?;
     }
-    let avail: Vec<(&str, &str, i64, i64)> =
-        snaps.iter().flat_map(|s| s.availability.iter().map(move |(d, a, o)| (s.agent_id.as_str(), d.as_str(), *a, *o))).collect();
+    // Each day's row also keeps the interruption limit last reported that day, so reports
+    // know a machine's limit on days without an interruption.
+    let avail: Vec<(&str, &str, i64, i64, Option<i64>)> = snaps
+        .iter()
+        .flat_map(|s| {
+            let lim = s.hb.interruption_limit.map(i64::from);
+            s.availability.iter().map(move |(d, a, o)| (s.agent_id.as_str(), d.as_str(), *a, *o, lim))
+        })
+        .collect();
     for chunk in avail.chunks(FLUSH_CHUNK) {
         let sql = format!(
-            "INSERT INTO availability(agent_id, day, available_ms, observed_ms) VALUES {}
+            "INSERT INTO availability(agent_id, day, available_ms, observed_ms, interruption_limit) VALUES {}
              ON CONFLICT(agent_id, day) DO UPDATE SET available_ms = availability.available_ms + excluded.available_ms,
-             observed_ms = availability.observed_ms + excluded.observed_ms",
-            placeholders(chunk.len(), 4)
+             observed_ms = availability.observed_ms + excluded.observed_ms,
+             interruption_limit = COALESCE(excluded.interruption_limit, availability.interruption_limit)",
+            placeholders(chunk.len(), 5)
         );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (agent, day, a, o) in chunk {
-            q = q.bind(agent.to_string()).bind(day.to_string()).bind(*a).bind(*o);
+        for (agent, day, a, o, lim) in chunk {
+            q = q.bind(agent.to_string()).bind(day.to_string()).bind(*a).bind(*o).bind(*lim);
         }
         q.execute(&mut *tx).await?;
     }
@@ -784,7 +793,8 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
         Principal::Agent { .. } => return Err(StoreError::Forbidden),
     };
     let rows = sqlx::query(
-        "SELECT id, owner, name, enrolled_ms, last_seen_ms, state, available, budget_left, free_mem_bytes, base_speed, current_speed
+        "SELECT id, owner, name, enrolled_ms, last_seen_ms, state, available, budget_left, free_mem_bytes, base_speed, current_speed,
+                interruption_limit
          FROM agents WHERE ($1 = '' OR owner = $1) ORDER BY owner, name, id",
     )
     .bind(owner)
@@ -801,6 +811,7 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
                     free_mem_bytes: col::<Option<i64>>(r, "free_mem_bytes")?.unwrap_or(0) as u64,
                     base_speed: col::<Option<f64>>(r, "base_speed")?.unwrap_or(0.0),
                     current_speed: col::<Option<f64>>(r, "current_speed")?.unwrap_or(0.0),
+                    interruption_limit: col::<Option<i64>>(r, "interruption_limit")?.map(|l| l.clamp(0, u32::MAX as i64) as u32),
                 }),
                 None => None,
             };
@@ -814,4 +825,13 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
             })
         })
         .collect()
+}
+
+/// Jobs `who` may see, counted by state.
+pub async fn job_counts(db: &Db, who: &Principal) -> Result<Vec<(String, u32)>> {
+    let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM jobs WHERE ($1 = '' OR submitter = $1) GROUP BY state ORDER BY state")
+        .bind(if *who == Principal::Admin { String::new() } else { who.submitter() })
+        .fetch_all(&db.pool)
+        .await?;
+    rows.iter().map(|r| Ok((col(r, "state")?, col::<i64>(r, "n")? as u32))).collect()
 }

@@ -37,6 +37,7 @@ async fn outbox_sync_survives_lost_acks_and_outages_without_loss_or_double() {
         free_mem_bytes: coordinator_client::free_memory(),
         base_speed: speed,
         current_speed: speed,
+        interruption_limit: 5,
     };
     client.heartbeat(&hb).await.unwrap();
 

@@ -472,7 +472,9 @@ async fn openapi_and_metrics_on(b: Backend) {
     let anon = s.client("");
     let doc: serde_json::Value = anon.get_ok("/api/openapi.json").await;
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
-    for p in ["/api/v1/heartbeat", "/api/v1/lease", "/api/v1/records", "/api/v1/reports", "/api/v1/tasks/{job}/{rank}/complete"] {
+    for p in
+        ["/api/v1/heartbeat", "/api/v1/lease", "/api/v1/records", "/api/v1/reports", "/api/v1/pool", "/api/v1/tasks/{job}/{rank}/complete"]
+    {
         assert!(doc["paths"].get(p).is_some(), "{p} documented");
     }
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
@@ -559,5 +561,86 @@ async fn gang_restart_on(b: Backend) {
     assert!(p.cancel, "the surviving rank is told to stop");
     let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
     assert_eq!(job.state, "failed");
+    s.stop().await;
+}
+
+both!(pool_summary_and_limits_for_the_dashboard, pool_summary_on);
+/// The dashboard's pool overview counts machines by reported state (silent ones offline,
+/// never heard from as never_seen) and jobs by state, each limited to what the caller may
+/// see; the daily interruption limit heartbeats carry reaches `/agents` and the report's
+/// `interruption_limit` on a day without any interruption; and `/` serves a page.
+async fn pool_summary_on(b: Backend) {
+    let mut c = test_config();
+    c.heartbeat_interval = Duration::from_secs(1);
+    let Some((_db, s)) = server_with(b, c).await else { return };
+    let admin = s.admin();
+    let hb = |state: &str, limit: Option<u32>| {
+        let mut v = json!({"state": state, "available": state == "idle", "budget_left": 3, "free_mem_bytes": 1, "base_speed": 1.0,
+            "current_speed": 1.0});
+        if let Some(l) = limit {
+            v["interruption_limit"] = json!(l);
+        }
+        v
+    };
+    let (a_id, a) = s.enrol("alice", "desk").await;
+    let (_, a2) = s.enrol("alice", "laptop").await;
+    let (_, b1) = s.enrol("bob", "lab").await;
+    let (_, _never) = s.enrol("bob", "spare").await;
+    let _: HeartbeatAck = a.post_ok("/api/v1/heartbeat", hb("idle", Some(7))).await;
+    let _: HeartbeatAck = a2.post_ok("/api/v1/heartbeat", hb("donating", None)).await;
+    let _: HeartbeatAck = b1.post_ok("/api/v1/heartbeat", hb("owner_active", Some(2))).await;
+    let alice = s.owner("alice").await;
+    let bob = s.owner("bob").await;
+    for (who, n) in [(&admin, 2), (&alice, 1), (&bob, 1)] {
+        for _ in 0..n {
+            let _: Job = who.post_ok("/api/v1/jobs", job("/bin/sh")).await;
+        }
+    }
+    let l = a.lease(1 << 30, 0).await.expect("work");
+    assert_eq!(a.complete(&l, 1.0, 0.0).await.0, 200);
+    let _ = a2.lease(1 << 30, 0).await.expect("work");
+
+    let p: PoolSummary = admin.get_ok("/api/v1/pool").await;
+    assert_eq!(p.viewer, Viewer { role: "admin".into(), owner: None });
+    assert_eq!(p.machines_total, 4);
+    let m = |p: &PoolSummary, k: &str| p.machines.get(k).copied().unwrap_or(0);
+    assert_eq!((m(&p, "idle"), m(&p, "donating"), m(&p, "owner_active"), m(&p, "never_seen")), (1, 1, 1, 1), "{:?}", p.machines);
+    assert_eq!(p.jobs_total, 4);
+    assert_eq!(p.jobs.get("completed"), Some(&1));
+    assert_eq!(p.jobs.get("running"), Some(&1));
+    assert_eq!(p.jobs.get("queued"), Some(&2));
+    assert_eq!(p.jobs.values().sum::<u32>(), p.jobs_total);
+    // Owners see their own machines and their own jobs only.
+    let pa: PoolSummary = alice.get_ok("/api/v1/pool").await;
+    assert_eq!(pa.viewer, Viewer { role: "owner".into(), owner: Some("alice".into()) });
+    assert_eq!((pa.machines_total, m(&pa, "idle"), m(&pa, "donating"), pa.jobs_total), (2, 1, 1, 1));
+    assert_eq!(a.get("/api/v1/pool").await.0, 403, "agents have no pool view");
+    assert_eq!(s.client("").get("/api/v1/pool").await.0, 401);
+
+    // The limit reaches the agent list (live, then from the database after a flush).
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let agents: Vec<AgentInfo> = admin.get_ok("/api/v1/agents").await;
+    let desk = agents.iter().find(|x| x.id == a_id).unwrap();
+    assert_eq!(desk.heartbeat.as_ref().and_then(|h| h.interruption_limit), Some(7));
+    let stored: Option<i64> =
+        sqlx::query_scalar("SELECT interruption_limit FROM agents WHERE id = $1").bind(&a_id).fetch_one(&s.db.pool).await.unwrap();
+    assert_eq!(stored, Some(7));
+    // A second heartbeat opens an availability interval; the day's row keeps the limit,
+    // so the report shows it although no interruption happened.
+    let _: HeartbeatAck = a.post_ok("/api/v1/heartbeat", hb("idle", Some(7))).await;
+    let _: HeartbeatAck = b1.post_ok("/api/v1/heartbeat", hb("owner_active", Some(2))).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let r: Report = admin.get_ok("/api/v1/reports?by=machine&since=1d").await;
+    let row = r.rows.iter().find(|x| x.key == a_id).expect("desk row");
+    assert_eq!((row.interruptions, row.interruption_limit), (0, 7), "{row:?}");
+    let r: Report = admin.get_ok("/api/v1/reports?by=owner&since=1d").await;
+    let limits: Vec<(String, u32)> = r.rows.iter().map(|x| (x.key.clone(), x.interruption_limit)).collect();
+    assert_eq!(limits, vec![("alice".to_string(), 7), ("bob".to_string(), 2)], "the laptop sent no limit");
+
+    let (st, page) = s.client("").get_text("/").await;
+    assert_eq!(st, 200);
+    assert!(page.contains("<title>Lull"), "{page}");
+    assert_eq!(s.client("").get("/assets/..%2F..%2FCargo.toml").await.0, 404);
+    assert_eq!(s.client("").get("/assets/no-such-file.js").await.0, 404);
     s.stop().await;
 }

@@ -1,5 +1,5 @@
 //! `lull up` as a real process: a coordinator on embedded SQLite and this machine's agent
-//! enrolled to it and linked (heartbeats, ledger records); the dashboard placeholder,
+//! enrolled to it and linked (heartbeats, ledger records); the dashboard page,
 //! `lull submit` and `lull report` against it with the defaults it left in the data
 //! directory; a restart that keeps the enrolment; and a clean stop on SIGTERM.
 
