@@ -251,6 +251,11 @@ fn wait_exit_or_kill(c: &mut Child, timeout: Duration) -> Option<std::process::E
     }
 }
 
+/// Whether a process has a WebKit library mapped.
+fn maps_webkit(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps").contains("libwebkit2gtk")
+}
+
 /// The command names of a process's descendants.
 fn descendants(pid: u32) -> Vec<String> {
     let out = Command::new("ps").args(["-e", "-o", "pid=,ppid=,comm="]).output().expect("ps");
@@ -321,6 +326,9 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     wait_until("the tray icon", Duration::from_secs(20), || tray.log().contains("tray shows state"));
     std::thread::sleep(Duration::from_millis(800));
     desk.screenshot("tray-icon.png");
+    let pid = tray.child.as_ref().expect("running").id();
+    assert!(descendants(pid).is_empty(), "no window, no child process: {:?}", descendants(pid));
+    assert!(!maps_webkit(pid), "the idle tray process maps no WebKit library");
 
     // Menu: [headline (disabled)], Donate now ▸, Pause ▸, Resume, Open Lull, Settings, Quit.
     // Pause ▸ Until I resume.
@@ -355,8 +363,12 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     std::thread::sleep(Duration::from_secs(4)); // let the page load and draw its chart
     let shot = desk.screenshot("status-window.png");
     assert!(std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0) > 10_000, "a real screenshot");
-    let pid = tray.child.as_ref().expect("running").id();
-    assert!(descendants(pid).iter().any(|n| n.starts_with("WebKitWebProces")), "a web process renders the open window");
+    // The window runs in a child process, `lull-window`, with WebKit's processes under
+    // it; the tray process itself never maps WebKit.
+    let family = descendants(pid);
+    assert!(family.iter().any(|n| n == "lull-window"), "the window runs in lull-window: {family:?}");
+    assert!(family.iter().any(|n| n.starts_with("WebKitWebProces")), "a web process renders the open window: {family:?}");
+    assert!(!maps_webkit(pid), "the tray process maps no WebKit library, even with a window open");
 
     // Esc closes the window; the app and its agent keep running.
     let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
@@ -366,7 +378,9 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     assert!(tray.try_status().is_some(), "the agent runs on with no window open");
     // The window's WebKit processes went with it: nothing of WebKit runs while no window
     // is open.
-    wait_until("WebKit's processes to end", Duration::from_secs(15), || !descendants(pid).iter().any(|n| n.starts_with("WebKit")));
+    wait_until("the window process and WebKit's to end", Duration::from_secs(15), || {
+        !descendants(pid).iter().any(|n| n.starts_with("WebKit") || n == "lull-window")
+    });
 
     // And a window opens again afterwards (WebKit starts new helpers).
     menu(&desk, &["Down", "Down", "Down", "Down", "Return"]);
