@@ -370,6 +370,23 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     assert!(family.iter().any(|n| n.starts_with("WebKitWebProces")), "a web process renders the open window: {family:?}");
     assert!(!maps_webkit(pid), "the tray process maps no WebKit library, even with a window open");
 
+    // Settings from the tray while the status window is open: the same window process
+    // opens it (one WebKit for both windows). The window sits over trayer's panel: move
+    // it aside first.
+    let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
+    desk.xdotool(&["windowmove", "--sync", &win, "300", "200"]);
+    menu(&desk, &["Down", "Down", "Down", "Down", "Down", "Return"]);
+    wait_until("the settings window", Duration::from_secs(30), || desk.find_window(&["--name", "^Lull settings"]).is_some());
+    let family = descendants(pid);
+    assert_eq!(family.iter().filter(|n| *n == "lull-window").count(), 1, "one window process for both windows: {family:?}");
+    std::thread::sleep(Duration::from_secs(3)); // let the page load
+    desk.screenshot("settings-over-status.png");
+    let win = desk.find_window(&["--name", "^Lull settings"]).expect("settings window");
+    desk.xdotool(&["windowfocus", "--sync", &win]);
+    desk.keys(&["Escape"]);
+    wait_until("the settings window to close", Duration::from_secs(10), || desk.find_window(&["--name", "^Lull settings"]).is_none());
+    assert!(descendants(pid).iter().any(|n| n == "lull-window"), "the status window is still open, so its process runs on");
+
     // Esc closes the window; the app and its agent keep running.
     let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
     desk.xdotool(&["windowfocus", "--sync", &win]);
