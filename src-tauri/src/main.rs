@@ -73,9 +73,9 @@ fn parse_args() -> Result<Option<Args>> {
 }
 
 fn main() -> ExitCode {
-    // GDK 3 looks up GL visuals when it opens an X display (and again for the XEmbed tray
-    // icon's visual), which maps Mesa and LLVM: ~30 MB PSS that the tray process, which
-    // draws only an icon and a menu, never uses. `GDK_GL=disable` stops that (GTK 3.24
+    // GDK 3 can map Mesa and LLVM for the XEmbed tray icon's visual (seen with a freshly
+    // started trayer: 48 instead of 26 MB PSS, docs/BENCHMARKS.md), which the tray
+    // process, drawing only an icon and a menu, never uses. `GDK_GL=disable` stops that (GTK 3.24
     // reads GDK_GL; `GDK_DEBUG=gl-disable` needs a debug build of GTK). The window process
     // does not inherit it. LULL_TRAY_GL=1 keeps GL. This runs first, before any thread.
     let mut unset = Vec::new();
