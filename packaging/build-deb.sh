@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the tray app's .deb with the Tauri bundler (the npm package @tauri-apps/cli, pinned
-# in ui/package-lock.json). The package holds lull-tray, the `lull` CLI, the systemd user
+# in ui/package-lock.json). The package holds lull-tray and its window process lull-window
+# (the bundler takes every binary of the crate), the `lull` CLI, the systemd user
 # unit for the headless agent, the autostart entry template and the icons.
 #
 # Only the deb target is built here: the AppImage target (kept in tauri.conf.json) downloads
@@ -15,6 +16,6 @@ tauri=$PWD/ui/node_modules/.bin/tauri
 (cd src-tauri && "$tauri" build --no-bundle --ci) >&2
 # The release profile keeps line tables for backtraces; the package ships without them
 # (127 MB → about 25 MB for lull-tray).
-strip --strip-debug target/release/lull-tray target/release/lull
+strip --strip-debug target/release/lull-tray target/release/lull-window target/release/lull
 (cd src-tauri && "$tauri" bundle --bundles deb --ci) >&2
 ls -t target/release/bundle/deb/*.deb | head -n1

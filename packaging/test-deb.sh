@@ -14,12 +14,14 @@ check() { # description, command...
 $SUDO dpkg -i "$deb" >/dev/null || { $SUDO apt-get install -y -qq -f >/dev/null; $SUDO dpkg -i "$deb" >/dev/null; }
 trap '$SUDO dpkg -r lull >/dev/null 2>&1 || true' EXIT
 check "package is installed" dpkg -s lull
-for f in /usr/bin/lull-tray /usr/bin/lull /usr/lib/systemd/user/lull-agent.service \
+for f in /usr/bin/lull-tray /usr/bin/lull-window /usr/bin/lull /usr/lib/systemd/user/lull-agent.service \
   /usr/share/lull-tray/lull-tray-autostart.desktop /usr/share/applications/Lull.desktop \
   /usr/share/icons/hicolor/128x128/apps/lull-tray.png /usr/share/icons/hicolor/48x48/apps/lull-tray.png; do
   check "installs $f" test -e "$f"
 done
 check "lull-tray --version" /usr/bin/lull-tray --version
+check "lull-window --version" /usr/bin/lull-window --version
+check "the tray process links no WebKit" sh -c '! ldd /usr/bin/lull-tray | grep -q webkit'
 if command -v systemd-analyze >/dev/null; then check "systemd unit verifies" systemd-analyze verify /usr/lib/systemd/user/lull-agent.service; fi
 tmp=$(mktemp -d)
 export LULL_CONFIG=$tmp/config.toml LULL_DATA_DIR=$tmp LULL_SOCKET=$tmp/agent.sock

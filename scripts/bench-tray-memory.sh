@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Measures the tray app's memory across all its processes (the app and every descendant:
-# WebKit's web and network processes, bubblewrap, xdg-dbus-proxy…), summing PSS (each
-# shared page split among the processes sharing it) and RSS from /proc/PID/smaps_rollup.
-# Three moments: tray only (no window ever opened), status window open, and after that
-# window was closed again. Runs under its own Xvfb with trayer as tray host.
-# Usage: scripts/bench-tray-memory.sh [path/to/lull-tray]   (default: release build)
+# Measures the tray app's memory across all its processes: lull-tray and every descendant
+# (the window process lull-window, and WebKit's web and network processes under it,
+# bubblewrap, xdg-dbus-proxy…), summing PSS (each shared page split among the processes
+# sharing it) and RSS from /proc/PID/smaps_rollup. Three moments: tray only (no window
+# ever opened), status window open, and after that window was closed again. Runs under
+# its own Xvfb with trayer as tray host. RUNS=n repeats the three moments n times.
+# Usage: scripts/bench-tray-memory.sh [path/to/lull-tray]   (default: release build;
+# lull-window must sit beside it, as `cargo build --release -p lull-tray` leaves it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/release/lull-tray}
-[ -x "$bin" ] || { echo "no $bin: build it with (cd ui && npm run build) && cargo build --release -p lull-tray" >&2; exit 1; }
+for b in "$bin" "$(dirname "$bin")/lull-window"; do
+  [ -x "$b" ] || { echo "no $b: build it with (cd ui && npm run build) && cargo build --release -p lull-tray" >&2; exit 1; }
+done
+runs=${RUNS:-1}
 settle=${SETTLE:-10}
 n=$((90 + $$ % 50)); dpy=":$n"
 tmp=$(mktemp -d)
@@ -52,16 +57,18 @@ run_app() {
   app=$!; pids+=($app)
 }
 
-run_app
-sleep "$settle"
-measure "tray only, no window" $app
-kill $app; wait $app 2>/dev/null || true
+for _ in $(seq "$runs"); do
+  run_app
+  sleep "$settle"
+  measure "tray only, no window" $app
+  kill $app; wait $app 2>/dev/null || true
 
-run_app --open status
-sleep "$settle"
-measure "status window open" $app
-win=$(DISPLAY=$dpy xdotool search --onlyvisible --name '^Lull$' | tail -n1)
-DISPLAY=$dpy xdotool windowfocus --sync "$win" key Escape
-sleep "$settle"
-measure "after closing the window" $app
-kill $app; wait $app 2>/dev/null || true
+  run_app --open status
+  sleep "$settle"
+  measure "status window open" $app
+  win=$(DISPLAY=$dpy xdotool search --onlyvisible --name '^Lull$' | tail -n1)
+  DISPLAY=$dpy xdotool windowfocus --sync "$win" key Escape
+  sleep "$settle"
+  measure "after closing the window" $app
+  kill $app; wait $app 2>/dev/null || true
+done

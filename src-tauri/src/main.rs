@@ -1,9 +1,11 @@
 //! `lull-tray`: Lull's tray app. It runs the agent in-process (the same
 //! `agent_core::agent::run` driver as `lull agent`, so there is one policy), shows its
-//! state in a tray icon with a menu, and opens the status and settings windows on demand.
+//! state in a tray icon with a menu (GTK with the `tray-icon` crate), and opens the status
+//! and settings windows on demand in a child process, `lull-window` (the Tauri webview
+//! app), which ends when its last window closes. This process never loads WebKit.
 //!
-//! Before Tauri touches GTK or the tray it checks what the desktop offers, because Tauri
-//! panics where something is missing:
+//! Before GTK or the tray is touched it checks what the desktop offers, because they
+//! panic where something is missing:
 //! - no display (or one that cannot be opened): says so, runs the headless agent;
 //! - no AppIndicator library: says so, runs with the status window instead of a tray
 //!   icon (closing the window quits);
@@ -13,25 +15,21 @@
 //! Usage: `lull-tray [--open status|settings] [--no-tray] [--headless]`. The paths are
 //! those of `lull` (`LULL_CONFIG`, `LULL_DATA_DIR`, `LULL_SOCKET`).
 
-mod autostart;
-mod bindings;
-mod commands;
 mod embedded;
 mod notify;
 mod probe;
 mod tray;
+mod which;
 mod windows;
 
 use agent_core::agent::Notice;
 use agent_core::config::Config;
 use agent_core::paths::Paths;
 use agent_core::policy::Action;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
-use tauri::{AppHandle, Manager, RunEvent};
-use windows::Which;
+use std::sync::mpsc;
+use windows::{Which, Windows};
 
 const USAGE: &str = "usage: lull-tray [--open status|settings] [--no-tray] [--headless]
 
@@ -52,11 +50,11 @@ fn parse_args() -> Result<Option<Args>> {
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--open" => {
-                a.open = Some(match it.next().as_deref() {
-                    Some("status") => Which::Status,
-                    Some("settings") => Which::Settings,
-                    other => bail!("--open takes status or settings, not {other:?}\n{USAGE}"),
-                })
+                let w = it.next();
+                match w.as_deref().and_then(Which::parse) {
+                    Some(w) => a.open = Some(w),
+                    None => bail!("--open takes status or settings, not {w:?}\n{USAGE}"),
+                }
             }
             "--no-tray" => a.no_tray = true,
             "--headless" => a.headless = true,
@@ -75,14 +73,17 @@ fn parse_args() -> Result<Option<Args>> {
 }
 
 fn main() -> ExitCode {
-    // GDK 3 probes GL visuals when it opens an X display, which maps Mesa (and LLVM):
-    // ~25 MB that an idle tray app never uses. The windows are plain documents that WebKit
-    // draws fine without GL in this process. LULL_TRAY_GL=1 keeps GDK's GL. This runs
-    // first, before any thread exists.
-    if std::env::var_os("GDK_DEBUG").is_none() && std::env::var_os("LULL_TRAY_GL").is_none_or(|v| v != "1") {
-        std::env::set_var("GDK_DEBUG", "gl-disable");
+    // GDK 3 can map Mesa and LLVM for the XEmbed tray icon's visual (seen with a freshly
+    // started trayer: 48 instead of 26 MB PSS, docs/BENCHMARKS.md), which the tray
+    // process, drawing only an icon and a menu, never uses. `GDK_GL=disable` stops that (GTK 3.24
+    // reads GDK_GL; `GDK_DEBUG=gl-disable` needs a debug build of GTK). The window process
+    // does not inherit it. LULL_TRAY_GL=1 keeps GL. This runs first, before any thread.
+    let mut unset = Vec::new();
+    if std::env::var_os("GDK_GL").is_none() && std::env::var_os("LULL_TRAY_GL").is_none_or(|v| v != "1") {
+        std::env::set_var("GDK_GL", "disable");
+        unset.push("GDK_GL");
     }
-    match run() {
+    match run(unset) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lull-tray: {e:#}");
@@ -91,7 +92,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<()> {
+fn run(unset: Vec<&'static str>) -> Result<()> {
     let Some(args) = parse_args()? else { return Ok(()) };
     let paths = Paths::from_env()?;
     // A bad config is refused before anything starts, naming the field and its range.
@@ -125,7 +126,7 @@ fn run() -> Result<()> {
         eprintln!("lull-tray: {why}");
         tracing::warn!("{why}");
     }
-    gui(paths, config, fallback, args.open)
+    gui(paths, config, fallback, args.open, unset)
 }
 
 /// No GUI: the agent alone, printing its state changes like `lull agent`.
@@ -159,80 +160,54 @@ impl Fallback {
     }
 }
 
-fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>) -> Result<()> {
+fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, unset: Vec<&'static str>) -> Result<()> {
     let (ntx, nrx) = mpsc::channel::<Notice>();
-    let handle: Arc<OnceLock<AppHandle>> = Arc::new(OnceLock::new());
-    let agent_stopped = Arc::new(AtomicBool::new(false));
-    let on_exit = {
-        let (handle, stopped) = (handle.clone(), agent_stopped.clone());
-        // The agent stopped (Quit, SIGTERM, or an error): the app ends with it. If the
-        // app is not up yet, `setup` sees the flag and ends it there.
-        Box::new(move || {
-            stopped.store(true, Ordering::SeqCst);
-            if let Some(h) = handle.get() {
-                h.exit(0);
-            }
-        })
-    };
     let observer: embedded::Observer = Box::new(move |n: &Notice| {
         let _ = ntx.send(n.clone());
     });
-    let agent = embedded::Embedded::start(paths, config, observer, on_exit)?;
+    // The agent stopped (Quit, SIGTERM, or an error): the app ends with it.
+    let agent = embedded::Embedded::start(paths, config, observer, Box::new(quit_main_loop))?;
     let socket = agent.socket.clone();
-    let agent = Arc::new(Mutex::new(Some(agent)));
 
     let with_tray = !matches!(fallback, Fallback::WindowOnly(_));
+    // With a tray icon Lull keeps running when the last window closes; without one (or
+    // with no host to show it) the window was the app, so it ends.
     let keep_running = matches!(fallback, Fallback::None);
     let first_window = match (&fallback, open) {
         (_, Some(w)) => Some(w),
         (Fallback::None, None) => None,
         _ => Some(Which::Status),
     };
-    let app = tauri::Builder::default()
-        .manage(commands::Ctx { socket: socket.clone(), fallback: fallback.reason().map(str::to_owned) })
-        .manage(tray::ShownState::default())
-        .invoke_handler(tauri::generate_handler![
-            commands::status,
-            commands::today,
-            commands::get_settings,
-            commands::save_settings,
-            commands::open_window,
-            commands::fallback
-        ])
-        .setup(move |app| {
-            let h = app.handle().clone();
-            let _ = handle.set(h.clone());
-            if agent_stopped.load(Ordering::SeqCst) {
-                h.exit(0);
-                return Ok(());
-            }
-            if with_tray {
-                let t = tray::build(&h, socket.clone(), |app| {
-                    tracing::info!("quit from the tray menu");
-                    app.exit(0)
-                })?;
-                app.manage(t);
-            }
-            if let Some(w) = first_window {
-                windows::open(&h, w)?;
-            }
-            std::thread::Builder::new().name("tray-follow".into()).spawn(move || tray::follow(h, socket, nrx))?;
-            Ok(())
-        })
-        .build(tauri::generate_context!())
-        .context("starting the tray app")?;
-    app.run(move |app, event| match event {
-        RunEvent::WindowEvent { event: tauri::WindowEvent::Destroyed, .. } => windows::reap_helpers(app),
-        // The last window closed: with a tray icon Lull keeps running; without one the
-        // window was the app, so it ends.
-        RunEvent::ExitRequested { api, code: None, .. } if keep_running => api.prevent_exit(),
-        RunEvent::Exit => {
-            if let Some(mut a) = agent.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                a.stop();
-            }
-            tracing::info!("lull-tray stopped");
+    let windows = Windows::new(windows::window_bin()?, fallback.reason().map(str::to_owned), unset, move || {
+        if !keep_running {
+            tracing::info!("the window closed: quitting");
+            quit_main_loop();
         }
-        _ => {}
     });
+    if with_tray {
+        tray::build(socket.clone(), windows.clone(), || {
+            tracing::info!("quit from the tray menu");
+            quit_main_loop();
+        })
+        .map_err(|e| anyhow::anyhow!("building the tray icon: {e}"))?;
+    }
+    if let Some(w) = first_window {
+        if let Err(e) = windows.open(w) {
+            if !keep_running {
+                return Err(e.context("the window stands in for the tray icon"));
+            }
+            tracing::error!("cannot open the {} window: {e:#}", w.label());
+        }
+    }
+    std::thread::Builder::new().name("tray-follow".into()).spawn(move || tray::follow(socket, nrx, with_tray))?;
+    gtk::main();
+    windows.close();
+    drop(agent); // stops the agent: ledger flushed, socket removed
+    tracing::info!("lull-tray stopped");
     Ok(())
+}
+
+/// Ends `gtk::main` (from any thread; also when asked before it runs).
+fn quit_main_loop() {
+    gtk::glib::idle_add_once(gtk::main_quit);
 }

@@ -3,19 +3,22 @@
 //! and "interruptions 2 of 5". Linux tray hosts (AppIndicator) show no tooltips, so the
 //! same line heads the menu as a disabled item. Menu actions are control requests to the
 //! embedded agent, on its socket, exactly as `lull pause 1h` sends them.
+//!
+//! Built on the `tray-icon` and `muda` crates (what Tauri's tray is made of) with GTK
+//! directly, so the tray process never loads Tauri's webview runtime. Icon and menu live
+//! on the GTK main thread; other threads hand statuses over with [`show`].
 
 use crate::notify::{self, Limiter};
-use crate::windows::{self, Which};
+use crate::windows::{Which, Windows};
 use agent_core::agent::Notice;
 use agent_core::control::{call, AgentStatus, Request, Response};
 use agent_core::policy::{DonateSpan, PauseSpan, StateKind};
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tauri::image::Image;
-use tauri::menu::{Menu, MenuItem, PredefinedMenuItem, Submenu};
-use tauri::tray::{TrayIcon, TrayIconBuilder};
-use tauri::{AppHandle, Manager};
+use tray_icon::menu::{Menu, MenuEvent, MenuItem, PredefinedMenuItem, Submenu};
+use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
 
 /// The seven icons the owner sees (recruitable looks idle; evicting looks owner-active).
 pub fn icon_bytes(state: StateKind) -> &'static [u8] {
@@ -97,96 +100,124 @@ pub fn request_for(item: &str) -> Option<Request> {
     })
 }
 
-/// The live parts of the tray.
-pub struct Tray {
-    pub icon: TrayIcon,
-    pub headline: MenuItem<tauri::Wry>,
-    pub resume: MenuItem<tauri::Wry>,
+/// Decodes one of the PNG icons to RGBA.
+pub fn decode_png(bytes: &[u8]) -> Result<(Vec<u8>, u32, u32), String> {
+    let mut d = png::Decoder::new(std::io::Cursor::new(bytes));
+    d.set_transformations(png::Transformations::normalize_to_color8() | png::Transformations::ALPHA);
+    let mut r = d.read_info().map_err(|e| e.to_string())?;
+    let mut buf = vec![0; r.output_buffer_size().ok_or("the image is too large")?];
+    let info = r.next_frame(&mut buf).map_err(|e| e.to_string())?;
+    if info.color_type != png::ColorType::Rgba {
+        return Err(format!("{:?} pixels, not RGBA", info.color_type));
+    }
+    buf.truncate(info.buffer_size());
+    Ok((buf, info.width, info.height))
 }
 
-/// Builds the tray icon and menu. `quit` runs on Quit.
-pub fn build(app: &AppHandle, socket: PathBuf, quit: impl Fn(&AppHandle) + Send + Sync + 'static) -> tauri::Result<Tray> {
-    let headline = MenuItem::with_id(app, "headline", "Lull: starting…", false, None::<&str>)?;
+/// The tray icon for a state.
+pub fn icon(state: StateKind) -> Result<Icon, String> {
+    let (rgba, w, h) = decode_png(icon_bytes(state))?;
+    Icon::from_rgba(rgba, w, h).map_err(|e| e.to_string())
+}
+
+/// The live parts of the tray (GTK main thread only).
+struct Tray {
+    icon: TrayIcon,
+    headline: MenuItem,
+    resume: MenuItem,
+    /// The state and tooltip shown, so the icon is replaced only on a change.
+    shown: Option<(StateKind, String)>,
+}
+
+thread_local! {
+    static TRAY: RefCell<Option<Tray>> = const { RefCell::new(None) };
+}
+
+/// Builds the tray icon and menu; call on the GTK main thread after `gtk::init`. Menu
+/// items become control requests on `socket`; Open Lull and Settings open windows; `quit`
+/// runs on Quit.
+pub fn build(socket: PathBuf, windows: Windows, quit: impl Fn() + Send + Sync + 'static) -> Result<(), String> {
+    let err = |e: tray_icon::menu::Error| e.to_string();
+    let headline = MenuItem::with_id("headline", "Lull: starting…", false, None);
     let donate = Submenu::with_items(
-        app,
         "Donate now",
         true,
-        &[
-            &MenuItem::with_id(app, id::DONATE_1H, "For 1 hour", true, None::<&str>)?,
-            &MenuItem::with_id(app, id::DONATE_RETURN, "Until I return", true, None::<&str>)?,
-        ],
-    )?;
+        &[&MenuItem::with_id(id::DONATE_1H, "For 1 hour", true, None), &MenuItem::with_id(id::DONATE_RETURN, "Until I return", true, None)],
+    )
+    .map_err(err)?;
     let pause = Submenu::with_items(
-        app,
         "Pause",
         true,
         &[
-            &MenuItem::with_id(app, id::PAUSE_1H, "For 1 hour", true, None::<&str>)?,
-            &MenuItem::with_id(app, id::PAUSE_3H, "For 3 hours", true, None::<&str>)?,
-            &MenuItem::with_id(app, id::PAUSE_TOMORROW, "Until tomorrow", true, None::<&str>)?,
-            &MenuItem::with_id(app, id::PAUSE_RESUMED, "Until I resume", true, None::<&str>)?,
+            &MenuItem::with_id(id::PAUSE_1H, "For 1 hour", true, None),
+            &MenuItem::with_id(id::PAUSE_3H, "For 3 hours", true, None),
+            &MenuItem::with_id(id::PAUSE_TOMORROW, "Until tomorrow", true, None),
+            &MenuItem::with_id(id::PAUSE_RESUMED, "Until I resume", true, None),
         ],
-    )?;
-    let resume = MenuItem::with_id(app, id::RESUME, "Resume", true, None::<&str>)?;
-    let menu = Menu::with_items(
-        app,
-        &[
-            &headline,
-            &PredefinedMenuItem::separator(app)?,
-            &donate,
-            &pause,
-            &resume,
-            &PredefinedMenuItem::separator(app)?,
-            &MenuItem::with_id(app, id::OPEN, "Open Lull", true, None::<&str>)?,
-            &MenuItem::with_id(app, id::SETTINGS, "Settings", true, None::<&str>)?,
-            &PredefinedMenuItem::separator(app)?,
-            &MenuItem::with_id(app, id::QUIT, "Quit", true, None::<&str>)?,
-        ],
-    )?;
-    let icon = TrayIconBuilder::with_id("lull")
-        .icon(Image::from_bytes(icon_bytes(StateKind::Idle))?)
-        .tooltip("Lull")
-        .menu(&menu)
-        .show_menu_on_left_click(true)
-        .on_menu_event(move |app, event| {
-            let item = event.id().as_ref().to_string();
-            tracing::info!(item = %item, "tray menu");
-            match item.as_str() {
-                id::OPEN => open_logged(app, Which::Status),
-                id::SETTINGS => open_logged(app, Which::Settings),
-                id::QUIT => quit(app),
-                _ => {
-                    if let Some(req) = request_for(&item) {
-                        let socket = socket.clone();
-                        let app = app.clone();
-                        std::thread::spawn(move || match call(&socket, &req) {
-                            Ok(Response::Status(s)) => refresh(&app, &s),
-                            Ok(_) => {}
-                            Err(e) => tracing::error!("menu {item}: {e}"),
-                        });
-                    }
+    )
+    .map_err(err)?;
+    let resume = MenuItem::with_id(id::RESUME, "Resume", true, None);
+    let menu = Menu::with_items(&[
+        &headline,
+        &PredefinedMenuItem::separator(),
+        &donate,
+        &pause,
+        &resume,
+        &PredefinedMenuItem::separator(),
+        &MenuItem::with_id(id::OPEN, "Open Lull", true, None),
+        &MenuItem::with_id(id::SETTINGS, "Settings", true, None),
+        &PredefinedMenuItem::separator(),
+        &MenuItem::with_id(id::QUIT, "Quit", true, None),
+    ])
+    .map_err(err)?;
+    MenuEvent::set_event_handler(Some(move |event: MenuEvent| {
+        let item = event.id().as_ref().to_string();
+        tracing::info!(item = %item, "tray menu");
+        match item.as_str() {
+            id::OPEN => open_logged(&windows, Which::Status),
+            id::SETTINGS => open_logged(&windows, Which::Settings),
+            id::QUIT => quit(),
+            _ => {
+                if let Some(req) = request_for(&item) {
+                    let socket = socket.clone();
+                    std::thread::spawn(move || match call(&socket, &req) {
+                        Ok(Response::Status(s)) => show(*s),
+                        Ok(_) => {}
+                        Err(e) => tracing::error!("menu {item}: {e}"),
+                    });
                 }
             }
-        })
-        .build(app)?;
-    Ok(Tray { icon, headline, resume })
+        }
+    }));
+    let icon = TrayIconBuilder::new()
+        .with_id("lull")
+        .with_icon(icon(StateKind::Idle)?)
+        .with_tooltip("Lull")
+        .with_menu(Box::new(menu))
+        .build()
+        .map_err(|e| e.to_string())?;
+    TRAY.with(|t| *t.borrow_mut() = Some(Tray { icon, headline, resume, shown: None }));
+    Ok(())
 }
 
-fn open_logged(app: &AppHandle, w: Which) {
-    if let Err(e) = windows::open(app, w) {
-        tracing::error!("cannot open the {} window: {e}", w.label());
+fn open_logged(windows: &Windows, w: Which) {
+    if let Err(e) = windows.open(w) {
+        tracing::error!("cannot open the {} window: {e:#}", w.label());
     }
 }
 
+/// Shows a status in the tray, from any thread (it runs on the GTK main thread).
+pub fn show(s: AgentStatus) {
+    gtk::glib::MainContext::default().invoke(move || TRAY.with(|t| refresh(t.borrow_mut().as_mut(), &s)));
+}
+
 /// Updates icon, tooltip and menu headline from a status.
-pub fn refresh(app: &AppHandle, s: &AgentStatus) {
-    let Some(tray) = app.try_state::<Tray>() else { return };
-    let shown = app.state::<ShownState>();
+fn refresh(tray: Option<&mut Tray>, s: &AgentStatus) {
+    let Some(tray) = tray else { return };
     let tip = tooltip(s);
-    let mut last = shown.0.lock().unwrap_or_else(|e| e.into_inner());
-    let state_changed = last.as_ref().is_none_or(|(st, _)| *st != s.policy.state);
+    let state_changed = tray.shown.as_ref().is_none_or(|(st, _)| *st != s.policy.state);
     if state_changed {
-        match Image::from_bytes(icon_bytes(s.policy.state)) {
+        match icon(s.policy.state) {
             Ok(img) => {
                 if let Err(e) = tray.icon.set_icon(Some(img)) {
                     tracing::warn!("cannot set the tray icon: {e}");
@@ -194,26 +225,20 @@ pub fn refresh(app: &AppHandle, s: &AgentStatus) {
             }
             Err(e) => tracing::warn!("bad tray icon: {e}"),
         }
-        let _ = tray.resume.set_enabled(s.policy.state == StateKind::Paused || s.policy.donate_now);
+        tray.resume.set_enabled(s.policy.state == StateKind::Paused || s.policy.donate_now);
         tracing::info!(state = s.policy.state.as_str(), "tray shows state");
     }
-    if last.as_ref().is_none_or(|(_, t)| *t != tip) {
+    if tray.shown.as_ref().is_none_or(|(_, t)| *t != tip) {
         let _ = tray.icon.set_tooltip(Some(&tip));
-        let _ = tray.headline.set_text(tip.replace('\n', " · "));
-        *last = Some((s.policy.state, tip));
-    } else if let Some(l) = last.as_mut() {
-        l.0 = s.policy.state;
+        tray.headline.set_text(tip.replace('\n', " · "));
     }
+    tray.shown = Some((s.policy.state, tip));
 }
 
-/// Managed state: the state and tooltip the tray shows, so the icon is replaced only on
-/// a change.
-#[derive(Default)]
-pub struct ShownState(std::sync::Mutex<Option<(StateKind, String)>>);
-
 /// Follows the agent: every notice (and every 2 s) refreshes the tray from the agent's
-/// status; notices that deserve it become desktop notifications, rate-limited.
-pub fn follow(app: AppHandle, socket: PathBuf, notices: mpsc::Receiver<Notice>) {
+/// status; notices that deserve it become desktop notifications, rate-limited. Returns
+/// when the agent is gone (its notice channel closed).
+pub fn follow(socket: PathBuf, notices: mpsc::Receiver<Notice>, with_tray: bool) {
     let mut limiter = Limiter::default();
     loop {
         match notices.recv_timeout(Duration::from_secs(2)) {
@@ -236,8 +261,10 @@ pub fn follow(app: AppHandle, socket: PathBuf, notices: mpsc::Receiver<Notice>) 
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
-        if let Ok(Response::Status(s)) = call(&socket, &Request::Status) {
-            refresh(&app, &s);
+        if with_tray {
+            if let Ok(Response::Status(s)) = call(&socket, &Request::Status) {
+                show(*s);
+            }
         }
     }
 }
@@ -262,7 +289,9 @@ mod tests {
             let b = icon_bytes(s);
             assert!(b.starts_with(b"\x89PNG"), "{s:?} icon is a PNG");
             assert!(seen.insert(b.as_ptr() as usize), "{s:?} shares an icon");
-            Image::from_bytes(b).unwrap_or_else(|e| panic!("{s:?} icon decodes: {e}"));
+            let (rgba, w, h) = decode_png(b).unwrap_or_else(|e| panic!("{s:?} icon decodes: {e}"));
+            assert_eq!((rgba.len(), w, h), (64 * 64 * 4, 64, 64), "{s:?} icon is 64×64 RGBA");
+            icon(s).unwrap_or_else(|e| panic!("{s:?} icon makes a tray icon: {e}"));
         }
     }
 

@@ -1,77 +1,125 @@
-//! Windows are made on demand and torn down when closed: while none is open, no webview
-//! (and no WebKit process) exists, which keeps the idle tray app small (see
-//! docs/BENCHMARKS.md). WebKit ends a window's web process with the window, but keeps its
-//! network process for the app's lifetime (≈ 30 MB); [`reap_helpers`] ends it once the
-//! last window is gone, and WebKit starts a new one with the next window.
+//! The windows, seen from the tray process: they run in a child process, `lull-window`
+//! (the Tauri webview app, installed beside `lull-tray`), started when the owner asks for
+//! a window and ending when its last window closes. The tray process itself never loads
+//! WebKit, which keeps it small while no window is open (docs/BENCHMARKS.md, issue 6).
+//!
+//! While the child runs, further windows are asked for on its stdin (one name a line), so
+//! Status and Settings share one WebKit. Closing its stdin (on Quit, or if the tray dies)
+//! ends it.
 
-use tauri::{AppHandle, Manager, WebviewUrl, WebviewWindowBuilder};
+use anyhow::{Context, Result};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Which {
-    Status,
-    Settings,
+pub use crate::which::Which;
+
+struct Running {
+    child: Child,
+    stdin: ChildStdin,
 }
 
-impl Which {
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Status => "status",
-            Self::Settings => "settings",
+/// The window process, if one runs. Cloning shares it.
+#[derive(Clone)]
+pub struct Windows {
+    running: Arc<Mutex<Option<Running>>>,
+    bin: PathBuf,
+    note: Option<String>,
+    /// Environment variables the tray set for itself that the windows must not inherit.
+    unset: Vec<&'static str>,
+    on_closed: Arc<dyn Fn() + Send + Sync>,
+}
+
+/// `lull-window` beside this executable, or `LULL_WINDOW_BIN`.
+pub fn window_bin() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("LULL_WINDOW_BIN").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    Ok(std::env::current_exe().context("finding this executable")?.with_file_name("lull-window"))
+}
+
+impl Windows {
+    /// `note` is shown atop the status window; `on_closed` runs (on a helper thread) when
+    /// the window process has ended, i.e. its last window closed.
+    pub fn new(bin: PathBuf, note: Option<String>, unset: Vec<&'static str>, on_closed: impl Fn() + Send + Sync + 'static) -> Self {
+        Self { running: Arc::default(), bin, note, unset, on_closed: Arc::new(on_closed) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Running>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Opens (or raises) the window: asks the running window process, or starts one.
+    pub fn open(&self, which: Which) -> Result<()> {
+        let mut g = self.lock();
+        if let Some(r) = g.as_mut() {
+            let alive = matches!(r.child.try_wait(), Ok(None));
+            if alive && writeln!(r.stdin, "{}", which.label()).and_then(|()| r.stdin.flush()).is_ok() {
+                return Ok(());
+            }
+            // It is ending (its last window just closed): a new one takes the request.
+            if let Some(mut old) = g.take() {
+                let _ = old.child.wait();
+            }
         }
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["--from-tray", "--open", which.label()]).stdin(Stdio::piped());
+        if let Some(n) = &self.note {
+            cmd.args(["--note", n]);
+        }
+        for k in &self.unset {
+            cmd.env_remove(k);
+        }
+        let mut child = cmd.spawn().with_context(|| format!("starting {}", self.bin.display()))?;
+        let pid = child.id();
+        let Some(stdin) = child.stdin.take() else {
+            // Unreachable (stdin is piped above); end the child rather than lose track of it.
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!("no pipe to the window process");
+        };
+        tracing::info!(pid, "window process started for the {} window", which.label());
+        *g = Some(Running { child, stdin });
+        drop(g);
+        let me = self.clone();
+        std::thread::Builder::new().name("window-watch".into()).spawn(move || me.watch(pid)).context("starting the window watcher")?;
+        Ok(())
     }
-}
 
-/// Shows the window, creating it if it is not open.
-pub fn open(app: &AppHandle, which: Which) -> tauri::Result<()> {
-    if let Some(w) = app.get_webview_window(which.label()) {
-        w.show()?;
-        return w.set_focus();
-    }
-    let (title, w, h) = match which {
-        Which::Status => ("Lull", 780.0, 680.0),
-        Which::Settings => ("Lull settings", 720.0, 800.0),
-    };
-    let url = WebviewUrl::App(format!("index.html?view={}", which.label()).into());
-    WebviewWindowBuilder::new(app, which.label(), url).title(title).inner_size(w, h).min_inner_size(480.0, 360.0).build()?;
-    Ok(())
-}
-
-/// After the last window closed: ends WebKit's helper processes (children of this
-/// process named `WebKit…`), which WebKit would otherwise keep until the app exits.
-#[cfg(target_os = "linux")]
-pub fn reap_helpers(app: &AppHandle) {
-    if !app.webview_windows().is_empty() {
-        return;
-    }
-    let app = app.clone();
-    std::thread::spawn(move || {
-        // Let WebKit finish tearing the window down first.
-        std::thread::sleep(std::time::Duration::from_millis(1500));
-        if !app.webview_windows().is_empty() {
+    /// Polls the window process `pid` until it ends, then reaps it and runs `on_closed`.
+    fn watch(&self, pid: u32) {
+        loop {
+            std::thread::sleep(Duration::from_millis(200));
+            let mut g = self.lock();
+            let Some(r) = g.as_mut().filter(|r| r.child.id() == pid) else { return };
+            match r.child.try_wait() {
+                Ok(None) => continue,
+                Ok(Some(st)) => tracing::info!(pid, "window process ended ({st})"),
+                Err(e) => tracing::warn!(pid, "cannot wait for the window process: {e}"),
+            }
+            *g = None;
+            drop(g);
+            (self.on_closed)();
             return;
         }
-        for pid in webkit_children() {
-            tracing::info!(pid, "ending an idle WebKit helper process");
-            // SAFETY: a signal to a child process of ours, found just above.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-        }
-    });
-}
+    }
 
-/// Child processes of this one whose name starts with "WebKit".
-#[cfg(target_os = "linux")]
-fn webkit_children() -> Vec<i32> {
-    let me = std::process::id().to_string();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            // "pid (comm) state ppid …": comm may hold spaces, so split after the last ')'.
-            let Some((head, tail)) = stat.rsplit_once(')') else { return false };
-            let comm = head.split_once('(').map(|(_, c)| c).unwrap_or("");
-            let ppid = tail.split_whitespace().nth(1).unwrap_or("");
-            ppid == me && comm.starts_with("WebKit")
-        })
-        .collect()
+    /// Ends the window process: closes its stdin (it closes its windows and exits), and
+    /// kills it if it has not ended within 5 s.
+    pub fn close(&self) {
+        let Some(Running { mut child, stdin }) = self.lock().take() else { return };
+        drop(stdin);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        tracing::warn!("the window process did not end within 5 s: killing it");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

@@ -251,6 +251,11 @@ fn wait_exit_or_kill(c: &mut Child, timeout: Duration) -> Option<std::process::E
     }
 }
 
+/// Whether a process has a WebKit library mapped.
+fn maps_webkit(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps").contains("libwebkit2gtk")
+}
+
 /// The command names of a process's descendants.
 fn descendants(pid: u32) -> Vec<String> {
     let out = Command::new("ps").args(["-e", "-o", "pid=,ppid=,comm="]).output().expect("ps");
@@ -321,6 +326,9 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     wait_until("the tray icon", Duration::from_secs(20), || tray.log().contains("tray shows state"));
     std::thread::sleep(Duration::from_millis(800));
     desk.screenshot("tray-icon.png");
+    let pid = tray.child.as_ref().expect("running").id();
+    assert!(descendants(pid).is_empty(), "no window, no child process: {:?}", descendants(pid));
+    assert!(!maps_webkit(pid), "the idle tray process maps no WebKit library");
 
     // Menu: [headline (disabled)], Donate now ▸, Pause ▸, Resume, Open Lull, Settings, Quit.
     // Pause ▸ Until I resume.
@@ -355,8 +363,29 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     std::thread::sleep(Duration::from_secs(4)); // let the page load and draw its chart
     let shot = desk.screenshot("status-window.png");
     assert!(std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0) > 10_000, "a real screenshot");
-    let pid = tray.child.as_ref().expect("running").id();
-    assert!(descendants(pid).iter().any(|n| n.starts_with("WebKitWebProces")), "a web process renders the open window");
+    // The window runs in a child process, `lull-window`, with WebKit's processes under
+    // it; the tray process itself never maps WebKit.
+    let family = descendants(pid);
+    assert!(family.iter().any(|n| n == "lull-window"), "the window runs in lull-window: {family:?}");
+    assert!(family.iter().any(|n| n.starts_with("WebKitWebProces")), "a web process renders the open window: {family:?}");
+    assert!(!maps_webkit(pid), "the tray process maps no WebKit library, even with a window open");
+
+    // Settings from the tray while the status window is open: the same window process
+    // opens it (one WebKit for both windows). The window sits over trayer's panel: move
+    // it aside first.
+    let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
+    desk.xdotool(&["windowmove", "--sync", &win, "300", "200"]);
+    menu(&desk, &["Down", "Down", "Down", "Down", "Down", "Return"]);
+    wait_until("the settings window", Duration::from_secs(30), || desk.find_window(&["--name", "^Lull settings"]).is_some());
+    let family = descendants(pid);
+    assert_eq!(family.iter().filter(|n| *n == "lull-window").count(), 1, "one window process for both windows: {family:?}");
+    std::thread::sleep(Duration::from_secs(3)); // let the page load
+    desk.screenshot("settings-over-status.png");
+    let win = desk.find_window(&["--name", "^Lull settings"]).expect("settings window");
+    desk.xdotool(&["windowfocus", "--sync", &win]);
+    desk.keys(&["Escape"]);
+    wait_until("the settings window to close", Duration::from_secs(10), || desk.find_window(&["--name", "^Lull settings"]).is_none());
+    assert!(descendants(pid).iter().any(|n| n == "lull-window"), "the status window is still open, so its process runs on");
 
     // Esc closes the window; the app and its agent keep running.
     let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
@@ -366,7 +395,9 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     assert!(tray.try_status().is_some(), "the agent runs on with no window open");
     // The window's WebKit processes went with it: nothing of WebKit runs while no window
     // is open.
-    wait_until("WebKit's processes to end", Duration::from_secs(15), || !descendants(pid).iter().any(|n| n.starts_with("WebKit")));
+    wait_until("the window process and WebKit's to end", Duration::from_secs(15), || {
+        !descendants(pid).iter().any(|n| n.starts_with("WebKit") || n == "lull-window")
+    });
 
     // And a window opens again afterwards (WebKit starts new helpers).
     menu(&desk, &["Down", "Down", "Down", "Down", "Return"]);

@@ -92,11 +92,7 @@ pub fn fallback(ctx: tauri::State<'_, Ctx>) -> Option<String> {
 
 #[tauri::command]
 pub fn open_window(app: AppHandle, which: String) -> Result<(), String> {
-    let w = match which.as_str() {
-        "status" => windows::Which::Status,
-        "settings" => windows::Which::Settings,
-        other => return Err(format!("no window called {other:?}")),
-    };
+    let w = windows::Which::parse(&which).ok_or_else(|| format!("no window called {which:?}"))?;
     windows::open(&app, w).map_err(|e| e.to_string())
 }
 

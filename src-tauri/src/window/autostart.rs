@@ -1,11 +1,11 @@
 //! "Start Lull when I log in": an XDG autostart entry
 //! (`$XDG_CONFIG_HOME/autostart/lull-tray.desktop`), written from the same desktop file
-//! the package ships (`packaging/lull-tray-autostart.desktop`), with `Exec` set to this
-//! binary.
+//! the package ships (`packaging/lull-tray-autostart.desktop`), with `Exec` set to the
+//! `lull-tray` installed beside this binary (the settings window runs in `lull-window`).
 
 use std::path::PathBuf;
 
-const TEMPLATE: &str = include_str!("../../packaging/lull-tray-autostart.desktop");
+const TEMPLATE: &str = include_str!("../../../packaging/lull-tray-autostart.desktop");
 
 /// Where the entry lives.
 pub fn entry_path() -> Option<PathBuf> {
@@ -30,7 +30,7 @@ pub fn set(on: bool) -> std::io::Result<()> {
             _ => Ok(()),
         };
     }
-    let exe = std::env::current_exe()?;
+    let exe = std::env::current_exe()?.with_file_name("lull-tray");
     let text: String =
         TEMPLATE.lines().map(|l| if l.starts_with("Exec=") { format!("Exec=\"{}\"\n", exe.display()) } else { format!("{l}\n") }).collect();
     if let Some(dir) = path.parent() {
@@ -53,6 +53,7 @@ mod tests {
         assert!(enabled());
         let text = std::fs::read_to_string(dir.path().join("autostart/lull-tray.desktop")).expect("entry");
         assert!(text.contains("[Desktop Entry]") && text.contains("Exec=\"/"), "{text}");
+        assert!(text.contains("/lull-tray\"\n"), "the entry starts the tray, not the window process: {text}");
         set(false).expect("remove entry");
         assert!(!enabled());
         set(false).expect("removing twice is fine");

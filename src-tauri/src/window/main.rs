@@ -1,0 +1,123 @@
+//! `lull-window`: Lull's status and settings windows, a Tauri webview app. The tray app
+//! (`lull-tray`) starts it when the owner asks for a window and it ends when its last
+//! window closes, so WebKit (its libraries, its web and network processes) is in memory
+//! only while a window is open. It holds no agent: every command speaks the control
+//! protocol on the agent's socket (`LULL_SOCKET`), like `lull`.
+//!
+//! Usage: `lull-window [--open status|settings] [--note TEXT] [--from-tray]`.
+//! `--from-tray`: each line on stdin names a window to open (`status`, `settings`), and
+//! stdin closing (the tray quit or died) ends the process. `--note` is shown atop the
+//! status window (why there is no tray icon).
+
+mod autostart;
+mod bindings;
+mod commands;
+#[path = "../which.rs"]
+mod which;
+mod windows;
+
+use agent_core::paths::Paths;
+use anyhow::{bail, Context, Result};
+use std::io::BufRead;
+use std::process::ExitCode;
+use windows::Which;
+
+const USAGE: &str = "usage: lull-window [--open status|settings] [--note TEXT] [--from-tray]
+
+  --open WINDOW  the window to open (default: status)
+  --note TEXT    a line shown atop the status window
+  --from-tray    take further windows to open from stdin, one name a line; end when stdin closes";
+
+#[derive(Debug, Default)]
+struct Args {
+    open: Option<Which>,
+    note: Option<String>,
+    from_tray: bool,
+}
+
+fn parse_args() -> Result<Option<Args>> {
+    let mut a = Args::default();
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--open" => {
+                let w = it.next();
+                a.open = Some(
+                    w.as_deref().and_then(Which::parse).with_context(|| format!("--open takes status or settings, not {w:?}\n{USAGE}"))?,
+                );
+            }
+            "--note" => a.note = Some(it.next().with_context(|| format!("--note takes a text\n{USAGE}"))?),
+            "--from-tray" => a.from_tray = true,
+            "--version" | "-V" => {
+                println!("lull-window {}", env!("CARGO_PKG_VERSION"));
+                return Ok(None);
+            }
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(None);
+            }
+            other => bail!("unknown argument {other:?}\n{USAGE}"),
+        }
+    }
+    Ok(Some(a))
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lull-window: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
+    let Some(args) = parse_args()? else { return Ok(()) };
+    let paths = Paths::from_env()?;
+    let _guard = agent_core::logging::init(&paths.log_dir, "window")?;
+    let first = args.open.unwrap_or(Which::Status);
+    let from_tray = args.from_tray;
+    let app = tauri::Builder::default()
+        .manage(commands::Ctx { socket: paths.socket.clone(), fallback: args.note })
+        .invoke_handler(tauri::generate_handler![
+            commands::status,
+            commands::today,
+            commands::get_settings,
+            commands::save_settings,
+            commands::open_window,
+            commands::fallback
+        ])
+        .setup(move |app| {
+            let h = app.handle().clone();
+            windows::open(&h, first)?;
+            if from_tray {
+                std::thread::Builder::new().name("tray-requests".into()).spawn(move || follow_tray(h))?;
+            }
+            Ok(())
+        })
+        .build(tauri::generate_context!())
+        .context("starting the window app")?;
+    // The last window closed: the process ends (Tauri's default), WebKit's with it.
+    app.run(|_, _| {});
+    tracing::info!("lull-window stopped");
+    Ok(())
+}
+
+/// Opens the windows the tray asks for, one name a line on stdin; ends the app when the
+/// tray closes stdin (it quit, or died).
+fn follow_tray(app: tauri::AppHandle) {
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        match Which::parse(line.trim()) {
+            Some(w) => {
+                if let Err(e) = windows::open(&app, w) {
+                    tracing::error!("cannot open the {} window: {e}", w.label());
+                }
+            }
+            None => tracing::warn!("the tray asked for an unknown window {line:?}"),
+        }
+    }
+    tracing::info!("the tray closed its pipe: closing the windows");
+    app.exit(0);
+}
