@@ -6,8 +6,7 @@
 //!   runtime's fast path (`GuestHost::fast_freeze`) → the kernel reports the guests'
 //!   cgroup frozen. Latency from sending the event to `frozen 1`, p50/p99/max.
 //! - `slowdown`: an owner workload (a fixed CPU task plus a 1 ms periodic wake-up probe)
-//!   alone, with a CPU-bound guest under Lull, the same with guest placement off (the
-//!   guest may share the owner's CPU), and with the same guest at plain nice 19
+//!   alone, with a CPU-bound guest under Lull, and with the same guest at plain nice 19
 //!   (BOINC-style), interleaved round by round in one run: LDR (owner slowdown), wake-up
 //!   latency and FCSR (share of the idle cycles the guest used).
 //! - `memory`: with swap on, an owner working set and a guest trying to allocate past its
@@ -432,8 +431,8 @@ pub fn slowdown(a: SlowdownArgs) -> Result<()> {
     let base = format!("lull-bench-slow-{}", std::process::id());
     let (mut rt, _id, _dir) = runtime_with(&base, |_| {}, spinners(ncpu))?;
     rt.apply(GuestDirective::Freeze);
-    let mut runs: [Vec<OwnerRun>; 4] = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
-    let bar = indicatif::ProgressBar::new(a.rounds as u64 * 4);
+    let mut runs: [Vec<OwnerRun>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    let bar = indicatif::ProgressBar::new(a.rounds as u64 * 3);
     if a.json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
@@ -441,36 +440,31 @@ pub fn slowdown(a: SlowdownArgs) -> Result<()> {
         // Alone (the Lull guest frozen: it uses no CPU).
         runs[0].push(owner_run(iters, &|| 0));
         bar.inc(1);
-        // With the guest under Lull, then the same with placement off: the guest may
-        // share the owner's CPU (A/B).
-        for (k, placement) in [(1, true), (2, false)] {
-            rt.set_placement(placement);
-            rt.apply(GuestDirective::Accept);
-            std::thread::sleep(Duration::from_millis(300));
-            let cell = Mutex::new(&mut rt);
-            runs[k].push(owner_run(iters, &|| {
-                let mut g = cell.lock().unwrap_or_else(|p| p.into_inner());
-                g.tick();
-                g.reading().cpu_us_total
-            }));
-            rt.apply(GuestDirective::Freeze);
-            bar.inc(1);
-        }
-        rt.set_placement(true);
+        // With the guest under Lull.
+        rt.apply(GuestDirective::Accept);
+        std::thread::sleep(Duration::from_millis(300));
+        let cell = Mutex::new(&mut rt);
+        runs[1].push(owner_run(iters, &|| {
+            let mut g = cell.lock().unwrap_or_else(|p| p.into_inner());
+            g.tick();
+            g.reading().cpu_us_total
+        }));
+        rt.apply(GuestDirective::Freeze);
+        bar.inc(1);
         // With the same guest at plain nice 19.
         let nice = NiceGuest::start(ncpu)?;
         std::thread::sleep(Duration::from_millis(300));
-        runs[3].push(owner_run(iters, &|| nice.cpu_us()));
+        runs[2].push(owner_run(iters, &|| nice.cpu_us()));
         drop(nice);
         bar.inc(1);
     }
     bar.finish_and_clear();
     rt.apply(GuestDirective::Evict);
 
-    let names = ["alone", "lull", "lull_shared_cpus", "nice19"];
+    let names = ["alone", "lull", "nice19"];
     let mut rows = Vec::new();
-    let mut med_task = [0.0; 4];
-    let mut p99_wake = [0.0; 4];
+    let mut med_task = [0.0; 3];
+    let mut p99_wake = [0.0; 3];
     for (k, rs) in runs.iter().enumerate() {
         let mut task: Vec<f64> = rs.iter().map(|r| r.task_s).collect();
         let mut wake: Vec<f64> = rs.iter().flat_map(|r| r.wake_us.iter().copied()).collect();
@@ -491,8 +485,8 @@ pub fn slowdown(a: SlowdownArgs) -> Result<()> {
     remove_base(&base);
     let result = serde_json::json!({
         "cpus": ncpu, "rounds": a.rounds, "containment": containment, "configs": rows,
-        "ldr": {"lull": ldr(1), "lull_shared_cpus": ldr(2), "nice19": ldr(3)},
-        "wake_p99_increase_us": {"lull": p99_wake[1] - p99_wake[0], "lull_shared_cpus": p99_wake[2] - p99_wake[0], "nice19": p99_wake[3] - p99_wake[0]},
+        "ldr": {"lull": ldr(1), "nice19": ldr(2)},
+        "wake_p99_increase_us": {"lull": p99_wake[1] - p99_wake[0], "nice19": p99_wake[2] - p99_wake[0]},
         "goal": {"owner_slowdown_max": 0.005, "wake_p99_increase_max_us": 50, "fcsr_min": 0.95},
     });
     if a.json {
@@ -501,7 +495,7 @@ pub fn slowdown(a: SlowdownArgs) -> Result<()> {
         println!("owner slowdown and harvest, {ncpu} CPUs, {} rounds interleaved, guest = {ncpu} spinning processes:", a.rounds);
         for r in &rows {
             println!(
-                "  {:16} task {:.3} s (median)  wake-up overshoot p50 {:.0} µs p99 {:.0} µs  FCSR {:.3}",
+                "  {:7} task {:.3} s (median)  wake-up overshoot p50 {:.0} µs p99 {:.0} µs  FCSR {:.3}",
                 r["config"].as_str().unwrap_or(""),
                 r["task_s_median"].as_f64().unwrap_or(0.0),
                 r["wake_overshoot_us"]["p50"].as_f64().unwrap_or(0.0),
@@ -510,12 +504,11 @@ pub fn slowdown(a: SlowdownArgs) -> Result<()> {
             );
         }
         println!(
-            "  LDR lull {:.4} · lull sharing CPUs {:.4} · nice19 {:.4}   (goal ≤ 1.005) · wake p99 increase lull {:+.0} µs · nice19 {:+.0} µs (goal ≤ 50)",
+            "  LDR lull {:.4} · nice19 {:.4}   (goal ≤ 1.005) · wake p99 increase lull {:+.0} µs · nice19 {:+.0} µs (goal ≤ 50)",
             ldr(1),
             ldr(2),
-            ldr(3),
             p99_wake[1] - p99_wake[0],
-            p99_wake[3] - p99_wake[0]
+            p99_wake[2] - p99_wake[0]
         );
     }
     Ok(())

@@ -14,7 +14,6 @@ use std::path::PathBuf;
 
 #[cfg(target_os = "linux")]
 pub mod linux;
-pub mod placement;
 
 /// One guest job to run.
 #[derive(Clone, Debug, PartialEq)]

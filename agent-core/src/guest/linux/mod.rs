@@ -11,7 +11,6 @@
 pub mod cgroup;
 pub mod fallback;
 pub mod memory;
-pub mod placer;
 pub mod priority;
 pub mod sandbox;
 pub mod spawn;
@@ -170,8 +169,6 @@ pub struct LinuxRuntime {
     migration: Option<(Instant, Duration)>,
     seq: u64,
     refused: Option<String>,
-    /// Keeps thawed guests off the CPUs the owner is using (None: could not start).
-    placer: Option<placer::Placer>,
 }
 
 impl LinuxRuntime {
@@ -226,14 +223,6 @@ impl LinuxRuntime {
                 None
             }
         };
-        // LULL_PLACEMENT=0 lets guests share the owner's CPUs (for A/B measurements).
-        let placer = match placer::Placer::start(std::env::var("LULL_PLACEMENT").map_or(true, |v| v != "0")) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                error!("could not start the guest placement thread: {e}");
-                None
-            }
-        };
         info!(containment = kind.as_str(), landlock_abi, base = %base, "guest runtime ready");
         Self {
             cfg,
@@ -260,7 +249,6 @@ impl LinuxRuntime {
             migration: None,
             seq: 0,
             refused: None,
-            placer,
         }
     }
 
@@ -292,37 +280,9 @@ impl LinuxRuntime {
         self.maintain();
     }
 
-    /// Turns guest placement (keeping thawed guests off the owner's CPUs) on or off.
-    pub fn set_placement(&self, enabled: bool) {
-        if let Some(p) = &self.placer {
-            p.set_enabled(enabled);
-        }
-    }
-
-    /// The CPUs thawed guests are pinned to right now (None while none run).
-    pub fn placement(&self) -> Option<Vec<usize>> {
-        self.placer.as_ref().and_then(|p| p.applied())
-    }
-
-    /// Tells the placement thread which guests exist and whether they run.
-    fn update_placer(&self) {
-        if let Some(p) = &self.placer {
-            let targets = self
-                .guests
-                .iter()
-                .map(|g| match &g.cg {
-                    Some(cg) => placer::Target::Cgroup(cg.unified.clone()),
-                    None => placer::Target::Group(g.pid as i32),
-                })
-                .collect();
-            p.update(targets, !self.fast.frozen.load(Ordering::Acquire));
-        }
-    }
-
     fn set_frozen(&mut self, frozen: bool) {
         if frozen {
             self.fast.freeze();
-            self.update_placer();
             return;
         }
         self.fast.frozen.store(false, Ordering::Release);
@@ -339,7 +299,6 @@ impl LinuxRuntime {
                 }
             }
         }
-        self.update_placer();
     }
 
     fn next_id(&mut self) -> String {
@@ -394,7 +353,6 @@ impl LinuxRuntime {
                 Ok(g) => {
                     info!(guest = %g.id, pid = g.pid, limit_mib = limit / MIB, "guest started");
                     self.guests.push(g);
-                    self.update_placer();
                 }
                 Err(e) => {
                     error!("{e}");
@@ -604,7 +562,6 @@ impl LinuxRuntime {
                 self.last_restore = Some(r);
             }
         }
-        self.update_placer();
     }
 
     /// Pressure: freeze guests when available memory falls below the owner reserve or
