@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 pub mod coordinator_client;
+pub mod footprint;
 pub mod guest;
 pub mod input;
 pub mod ledger;

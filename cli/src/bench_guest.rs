@@ -170,19 +170,7 @@ pub fn evict(a: EvictArgs) -> Result<()> {
 
     // XRecord: every device event runs the fast path, as the X11 input backend does.
     let rc = ctrl.generate_id()?;
-    let empty = record::Range8 { first: 0, last: 0 };
-    let empty_ext = record::ExtRange { major: empty, minor: record::Range16 { first: 0, last: 0 } };
-    let range = record::Range {
-        core_requests: empty,
-        core_replies: empty,
-        ext_requests: empty_ext,
-        ext_replies: empty_ext,
-        delivered_events: empty,
-        device_events: record::Range8 { first: xproto::KEY_PRESS_EVENT, last: xproto::MOTION_NOTIFY_EVENT },
-        errors: empty,
-        client_started: false,
-        client_died: false,
-    };
+    let range = agent_core::input::x11::device_events();
     ctrl.record_create_context(rc, 0, &[record::CS::ALL_CLIENTS.into()], &[range])?.check()?;
     let callback_at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();

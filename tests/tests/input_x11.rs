@@ -2,7 +2,7 @@
 //! Xvfb goes from idle to recruitable with no input, and to owner_active when xdotool
 //! injects input (as `lull status --json` shows). And privacy: after typing a distinctive
 //! string, neither the ledger, the logs, nor the agent's stdout/stderr hold it or any
-//! key name or code.
+//! key name or code. And an X server that goes away ends X11 input, not the agent.
 
 use agent_core::policy::StateKind;
 use lull_e2e::{all_files, skip_without, Agent, Xvfb};
@@ -121,7 +121,7 @@ fn typed_keys_never_reach_the_ledger_logs_or_output() {
     assert!(log.contains("x11-xrecord"), "the log names the backend in use:\n{log}");
     assert!(a.stdout().contains("owner_active"), "the agent saw the typing:\n{}", a.stdout());
 
-    // The secret, its letters as rdev/X11 key names, key or button event words.
+    // The secret, its letters as X11 key names (and rdev's, the former backend), key or button event words.
     let mut needles: Vec<String> = vec![SECRET.into(), SECRET.to_lowercase(), "KeyZ".into(), "KeyQ".into(), "Num7".into()];
     needles.extend(["KeyPress", "KeyRelease", "ButtonPress", "MouseMove", "keycode", "Button(", "Key(", "root_x"].map(String::from));
     for (path, bytes) in &files {
@@ -132,6 +132,26 @@ fn typed_keys_never_reach_the_ledger_logs_or_output() {
         // Also as UTF-16 and as raw bytes of the secret, in case of binary encodings.
         assert!(!bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()), "{}", path.display());
     }
+}
+
+#[test]
+fn the_x_server_going_away_stops_x11_input_but_not_the_agent() {
+    if skip_without("Xvfb", REQUIRE) {
+        return;
+    }
+    let x = Xvfb::start();
+    let a = agent_on(&x);
+    a.wait_for("recruitable without input", Duration::from_secs(20), |s| s.policy.state == StateKind::Recruitable);
+    // Kills the X server under the listening backend.
+    drop(x);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.stderr().contains("input backend x11-xrecord stopped") {
+        assert!(Instant::now() < deadline, "no warning on stderr:\n{}", a.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(a.stderr().contains("connection broke"), "{}", a.stderr());
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(a.try_status().is_some(), "the agent keeps running:\n{}", a.stderr());
 }
 
 #[test]
