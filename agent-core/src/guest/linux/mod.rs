@@ -569,6 +569,12 @@ impl LinuxRuntime {
     /// threshold; kill them when it lasts; thaw when it clears. Also re-clamps caps to
     /// what the owner can spare.
     fn watch_memory(&mut self, now: Instant) {
+        // Nothing to guard while no guest exists: an idle agent reads no PSI or meminfo
+        // here (the stall baseline restarts with the next guest).
+        if self.guests.is_empty() && !self.pressure_frozen {
+            self.pressure.last = None;
+            return;
+        }
         let mi = memory::meminfo();
         let reserve = self.cfg.owner_reserve_mib * MIB;
         let sys = memory::system_stall_us().unwrap_or(0);
