@@ -20,3 +20,4 @@ pub mod paths;
 pub mod policy;
 pub mod sample;
 pub mod sensors;
+pub mod ts_module;
