@@ -13,13 +13,14 @@ use crate::paths::Paths;
 use crate::policy::{Action, Command, Event, GuestDirective, Policy, StateKind};
 use crate::sample::InputEvent;
 use crate::sensors::{GuestReading, Sensors};
+use crate::ticker::Ticker;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 /// A start-up failure of the agent.
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +139,10 @@ type ControlMsg = (Request, oneshot::Sender<Response>);
 /// How many trace rows are buffered before they are written (a crash loses at most
 /// this much trace; accounting is never buffered).
 const TRACE_BATCH: usize = 30;
+/// Set (to anything) to drive the sampling tick with tokio's timer instead of the
+/// kernel timer: for side-by-side idle-cost measurements (`lull bench idle --tokio-tick`).
+pub const TOKIO_TICK_ENV: &str = "LULL_TOKIO_TICK";
+
 /// Guests' totals are written to the ledger this often while they run.
 const TOTALS_EVERY: Duration = Duration::from_secs(10);
 
@@ -263,8 +268,13 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
     d.notify(&Notice::Started { state: first, input: inputs, guests: gdesc });
     d.step(Event::Tick);
 
-    let mut tick = tokio::time::interval(d.policy.config().sample_interval());
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // One kernel timer wake-up per sample (see `ticker` for why not tokio's interval).
+    let mut tick = if std::env::var_os(TOKIO_TICK_ENV).is_some() {
+        Ticker::with_tokio_timer(d.policy.config().sample_interval())
+    } else {
+        Ticker::new(d.policy.config().sample_interval())
+    };
+    debug!(timer = tick.kind(), "sampling tick");
     tokio::pin!(shutdown);
     let mut input_open = true;
     loop {

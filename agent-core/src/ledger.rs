@@ -325,16 +325,25 @@ impl Ledger {
     }
 
     /// Appends trace rows in one transaction (a row for an existing second is replaced).
+    ///
+    /// This runs once a minute in the idle agent, so every statement, `BEGIN` and
+    /// `COMMIT` included, is a cached prepared statement: SQLite's parser (and its code
+    /// pages) stays out of the idle loop.
     pub fn append_trace(&mut self, rows: &[TraceRow]) -> Result<()> {
-        let tx = self.conn.transaction()?;
-        {
-            let mut st = tx.prepare_cached("INSERT OR REPLACE INTO trace(t, owner_cpu, owner_mem, input) VALUES (?1, ?2, ?3, ?4)")?;
+        self.conn.prepare_cached("BEGIN")?.execute([])?;
+        let written = (|| -> Result<()> {
+            let mut st =
+                self.conn.prepare_cached("INSERT OR REPLACE INTO trace(t, owner_cpu, owner_mem, input) VALUES (?1, ?2, ?3, ?4)")?;
             for r in rows {
                 st.execute(params![r.t, r.owner_cpu as f64, r.owner_mem_bytes as i64, r.input])?;
             }
+            self.conn.prepare_cached("COMMIT")?.execute([])?;
+            Ok(())
+        })();
+        if written.is_err() && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
         }
-        tx.commit()?;
-        Ok(())
+        written
     }
 
     /// Deletes trace rows older than `before` (unix seconds); returns how many.

@@ -20,4 +20,5 @@ pub mod paths;
 pub mod policy;
 pub mod sample;
 pub mod sensors;
+pub mod ticker;
 pub mod ts_module;

@@ -57,6 +57,10 @@ pub struct IdleArgs {
     /// Sampling interval of the agent under test, ms.
     #[arg(long, default_value_t = 1000)]
     pub interval_ms: u64,
+    /// Also run, side by side over the same seconds, an agent whose sampling tick is
+    /// driven by tokio's timer instead of the kernel timer (LULL_TOKIO_TICK=1).
+    #[arg(long)]
+    pub compare_tokio_tick: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -85,14 +89,24 @@ fn cpu_ns(pid: u32) -> Result<u64> {
     Ok(ticks * 1_000_000_000 / hz)
 }
 
-/// On-CPU time of all live threads in ns, from /proc/PID/task/*/schedstat (finer than
-/// clock ticks).
-fn sched_ns(pid: u32) -> u64 {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
-    dir.flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
-        .sum()
+/// On-CPU ns and wake-ups (voluntary + involuntary context switches) of each live
+/// thread, by thread id, with its name: from /proc/PID/task/*/{schedstat,status,comm}
+/// (schedstat is finer than clock ticks).
+fn threads(pid: u32) -> std::collections::BTreeMap<u32, (String, u64, u64)> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
+    for t in dir.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let read = |f: &str| std::fs::read_to_string(t.path().join(f)).unwrap_or_default();
+        let ns = read("schedstat").split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let switches: u64 = read("status")
+            .lines()
+            .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        out.insert(tid, (read("comm").trim().to_owned(), ns, switches));
+    }
+    out
 }
 
 fn status_kib(pid: u32, field: &str) -> Option<u64> {
@@ -107,28 +121,107 @@ fn median(v: &mut [u64]) -> u64 {
 
 /// The idle agent's RSS goal: 12 MB (decimal), 11.44 MiB.
 const RSS_GOAL_BYTES: u64 = 12_000_000;
+/// The idle agent's CPU goal, % of one core.
+const CPU_GOAL_PERCENT: f64 = 0.03;
+
+/// One agent under measurement.
+struct IdleAgent {
+    label: &'static str,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+    cpu0: u64,
+    threads0: std::collections::BTreeMap<u32, (String, u64, u64)>,
+    rss: Vec<u64>,
+    anon: Vec<u64>,
+    file: Vec<u64>,
+}
+
+impl IdleAgent {
+    fn start(label: &'static str, interval_ms: u64, tokio_tick: bool) -> Result<Self> {
+        let dir = tempfile::tempdir().context("temporary agent directory")?;
+        let cfg = dir.path().join("config.toml");
+        std::fs::write(&cfg, format!("[sampling]\ninterval_ms = {interval_ms}\n"))?;
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.arg("agent")
+            .env("LULL_CONFIG", &cfg)
+            .env("LULL_DATA_DIR", dir.path())
+            .env("LULL_SOCKET", dir.path().join("agent.sock"))
+            .env_remove(agent_core::agent::TOKIO_TICK_ENV)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if tokio_tick {
+            cmd.env(agent_core::agent::TOKIO_TICK_ENV, "1");
+        }
+        let child = cmd.spawn().context("starting the agent under test")?;
+        Ok(Self { label, child, _dir: dir, cpu0: 0, threads0: Default::default(), rss: vec![], anon: vec![], file: vec![] })
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        self.cpu0 = cpu_ns(self.child.id())?;
+        self.threads0 = threads(self.child.id());
+        Ok(())
+    }
+
+    fn sample(&mut self) {
+        let pid = self.child.id();
+        self.rss.extend(status_kib(pid, "VmRSS:"));
+        // The split: heap, stacks and other private memory vs mapped files (the binary's
+        // code and data, shared libraries; shared with the page cache, reclaimable).
+        self.anon.extend(status_kib(pid, "RssAnon:"));
+        self.file.extend(status_kib(pid, "RssFile:"));
+    }
+
+    fn finish(mut self, wall: f64) -> Result<serde_json::Value> {
+        let pid = self.child.id();
+        let cpu1 = cpu_ns(pid)?;
+        let threads1 = threads(pid);
+        let hwm = status_kib(pid, "VmHWM:").unwrap_or(0);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let per_s = |ns: u64| ns as f64 / 1e9 / wall * 100.0;
+        let mut per_thread = Vec::new();
+        let mut sched = 0;
+        for (tid, (name, ns1, sw1)) in &threads1 {
+            let (ns0, sw0) = self.threads0.get(tid).map_or((0, 0), |(_, n, s)| (*n, *s));
+            let ns = ns1.saturating_sub(ns0);
+            sched += ns;
+            per_thread.push(serde_json::json!({
+                "thread": name,
+                "cpu_percent_of_one_core": per_s(ns),
+                "wakeups_per_s": sw1.saturating_sub(sw0) as f64 / wall,
+            }));
+        }
+        let (cpu_pct, sched_pct) = (per_s(cpu1.saturating_sub(self.cpu0)), per_s(sched));
+        let rss_med = median(&mut self.rss);
+        Ok(serde_json::json!({
+            "agent": self.label,
+            "cpu_percent_of_one_core_ticks": cpu_pct,
+            "cpu_percent_of_one_core_schedstat": sched_pct,
+            "rss_median_kib": rss_med,
+            "rss_anon_median_kib": median(&mut self.anon),
+            "rss_file_median_kib": median(&mut self.file),
+            "rss_peak_kib": hwm,
+            "threads": per_thread,
+            "goal_met": {"cpu": sched_pct <= CPU_GOAL_PERCENT && cpu_pct <= CPU_GOAL_PERCENT, "rss": rss_med * 1024 <= RSS_GOAL_BYTES},
+        }))
+    }
+}
 
 fn idle(a: IdleArgs) -> Result<()> {
     if a.seconds < 10 {
         bail!("--seconds {} is too short: allowed 10..", a.seconds);
     }
-    let dir = tempfile::tempdir().context("temporary agent directory")?;
-    let cfg = dir.path().join("config.toml");
-    std::fs::write(&cfg, format!("[sampling]\ninterval_ms = {}\n", a.interval_ms))?;
-    let exe = std::env::current_exe()?;
-    let mut child = Command::new(exe)
-        .arg("agent")
-        .env("LULL_CONFIG", &cfg)
-        .env("LULL_DATA_DIR", dir.path())
-        .env("LULL_SOCKET", dir.path().join("agent.sock"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting the agent under test")?;
-    let pid = child.id();
-    // Warm-up: start-up costs (opening the ledger, first sysinfo reading) are not idle.
+    let mut agents = vec![IdleAgent::start("lull agent", a.interval_ms, false)?];
+    if a.compare_tokio_tick {
+        agents.push(IdleAgent::start("lull agent, tokio-timer tick", a.interval_ms, true)?);
+    }
+    // Warm-up: start-up costs (opening the ledger, first sysinfo reading, releasing
+    // start-up pages after 3 s) are not idle.
     std::thread::sleep(Duration::from_secs(5));
-    let (cpu0, sched0, t0) = (cpu_ns(pid)?, sched_ns(pid), Instant::now());
+    for ag in &mut agents {
+        ag.begin()?;
+    }
+    let t0 = Instant::now();
     let bar = indicatif::ProgressBar::new(a.seconds);
     bar.set_style(
         indicatif::ProgressStyle::with_template("measuring idle agent {bar:40} {pos}/{len} s")
@@ -137,57 +230,55 @@ fn idle(a: IdleArgs) -> Result<()> {
     if a.json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let (mut rss, mut anon, mut file) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..a.seconds {
         std::thread::sleep(Duration::from_secs(1));
-        if let Some(k) = status_kib(pid, "VmRSS:") {
-            rss.push(k);
+        for ag in &mut agents {
+            ag.sample();
         }
-        // The split: heap, stacks and other private memory vs mapped files (the binary's
-        // code and data, shared libraries; shared with the page cache, reclaimable).
-        anon.extend(status_kib(pid, "RssAnon:"));
-        file.extend(status_kib(pid, "RssFile:"));
         bar.inc(1);
     }
     bar.finish_and_clear();
     let wall = t0.elapsed().as_secs_f64();
-    let (cpu1, sched1) = (cpu_ns(pid)?, sched_ns(pid));
-    let hwm = status_kib(pid, "VmHWM:").unwrap_or(0);
-    let threads = status_kib(pid, "Threads:").unwrap_or(0);
-    let _ = child.kill();
-    let _ = child.wait();
-    let cpu_pct = (cpu1 - cpu0) as f64 / 1e9 / wall * 100.0;
-    let sched_pct = sched1.saturating_sub(sched0) as f64 / 1e9 / wall * 100.0;
-    let rss_med = median(&mut rss);
+    let results = agents.into_iter().map(|ag| ag.finish(wall)).collect::<Result<Vec<_>>>()?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let result = serde_json::json!({
         "seconds": wall,
         "interval_ms": a.interval_ms,
-        "cpu_percent_of_one_core_ticks": cpu_pct,
-        "cpu_percent_of_one_core_schedstat": sched_pct,
-        "rss_median_kib": rss_med,
-        "rss_anon_median_kib": median(&mut anon),
-        "rss_file_median_kib": median(&mut file),
-        "rss_peak_kib": hwm,
-        "threads": threads,
         "loadavg": load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
         // 12 MB = 12,000,000 bytes = 11.44 MiB; RSS figures here are KiB.
-        "goal": {"cpu_percent": 0.03, "rss_mb": 12},
-        "goal_met": {"cpu": sched_pct <= 0.03 && cpu_pct <= 0.03, "rss": rss_med * 1024 <= RSS_GOAL_BYTES},
+        "goal": {"cpu_percent": CPU_GOAL_PERCENT, "rss_mb": 12},
+        "agents": results,
     });
     if a.json {
         println!("{result}");
-    } else {
-        println!("idle agent over {wall:.0} s at {} ms sampling:", a.interval_ms);
-        println!("  CPU  {sched_pct:.4} % of one core (schedstat), {cpu_pct:.4} % (clock ticks)  · goal ≤ 0.03 %");
-        println!("  RSS  median {:.2} MiB, peak {:.2} MiB  · goal ≤ 12 MB (11.44 MiB)", rss_med as f64 / 1024.0, hwm as f64 / 1024.0);
-        println!(
-            "  RSS  split: anonymous {:.1} MiB, file-backed {:.1} MiB (medians)",
-            median(&mut anon) as f64 / 1024.0,
-            median(&mut file) as f64 / 1024.0
-        );
-        println!("  threads {threads} · load average at the end {}", load.trim());
+        return Ok(());
     }
+    println!("idle agents over {wall:.0} s at {} ms sampling, side by side:", a.interval_ms);
+    for r in &results {
+        let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+        println!("{}:", r["agent"].as_str().unwrap_or("?"));
+        println!(
+            "  CPU  {:.4} % of one core (schedstat), {:.4} % (clock ticks)  · goal ≤ {CPU_GOAL_PERCENT} %",
+            f("cpu_percent_of_one_core_schedstat"),
+            f("cpu_percent_of_one_core_ticks")
+        );
+        println!(
+            "  RSS  median {:.2} MiB (anonymous {:.1}, file-backed {:.1}), peak {:.2} MiB  · goal ≤ 12 MB (11.44 MiB)",
+            f("rss_median_kib") / 1024.0,
+            f("rss_anon_median_kib") / 1024.0,
+            f("rss_file_median_kib") / 1024.0,
+            f("rss_peak_kib") / 1024.0
+        );
+        for t in r["threads"].as_array().into_iter().flatten() {
+            println!(
+                "    thread {:<18} {:.4} %  {:.2} wake-ups/s",
+                t["thread"].as_str().unwrap_or("?"),
+                t["cpu_percent_of_one_core"].as_f64().unwrap_or(0.0),
+                t["wakeups_per_s"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    println!("load average at the end {}", load.trim());
     Ok(())
 }
 

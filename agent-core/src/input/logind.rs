@@ -41,8 +41,17 @@ impl Bus {
         r.map_err(|e| InputError::Unavailable { backend, why: format!("cannot connect to the D-Bus {self:?} bus: {e}") })
     }
 
-    /// Whether `name` has an owner on this bus.
+    /// Whether `name` has an owner on this bus. Callable from anywhere, async code
+    /// included: zbus's blocking API runs its futures on zbus's own tokio runtime, which
+    /// cannot be entered from a thread already inside one (`lull up` probes from its
+    /// runtime), so the probe runs on a short-lived thread of its own.
     pub fn has_name(&self, backend: &'static str, name: &str) -> Result<(), InputError> {
+        std::thread::scope(|s| {
+            s.spawn(|| self.has_name_here(backend, name)).join().unwrap_or_else(|_| Err(failed_as(backend, "the D-Bus probe panicked")))
+        })
+    }
+
+    fn has_name_here(&self, backend: &'static str, name: &str) -> Result<(), InputError> {
         let conn = self.connect(backend)?;
         let dbus = zbus::blocking::fdo::DBusProxy::new(&conn).map_err(|e| failed_as(backend, e))?;
         let bus_name = zbus::names::BusName::try_from(name).map_err(|e| failed_as(backend, e))?;
