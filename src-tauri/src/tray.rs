@@ -235,13 +235,31 @@ fn refresh(tray: Option<&mut Tray>, s: &AgentStatus) {
     tray.shown = Some((s.policy.state, tip));
 }
 
-/// Follows the agent: every notice (and every 2 s) refreshes the tray from the agent's
-/// status; notices that deserve it become desktop notifications, rate-limited. Returns
-/// when the agent is gone (its notice channel closed).
+/// How long the tray waits for a notice before refreshing from the agent's status
+/// anyway. Every state change and owner setting arrives as a notice at once; the poll is
+/// only for the tooltip's moving counters: donated time while guest work runs, time left
+/// while paused. Without a tray icon nothing is shown, so only notices matter.
+pub fn refresh_every(shown: Option<StateKind>, with_tray: bool) -> Duration {
+    const MOVING: Duration = Duration::from_secs(10);
+    const STILL: Duration = Duration::from_secs(60);
+    if !with_tray {
+        return Duration::from_secs(3600);
+    }
+    match shown {
+        Some(StateKind::Donating | StateKind::Lingering | StateKind::Evicting | StateKind::Paused) | None => MOVING,
+        Some(_) => STILL,
+    }
+}
+
+/// Follows the agent: every notice (and, without one, every [`refresh_every`])
+/// refreshes the tray from the agent's status; notices that deserve it become desktop
+/// notifications, rate-limited. Returns when the agent is gone (its notice channel
+/// closed).
 pub fn follow(socket: PathBuf, notices: mpsc::Receiver<Notice>, with_tray: bool) {
     let mut limiter = Limiter::default();
+    let mut shown: Option<StateKind> = None;
     loop {
-        match notices.recv_timeout(Duration::from_secs(2)) {
+        match notices.recv_timeout(refresh_every(shown, with_tray)) {
             Ok(n) => {
                 if let Some(m) = notify::message_for(&n) {
                     let cfg = match call(&socket, &Request::GetConfig) {
@@ -263,6 +281,7 @@ pub fn follow(socket: PathBuf, notices: mpsc::Receiver<Notice>, with_tray: bool)
         }
         if with_tray {
             if let Ok(Response::Status(s)) = call(&socket, &Request::Status) {
+                shown = Some(s.policy.state);
                 show(*s);
             }
         }
@@ -326,6 +345,21 @@ mod tests {
         assert!(t.starts_with("Lull: paused, 50 min left\n"), "{t}");
         let t = tooltip(&status("not_allowed", serde_json::json!({"not_allowed": "battery"})));
         assert!(t.starts_with("Lull: not allowed now (on battery)"), "{t}");
+    }
+
+    #[test]
+    fn the_tray_polls_only_while_its_counters_move() {
+        use StateKind::*;
+        let every = |s| refresh_every(Some(s), true);
+        for moving in [Donating, Lingering, Evicting, Paused] {
+            assert_eq!(every(moving), Duration::from_secs(10), "{moving:?}");
+        }
+        for still in [Idle, Recruitable, OwnerActive, OutOfBudget, NotAllowed] {
+            assert_eq!(every(still), Duration::from_secs(60), "{still:?}");
+        }
+        // Before the first status, soon; without a tray icon, notices alone.
+        assert_eq!(refresh_every(None, true), Duration::from_secs(10));
+        assert!(refresh_every(Some(Donating), false) >= Duration::from_secs(3600));
     }
 
     #[test]
