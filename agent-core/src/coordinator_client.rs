@@ -12,14 +12,19 @@
 //! guest work and hands each to the driver to run as a guest, renewing the lease while
 //! it runs and reporting `complete` (exit code, the guest's CPU from its final ledger
 //! totals) or `evicted` when it ends.
+//!
+//! The request and answer bodies are the `lull-protocol` types the coordinator serves.
 
 use crate::agent::JobRequest;
 use crate::control::{self, Request, Response};
 use crate::guest::{GuestPhase, GuestSpec};
-use crate::ledger::{Ledger, LedgerError, OutboxRecord};
+use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
+use lull_protocol::{
+    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Heartbeat, HeartbeatAck, Lease, LeaseRequest, Progress, ProgressAck,
+    Record, RecordBatch, RecordsAck, Task, TaskRelease,
+};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -80,50 +85,6 @@ impl Credentials {
     }
 }
 
-/// A heartbeat as the coordinator expects it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HeartbeatReport {
-    pub state: String,
-    pub available: bool,
-    pub budget_left: u32,
-    pub free_mem_bytes: u64,
-    pub base_speed: f64,
-    pub current_speed: f64,
-    /// The owner's daily interruption limit (coordinators before the dashboard refuse
-    /// unknown heartbeat fields: upgrade the coordinator first).
-    pub interruption_limit: u32,
-}
-
-/// A leased task (the fields the guest runtime needs; the rest is ignored).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LeasedTask {
-    pub job_id: i64,
-    pub rank: u32,
-    pub lease: i64,
-    pub expires_ms: i64,
-    pub machines: u32,
-    pub program: String,
-    pub spec: serde_json::Value,
-    pub mem_bytes: u64,
-    pub checkpointable: bool,
-}
-
-#[derive(Deserialize)]
-struct Ack {
-    acked_through: i64,
-}
-
-#[derive(Deserialize)]
-struct HbAck {
-    next_heartbeat_s: u32,
-}
-
-#[derive(Deserialize)]
-struct Enrolled {
-    agent_id: String,
-    secret: String,
-}
-
 /// What one outbox sync did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SyncStats {
@@ -152,22 +113,16 @@ async fn answer<T: serde::de::DeserializeOwned>(r: reqwest::Response) -> Result<
         return Ok(r.json().await?);
     }
     let text = r.text().await.unwrap_or_default();
-    let message = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-        .unwrap_or(text);
+    let message = serde_json::from_str::<ErrorBody>(&text).map(|b| b.error).unwrap_or(text);
     Err(ClientError::Refused { status: status.as_u16(), message })
 }
 
 /// Enrols this machine with a join token; returns the credentials to save.
 pub async fn enrol(url: &str, token: &str, owner: &str, machine: &str) -> Result<Credentials> {
     let base = url.trim_end_matches('/').to_string();
-    let r = http()?
-        .post(format!("{base}/api/v1/enrol"))
-        .json(&serde_json::json!({"token": token, "owner": owner, "machine": machine}))
-        .send()
-        .await?;
-    let e: Enrolled = answer(r).await?;
+    let req = EnrolRequest { token: token.into(), owner: owner.into(), machine: machine.into() };
+    let r = http()?.post(format!("{base}/api/v1/enrol")).json(&req).send().await?;
+    let e: Enrolment = answer(r).await?;
     Ok(Credentials { url: base, agent_id: e.agent_id, secret: e.secret })
 }
 
@@ -182,14 +137,14 @@ impl CoordinatorClient {
     }
 
     /// Sends a heartbeat; returns the interval the coordinator asks for.
-    pub async fn heartbeat(&self, hb: &HeartbeatReport) -> Result<Duration> {
-        let a: HbAck = answer(self.post("/api/v1/heartbeat").json(hb).send().await?).await?;
+    pub async fn heartbeat(&self, hb: &Heartbeat) -> Result<Duration> {
+        let a: HeartbeatAck = answer(self.post("/api/v1/heartbeat").json(hb).send().await?).await?;
         Ok(Duration::from_secs(a.next_heartbeat_s.clamp(1, 3600) as u64))
     }
 
     /// Sends records; returns the highest sequence number the coordinator has stored.
-    pub async fn post_records(&self, records: &[OutboxRecord]) -> Result<i64> {
-        let a: Ack = answer(self.post("/api/v1/records").json(&serde_json::json!({ "records": records })).send().await?).await?;
+    pub async fn post_records(&self, records: Vec<Record>) -> Result<i64> {
+        let a: RecordsAck = answer(self.post("/api/v1/records").json(&RecordBatch { records }).send().await?).await?;
         Ok(a.acked_through)
     }
 
@@ -203,18 +158,18 @@ impl CoordinatorClient {
             if pending.is_empty() {
                 return Ok(stats);
             }
-            let acked = self.post_records(&pending).await?;
-            let last = pending.last().map_or(0, |r| r.seq);
+            let (sent, last) = (pending.len(), pending.last().map_or(0, |r| r.seq));
+            let acked = self.post_records(pending).await?;
             ledger.lock().unwrap_or_else(|e| e.into_inner()).outbox_acked(acked.min(last))?;
-            stats.sent += pending.len();
+            stats.sent += sent;
             stats.batches += 1;
         }
     }
 
     /// Asks for work, waiting up to `wait` (long-poll); `None` when there is none.
-    pub async fn lease(&self, free_mem_bytes: u64, wait: Duration) -> Result<Option<LeasedTask>> {
-        let wait_ms = wait.as_millis().min(30_000) as u64;
-        let r = self.post("/api/v1/lease").json(&serde_json::json!({"free_mem_bytes": free_mem_bytes, "wait_ms": wait_ms})).send().await?;
+    pub async fn lease(&self, free_mem_bytes: u64, wait: Duration) -> Result<Option<Lease>> {
+        let req = LeaseRequest { free_mem_bytes, wait_ms: wait.as_millis().min(30_000) as u32 };
+        let r = self.post("/api/v1/lease").json(&req).send().await?;
         if r.status() == reqwest::StatusCode::NO_CONTENT {
             return Ok(None);
         }
@@ -222,39 +177,25 @@ impl CoordinatorClient {
     }
 
     /// Renews a lease; `true` if the job was cancelled and the guest must stop.
-    pub async fn progress(&self, t: &LeasedTask) -> Result<bool> {
-        let v: serde_json::Value = answer(
-            self.post(&format!("/api/v1/tasks/{}/{}/progress", t.job_id, t.rank))
-                .json(&serde_json::json!({"lease": t.lease}))
-                .send()
-                .await?,
-        )
-        .await?;
-        Ok(v.get("cancel").and_then(|c| c.as_bool()).unwrap_or(false))
+    pub async fn progress(&self, t: &Lease) -> Result<bool> {
+        let req = Progress { lease: t.lease, fraction: None };
+        let a: ProgressAck = answer(self.post(&format!("/api/v1/tasks/{}/{}/progress", t.job_id, t.rank)).json(&req).send().await?).await?;
+        Ok(a.cancel)
     }
 
     /// Reports completion with the CPU time the OS measured; `true` if counted now,
     /// `false` if it had been already (a retry).
-    pub async fn complete(&self, t: &LeasedTask, exit_code: i32, user_cpu_s: f64, sys_cpu_s: f64) -> Result<bool> {
-        let v: serde_json::Value = answer(
-            self.post(&format!("/api/v1/tasks/{}/{}/complete", t.job_id, t.rank))
-                .json(&serde_json::json!({"lease": t.lease, "exit_code": exit_code, "user_cpu_s": user_cpu_s, "sys_cpu_s": sys_cpu_s}))
-                .send()
-                .await?,
-        )
-        .await?;
-        Ok(v.get("counted").and_then(|c| c.as_bool()).unwrap_or(false))
+    pub async fn complete(&self, t: &Lease, exit_code: i32, user_cpu_s: f64, sys_cpu_s: f64) -> Result<bool> {
+        let req = Completion { lease: t.lease, exit_code, user_cpu_s, sys_cpu_s };
+        let a: CompletionAck =
+            answer(self.post(&format!("/api/v1/tasks/{}/{}/complete", t.job_id, t.rank)).json(&req).send().await?).await?;
+        Ok(a.counted)
     }
 
     /// Gives a task back because the owner returned (does not use one of its retries).
-    pub async fn evicted(&self, t: &LeasedTask, reason: &str) -> Result<()> {
-        let _: serde_json::Value = answer(
-            self.post(&format!("/api/v1/tasks/{}/{}/evicted", t.job_id, t.rank))
-                .json(&serde_json::json!({"lease": t.lease, "reason": reason}))
-                .send()
-                .await?,
-        )
-        .await?;
+    pub async fn evicted(&self, t: &Lease, reason: &str) -> Result<()> {
+        let req = TaskRelease { lease: t.lease, reason: Some(reason.into()) };
+        let _: Task = answer(self.post(&format!("/api/v1/tasks/{}/{}/evicted", t.job_id, t.rank)).json(&req).send().await?).await?;
         Ok(())
     }
 }
@@ -291,18 +232,19 @@ pub fn free_memory() -> u64 {
 }
 
 /// A heartbeat from the agent's status: `S_c` is `S_b` scaled by the CPU share the owner
-/// leaves free.
-pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_bytes: u64) -> HeartbeatReport {
+/// leaves free. It always carries the owner's daily interruption limit (coordinators
+/// before the dashboard refuse unknown heartbeat fields: upgrade the coordinator first).
+pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_bytes: u64) -> Heartbeat {
     let p = &status.policy;
     let owner = (p.owner_cpu as f64).clamp(0.0, 1.0);
-    HeartbeatReport {
+    Heartbeat {
         state: p.state.as_str().to_string(),
         available: p.available,
         budget_left: p.interruption_limit.saturating_sub(p.interruptions_today),
         free_mem_bytes,
         base_speed,
         current_speed: base_speed * (1.0 - owner),
-        interruption_limit: p.interruption_limit,
+        interruption_limit: Some(p.interruption_limit),
     }
 }
 
@@ -317,18 +259,8 @@ pub fn may_lease(status: &control::AgentStatus) -> bool {
 /// `LULL_JOB_ID`, `LULL_RANK`, `LULL_MACHINES`), its memory request as the guest's cap,
 /// checkpointable as submitted, the configured network policy, and a work directory
 /// `jobs/<job>-<rank>-<lease>` under `data_dir` holding the job's input files.
-pub fn guest_spec(task: &LeasedTask, data_dir: &Path) -> std::result::Result<GuestSpec, String> {
-    #[derive(Deserialize)]
-    struct Spec {
-        command: String,
-        #[serde(default)]
-        args: Vec<String>,
-        #[serde(default)]
-        env: BTreeMap<String, String>,
-        #[serde(default)]
-        inputs: BTreeMap<String, String>,
-    }
-    let s: Spec = serde_json::from_value(task.spec.clone()).map_err(|e| format!("unreadable job spec: {e}"))?;
+pub fn guest_spec(task: &Lease, data_dir: &Path) -> std::result::Result<GuestSpec, String> {
+    let s = &task.spec;
     let workdir = data_dir.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
     std::fs::create_dir_all(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
     for (name, content) in &s.inputs {
@@ -342,8 +274,8 @@ pub fn guest_spec(task: &LeasedTask, data_dir: &Path) -> std::result::Result<Gue
         }
         std::fs::write(&path, content).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
-    let mut spec = GuestSpec::new(s.command, s.args);
-    spec.env = s.env.into_iter().collect();
+    let mut spec = GuestSpec::new(s.command.clone(), s.args.clone());
+    spec.env = s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     spec.env.push(("LULL_JOB_ID".into(), task.job_id.to_string()));
     spec.env.push(("LULL_RANK".into(), task.rank.to_string()));
     spec.env.push(("LULL_MACHINES".into(), task.machines.to_string()));
@@ -428,7 +360,7 @@ async fn run_jobs(client: &CoordinatorClient, paths: &Paths, jobs: mpsc::Sender<
 /// `complete` with the exit code and the guest's user and system CPU from its final
 /// totals (already in the ledger), or `evicted` when the policy evicted it or the agent
 /// stopped, so the coordinator re-queues it.
-async fn run_task(client: &CoordinatorClient, paths: &Paths, jobs: &mpsc::Sender<JobRequest>, task: LeasedTask) {
+async fn run_task(client: &CoordinatorClient, paths: &Paths, jobs: &mpsc::Sender<JobRequest>, task: Lease) {
     tracing::info!(job = task.job_id, rank = task.rank, lease = task.lease, "task leased");
     let spec = match guest_spec(&task, &paths.data_dir) {
         Ok(s) => s,

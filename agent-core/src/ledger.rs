@@ -11,6 +11,7 @@
 
 use crate::policy::{Command, Interruption, Saved, StateKind};
 use chrono::{DateTime, NaiveDate, Utc};
+use lull_protocol::Record;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -102,14 +103,6 @@ pub struct DayDonation {
     pub day: NaiveDate,
     pub cpu_s: f64,
     pub wall_s: f64,
-}
-
-/// A record waiting to be reported to the coordinator.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct OutboxRecord {
-    pub seq: i64,
-    pub kind: String,
-    pub payload: serde_json::Value,
 }
 
 /// The ledger.
@@ -365,14 +358,14 @@ impl Ledger {
         Ok(rows.collect::<std::result::Result<_, _>>()?)
     }
 
-    /// Records not yet acknowledged by the coordinator, oldest first.
-    pub fn outbox_pending(&self, limit: usize) -> Result<Vec<OutboxRecord>> {
+    /// Records not yet acknowledged by the coordinator, oldest first, as they are sent.
+    pub fn outbox_pending(&self, limit: usize) -> Result<Vec<Record>> {
         let mut st = self.conn.prepare("SELECT seq, kind, payload FROM outbox WHERE synced = 0 ORDER BY seq LIMIT ?1")?;
         let rows = st.query_map([limit as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
         let mut out = Vec::new();
         for row in rows {
             let (seq, kind, payload) = row?;
-            out.push(OutboxRecord { seq, kind, payload: serde_json::from_str(&payload)? });
+            out.push(Record { seq, kind, payload: serde_json::from_str(&payload)? });
         }
         Ok(out)
     }

@@ -1,7 +1,9 @@
 //! TypeScript declarations of the API types the dashboard reads, generated with ts-rs
-//! from the wire types in `model.rs` (derived in test builds only), so nothing is written
-//! twice. The generated file is committed at `ui/src/dashboard/bindings.ts`; a test fails
-//! when it is out of date (`LULL_BLESS=1 cargo test -p coordinator bindings` rewrites it).
+//! from the wire types in `model.rs` and those it re-exports from `lull-protocol`
+//! (derived in test builds only: `cfg(test)` here, the protocol's `ts` feature through
+//! this crate's dev-dependency), so nothing is written twice. The generated file is
+//! committed at `ui/src/dashboard/bindings.ts`; a test fails when it is out of date
+//! (`LULL_BLESS=1 cargo test -p coordinator bindings` rewrites it).
 
 use crate::model::*;
 use ts_rs::TS;

@@ -5,7 +5,7 @@
 
 mod common;
 
-use agent_core::coordinator_client::{self, CoordinatorClient, HeartbeatReport};
+use agent_core::coordinator_client::{self, CoordinatorClient};
 use agent_core::ledger::{GuestTotals, Ledger};
 use agent_core::policy::{Interruption, ReturnCause, Saved};
 use chrono::Utc;
@@ -30,14 +30,14 @@ async fn outbox_sync_survives_lost_acks_and_outages_without_loss_or_double() {
     let client = CoordinatorClient::new(&creds).unwrap();
     let speed = coordinator_client::base_speed();
     assert!(speed > 1.0, "S_b {speed}");
-    let hb = HeartbeatReport {
+    let hb = Heartbeat {
         state: "donating".into(),
         available: true,
         budget_left: 4,
         free_mem_bytes: coordinator_client::free_memory(),
         base_speed: speed,
         current_speed: speed,
-        interruption_limit: 5,
+        interruption_limit: Some(5),
     };
     client.heartbeat(&hb).await.unwrap();
 
@@ -62,7 +62,8 @@ async fn outbox_sync_survives_lost_acks_and_outages_without_loss_or_double() {
     // marks them sent (as if it crashed right after posting).
     let pending = ledger.lock().unwrap().outbox_pending(100).unwrap();
     assert_eq!(pending.len(), 3);
-    assert_eq!(client.post_records(&pending).await.unwrap(), pending.last().unwrap().seq);
+    let last = pending.last().unwrap().seq;
+    assert_eq!(client.post_records(pending).await.unwrap(), last);
     let stats = client.sync_outbox(&ledger).await.unwrap();
     assert_eq!(stats.sent, 3, "resent after restart");
     assert!(ledger.lock().unwrap().outbox_pending(100).unwrap().is_empty());

@@ -1,0 +1,235 @@
+//! The wire types between a Lull agent and its coordinator (JSON over HTTP): enrolment,
+//! heartbeats, ledger records, leases and what an agent reports about a leased task.
+//! The coordinator serves them (`coordinator::model` re-exports them beside its admin,
+//! job and report types) and the agent's client (`agent_core::coordinator_client`) sends
+//! and reads them, so both sides agree by construction.
+//!
+//! The serde attributes are the wire format: a change to one changes what old agents or
+//! old coordinators read (the tests pin each type's JSON). Doc comments become the
+//! descriptions of the OpenAPI document.
+//!
+//! Features: `openapi` derives `utoipa::ToSchema` (the coordinator's OpenAPI document;
+//! the agent does not link utoipa), `ts` derives `ts_rs::TS` for the types the
+//! dashboard's generated TypeScript reads (`Heartbeat`, `JobSpec`, `Task`).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[cfg(test)]
+mod tests;
+
+// Errors (every endpoint)
+
+/// An error answer: `{"error": "..."}` with a 4xx (or, for a real server fault, 5xx) status.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ErrorBody {
+    pub error: String,
+}
+
+// Enrolment: `POST /api/v1/enrol`
+
+/// An agent enrols with a join token and its owner's name.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EnrolRequest {
+    pub token: String,
+    /// The owner of the workstation (1–128 characters).
+    pub owner: String,
+    /// The machine's name as shown in reports (1–128 characters).
+    pub machine: String,
+}
+
+/// The agent's identity and secret (shown once; the coordinator keeps only its hash).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Enrolment {
+    pub agent_id: String,
+    pub secret: String,
+}
+
+// Heartbeats: `POST /api/v1/heartbeat`
+
+/// An agent's periodic report of its state.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    /// The policy state (`owner_active`, `idle`, `recruitable`, `donating`, …).
+    pub state: String,
+    /// Whether the machine is available for guest work now.
+    pub available: bool,
+    /// Interruptions left in today's budget.
+    pub budget_left: u32,
+    /// Free memory guests may use, in bytes.
+    pub free_mem_bytes: u64,
+    /// Base speed S_b from the standard benchmark at start (work units per second).
+    pub base_speed: f64,
+    /// Current speed S_c under owner load.
+    pub current_speed: f64,
+    /// The owner's daily interruption limit in force (sent by agents since the dashboard;
+    /// older agents leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruption_limit: Option<u32>,
+}
+
+/// The coordinator's answer to a heartbeat.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HeartbeatAck {
+    /// When to send the next heartbeat.
+    pub next_heartbeat_s: u32,
+}
+
+// Leases: `POST /api/v1/lease`
+
+/// An agent asks for work.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    /// Free memory for guests, in bytes: only jobs that fit are leased.
+    pub free_mem_bytes: u64,
+    /// Long-poll: wait up to this long for work (at most 30000).
+    #[serde(default)]
+    pub wait_ms: u32,
+}
+
+/// Work leased to an agent until `expires_ms` (renewed by progress reports).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Lease {
+    pub job_id: i64,
+    pub rank: u32,
+    /// The lease epoch: quote it in progress, completion, failure and eviction.
+    pub lease: i64,
+    pub expires_ms: i64,
+    pub machines: u32,
+    pub program: String,
+    pub spec: JobSpec,
+    pub mem_bytes: u64,
+    pub checkpointable: bool,
+}
+
+/// What a job runs (stored as JSON).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct JobSpec {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub inputs: BTreeMap<String, String>,
+}
+
+// A leased task: `POST /api/v1/tasks/{job}/{rank}/progress|complete|fail|evicted`, `GET …/gang`
+
+/// Progress on a leased task; renews the lease.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Progress {
+    pub lease: i64,
+    #[serde(default)]
+    pub fraction: Option<f64>,
+}
+
+/// The answer to a progress report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ProgressAck {
+    pub expires_ms: i64,
+    /// The job was cancelled: stop the guest.
+    pub cancel: bool,
+}
+
+/// A task finished (whatever its exit code).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Completion {
+    pub lease: i64,
+    pub exit_code: i32,
+    /// CPU time the guest used, as measured by the OS.
+    pub user_cpu_s: f64,
+    pub sys_cpu_s: f64,
+}
+
+/// Whether a completion was counted now (`false`: it had been already; a retry).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CompletionAck {
+    pub counted: bool,
+}
+
+/// A task failed (the agent could not run it) or was evicted.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TaskRelease {
+    pub lease: i64,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// One rank of a job, as leased to one agent.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct Task {
+    pub rank: u32,
+    /// `queued`, `leased`, `completed`, `failed` or `cancelled`.
+    pub state: String,
+    pub agent_id: Option<String>,
+    pub lease: i64,
+    pub attempts: u32,
+    pub evictions: u32,
+    pub exit_code: Option<i64>,
+    pub user_cpu_s: Option<f64>,
+    pub sys_cpu_s: Option<f64>,
+}
+
+/// A gang's readiness: every rank must be leased before any starts.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Gang {
+    pub machines: u32,
+    pub leased: u32,
+    pub ready: bool,
+    /// Agent id per rank (null where not leased).
+    pub agents: Vec<Option<String>>,
+}
+
+// Ledger records: `POST /api/v1/records`
+
+/// One ledger record of an agent, keyed by its sequence number.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    pub seq: i64,
+    /// `donation` {guest, day, cpu_us, wall_ms}, `interruption` {day, number, limit, …},
+    /// `linger` {day, linger_ms}; other kinds are stored and not counted.
+    pub kind: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub payload: serde_json::Value,
+}
+
+/// A batch of records (at most 1000).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RecordBatch {
+    pub records: Vec<Record>,
+}
+
+/// Records up to this sequence number are stored (new or already).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RecordsAck {
+    pub acked_through: i64,
+    /// How many were new.
+    pub stored: u32,
+}

@@ -1,0 +1,175 @@
+//! The wire format, pinned: each type against a JSON literal captured from what the
+//! coordinator and the agent exchanged before the types moved into this crate. A change
+//! to a serde attribute (a rename, a default, a skipped field, unknown fields allowed)
+//! that alters the JSON fails here.
+
+use super::*;
+use serde::de::DeserializeOwned;
+
+/// `json` reads as a `T` that writes back as exactly `json`, and `value` writes as `json`.
+fn pinned<T: Serialize + DeserializeOwned>(value: &T, json: &str) {
+    let parsed: T = serde_json::from_str(json).unwrap_or_else(|e| panic!("{json} does not read: {e}"));
+    assert_eq!(serde_json::to_string(&parsed).unwrap(), json, "read and written back");
+    assert_eq!(serde_json::to_string(value).unwrap(), json, "written from Rust");
+}
+
+/// `json` is refused (an unknown field where unknown fields are denied, a missing one).
+fn refused<T: DeserializeOwned>(json: &str) {
+    assert!(serde_json::from_str::<T>(json).is_err(), "{json} was accepted");
+}
+
+fn spec() -> JobSpec {
+    JobSpec {
+        command: "/bin/sh".into(),
+        args: vec!["-c".into(), "true".into()],
+        env: BTreeMap::from([("A".into(), "1".into())]),
+        inputs: BTreeMap::from([("in.txt".into(), "hello\n".into())]),
+    }
+}
+
+fn record() -> Record {
+    Record {
+        seq: 1,
+        kind: "donation".into(),
+        payload: serde_json::json!({"guest": "g1", "day": "2024-05-01", "cpu_us": 1500001, "wall_ms": 2000}),
+    }
+}
+
+const RECORD: &str = r#"{"seq":1,"kind":"donation","payload":{"cpu_us":1500001,"day":"2024-05-01","guest":"g1","wall_ms":2000}}"#;
+
+#[test]
+fn error_body() {
+    pinned(&ErrorBody { error: "no such task".into() }, r#"{"error":"no such task"}"#);
+    // Unknown fields are tolerated: the agent reads `error` from any refusal.
+    let e: ErrorBody = serde_json::from_str(r#"{"error":"x","detail":1}"#).unwrap();
+    assert_eq!(e.error, "x");
+}
+
+#[test]
+fn enrolment() {
+    let req = EnrolRequest { token: "lull_join_ab12".into(), owner: "alice".into(), machine: "desk".into() };
+    pinned(&req, r#"{"token":"lull_join_ab12","owner":"alice","machine":"desk"}"#);
+    refused::<EnrolRequest>(r#"{"token":"t","owner":"o","machine":"m","extra":1}"#);
+    pinned(&Enrolment { agent_id: "a1b2".into(), secret: "lull_agent_cd34".into() }, r#"{"agent_id":"a1b2","secret":"lull_agent_cd34"}"#);
+}
+
+#[test]
+fn heartbeat_with_and_without_the_limit() {
+    let hb = Heartbeat {
+        state: "donating".into(),
+        available: true,
+        budget_left: 2,
+        free_mem_bytes: 6442450944,
+        base_speed: 812.5,
+        current_speed: 406.25,
+        interruption_limit: Some(3),
+    };
+    pinned(
+        &hb,
+        r#"{"state":"donating","available":true,"budget_left":2,"free_mem_bytes":6442450944,"base_speed":812.5,"current_speed":406.25,"interruption_limit":3}"#,
+    );
+    // Older agents leave the limit out; it is then not written back either.
+    pinned(
+        &Heartbeat { interruption_limit: None, ..hb },
+        r#"{"state":"donating","available":true,"budget_left":2,"free_mem_bytes":6442450944,"base_speed":812.5,"current_speed":406.25}"#,
+    );
+    refused::<Heartbeat>(
+        r#"{"state":"idle","available":true,"budget_left":2,"free_mem_bytes":1,"base_speed":1.0,"current_speed":1.0,"cpu":1}"#,
+    );
+    pinned(&HeartbeatAck { next_heartbeat_s: 10 }, r#"{"next_heartbeat_s":10}"#);
+}
+
+#[test]
+fn lease_request_and_lease() {
+    pinned(&LeaseRequest { free_mem_bytes: 1073741824, wait_ms: 20000 }, r#"{"free_mem_bytes":1073741824,"wait_ms":20000}"#);
+    let r: LeaseRequest = serde_json::from_str(r#"{"free_mem_bytes":5}"#).unwrap();
+    assert_eq!(r.wait_ms, 0, "wait_ms defaults to no wait");
+    refused::<LeaseRequest>(r#"{"free_mem_bytes":5,"wait_ms":0,"cpus":1}"#);
+    pinned(&spec(), r#"{"command":"/bin/sh","args":["-c","true"],"env":{"A":"1"},"inputs":{"in.txt":"hello\n"}}"#);
+    let lease = Lease {
+        job_id: 7,
+        rank: 1,
+        lease: 3,
+        expires_ms: 1700000060000,
+        machines: 2,
+        program: "sh".into(),
+        spec: spec(),
+        mem_bytes: 67108864,
+        checkpointable: false,
+    };
+    pinned(
+        &lease,
+        r#"{"job_id":7,"rank":1,"lease":3,"expires_ms":1700000060000,"machines":2,"program":"sh","spec":{"command":"/bin/sh","args":["-c","true"],"env":{"A":"1"},"inputs":{"in.txt":"hello\n"}},"mem_bytes":67108864,"checkpointable":false}"#,
+    );
+}
+
+#[test]
+fn progress_and_its_ack() {
+    pinned(&Progress { lease: 3, fraction: None }, r#"{"lease":3,"fraction":null}"#);
+    pinned(&Progress { lease: 3, fraction: Some(0.5) }, r#"{"lease":3,"fraction":0.5}"#);
+    let p: Progress = serde_json::from_str(r#"{"lease":3}"#).unwrap();
+    assert_eq!((p.lease, p.fraction), (3, None), "fraction is optional");
+    refused::<Progress>(r#"{"lease":3,"done":true}"#);
+    pinned(&ProgressAck { expires_ms: 1700000075000, cancel: false }, r#"{"expires_ms":1700000075000,"cancel":false}"#);
+}
+
+#[test]
+fn completion_and_its_ack() {
+    pinned(
+        &Completion { lease: 3, exit_code: 0, user_cpu_s: 812.5, sys_cpu_s: 3.25 },
+        r#"{"lease":3,"exit_code":0,"user_cpu_s":812.5,"sys_cpu_s":3.25}"#,
+    );
+    refused::<Completion>(r#"{"lease":3,"exit_code":0,"user_cpu_s":1.0}"#);
+    pinned(&CompletionAck { counted: true }, r#"{"counted":true}"#);
+}
+
+#[test]
+fn task_release_task_and_gang() {
+    pinned(
+        &TaskRelease { lease: 3, reason: Some("evicted: the owner returned".into()) },
+        r#"{"lease":3,"reason":"evicted: the owner returned"}"#,
+    );
+    pinned(&TaskRelease { lease: 3, reason: None }, r#"{"lease":3,"reason":null}"#);
+    refused::<TaskRelease>(r#"{"lease":3,"why":"x"}"#);
+    pinned(
+        &Task {
+            rank: 0,
+            state: "completed".into(),
+            agent_id: Some("a1b2".into()),
+            lease: 3,
+            attempts: 1,
+            evictions: 0,
+            exit_code: Some(0),
+            user_cpu_s: Some(812.5),
+            sys_cpu_s: Some(3.25),
+        },
+        r#"{"rank":0,"state":"completed","agent_id":"a1b2","lease":3,"attempts":1,"evictions":0,"exit_code":0,"user_cpu_s":812.5,"sys_cpu_s":3.25}"#,
+    );
+    pinned(
+        &Task {
+            rank: 1,
+            state: "queued".into(),
+            agent_id: None,
+            lease: 0,
+            attempts: 0,
+            evictions: 0,
+            exit_code: None,
+            user_cpu_s: None,
+            sys_cpu_s: None,
+        },
+        r#"{"rank":1,"state":"queued","agent_id":null,"lease":0,"attempts":0,"evictions":0,"exit_code":null,"user_cpu_s":null,"sys_cpu_s":null}"#,
+    );
+    pinned(
+        &Gang { machines: 2, leased: 1, ready: false, agents: vec![Some("a1b2".into()), None] },
+        r#"{"machines":2,"leased":1,"ready":false,"agents":["a1b2",null]}"#,
+    );
+}
+
+#[test]
+fn records_and_their_ack() {
+    pinned(&record(), RECORD);
+    refused::<Record>(r#"{"seq":1,"kind":"donation","payload":{},"at":0}"#);
+    pinned(&RecordBatch { records: vec![record()] }, &format!(r#"{{"records":[{RECORD}]}}"#));
+    refused::<RecordBatch>(r#"{"records":[],"agent":"a"}"#);
+    pinned(&RecordsAck { acked_through: 1, stored: 1 }, r#"{"acked_through":1,"stored":1}"#);
+}
