@@ -6,11 +6,19 @@
 //! While the child runs, further windows are asked for on its stdin (one name a line), so
 //! Status and Settings share one WebKit. Closing its stdin (on Quit, or if the tray dies)
 //! ends it.
+//!
+//! The child does not end on its own when its last window closes: it says `idle N` on
+//! its stdout, N being how many window requests it has taken (the one it was started
+//! with included), and the tray decides. If the tray has sent no more than N, nothing is
+//! in flight and it closes the child's stdin, which ends it; if it has sent more, a
+//! request is on its way and the child will open that window. So a request made just as
+//! the last window closes is never lost to a child on its way out
+//! ([`on_idle`] is the decision).
 
 use anyhow::{Context, Result};
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -19,6 +27,14 @@ pub use crate::which::Which;
 struct Running {
     child: Child,
     stdin: ChildStdin,
+    /// Window requests sent to this child, the one it was started with included.
+    sent: u32,
+}
+
+/// What the tray does when the window process says it has no window left after taking
+/// `taken` requests, of the `sent` the tray made: `true` = end it (nothing in flight).
+pub fn on_idle(taken: u32, sent: u32) -> bool {
+    taken >= sent
 }
 
 /// The window process, if one runs. Cloning shares it.
@@ -57,15 +73,16 @@ impl Windows {
         if let Some(r) = g.as_mut() {
             let alive = matches!(r.child.try_wait(), Ok(None));
             if alive && writeln!(r.stdin, "{}", which.label()).and_then(|()| r.stdin.flush()).is_ok() {
+                r.sent += 1;
                 return Ok(());
             }
-            // It is ending (its last window just closed): a new one takes the request.
+            // It ended (crashed, or was killed): a new one takes the request.
             if let Some(mut old) = g.take() {
                 let _ = old.child.wait();
             }
         }
         let mut cmd = Command::new(&self.bin);
-        cmd.args(["--from-tray", "--open", which.label()]).stdin(Stdio::piped());
+        cmd.args(["--from-tray", "--open", which.label()]).stdin(Stdio::piped()).stdout(Stdio::piped());
         if let Some(n) = &self.note {
             cmd.args(["--note", n]);
         }
@@ -74,42 +91,71 @@ impl Windows {
         }
         let mut child = cmd.spawn().with_context(|| format!("starting {}", self.bin.display()))?;
         let pid = child.id();
-        let Some(stdin) = child.stdin.take() else {
-            // Unreachable (stdin is piped above); end the child rather than lose track of it.
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            // Unreachable (both are piped above); end the child rather than lose track of it.
             let _ = child.kill();
             let _ = child.wait();
-            anyhow::bail!("no pipe to the window process");
+            anyhow::bail!("no pipes to the window process");
         };
         tracing::info!(pid, "window process started for the {} window", which.label());
-        *g = Some(Running { child, stdin });
+        *g = Some(Running { child, stdin, sent: 1 });
         drop(g);
         let me = self.clone();
-        std::thread::Builder::new().name("window-watch".into()).spawn(move || me.watch(pid)).context("starting the window watcher")?;
+        std::thread::Builder::new()
+            .name("window-watch".into())
+            .spawn(move || me.watch(pid, stdout))
+            .context("starting the window watcher")?;
         Ok(())
     }
 
-    /// Polls the window process `pid` until it ends, then reaps it and runs `on_closed`.
-    fn watch(&self, pid: u32) {
-        loop {
-            std::thread::sleep(Duration::from_millis(200));
+    /// Follows the window process `pid` through its stdout: ends it when it is idle with
+    /// nothing in flight ([`on_idle`]); when it has ended (stdout closed), reaps it and
+    /// runs `on_closed`. Blocks on the pipe: no polling while a window is open.
+    fn watch(&self, pid: u32, stdout: ChildStdout) {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let Some(taken) = line.strip_prefix("idle ").and_then(|n| n.trim().parse::<u32>().ok()) else { continue };
             let mut g = self.lock();
-            let Some(r) = g.as_mut().filter(|r| r.child.id() == pid) else { return };
-            match r.child.try_wait() {
-                Ok(None) => continue,
-                Ok(Some(st)) => tracing::info!(pid, "window process ended ({st})"),
-                Err(e) => tracing::warn!(pid, "cannot wait for the window process: {e}"),
+            match g.as_ref() {
+                Some(r) if r.child.id() == pid && on_idle(taken, r.sent) => {
+                    tracing::info!(pid, "the window process has no window left: ending it");
+                    // Dropping its stdin ends it; the end of its stdout ends this loop.
+                    if let Some(r) = g.take() {
+                        drop(r.stdin);
+                        let mut child = r.child;
+                        drop(g);
+                        match child.wait() {
+                            Ok(st) => tracing::info!(pid, "window process ended ({st})"),
+                            Err(e) => tracing::warn!(pid, "cannot wait for the window process: {e}"),
+                        }
+                        (self.on_closed)();
+                        return;
+                    }
+                }
+                Some(r) if r.child.id() == pid => {
+                    tracing::info!(pid, taken, sent = r.sent, "the window process is idle with a request on its way: keeping it")
+                }
+                _ => return,
             }
-            *g = None;
-            drop(g);
-            (self.on_closed)();
+        }
+        // Its stdout closed: it ended by itself (or crashed).
+        let mut g = self.lock();
+        if !g.as_ref().is_some_and(|r| r.child.id() == pid) {
             return;
         }
+        let Some(mut r) = g.take() else { return };
+        drop(g);
+        match r.child.wait() {
+            Ok(st) => tracing::info!(pid, "window process ended ({st})"),
+            Err(e) => tracing::warn!(pid, "cannot wait for the window process: {e}"),
+        }
+        (self.on_closed)();
     }
 
     /// Ends the window process: closes its stdin (it closes its windows and exits), and
     /// kills it if it has not ended within 5 s.
     pub fn close(&self) {
-        let Some(Running { mut child, stdin }) = self.lock().take() else { return };
+        let Some(Running { mut child, stdin, .. }) = self.lock().take() else { return };
         drop(stdin);
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
@@ -121,5 +167,83 @@ impl Windows {
         tracing::warn!("the window process did not end within 5 s: killing it");
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn an_idle_window_process_ends_only_with_nothing_in_flight() {
+        assert!(on_idle(1, 1));
+        assert!(!on_idle(1, 2), "a request is on its way");
+        assert!(on_idle(3, 3));
+    }
+
+    /// A stand-in for `lull-window` speaking the same pipe protocol, which logs what it
+    /// was asked for: its first window is "closed" 0.3 s after start (it says `idle 1`),
+    /// before it reads the request the tray sent meanwhile: the very race a real owner can
+    /// hit. The windows it opens from stdin stay open; like the real one, it ends when its
+    /// stdin closes (which would close those windows).
+    fn fake_window_bin(dir: &std::path::Path) -> PathBuf {
+        let bin = dir.join("fake-lull-window");
+        std::fs::write(
+            &bin,
+            r#"#!/bin/sh
+log="$(dirname "$0")/log"
+echo "start $*" >> "$log"
+sleep 0.3
+echo "idle 1"
+n=1
+while read -r w; do
+  n=$((n + 1))
+  echo "open $w" >> "$log"
+done
+echo "exit after $n requests" >> "$log"
+"#,
+        )
+        .expect("write the fake");
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        bin
+    }
+
+    fn wait_until(what: &str, f: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_request_made_as_the_last_window_closes_is_not_lost() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
+        let closed = Arc::new(AtomicU32::new(0));
+        let c = closed.clone();
+        let w = Windows::new(fake_window_bin(dir.path()), None, vec![], move || {
+            c.fetch_add(1, Ordering::SeqCst);
+        });
+        w.open(Which::Status).expect("start the window process");
+        // Asked for while the child is about to say it has no window left.
+        w.open(Which::Settings).expect("ask the running process");
+        wait_until("the request to reach the child", || log().contains("open settings"));
+        // Its `idle 1` came with a request in flight: the tray kept it, so the settings
+        // window stays open.
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(closed.load(Ordering::SeqCst), 0, "the tray ended a process with a window open:\n{}", log());
+        assert!(!log().contains("exit"), "{}", log());
+
+        // Quit: the tray closes its stdin and it ends.
+        w.close();
+        assert_eq!(log(), "start --from-tray --open status\nopen settings\nexit after 2 requests\n");
+        assert!(w.lock().is_none(), "nothing left running");
+        // The next request starts a new one.
+        w.open(Which::Status).expect("start again");
+        wait_until("a second window process", || log().matches("start --from-tray --open status").count() == 2);
+        w.close();
     }
 }

@@ -6,8 +6,11 @@
 //!
 //! Usage: `lull-window [--open status|settings] [--note TEXT] [--from-tray]`.
 //! `--from-tray`: each line on stdin names a window to open (`status`, `settings`), and
-//! stdin closing (the tray quit or died) ends the process. `--note` is shown atop the
-//! status window (why there is no tray icon).
+//! stdin closing (the tray quit or died) ends the process. When its last window closes,
+//! it does not end by itself: it says `idle N` on stdout (N: the window requests taken,
+//! the first included) and the tray, which knows whether it has sent another since,
+//! closes stdin or not (`src-tauri/src/windows.rs`). `--note` is shown atop the status
+//! window (why there is no tray icon).
 
 mod autostart;
 mod bindings;
@@ -18,8 +21,11 @@ mod windows;
 
 use agent_core::paths::Paths;
 use anyhow::{bail, Context, Result};
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use tauri::Manager;
 use windows::Which;
 
 const USAGE: &str = "usage: lull-window [--open status|settings] [--note TEXT] [--from-tray]
@@ -78,6 +84,9 @@ fn run() -> Result<()> {
     let _guard = agent_core::logging::init(&paths.log_dir, "window")?;
     let first = args.open.unwrap_or(Which::Status);
     let from_tray = args.from_tray;
+    // Window requests taken from the tray: the first (from the arguments), then stdin's.
+    let taken = Arc::new(AtomicU32::new(1));
+    let taken_by_follower = taken.clone();
     let app = tauri::Builder::default()
         .manage(commands::Ctx { socket: paths.socket.clone(), fallback: args.note })
         .invoke_handler(tauri::generate_handler![
@@ -92,21 +101,41 @@ fn run() -> Result<()> {
             let h = app.handle().clone();
             windows::open(&h, first)?;
             if from_tray {
-                std::thread::Builder::new().name("tray-requests".into()).spawn(move || follow_tray(h))?;
+                std::thread::Builder::new().name("tray-requests".into()).spawn(move || follow_tray(h, &taken_by_follower))?;
             }
             Ok(())
         })
         .build(tauri::generate_context!())
         .context("starting the window app")?;
-    // The last window closed: the process ends (Tauri's default), WebKit's with it.
-    app.run(|_, _| {});
+    // The last window closed: on its own, the process ends (Tauri's default), WebKit's
+    // with it; under the tray, it tells the tray, which ends it unless a request is on
+    // its way.
+    app.run(move |_, event| {
+        if let tauri::RunEvent::ExitRequested { code: None, api, .. } = event {
+            if from_tray {
+                api.prevent_exit();
+                say_idle(&taken);
+            }
+        }
+    });
     tracing::info!("lull-window stopped");
     Ok(())
 }
 
+/// Tells the tray that no window is open, after `taken` requests.
+fn say_idle(taken: &AtomicU32) {
+    let n = taken.load(Ordering::SeqCst);
+    tracing::info!(taken = n, "no window left: telling the tray");
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "idle {n}").and_then(|()| out.flush()).is_err() {
+        // The tray is gone: nobody will ask for a window again.
+        std::process::exit(0);
+    }
+}
+
 /// Opens the windows the tray asks for, one name a line on stdin; ends the app when the
-/// tray closes stdin (it quit, or died).
-fn follow_tray(app: tauri::AppHandle) {
+/// tray closes stdin (it quit, or died, or found this process idle).
+fn follow_tray(app: tauri::AppHandle, taken: &AtomicU32) {
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         match Which::parse(line.trim()) {
@@ -116,6 +145,11 @@ fn follow_tray(app: tauri::AppHandle) {
                 }
             }
             None => tracing::warn!("the tray asked for an unknown window {line:?}"),
+        }
+        taken.fetch_add(1, Ordering::SeqCst);
+        // A request that opened nothing leaves the process idle: say so again.
+        if app.webview_windows().is_empty() {
+            say_idle(taken);
         }
     }
     tracing::info!("the tray closed its pipe: closing the windows");

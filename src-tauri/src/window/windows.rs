@@ -1,6 +1,7 @@
 //! The webview windows of `lull-window`: made on demand, torn down when closed. The
-//! process ends with its last window (Tauri's default), and WebKit's web and network
-//! processes end with it, so nothing of WebKit stays in memory once the windows are gone.
+//! process ends with its last window (on its own, Tauri's default; under the tray, once
+//! the tray has no request in flight), and WebKit's web and network processes end with
+//! it, so nothing of WebKit stays in memory once the windows are gone.
 
 use tauri::{AppHandle, Manager, WebviewUrl, WebviewWindowBuilder};
 
