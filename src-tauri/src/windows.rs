@@ -109,43 +109,37 @@ impl Windows {
     }
 
     /// Follows the window process `pid` through its stdout: ends it when it is idle with
-    /// nothing in flight ([`on_idle`]); when it has ended (stdout closed), reaps it and
-    /// runs `on_closed`. Blocks on the pipe: no polling while a window is open.
+    /// nothing in flight ([`on_idle`]); when it has ended (stdout closed), reaps it. Either
+    /// way `on_closed` runs. Blocks on the pipe: no polling while a window is open.
     fn watch(&self, pid: u32, stdout: ChildStdout) {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             let Some(taken) = line.strip_prefix("idle ").and_then(|n| n.trim().parse::<u32>().ok()) else { continue };
             let mut g = self.lock();
-            match g.as_ref() {
-                Some(r) if r.child.id() == pid && on_idle(taken, r.sent) => {
-                    tracing::info!(pid, "the window process has no window left: ending it");
-                    // Dropping its stdin ends it; the end of its stdout ends this loop.
-                    if let Some(r) = g.take() {
-                        drop(r.stdin);
-                        let mut child = r.child;
-                        drop(g);
-                        match child.wait() {
-                            Ok(st) => tracing::info!(pid, "window process ended ({st})"),
-                            Err(e) => tracing::warn!(pid, "cannot wait for the window process: {e}"),
-                        }
-                        (self.on_closed)();
-                        return;
-                    }
-                }
-                Some(r) if r.child.id() == pid => {
-                    tracing::info!(pid, taken, sent = r.sent, "the window process is idle with a request on its way: keeping it")
-                }
-                _ => return,
+            let Some(r) = g.as_ref().filter(|r| r.child.id() == pid) else { return };
+            if !on_idle(taken, r.sent) {
+                tracing::info!(pid, taken, sent = r.sent, "the window process is idle with a request on its way: keeping it");
+                continue;
             }
+            tracing::info!(pid, "the window process has no window left: ending it");
+            let ended = g.take();
+            drop(g);
+            self.end(pid, ended);
+            return;
         }
         // Its stdout closed: it ended by itself (or crashed).
         let mut g = self.lock();
-        if !g.as_ref().is_some_and(|r| r.child.id() == pid) {
-            return;
-        }
-        let Some(mut r) = g.take() else { return };
+        let ended = if g.as_ref().is_some_and(|r| r.child.id() == pid) { g.take() } else { None };
         drop(g);
-        match r.child.wait() {
+        self.end(pid, ended);
+    }
+
+    /// Closes the stdin of a window process taken out of `running` (which ends it), reaps
+    /// it and runs `on_closed`.
+    fn end(&self, pid: u32, ended: Option<Running>) {
+        let Some(Running { mut child, stdin, .. }) = ended else { return };
+        drop(stdin);
+        match child.wait() {
             Ok(st) => tracing::info!(pid, "window process ended ({st})"),
             Err(e) => tracing::warn!(pid, "cannot wait for the window process: {e}"),
         }
