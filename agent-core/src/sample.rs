@@ -35,7 +35,7 @@ pub struct Sample {
 
 /// The kinds of input signal a backend can deliver. Event-driven backends of the
 /// "notify me when idle" kind (Wayland idle protocols, Mutter, logind) say `Idled` and
-/// `Resumed`; raw-event backends (X11 XRecord) say `Activity` for each input.
+/// `Resumed`; raw-event backends (X11 XInput 2) say `Activity` for each input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum InputSignal {

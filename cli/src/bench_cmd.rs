@@ -283,7 +283,7 @@ fn idle(a: IdleArgs) -> Result<()> {
 }
 
 mod input_latency {
-    //! An in-process X11 input backend (the agent's own `x11-xrecord`) feeding a real
+    //! An in-process X11 input backend (the agent's own `x11-xi2`) feeding a real
     //! [`InputSink`], with XTest events injected over a separate X connection. Each
     //! event's latency is taken at two points: the sink's fast path (the synchronous
     //! hook on the input thread that freezes guests) and the receiving end of the sink's
@@ -291,7 +291,7 @@ mod input_latency {
 
     use super::InputLatencyArgs;
     use agent_core::clock::mono_now_us;
-    use agent_core::input::x11::X11Record;
+    use agent_core::input::x11::X11Raw;
     use agent_core::input::{InputBackend, InputSink, COALESCE_MS};
     use anyhow::{bail, Context, Result};
     use std::io::BufRead;
@@ -299,7 +299,6 @@ mod input_latency {
     use std::sync::{mpsc, Arc};
     use std::time::Duration;
     use x11rb::connection::Connection;
-    use x11rb::protocol::xproto::ConnectionExt as _;
     use x11rb::protocol::xtest::ConnectionExt as _;
 
     /// The core protocol's MotionNotify event code, XTest's "move the pointer".
@@ -336,13 +335,11 @@ mod input_latency {
         Ok((guard, format!(":{}", n.trim())))
     }
 
-    /// One XTest pointer motion to (x, y), then a round trip, as `XSync` after
-    /// `XTestFakeMotionEvent` does: the X server queues fake input and processes the queue
-    /// on its next pass through the request loop, so without a following request an
-    /// event can wait there indefinitely.
+    /// One XTest pointer motion to (x, y), flushed and nothing more: an owner's hand sends
+    /// no request after it, so no round trip may help the event along.
     fn inject(conn: &impl Connection, root: u32, x: i16, y: i16) -> Result<()> {
         conn.xtest_fake_input(MOTION_NOTIFY, 0, 0, root, x, y, 0)?;
-        conn.get_input_focus()?.reply()?;
+        conn.flush()?;
         Ok(())
     }
 
@@ -385,7 +382,7 @@ mod input_latency {
         });
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let sink = InputSink::new(tx, Some(fast_path));
-        let backend = Box::new(X11Record);
+        let backend = Box::new(X11Raw);
         std::thread::spawn(move || backend.run(sink));
         let (rcv_tx, rcv_rx) = mpsc::channel::<u64>();
         std::thread::spawn(move || {
@@ -456,7 +453,7 @@ mod input_latency {
             "lost": lost,
             "gap_ms": a.gap_ms,
             "display": if a.use_display { "DISPLAY" } else { "private Xvfb" },
-            "backend": "x11-xrecord",
+            "backend": "x11-xi2",
             "to_fast_path": summary(&fast),
             "to_policy_channel": summary(&policy),
             "goal": {"p99_us": 2000},
@@ -465,7 +462,7 @@ mod input_latency {
             println!("{result}");
         } else {
             let ms = |us: u64| us as f64 / 1000.0;
-            println!("XTest event → agent, {} events ({} lost), {} ms apart, backend x11-xrecord:", fast.len(), lost, a.gap_ms);
+            println!("XTest event → agent, {} events ({} lost), {} ms apart, backend x11-xi2:", fast.len(), lost, a.gap_ms);
             println!(
                 "  fast path (input thread)   p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
                 ms(pct(&fast, 50.0)),

@@ -2,7 +2,8 @@
 //! processes and real cgroups and reported with medians and percentiles for
 //! `docs/BENCHMARKS.md`. They need root (or a delegated cgroup subtree) like the runtime.
 //!
-//! - `evict`: an XTest input event under Xvfb → an in-process XRecord listener → the
+//! - `evict`: an XTest input event under Xvfb → the agent's X11 input backend (XI2 raw
+//!   events) in process → the
 //!   runtime's fast path (`GuestHost::fast_freeze`) → the kernel reports the guests'
 //!   cgroup frozen. Latency from sending the event to `frozen 1`, p50/p99/max.
 //! - `slowdown`: an owner workload (a fixed CPU task plus a 1 ms periodic wake-up probe)
@@ -131,7 +132,6 @@ fn start_xvfb(display: &str) -> Result<Xvfb> {
 
 pub fn evict(a: EvictArgs) -> Result<()> {
     use x11rb::connection::Connection;
-    use x11rb::protocol::record::{self, ConnectionExt as _};
     use x11rb::protocol::xproto;
     use x11rb::protocol::xtest::ConnectionExt as _;
 
@@ -141,22 +141,10 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         (None, Some(d)) => (d, None),
         (None, None) => (":93".to_string(), Some(start_xvfb(":93")?)),
     };
-    let (ctrl, screen) = x11rb::connect(Some(&display)).context("connecting to X")?;
-    let (data, _) = x11rb::connect(Some(&display))?;
-    let (xtest, _) = x11rb::connect(Some(&display))?;
-    let root = ctrl.setup().roots[screen].root;
-    // A desktop always has a client that receives pointer motion (window manager, panel,
-    // the focused application). The X server flushes XRecord data when it flushes client
-    // output, so without one, recorded events would wait for unrelated traffic.
-    {
-        use x11rb::protocol::xproto::ConnectionExt as _;
-        let s = &ctrl.setup().roots[screen];
-        let win = ctrl.generate_id()?;
-        let aux = xproto::CreateWindowAux::new().event_mask(xproto::EventMask::POINTER_MOTION | xproto::EventMask::KEY_PRESS);
-        ctrl.create_window(0, win, root, 0, 0, s.width_in_pixels, s.height_in_pixels, 0, xproto::WindowClass::INPUT_ONLY, 0, &aux)?;
-        ctrl.map_window(win)?;
-        ctrl.flush()?;
-    }
+    // SAFETY (edition 2021: safe fn): set before the backend thread below reads it.
+    std::env::set_var("DISPLAY", &display);
+    let (xtest, screen) = x11rb::connect(Some(&display)).context("connecting to X")?;
+    let root = xtest.setup().roots[screen].root;
 
     let base = format!("lull-bench-evict-{}", std::process::id());
     let (mut rt, _id, _dir) = runtime_with(&base, |_| {}, spinners(1))?;
@@ -168,34 +156,40 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     };
     let freeze = rt.fast_freeze().context("fast path")?;
 
-    // XRecord: every device event runs the fast path, as the X11 input backend does.
-    let rc = ctrl.generate_id()?;
-    let range = agent_core::input::x11::device_events();
-    ctrl.record_create_context(rc, 0, &[record::CS::ALL_CLIENTS.into()], &[range])?.check()?;
+    // The agent's own X11 input backend (XInput 2 raw events) runs the fast path on every
+    // event, as in the agent; no window of ours selects input, so nothing else flushes.
     let callback_at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     {
         let callback_at = callback_at.clone();
-        std::thread::spawn(move || {
-            let Ok(replies) = data.record_enable_context(rc) else { return };
-            for reply in replies {
-                let Ok(reply) = reply else { return };
-                match reply.category {
-                    // START_OF_DATA
-                    4 => {
-                        let _ = ready_tx.send(());
-                    }
-                    // FROM_SERVER: device events
-                    0 if !reply.data.is_empty() => {
-                        freeze();
-                        *callback_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-                    }
-                    _ => {}
-                }
-            }
+        let fast: agent_core::input::FastPath = Arc::new(move |_| {
+            freeze();
+            *callback_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+            let _ = ready_tx.send(());
         });
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let sink = agent_core::input::InputSink::new(tx, Some(fast));
+        std::thread::spawn(move || {
+            use agent_core::input::InputBackend as _;
+            let _ = Box::new(agent_core::input::x11::X11Raw).run(sink);
+        });
+        std::thread::spawn(move || while rx.blocking_recv().is_some() {});
     }
-    ready_rx.recv_timeout(Duration::from_secs(5)).context("XRecord did not start")?;
+    // Warm-up: inject until the backend has selected its events and sees one.
+    let mut started = false;
+    for i in 0..100 {
+        xtest.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 0, x11rb::CURRENT_TIME, root, 10 + (i % 2) as i16, 10, 0)?;
+        xtest.flush()?;
+        if ready_rx.recv_timeout(Duration::from_millis(100)).is_ok() {
+            started = true;
+            break;
+        }
+    }
+    if !started {
+        bail!("the X11 input backend saw no injected input within 10 s");
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    while ready_rx.try_recv().is_ok() {}
 
     // The measuring thread (this one) waits for the kernel's "frozen" notification at a
     // real-time priority when allowed, so its own wake-up delay on a loaded machine does not
@@ -242,7 +236,6 @@ pub fn evict(a: EvictArgs) -> Result<()> {
             std::thread::sleep(Duration::from_micros(50));
         }
         let t1 = t0.elapsed();
-        while let Ok(Some(_)) = ctrl.poll_for_event() {}
         if !ok {
             missed += 1;
             if std::env::var_os("LULL_BENCH_DEBUG").is_some() {
@@ -259,8 +252,6 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let _ = ctrl.record_disable_context(rc);
-    let _ = ctrl.flush();
     rt.apply(GuestDirective::Evict);
     let containment = rt.containment().as_str();
     let n = to_frozen.len();
@@ -271,7 +262,7 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     let result = serde_json::json!({
         "events": n, "missed": missed, "containment": containment, "display": display,
         "event_to_frozen_ms": {"p50": f50, "p99": f99, "max": fmax},
-        "event_to_record_callback_ms": {"p50": c50, "p99": c99, "max": cmax},
+        "event_to_input_callback_ms": {"p50": c50, "p99": c99, "max": cmax},
         "guest_cpu_us_between_event_and_frozen": {"p50": u50, "p99": u99, "max": umax},
         "loadavg_start": load.trim(), "loadavg_end": load_end.trim(), "measuring_thread_sched_fifo": rt_measure,
         "goal_p99_ms": 5.0, "anchor_boinc_7_20": {"median_s": "0.3-0.6", "max_s": 1.0},
@@ -283,7 +274,7 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     } else {
         println!("eviction latency over {n} XTest events ({missed} missed), {containment}:");
         println!("  event → cgroup frozen      p50 {f50:.3} ms  p99 {f99:.3} ms  max {fmax:.3} ms   · goal p99 ≤ 5 ms");
-        println!("  event → XRecord callback   p50 {c50:.3} ms  p99 {c99:.3} ms  max {cmax:.3} ms  (fast path runs here)");
+        println!("  event → XI2 raw callback   p50 {c50:.3} ms  p99 {c99:.3} ms  max {cmax:.3} ms  (fast path runs here)");
         println!("  guest CPU between event and frozen  p50 {u50:.0} µs  p99 {u99:.0} µs  max {umax:.0} µs");
         println!("  load average at start {} · at end {} · measuring thread SCHED_FIFO: {rt_measure}", load.trim(), load_end.trim());
         println!("  anchor: BOINC 7.20 here, median 0.3–0.6 s, max 1.0 s");

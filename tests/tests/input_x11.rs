@@ -1,4 +1,4 @@
-//! Real input under a real X server: a `lull agent` with the X11 (XRecord) backend on
+//! Real input under a real X server: a `lull agent` with the X11 (XInput 2 raw events) backend on
 //! Xvfb goes from idle to recruitable with no input, and to owner_active when xdotool
 //! injects input (as `lull status --json` shows). And privacy: after typing a distinctive
 //! string, neither the ledger, the logs, nor the agent's stdout/stderr hold it or any
@@ -15,7 +15,7 @@ const REQUIRE: &str = "LULL_REQUIRE_X11";
 const CONFIG: &str = "[sampling]\ninterval_ms = 200\n\n[availability]\nrecruitment_threshold_s = 2\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\n[input]\nbackend = \"x11\"\n";
 
 fn agent_on(x: &Xvfb) -> Agent {
-    agent_with(x, CONFIG, "x11-xrecord")
+    agent_with(x, CONFIG, "x11-xi2")
 }
 
 fn agent_with(x: &Xvfb, config: &str, backend: &str) -> Agent {
@@ -67,7 +67,9 @@ fn xdotool_input_moves_the_agent_from_idle_to_owner_active() {
     let mut i = 0;
     while Instant::now() < deadline {
         i += 1;
-        x.xdotool(&["mousemove", &(10 + i % 50).to_string(), "20"]);
+        // Relative motion moves the (XTest) device; an absolute `mousemove` warps the
+        // pointer, which generates no device event (a blind spot of raw input).
+        x.xdotool(&["mousemove_relative", "--", if i % 2 == 0 { "5" } else { "-5" }, "0"]);
         let s = status_json(&a);
         if s["state"] == "owner_active" {
             seen = Some(s);
@@ -92,8 +94,8 @@ fn typed_keys_never_reach_the_ledger_logs_or_output() {
         return;
     }
     let x = Xvfb::start();
-    // `auto` (no backend named, no Wayland): picks XRecord on an X display.
-    let mut a = agent_with(&x, &CONFIG.replace("backend = \"x11\"", "backend = \"auto\""), "x11-xrecord");
+    // `auto` (no backend named, no Wayland): picks XInput 2 on an X display.
+    let mut a = agent_with(&x, &CONFIG.replace("backend = \"x11\"", "backend = \"auto\""), "x11-xi2");
     a.wait_for("recruitable without input", Duration::from_secs(20), |s| s.policy.state == StateKind::Recruitable);
     const SECRET: &str = "Zq7xSecret";
     x.xdotool(&["type", "--delay", "30", SECRET]);
@@ -118,7 +120,7 @@ fn typed_keys_never_reach_the_ledger_logs_or_output() {
         .filter(|(p, _)| p.to_string_lossy().ends_with(".log"))
         .map(|(_, b)| String::from_utf8_lossy(b).into_owned())
         .collect::<String>();
-    assert!(log.contains("x11-xrecord"), "the log names the backend in use:\n{log}");
+    assert!(log.contains("x11-xi2"), "the log names the backend in use:\n{log}");
     assert!(a.stdout().contains("owner_active"), "the agent saw the typing:\n{}", a.stdout());
 
     // The secret, its letters as X11 key names (and rdev's, the former backend), key or button event words.
@@ -145,7 +147,7 @@ fn the_x_server_going_away_stops_x11_input_but_not_the_agent() {
     // Kills the X server under the listening backend.
     drop(x);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !a.stderr().contains("input backend x11-xrecord stopped") {
+    while !a.stderr().contains("input backend x11-xi2 stopped") {
         assert!(Instant::now() < deadline, "no warning on stderr:\n{}", a.stderr());
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -161,12 +163,57 @@ fn a_named_backend_that_cannot_work_here_says_why_and_the_agent_runs_on() {
     a.env.push(("DISPLAY".into(), String::new()));
     a.start();
     let s = a.status();
-    assert!(s.input_backends.iter().any(|b| b.starts_with("x11-xrecord")), "{:?}", s.input_backends);
+    assert!(s.input_backends.iter().any(|b| b.starts_with("x11-xi2")), "{:?}", s.input_backends);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !a.stderr().contains("input backend x11-xrecord stopped") {
+    while !a.stderr().contains("input backend x11-xi2 stopped") {
         assert!(Instant::now() < deadline, "no warning on stderr:\n{}", a.stderr());
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(a.stderr().contains("DISPLAY is not set"), "{}", a.stderr());
     assert!(a.try_status().is_some(), "the agent keeps running");
+}
+
+/// The owner's first action goes to the X server and nowhere else: one XTest motion
+/// flushed without a round trip, from a client that then does nothing more with X (and
+/// keeps a core busy, as an owner starting a build would). No other client of this
+/// display asks for anything meanwhile. The event must still reach the agent at once:
+/// with the former XRecord backend it sat in the X server's buffers until some other
+/// client's output flushed them (0.35-1.2 s, or for good).
+#[test]
+fn an_input_event_no_client_asked_for_reaches_the_agent_at_once() {
+    use x11rb::connection::Connection as _;
+    use x11rb::protocol::xproto;
+    use x11rb::protocol::xtest::ConnectionExt as _;
+    if skip_without("Xvfb", REQUIRE) {
+        return;
+    }
+    let x = Xvfb::start();
+    let a = agent_on(&x);
+    let (conn, screen) = x11rb::connect(Some(&x.display)).expect("connect to Xvfb");
+    let root = conn.setup().roots[screen].root;
+    conn.xtest_get_version(2, 2).expect("XTest").reply().expect("XTest reply");
+    for round in 0..3 {
+        a.wait_for("recruitable without input", Duration::from_secs(20), |s| s.policy.state == StateKind::Recruitable);
+        let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let spin = {
+            let busy = busy.clone();
+            std::thread::spawn(move || while busy.load(std::sync::atomic::Ordering::Relaxed) {})
+        };
+        let t0 = Instant::now();
+        // detail 1: relative motion, as a mouse moves.
+        conn.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 1, x11rb::CURRENT_TIME, root, 3, 0, 0).expect("fake input");
+        conn.flush().expect("flush");
+        let mut seen = None;
+        while t0.elapsed() < Duration::from_secs(3) {
+            if a.try_status().is_some_and(|s| s.policy.state != StateKind::Recruitable) {
+                seen = Some(t0.elapsed());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        busy.store(false, std::sync::atomic::Ordering::Relaxed);
+        spin.join().expect("spinner");
+        let took = seen.unwrap_or_else(|| panic!("round {round}: the agent never saw the motion:\n{}", a.stdout()));
+        assert!(took < Duration::from_millis(300), "round {round}: the motion reached the agent only after {took:?}");
+    }
 }

@@ -94,7 +94,7 @@ pub enum InputError {
 
 /// An input backend. `run` blocks its thread until the sink closes or the source fails.
 pub trait InputBackend: Send {
-    /// Short name for logs and `lull status` ("x11-xrecord", "logind", …).
+    /// Short name for logs and `lull status` ("x11-xi2", "logind", …).
     fn name(&self) -> &'static str;
     /// What this backend cannot see, said once in the start-up log line.
     fn blind_spots(&self) -> &'static str;
@@ -151,7 +151,7 @@ pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
     for w in wanted {
         match w {
             InputBackendChoice::None => {}
-            InputBackendChoice::X11 => out.push(Box::new(x11::X11Record)),
+            InputBackendChoice::X11 => out.push(Box::new(x11::X11Raw)),
             InputBackendChoice::Polled => out.push(Box::new(polled::ScreenSaverPolled::default())),
             InputBackendChoice::Wayland => out.push(Box::new(wayland::WaylandIdle { timeout })),
             InputBackendChoice::Mutter => out.push(Box::new(mutter::MutterIdle { bus: logind::Bus::Session, timeout })),
@@ -162,7 +162,7 @@ pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
     out
 }
 
-/// X11 extensions that matter here: (RECORD, MIT-SCREEN-SAVER).
+/// X11 extensions that matter here: (XInputExtension, MIT-SCREEN-SAVER).
 #[cfg(target_os = "linux")]
 fn x11_extensions() -> Result<(bool, bool), String> {
     use x11rb::connection::RequestConnection;
@@ -171,7 +171,7 @@ fn x11_extensions() -> Result<(bool, bool), String> {
     }
     let (conn, _) = x11rb::connect(None).map_err(|e| format!("cannot connect to the X display: {e}"))?;
     let has = |n: &'static str| conn.extension_information(n).map(|i| i.is_some()).map_err(|e| e.to_string());
-    Ok((has("RECORD")?, has(x11rb::protocol::screensaver::X11_EXTENSION_NAME)?))
+    Ok((has(x11rb::protocol::xinput::X11_EXTENSION_NAME)?, has(x11rb::protocol::screensaver::X11_EXTENSION_NAME)?))
 }
 
 #[cfg(target_os = "linux")]
@@ -186,14 +186,14 @@ fn auto(timeout: std::time::Duration) -> Vec<Box<dyn InputBackend>> {
             Err(e) => info!("input: not using Wayland idle notifications: {e}"),
         }
     } else {
-        // On X11, every single event (XRecord) beats "idle for N s" notifications.
+        // On X11, every single event (XInput 2 raw events) beats "idle for N s" notifications.
         match x11_extensions() {
-            Ok((true, _)) => out.push(Box::new(x11::X11Record)),
+            Ok((true, _)) => out.push(Box::new(x11::X11Raw)),
             Ok((false, true)) => {
-                info!("input: the X server lacks RECORD; polling MIT-SCREEN-SAVER instead");
+                info!("input: the X server lacks XInput 2; polling MIT-SCREEN-SAVER instead");
                 out.push(Box::new(polled::ScreenSaverPolled::default()));
             }
-            Ok((false, false)) => info!("input: the X server has neither RECORD nor MIT-SCREEN-SAVER"),
+            Ok((false, false)) => info!("input: the X server has neither XInput 2 nor MIT-SCREEN-SAVER"),
             Err(e) => info!("input: not using X11: {e}"),
         }
     }

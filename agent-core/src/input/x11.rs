@@ -1,21 +1,35 @@
 //! X11 input backend: every keyboard and pointer event of the X display, event-driven,
-//! through the RECORD extension (XRecord) spoken by x11rb's pure-Rust connection (no
-//! Xlib). Each recorded batch of device events becomes [`InputSink::activity`] and
-//! nothing else: the bytes carrying the key, button, position and window are dropped
-//! unread, before anything can store, log or send them.
+//! through XInput 2 *raw* events (XI_RawKeyPress, XI_RawButtonPress, XI_RawMotion)
+//! selected on the root window for all master devices, spoken by x11rb's pure-Rust
+//! connection (no Xlib). Each event becomes [`InputSink::activity`] and nothing else: the
+//! fields carrying the key, button, valuators and device are dropped unread, before
+//! anything can store, log or send them.
+//!
+//! Why XI2 and not RECORD (which this backend used before): the X server writes RECORD
+//! data into the recording client's buffer but flushes it only when it next flushes
+//! clients with output pending, i.e. when *some* client gets a reply or event. An owner
+//! whose first action after returning goes nowhere else (an XTest motion flushed without
+//! a round trip, then a busy core) left the recorded event sitting in the server for
+//! 0.35-1.2 s, or until the next unrelated reply: the guest ran on and the interruption
+//! was put down to the owner's CPU load instead of their input. Raw events are ordinary
+//! events, written and flushed to the client as they are generated, and they are
+//! delivered whatever window has focus or grabs the device (XI 2.1+).
+//!
+//! Blind spot: a pointer *warp* (XWarpPointer, `xdotool mousemove X Y`) moves the
+//! pointer without a device event, so no raw event is generated. Real hands move devices.
 
 use super::{InputBackend, InputError, InputSink};
-use x11rb::connection::{Connection as _, RequestConnection as _};
-use x11rb::protocol::record::{self, ConnectionExt as _};
-use x11rb::protocol::xproto;
+use x11rb::connection::Connection as _;
+use x11rb::protocol::xinput::{self, ConnectionExt as _};
+use x11rb::protocol::Event;
 
-const NAME: &str = "x11-xrecord";
+const NAME: &str = "x11-xi2";
 
-/// Raw X11 input through XRecord.
+/// Raw X11 input through XInput 2 raw events.
 #[derive(Debug, Default)]
-pub struct X11Record;
+pub struct X11Raw;
 
-impl X11Record {
+impl X11Raw {
     /// Whether this session has an X display to listen to (`DISPLAY` is set).
     pub fn available() -> Result<(), InputError> {
         match std::env::var_os("DISPLAY") {
@@ -25,69 +39,69 @@ impl X11Record {
     }
 }
 
-/// XRecord reply categories (RECORD protocol, "EnableContext" reply `category`).
-const FROM_SERVER: u8 = 0;
-const START_OF_DATA: u8 = 4;
+/// The events selected: key and button presses and pointer motion, raw (before any
+/// window, grab or acceleration), for every master device.
+pub fn raw_input_mask() -> xinput::EventMask {
+    let mask = xinput::XIEventMask::RAW_KEY_PRESS
+        | xinput::XIEventMask::RAW_BUTTON_PRESS
+        | xinput::XIEventMask::RAW_MOTION
+        | xinput::XIEventMask::RAW_TOUCH_BEGIN;
+    xinput::EventMask { deviceid: xinput::Device::ALL_MASTER.into(), mask: vec![mask] }
+}
 
-/// The one range recorded: device events from KeyPress to MotionNotify (keys, buttons,
-/// pointer motion), as seen by the server before delivery, so input to every client counts.
-pub fn device_events() -> record::Range {
-    let none = record::Range8 { first: 0, last: 0 };
-    let none_ext = record::ExtRange { major: none, minor: record::Range16 { first: 0, last: 0 } };
-    record::Range {
-        core_requests: none,
-        core_replies: none,
-        ext_requests: none_ext,
-        ext_replies: none_ext,
-        delivered_events: none,
-        device_events: record::Range8 { first: xproto::KEY_PRESS_EVENT, last: xproto::MOTION_NOTIFY_EVENT },
-        errors: none,
-        client_started: false,
-        client_died: false,
+/// Whether an event is one of the raw input events selected by [`raw_input_mask`].
+pub fn is_raw_input(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::XinputRawKeyPress(_) | Event::XinputRawButtonPress(_) | Event::XinputRawMotion(_) | Event::XinputRawTouchBegin(_)
+    )
+}
+
+/// Selects raw input events on `conn`'s root window after checking the server speaks
+/// XInput 2.1 or later (2.0 withholds raw events while a client grabs the device).
+pub fn select_raw_input(conn: &impl x11rb::connection::Connection, screen: usize) -> Result<(), InputError> {
+    if conn.extension_information(xinput::X11_EXTENSION_NAME).map_err(failed)?.is_none() {
+        return Err(InputError::Unavailable { backend: NAME, why: "the X server lacks the XInputExtension".into() });
     }
+    let version = conn.xinput_xi_query_version(2, 2).map_err(failed)?.reply().map_err(|e| failed(format!("XIQueryVersion: {e}")))?;
+    if (version.major_version, version.minor_version) < (2, 1) {
+        return Err(InputError::Unavailable {
+            backend: NAME,
+            why: format!("the X server speaks XInput {}.{}, 2.1 is needed", version.major_version, version.minor_version),
+        });
+    }
+    let root = conn.setup().roots.get(screen).map(|s| s.root).ok_or_else(|| failed("the X display has no such screen"))?;
+    conn.xinput_xi_select_events(root, &[raw_input_mask()]).map_err(failed)?.check().map_err(|e| failed(format!("XISelectEvents: {e}")))?;
+    Ok(())
 }
 
 fn failed(why: impl std::fmt::Display) -> InputError {
     InputError::Failed { backend: NAME, why: why.to_string() }
 }
 
-impl InputBackend for X11Record {
+impl InputBackend for X11Raw {
     fn name(&self) -> &'static str {
         NAME
     }
 
     fn blind_spots(&self) -> &'static str {
-        "input to other displays and to native Wayland clients; idle inhibitors (video, calls) unless logind runs beside it"
+        "input to other displays and to native Wayland clients; pointer warps; idle inhibitors (video, calls) unless logind runs beside it"
     }
 
     fn run(self: Box<Self>, sink: InputSink) -> Result<(), InputError> {
         Self::available()?;
-        // One connection: it creates the context, then carries the enabled context's
-        // stream of replies (it may send nothing else meanwhile, which it does not). The
-        // context is the connection's resource, so the server frees it when it closes.
-        let (conn, _) = x11rb::connect(None).map_err(|e| failed(format!("cannot connect to the X display: {e}")))?;
-        if conn.extension_information(record::X11_EXTENSION_NAME).map_err(failed)?.is_none() {
-            return Err(InputError::Unavailable { backend: NAME, why: "the X server lacks the RECORD extension".into() });
-        }
-        let rc = conn.generate_id().map_err(failed)?;
-        conn.record_create_context(rc, 0, &[record::CS::ALL_CLIENTS.into()], &[device_events()])
-            .map_err(failed)?
-            .check()
-            .map_err(|e| failed(format!("RecordCreateContext: {e}")))?;
-        let replies = conn.record_enable_context(rc).map_err(failed)?;
-        for reply in replies {
+        let (conn, screen) = x11rb::connect(None).map_err(|e| failed(format!("cannot connect to the X display: {e}")))?;
+        select_raw_input(&conn, screen)?;
+        tracing::debug!("input backend {NAME}: listening");
+        loop {
             // A broken connection (the X server went away) ends the backend with an
             // error the agent logs; the agent keeps running without X11 input.
-            let reply = reply.map_err(|e| failed(format!("the X display connection broke: {e}")))?;
-            // Privacy: `reply.data` (the raw events: key, button, position, window) is
-            // dropped here unread; only its presence counts.
-            if reply.category == FROM_SERVER && !reply.data.is_empty() && !sink.activity() {
+            let event = conn.wait_for_event().map_err(|e| failed(format!("the X display connection broke: {e}")))?;
+            // Privacy: the event's detail (key, button), valuators (position) and device
+            // are dropped here unread; only its presence counts.
+            if is_raw_input(&event) && !sink.activity() {
                 return Ok(());
             }
-            if reply.category == START_OF_DATA {
-                tracing::debug!("input backend {NAME}: recording");
-            }
         }
-        Err(failed("the X server ended the recording"))
     }
 }
