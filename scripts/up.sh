@@ -5,5 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh build
+# The coordinator serves its dashboard from ui/dist-dashboard, compiled into the binary:
+# build it first, or the coordinator comes up without one.
+(cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build >/dev/null)
 cargo build --release -q -p lull
 exec target/release/lull up "$@"

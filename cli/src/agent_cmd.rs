@@ -27,6 +27,7 @@ pub fn init_logging(paths: &Paths, name: &str) -> Result<tracing_appender::non_b
 }
 
 pub fn run(args: AgentArgs) -> Result<()> {
+    crate::out::keep_running_when_closed();
     let mut paths = Paths::from_env()?;
     if let Some(c) = args.config {
         paths.config_file = c;
@@ -146,13 +147,12 @@ pub fn enrol(a: EnrolArgs) -> Result<()> {
     let creds = rt.block_on(agent_core::coordinator_client::enrol(&a.url, &a.token, &owner, &machine))?;
     let path = agent_core::coordinator_client::Credentials::path(&paths);
     creds.save(&path)?;
-    println!("enrolled {machine} (owner {owner}) as agent {} with {}; credentials in {}", creds.agent_id, creds.url, path.display());
-    println!("restart `lull agent` to link it");
+    outln!("enrolled {machine} (owner {owner}) as agent {} with {}; credentials in {}", creds.agent_id, creds.url, path.display());
+    outln!("restart `lull agent` to link it");
     Ok(())
 }
 
 pub(crate) fn print_notice(n: &Notice, json: bool) {
-    use std::io::Write;
     let line = match n {
         Notice::Started { state, input, guests } => {
             if json {
@@ -186,7 +186,5 @@ pub(crate) fn print_notice(n: &Notice, json: bool) {
             }
         }
     };
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    outln!("{line}");
 }

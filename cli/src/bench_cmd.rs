@@ -250,19 +250,19 @@ fn idle(a: IdleArgs) -> Result<()> {
         "agents": results,
     });
     if a.json {
-        println!("{result}");
+        outln!("{result}");
         return Ok(());
     }
-    println!("idle agents over {wall:.0} s at {} ms sampling, side by side:", a.interval_ms);
+    outln!("idle agents over {wall:.0} s at {} ms sampling, side by side:", a.interval_ms);
     for r in &results {
         let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
-        println!("{}:", r["agent"].as_str().unwrap_or("?"));
-        println!(
+        outln!("{}:", r["agent"].as_str().unwrap_or("?"));
+        outln!(
             "  CPU  {:.4} % of one core (schedstat), {:.4} % (clock ticks)  · goal ≤ {CPU_GOAL_PERCENT} %",
             f("cpu_percent_of_one_core_schedstat"),
             f("cpu_percent_of_one_core_ticks")
         );
-        println!(
+        outln!(
             "  RSS  median {:.2} MiB (anonymous {:.1}, file-backed {:.1}), peak {:.2} MiB  · goal ≤ 12 MB (11.44 MiB)",
             f("rss_median_kib") / 1024.0,
             f("rss_anon_median_kib") / 1024.0,
@@ -270,7 +270,7 @@ fn idle(a: IdleArgs) -> Result<()> {
             f("rss_peak_kib") / 1024.0
         );
         for t in r["threads"].as_array().into_iter().flatten() {
-            println!(
+            outln!(
                 "    thread {:<18} {:.4} %  {:.2} wake-ups/s",
                 t["thread"].as_str().unwrap_or("?"),
                 t["cpu_percent_of_one_core"].as_f64().unwrap_or(0.0),
@@ -278,7 +278,7 @@ fn idle(a: IdleArgs) -> Result<()> {
             );
         }
     }
-    println!("load average at the end {}", load.trim());
+    outln!("load average at the end {}", load.trim());
     Ok(())
 }
 
@@ -459,17 +459,17 @@ mod input_latency {
             "goal": {"p99_us": 2000},
         });
         if a.json {
-            println!("{result}");
+            outln!("{result}");
         } else {
             let ms = |us: u64| us as f64 / 1000.0;
-            println!("XTest event → agent, {} events ({} lost), {} ms apart, backend x11-xi2:", fast.len(), lost, a.gap_ms);
-            println!(
+            outln!("XTest event → agent, {} events ({} lost), {} ms apart, backend x11-xi2:", fast.len(), lost, a.gap_ms);
+            outln!(
                 "  fast path (input thread)   p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
                 ms(pct(&fast, 50.0)),
                 ms(pct(&fast, 99.0)),
                 ms(fast.last().copied().unwrap_or(0))
             );
-            println!(
+            outln!(
                 "  policy channel (agent loop) p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms  · goal p99 ≤ 2 ms",
                 ms(pct(&policy, 50.0)),
                 ms(pct(&policy, 99.0)),

@@ -270,14 +270,14 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     drop(rt);
     remove_base(&base);
     if a.json {
-        println!("{result}");
+        outln!("{result}");
     } else {
-        println!("eviction latency over {n} XTest events ({missed} missed), {containment}:");
-        println!("  event → cgroup frozen      p50 {f50:.3} ms  p99 {f99:.3} ms  max {fmax:.3} ms   · goal p99 ≤ 5 ms");
-        println!("  event → XI2 raw callback   p50 {c50:.3} ms  p99 {c99:.3} ms  max {cmax:.3} ms  (fast path runs here)");
-        println!("  guest CPU between event and frozen  p50 {u50:.0} µs  p99 {u99:.0} µs  max {umax:.0} µs");
-        println!("  load average at start {} · at end {} · measuring thread SCHED_FIFO: {rt_measure}", load.trim(), load_end.trim());
-        println!("  anchor: BOINC 7.20 here, median 0.3–0.6 s, max 1.0 s");
+        outln!("eviction latency over {n} XTest events ({missed} missed), {containment}:");
+        outln!("  event → cgroup frozen      p50 {f50:.3} ms  p99 {f99:.3} ms  max {fmax:.3} ms   · goal p99 ≤ 5 ms");
+        outln!("  event → XI2 raw callback   p50 {c50:.3} ms  p99 {c99:.3} ms  max {cmax:.3} ms  (fast path runs here)");
+        outln!("  guest CPU between event and frozen  p50 {u50:.0} µs  p99 {u99:.0} µs  max {umax:.0} µs");
+        outln!("  load average at start {} · at end {} · measuring thread SCHED_FIFO: {rt_measure}", load.trim(), load_end.trim());
+        outln!("  anchor: BOINC 7.20 here, median 0.3–0.6 s, max 1.0 s");
     }
     Ok(())
 }
@@ -469,11 +469,11 @@ pub fn slowdown(a: SlowdownArgs) -> Result<()> {
         "goal": {"owner_slowdown_max": 0.005, "wake_p99_increase_max_us": 50, "fcsr_min": 0.95},
     });
     if a.json {
-        println!("{result}");
+        outln!("{result}");
     } else {
-        println!("owner slowdown and harvest, {ncpu} CPUs, {} rounds interleaved, guest = {ncpu} spinning processes:", a.rounds);
+        outln!("owner slowdown and harvest, {ncpu} CPUs, {} rounds interleaved, guest = {ncpu} spinning processes:", a.rounds);
         for r in &rows {
-            println!(
+            outln!(
                 "  {:7} task {:.3} s (median)  wake-up overshoot p50 {:.0} µs p99 {:.0} µs  FCSR {:.3}",
                 r["config"].as_str().unwrap_or(""),
                 r["task_s_median"].as_f64().unwrap_or(0.0),
@@ -482,7 +482,7 @@ pub fn slowdown(a: SlowdownArgs) -> Result<()> {
                 r["fcsr_median"].as_f64().unwrap_or(0.0)
             );
         }
-        println!(
+        outln!(
             "  LDR lull {:.4} · nice19 {:.4}   (goal ≤ 1.005) · wake p99 increase lull {:+.0} µs · nice19 {:+.0} µs (goal ≤ 50)",
             ldr(1),
             ldr(2),
@@ -717,9 +717,9 @@ pub fn memory_bench(a: MemoryArgs) -> Result<()> {
         "goal": {"owner_swapped_by_guest_mib_with_cap": 0},
     });
     if a.json {
-        println!("{result}");
+        outln!("{result}");
     } else {
-        println!(
+        outln!(
             "memory: simulated machine {} MiB, owner working set {} MiB, guest tries {} MiB, swap {} MiB",
             a.machine_mib,
             a.owner_mib,
@@ -727,7 +727,7 @@ pub fn memory_bench(a: MemoryArgs) -> Result<()> {
             memory::meminfo().swap_total >> 20
         );
         for (label, c) in [("capped", &capped), ("cap disabled", &uncapped)] {
-            println!(
+            outln!(
                 "  {label:13} guest {} (peak {:.0} MiB) · owner pages swapped out by the guest {:.1} MiB · restore {} · owner in swap after {:.1} MiB",
                 c["guest_outcome"].as_str().unwrap_or(""),
                 c["guest_peak_mib"].as_f64().unwrap_or(0.0),

@@ -243,17 +243,17 @@ pub fn run(a: HeartbeatArgs) -> Result<()> {
         "last_flush_agents": flush.1,
     });
     if a.json {
-        println!("{out}");
+        outln!("{out}");
     } else {
-        println!("heartbeats ({}, {} agents, {} connections, {} s):", a.db, a.agents, a.connections, a.seconds);
-        println!(
+        outln!("heartbeats ({}, {} agents, {} connections, {} s):", a.db, a.agents, a.connections, a.seconds);
+        outln!(
             "  {rate:.0} heartbeats/s · p50 {:.2} ms · p99 {:.2} ms · p99.9 {:.2} ms · max {:.2} ms",
             pct(&lat, 0.5),
             pct(&lat, 0.99),
             pct(&lat, 0.999),
             pct(&lat, 1.0)
         );
-        println!(
+        outln!(
             "  non-200 answers: {bad} · coordinator CPU: {:.2} cores · goal (SQLite): ≥ 20000/s, p99 ≤ 10 ms",
             server_cpu / a.seconds as f64
         );

@@ -165,9 +165,9 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             let req = coordinator::model::CreateJoinToken { uses: Some(uses), ttl_s: Some(ttl_days.saturating_mul(86_400)) };
             let t = coordinator::store::create_join_token(&db, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
             if json {
-                println!("{}", serde_json::to_string(&t)?);
+                outln!("{}", serde_json::to_string(&t)?);
             } else {
-                println!("{}", t.token);
+                outln!("{}", t.token);
                 eprintln!("join token for {uses} agent(s), valid {ttl_days} day(s)");
             }
             Ok(())
@@ -177,9 +177,9 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             let db = Db::connect(&f.db_url).await.with_context(|| format!("opening {}", f.db_url))?;
             let k = coordinator::store::create_key(&db, &role, owner.as_deref()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
             if json {
-                println!("{}", serde_json::to_string(&k)?);
+                outln!("{}", serde_json::to_string(&k)?);
             } else {
-                println!("{}", k.key);
+                outln!("{}", k.key);
             }
             Ok(())
         }),
@@ -200,9 +200,9 @@ fn serve(a: ServeArgs) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
         let addr = listener.local_addr()?;
         std::fs::write(&f.url_file, format!("http://{addr}\n")).with_context(|| format!("writing {}", f.url_file.display()))?;
-        println!("coordinator on http://{addr} (database {}); dashboard at http://{addr}/", redact(&f.db_url));
+        outln!("coordinator on http://{addr} (database {}); dashboard at http://{addr}/", redact(&f.db_url));
         if let Some(k) = key {
-            println!("admin key: {}", k.display());
+            outln!("admin key: {}", k.display());
         }
         coordinator::serve(listener, db, config, stop_signal()).await?;
         Ok(())

@@ -131,9 +131,9 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
                 .with_context(|| format!("reaching {url}"))?;
             let j: Job = check(r).await?.json().await?;
             if a.json {
-                println!("{}", serde_json::to_string(&j)?);
+                outln!("{}", serde_json::to_string(&j)?);
             } else {
-                println!("job {} queued: {} on {} machine(s)", j.id, j.program, j.machines);
+                outln!("job {} queued: {} on {} machine(s)", j.id, j.program, j.machines);
             }
         }
         Ok(())
@@ -179,23 +179,31 @@ pub fn report(a: ReportArgs) -> Result<()> {
             .with_context(|| format!("reaching {url}"))?;
         let text = check(r).await?.text().await?;
         if a.csv || a.json {
-            print!("{text}");
+            out!("{text}");
             if a.json {
-                println!();
+                outln!();
             }
             return Ok(());
         }
         let r: Report = serde_json::from_str(&text)?;
-        println!(
+        outln!(
             "{:<24} {:<10} {:>12} {:>12} {:>9} {:>7} {:>5} {:>6} {:>10}",
-            r.by, r.period, "cpu s", "wall s", "interr.", "avail", "jobs", "evict", "linger s"
+            r.by,
+            r.period,
+            "cpu s",
+            "wall s",
+            "interr.",
+            "avail",
+            "jobs",
+            "evict",
+            "linger s"
         );
         for row in &r.rows {
             let key = match &row.machine {
                 Some(m) => format!("{m} ({})", &row.key[..row.key.len().min(8)]),
                 None => row.key.clone(),
             };
-            println!(
+            outln!(
                 "{:<24} {:<10} {:>12.3} {:>12.3} {:>5}/{:<3} {:>6.1}% {:>5} {:>6} {:>10.1}",
                 key,
                 row.period,
@@ -210,7 +218,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
             );
         }
         if r.rows.is_empty() {
-            println!("(nothing donated since {})", r.since);
+            outln!("(nothing donated since {})", r.since);
         }
         Ok(())
     })

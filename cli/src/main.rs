@@ -1,5 +1,7 @@
 //! The `lull` command: the headless agent and the owner's commands, each with `--json`.
 
+#[macro_use]
+mod out;
 mod agent_cmd;
 mod bench_cmd;
 mod bench_guest;

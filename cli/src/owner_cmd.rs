@@ -52,9 +52,9 @@ fn ask(req: Request) -> Result<Response> {
 fn print_status(resp: Response, json: bool) -> Result<()> {
     let Response::Status(s) = resp else { bail!("the agent answered with something other than a status") };
     if json {
-        println!("{}", serde_json::to_string_pretty(&s).context("status as JSON")?);
+        outln!("{}", serde_json::to_string_pretty(&s).context("status as JSON")?);
     } else {
-        print!("{}", describe(&s));
+        out!("{}", describe(&s));
     }
     Ok(())
 }

@@ -108,7 +108,7 @@ impl RunHost {
                     info.memory_limit_bytes.map_or("none".into(), |b| (b >> 20).to_string())
                 )
             };
-            println!("{line}");
+            outln!("{line}");
         }
         if matches!(info.phase, GuestPhase::Ended { .. }) {
             let mut e = self.ended.lock().unwrap_or_else(|p| p.into_inner());
@@ -173,6 +173,7 @@ impl InputBackend for FifoInput {
 }
 
 pub fn run(args: RunArgs) -> Result<u8> {
+    crate::out::keep_running_when_closed();
     let mut paths = Paths::from_env()?;
     if let Some(c) = &args.config {
         paths.config_file = c.clone();
@@ -250,13 +251,13 @@ pub fn run(args: RunArgs) -> Result<u8> {
     })?;
     let info = ended.lock().unwrap_or_else(|p| p.into_inner()).take();
     let Some(info) = info else {
-        println!("stopped before the guest ended (it was evicted on shutdown)");
+        outln!("stopped before the guest ended (it was evicted on shutdown)");
         return Ok(75);
     };
     let GuestPhase::Ended { code, signal, evicted } = info.phase else { return Ok(1) };
     let cpu_s = (info.cpu_user_us + info.cpu_system_us) as f64 / 1e6;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"event": "guest_ended", "guest": info.id, "code": code, "signal": signal, "evicted": evicted,
                 "cpu_user_us": info.cpu_user_us, "cpu_system_us": info.cpu_system_us, "wall_ms": info.wall_ms,
@@ -269,7 +270,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
             (_, _, Some(s)) => format!("killed by signal {s}"),
             _ => "ended".into(),
         };
-        println!(
+        outln!(
             "guest {} {how}: {cpu_s:.2} CPU-s donated over {:.1} s, peak memory {:.1} MiB",
             info.id,
             info.wall_ms as f64 / 1000.0,

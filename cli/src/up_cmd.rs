@@ -36,6 +36,7 @@ fn hostname() -> String {
 }
 
 pub fn run(a: UpArgs) -> Result<()> {
+    crate::out::keep_running_when_closed();
     let paths = Paths::from_env()?;
     let config = AgentConfig::load(&paths.config_file)?;
     let _guard = init_logging(&paths, "up")?;
@@ -80,14 +81,18 @@ pub fn run(a: UpArgs) -> Result<()> {
                 c
             }
         };
-        println!("Lull is up.");
-        println!("  coordinator  {url}   (SQLite: {})", f.db_url.trim_start_matches("sqlite:"));
-        println!("  dashboard    {url}/   (sign in with the admin key: the file below holds it)");
-        println!("  agent        {machine}, owner {owner}, enrolled as {}", creds.agent_id);
-        if let Some(k) = key_file {
-            println!("  admin key    {}", k.display());
+        outln!("Lull is up.");
+        outln!("  coordinator  {url}   (SQLite: {})", f.db_url.trim_start_matches("sqlite:"));
+        if coordinator::dashboard::built() {
+            outln!("  dashboard    {url}/   (sign in with the admin key: the file below holds it)");
+        } else {
+            outln!("  dashboard    none: this build lacks it (build ui/ first: scripts/up.sh does)");
         }
-        println!("Try: lull submit -- /bin/sh -c 'echo hello'   ·   lull report --by owner --since 7d   ·   lull status");
+        outln!("  agent        {machine}, owner {owner}, enrolled as {}", creds.agent_id);
+        if let Some(k) = key_file {
+            outln!("  admin key    {}", k.display());
+        }
+        outln!("Try: lull submit -- /bin/sh -c 'echo hello'   ·   lull report --by owner --since 7d   ·   lull status");
 
         let input_backends = agent_core::input::choose_backends(&config.input);
         let guests = crate::agent_cmd::guest_runtime(&config, &paths)?;
@@ -101,7 +106,7 @@ pub fn run(a: UpArgs) -> Result<()> {
         let link = coordinator_client::run_link(paths.clone(), creds, Some(job_link), stopped(stop_rx.clone()));
         let signal = async {
             stop_signal().await;
-            println!("stopping…");
+            outln!("stopping…");
             let _ = stop_tx.send(true);
         };
         let (agent_res, link_res, _) = tokio::join!(agent, link, signal);

@@ -1,0 +1,54 @@
+//! Every `lull` command ends quietly when its reader has gone (`lull status --json | head
+//! -c 1`): exit status 0, no panic, no backtrace, and nothing said twice. The pipe's read
+//! end is closed before the command starts, so its first write fails with EPIPE every
+//! time, not only when the reader wins a race.
+
+use lull_e2e::Agent;
+use std::process::{Command, Stdio};
+
+/// Runs `cmd` with stdout on a pipe whose reader is already closed; returns (exit code, stderr).
+fn with_closed_stdout(mut cmd: Command) -> (Option<i32>, String) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe(2) to fill.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+    // SAFETY: both fds were just returned by pipe(2) and are owned here alone.
+    let (read, write) = unsafe {
+        use std::os::fd::FromRawFd;
+        (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1]))
+    };
+    drop(read);
+    let out = cmd.stdout(Stdio::from(write)).stderr(Stdio::piped()).output().expect("run lull");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn every_command_ends_quietly_on_a_closed_pipe() {
+    let mut a = Agent::new("[sampling]\ninterval_ms = 200\n");
+    a.start();
+    let commands: &[&[&str]] = &[
+        &["--help"],
+        &["--version"],
+        &["status"],
+        &["status", "--json"],
+        &["pause", "1h"],
+        &["pause", "1h", "--json"],
+        &["resume"],
+        &["resume", "--json"],
+        &["donate", "2h"],
+        &["donate", "2h", "--json"],
+        &["resume"],
+        &["limits", "--interruptions", "4"],
+        &["limits", "--interruptions", "4", "--json"],
+        &["bench", "--help"],
+        &["coordinator", "--help"],
+    ];
+    for args in commands {
+        let (code, stderr) = with_closed_stdout(a.lull(args));
+        assert_eq!(code, Some(0), "lull {args:?} on a closed pipe: {stderr}");
+        assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "lull {args:?}: {stderr}");
+    }
+    // The commands that changed something did so before their output was lost.
+    assert_eq!(a.status().policy.interruption_limit, 4);
+    // The agent itself is unharmed.
+    assert!(a.try_status().is_some());
+}
