@@ -67,6 +67,10 @@ pub trait GuestHost: Send {
     fn guest_info(&mut self, _id: &str) -> Option<GuestInfo> {
         None
     }
+    /// Stops one guest as an eviction would (queued: dropped). False if unknown or ended.
+    fn stop_guest(&mut self, _id: &str) -> bool {
+        false
+    }
 }
 
 /// A job the coordinator link hands the driver to run as a guest (the driver owns the
@@ -125,13 +129,19 @@ pub enum Notice {
     },
 }
 
+/// Told every notice of the driver (the CLI prints them, the tray notifies the owner).
+pub type Observer = Box<dyn FnMut(&Notice) + Send>;
+
 /// Everything the agent runs with.
 pub struct AgentSetup {
     pub paths: Paths,
     pub config: Config,
     pub input_backends: Vec<Box<dyn InputBackend>>,
     pub guests: Box<dyn GuestHost>,
-    pub observer: Option<Box<dyn FnMut(&Notice) + Send>>,
+    pub observer: Option<Observer>,
+    /// The coordinator the agent is linked to, for `lull status` (the link itself runs
+    /// beside the driver: [`crate::assembly`]).
+    pub coordinator: Option<control::CoordinatorLink>,
 }
 
 type ControlMsg = (Request, oneshot::Sender<Response>);
@@ -151,13 +161,18 @@ struct Driver {
     policy: Policy,
     ledger: Ledger,
     guests: Box<dyn GuestHost>,
-    observer: Option<Box<dyn FnMut(&Notice) + Send>>,
+    observer: Option<Observer>,
     clock: SystemClock,
     boot: String,
     armed: Arc<AtomicBool>,
     fast_fired: Arc<AtomicBool>,
     last_interruption: Option<i64>,
     input_names: Vec<String>,
+    /// Backends that stopped, with why (written by their threads).
+    input_stopped: Arc<std::sync::Mutex<Vec<String>>>,
+    coordinator: Option<control::CoordinatorLink>,
+    /// A `lull run --now` job's guest while its unsaved donate-now offer lasts.
+    transient_donate: Option<String>,
     // Trace accumulation.
     trace_buf: Vec<TraceRow>,
     trace_start: i64,
@@ -166,8 +181,9 @@ struct Driver {
     trace_input: bool,
     last_totals: std::time::Instant,
     guests_present: bool,
-    /// Guests started for jobs, with whom to tell when each ends.
-    jobs: Vec<(String, oneshot::Sender<GuestInfo>)>,
+    /// Guests started for jobs, with whom to tell when each ends (none for `lull run`'s
+    /// jobs, which their command follows over the control socket).
+    jobs: Vec<(String, Option<oneshot::Sender<GuestInfo>>)>,
 }
 
 /// Runs the agent until `shutdown` resolves.
@@ -179,7 +195,7 @@ pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Resul
 /// (from the coordinator link) as guests.
 pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
     let mut job_rx = jobs;
-    let AgentSetup { paths, config, input_backends, guests, observer } = setup;
+    let AgentSetup { paths, config, input_backends, guests, observer, coordinator } = setup;
     let clock = SystemClock;
     let now = clock.now();
     let boot = boot_id();
@@ -215,15 +231,18 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
     });
     let sink = InputSink::new(in_tx, fast);
     let mut input_names = Vec::new();
+    let input_stopped = Arc::new(std::sync::Mutex::new(Vec::new()));
     for backend in input_backends {
         let name = format!("{} (cannot see: {})", backend.name(), backend.blind_spots());
         info!("input backend: {name}");
         input_names.push(name);
         let sink = sink.clone();
         let bname = backend.name();
+        let stopped = input_stopped.clone();
         let spawned = std::thread::Builder::new().name(format!("input-{bname}")).spawn(move || {
             if let Err(e) = backend.run(sink) {
                 warn!("input backend {bname} stopped: {e}");
+                stopped.lock().unwrap_or_else(|p| p.into_inner()).push(format!("{bname}: {e}"));
             }
         });
         if let Err(e) = spawned {
@@ -254,6 +273,9 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         fast_fired,
         last_interruption: None,
         input_names,
+        input_stopped,
+        coordinator,
+        transient_donate: None,
         trace_buf: Vec::new(),
         trace_start: now.utc.timestamp(),
         trace_cpu: (0.0, 0),
@@ -365,7 +387,7 @@ impl Driver {
             Some(id) => {
                 info!(guest = %id, "job queued as a guest");
                 let _ = job.started.send(Ok(id.clone()));
-                self.jobs.push((id, job.ended));
+                self.jobs.push((id, Some(job.ended)));
                 // Admission runs when the runtime is maintained: start it now if allowed.
                 let present = self.guests.present();
                 if present != self.guests_present {
@@ -403,7 +425,17 @@ impl Driver {
         }
         self.write_totals(now);
         for (info, tx) in ended {
-            let _ = tx.send(info);
+            if self.transient_donate.as_deref() == Some(info.id.as_str()) {
+                // The job's own offer ends with it (unsaved, like the offer itself).
+                if self.policy.status(now).donate_now {
+                    info!(guest = %info.id, "the job's donate-now offer ends with the job");
+                    self.step(Event::Command(Command::Resume));
+                }
+                self.transient_donate = None;
+            }
+            if let Some(tx) = tx {
+                let _ = tx.send(info);
+            }
         }
     }
 
@@ -455,10 +487,16 @@ impl Driver {
                     }
                 }
                 Action::OwnerSettingsChanged | Action::DayRolled { .. } => {
-                    let saved = self.policy.saved(now, &self.boot);
+                    let mut saved = self.policy.saved(now, &self.boot);
+                    let transient = self.transient_donate.is_some();
+                    if transient {
+                        // A `lull run --now` offer is never saved: a restart must not
+                        // find the machine donated by a job that is gone.
+                        saved.donate = None;
+                    }
                     let written = match command {
-                        Some(c) => self.ledger.record_command(now.utc, &c, &saved),
-                        None => self.ledger.store_saved(&saved),
+                        Some(c) if !transient => self.ledger.record_command(now.utc, &c, &saved),
+                        _ => self.ledger.store_saved(&saved),
                     };
                     if let Err(e) = written {
                         error!("could not persist the owner's settings: {e}");
@@ -491,12 +529,34 @@ impl Driver {
             agent_version: env!("CARGO_PKG_VERSION").into(),
             pid: std::process::id(),
             local_time: now.local.format("%Y-%m-%dT%H:%M:%S").to_string(),
+            input_stopped: self.input_stopped.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            coordinator: self.coordinator.clone(),
         }
     }
 
     fn on_request(&mut self, req: Request) -> Response {
+        if matches!(req, Request::Pause { .. } | Request::Resume | Request::Donate { .. }) {
+            // The owner's own word replaces a job's unsaved offer.
+            self.transient_donate = None;
+        }
         match req {
             Request::Status => {}
+            Request::RunJob { spec, donate_now } => return self.run_job(*spec, donate_now),
+            Request::Guest { id } => {
+                return match self.guests.guest_info(&id) {
+                    Some(info) => Response::Guest(Box::new(info)),
+                    None => Response::Error { message: format!("no guest {id} on this agent") },
+                };
+            }
+            Request::StopGuest { id } => {
+                if !self.guests.stop_guest(&id) {
+                    return Response::Error { message: format!("guest {id} is not queued or running on this agent") };
+                }
+                return match self.guests.guest_info(&id) {
+                    Some(info) => Response::Guest(Box::new(info)),
+                    None => Response::Error { message: format!("no guest {id} on this agent") },
+                };
+            }
             Request::Pause { span } => self.step(Event::Command(Command::Pause(span))),
             Request::Resume => self.step(Event::Command(Command::Resume)),
             Request::Donate { span } => self.step(Event::Command(Command::Donate(span))),
@@ -519,6 +579,31 @@ impl Driver {
             Request::Today => return self.today(),
         }
         Response::Status(Box::new(self.status()))
+    }
+
+    /// Queues a `lull run` job; with `donate_now`, offers the machine until the owner
+    /// returns for as long as the job lasts, without saving the offer.
+    fn run_job(&mut self, spec: GuestSpec, donate_now: bool) -> Response {
+        let Some(id) = self.guests.start_guest(spec) else {
+            return Response::Error { message: format!("this agent runs no guest work ({})", self.guests.describe()) };
+        };
+        info!(guest = %id, donate_now, "job queued as a guest (lull run)");
+        self.jobs.push((id.clone(), None));
+        let now = self.clock.now();
+        if donate_now && !self.policy.status(now).donate_now {
+            self.transient_donate = Some(id.clone());
+            self.step(Event::Command(Command::Donate(crate::policy::DonateSpan::UntilReturn)));
+        }
+        let present = self.guests.present();
+        if present != self.guests_present {
+            self.guests_present = present;
+            self.write_totals(now);
+            self.step(Event::GuestsPresent(present));
+        }
+        match self.guests.guest_info(&id) {
+            Some(info) => Response::Guest(Box::new(info)),
+            None => Response::Error { message: format!("guest {id} vanished as it was queued") },
+        }
     }
 
     fn apply_config(&mut self, cfg: Config) -> Result<(), String> {

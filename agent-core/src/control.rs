@@ -3,6 +3,7 @@
 //! response per line. `lull status|pause|resume|donate|limits` and the tray app use it.
 
 use crate::config::Config;
+use crate::guest::{GuestInfo, GuestSpec};
 use crate::ledger::{DayDonation, InterruptionRow, TransitionRow};
 use crate::policy::{DonateSpan, PauseSpan, PolicyStatus};
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,22 @@ pub enum Request {
     },
     /// Today's timeline, interruptions and the last 7 days' donated time.
     Today,
+    /// Queue one guest job (`lull run` beside a running agent). With `donate_now`, the
+    /// machine is offered until the owner returns for as long as this job lasts: the offer
+    /// is never saved and ends with the job (an owner's own command replaces it).
+    RunJob {
+        spec: Box<GuestSpec>,
+        #[serde(default)]
+        donate_now: bool,
+    },
+    /// A snapshot of one guest this agent started.
+    Guest {
+        id: String,
+    },
+    /// Stop one guest as an eviction would (checkpoint signal and grace if it has one).
+    StopGuest {
+        id: String,
+    },
 }
 
 /// The agent's status for the owner.
@@ -49,6 +66,20 @@ pub struct AgentStatus {
     pub pid: u32,
     /// The agent's local wall-clock time, `YYYY-MM-DDTHH:MM:SS`.
     pub local_time: String,
+    /// Input backends that have stopped (name: why); the agent runs on without them.
+    #[serde(default)]
+    pub input_stopped: Vec<String>,
+    /// The coordinator this agent is linked to, if enrolled.
+    #[serde(default)]
+    pub coordinator: Option<CoordinatorLink>,
+}
+
+/// The coordinator an agent is linked to (never its secret).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct CoordinatorLink {
+    pub url: String,
+    pub agent_id: String,
 }
 
 /// Today's record for the status window.
@@ -68,6 +99,7 @@ pub enum Response {
     Status(Box<AgentStatus>),
     Config { config: Box<Config> },
     Today(Box<TodayReport>),
+    Guest(Box<GuestInfo>),
     Error { message: String },
 }
 

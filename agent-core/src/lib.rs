@@ -7,6 +7,7 @@
 //! sits at the edge in its own module. See `docs/ARCHITECTURE.md`.
 
 pub mod agent;
+pub mod assembly;
 pub mod clock;
 pub mod config;
 pub mod control;

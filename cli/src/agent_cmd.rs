@@ -3,7 +3,8 @@
 //! data directory (seven days kept) and warnings also to stderr.
 
 use crate::spans::human;
-use agent_core::agent::{self, AgentSetup, GuestHost, Notice};
+use agent_core::agent::Notice;
+use agent_core::assembly::{assemble, stop_signal, Extras};
 use agent_core::config::Config;
 use agent_core::paths::Paths;
 use agent_core::policy::Action;
@@ -36,56 +37,14 @@ pub fn run(args: AgentArgs) -> Result<()> {
     let config = Config::load(&paths.config_file)?;
     let _guard = init_logging(&paths, "agent")?;
     let json = args.json;
-    let observer = Box::new(move |n: &Notice| print_notice(n, json));
-    let backends = agent_core::input::choose_backends(&config.input);
-    let guests = guest_runtime(&config, &paths)?;
-    // Enrolled (`lull enrol`)? Then link to the coordinator beside the driver.
-    let creds = agent_core::coordinator_client::Credentials::load(&agent_core::coordinator_client::Credentials::path(&paths))?;
-    let link_paths = paths.clone();
-    // Linked, the agent runs the tasks the link leases as guests.
-    let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
-    let jobs = creds.is_some().then_some(job_rx);
-    let job_link = agent_core::coordinator_client::JobLink { jobs: job_tx, max_jobs: config.guests.max_jobs };
-    let setup = AgentSetup { paths, config, input_backends: backends, guests, observer: Some(observer) };
+    let observer: Box<dyn FnMut(&Notice) + Send> = Box::new(move |n: &Notice| print_notice(n, json));
+    let extras = Extras { observer: Some(observer), ..Extras::default() };
+    let agent = assemble(paths, config, extras)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
     rt.block_on(async move {
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let stop_tx = std::sync::Arc::new(stop_tx);
-        let stop_on_exit = stop_tx.clone();
-        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|s| *s).await;
-        };
-        let signal = async move {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {},
-            }
-            let _ = stop_tx.send(true);
-        };
-        let link = async {
-            if let Some(creds) = creds {
-                if let Err(e) = agent_core::coordinator_client::run_link(link_paths, creds, Some(job_link), stopped(stop_rx.clone())).await
-                {
-                    tracing::warn!("coordinator link stopped: {e}");
-                }
-            }
-        };
-        // Whatever ends the agent (a signal or an error) also ends the link.
-        let agent = async {
-            let r = agent::run_with_jobs(setup, jobs, stopped(stop_rx.clone())).await;
-            let _ = stop_on_exit.send(true);
-            r
-        };
         // Not joined: a short-lived agent does not wait for it.
         tokio::spawn(release_startup_pages());
-        let (r, _, _) = tokio::join!(agent, link, async {
-            tokio::select! {
-                _ = signal => {},
-                _ = stopped(stop_rx.clone()) => {},
-            }
-        });
-        r
+        agent.run(stop_signal()).await
     })?;
     Ok(())
 }
@@ -104,19 +63,6 @@ async fn release_startup_pages() {
         Ok(r) => tracing::info!(mappings = r.mappings, kib = r.kib, "released start-up pages"),
         Err(e) => tracing::info!("could not release start-up pages: {e}"),
     }
-}
-
-/// The platform's guest runtime (on Linux: cgroups, sandbox, watchdog; it kills what a
-/// crashed earlier agent left behind).
-#[cfg(target_os = "linux")]
-pub(crate) fn guest_runtime(config: &Config, paths: &Paths) -> Result<Box<dyn GuestHost>> {
-    std::fs::create_dir_all(&paths.data_dir).with_context(|| format!("creating {}", paths.data_dir.display()))?;
-    Ok(Box::new(agent_core::guest::linux::LinuxRuntime::new(config, &paths.data_dir)))
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn guest_runtime(_: &Config, _: &Paths) -> Result<Box<dyn GuestHost>> {
-    Ok(Box::new(agent_core::agent::NoGuests))
 }
 
 #[derive(Args, Debug)]

@@ -108,6 +108,13 @@ pub fn describe(s: &AgentStatus) -> String {
     for b in &s.input_backends {
         out += &format!("Input:          {b}\n");
     }
+    for b in &s.input_stopped {
+        out += &format!("Input stopped:  {b}\n");
+    }
+    match &s.coordinator {
+        Some(c) => out += &format!("Coordinator:    {} (agent {})\n", c.url, c.agent_id),
+        None => out += "Coordinator:    none (not enrolled: `lull enrol` or `lull up`)\n",
+    }
     out
 }
 

@@ -1,30 +1,32 @@
 //! `lull run -- CMD …`: runs one guest job under the policy, without a coordinator, so
 //! containment, priority, freezing, eviction modes, memory caps and the sandbox can be
-//! tried by hand. It is a whole agent (ledger, control socket, sensors, policy) with the
-//! job queued in its guest runtime; the job starts when the policy accepts guest work
-//! (after the recruitment threshold, or at once with `--now`), and the command exits when
-//! the job has ended: with the job's exit code, 75 if it was evicted, 128+N if killed by
-//! signal N.
+//! tried by hand.
+//!
+//! With an agent already running (`lull agent`, `lull up`, the tray app), the job is
+//! handed to that agent over its control socket and followed to its end. With none, this
+//! command runs its own complete agent (`agent_core::assembly`, as every entry point
+//! does: real input, the guest runtime, the coordinator link when enrolled) and hands it
+//! the job the same way. The job starts when the policy accepts guest work (after the
+//! recruitment threshold, or at once with `--now`, an offer that is never saved and ends
+//! with the job). The command exits when the job has ended: with the job's exit code, 75
+//! if it was evicted, 128+N if killed by signal N. SIGINT, SIGTERM or SIGHUP stop the
+//! job as an eviction would (75). A command that fails changes nothing.
 //!
 //! `--activity-fifo PATH` adds a diagnostic input backend: each byte written to the FIFO
 //! is one owner input event (tests and benchmarks use it to exercise the fast path).
 
 use crate::agent_cmd::{init_logging, print_notice};
-use agent_core::agent::{self, AgentSetup, FastFreeze, GuestHost, Notice};
+use agent_core::agent::Notice;
+use agent_core::assembly::{assemble, stop_signal, Extras};
 use agent_core::config::{Config, EvictionMode, NetworkPolicy};
-use agent_core::control::{call, Request};
-use agent_core::guest::linux::LinuxRuntime;
-use agent_core::guest::{GuestInfo, GuestPhase, GuestRuntime, GuestSpec};
+use agent_core::control::{call, ControlError, Request, Response};
+use agent_core::guest::{GuestInfo, GuestPhase, GuestSpec};
 use agent_core::input::{InputBackend, InputError, InputSink};
-use agent_core::ledger::GuestTotals;
 use agent_core::paths::Paths;
-use agent_core::policy::{DonateSpan, GuestDirective};
-use agent_core::sensors::GuestReading;
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use std::io::Read;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -80,72 +82,6 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// The runtime plus what `lull run` watches: the job's end.
-struct RunHost {
-    rt: LinuxRuntime,
-    id: String,
-    ended: Arc<Mutex<Option<GuestInfo>>>,
-    json: bool,
-    announced: bool,
-}
-
-impl RunHost {
-    fn check(&mut self) {
-        let info = self.rt.guests().into_iter().find(|g| g.id == self.id);
-        let Some(info) = info else { return };
-        if !self.announced && info.pid.is_some() {
-            self.announced = true;
-            let line = if self.json {
-                serde_json::json!({"event": "guest_started", "guest": info.id, "pid": info.pid, "workdir": info.workdir,
-                    "memory_limit_bytes": info.memory_limit_bytes})
-                .to_string()
-            } else {
-                format!(
-                    "guest {} started: pid {}, workdir {}, memory cap {} MiB",
-                    info.id,
-                    info.pid.unwrap_or(0),
-                    info.workdir.display(),
-                    info.memory_limit_bytes.map_or("none".into(), |b| (b >> 20).to_string())
-                )
-            };
-            outln!("{line}");
-        }
-        if matches!(info.phase, GuestPhase::Ended { .. }) {
-            let mut e = self.ended.lock().unwrap_or_else(|p| p.into_inner());
-            if e.is_none() {
-                *e = Some(info);
-            }
-        }
-    }
-}
-
-impl GuestHost for RunHost {
-    fn describe(&self) -> String {
-        self.rt.describe()
-    }
-    fn apply(&mut self, d: GuestDirective) {
-        self.rt.apply(d);
-        self.check();
-    }
-    fn present(&mut self) -> bool {
-        let p = self.rt.present();
-        self.check();
-        p
-    }
-    fn reading(&mut self) -> GuestReading {
-        self.rt.reading()
-    }
-    fn totals(&mut self) -> Vec<GuestTotals> {
-        self.rt.totals()
-    }
-    fn fast_freeze(&self) -> Option<FastFreeze> {
-        self.rt.fast_freeze()
-    }
-    fn take_restore_time(&mut self) -> Option<Duration> {
-        self.rt.take_restore_time()
-    }
-}
-
 /// Each byte read from a FIFO is one owner input event.
 struct FifoInput(PathBuf);
 
@@ -172,9 +108,49 @@ impl InputBackend for FifoInput {
     }
 }
 
+fn job_spec(args: &RunArgs) -> Result<GuestSpec> {
+    let (program, rest) = args.command.split_first().context("no command given")?;
+    let mut spec = GuestSpec::new(program.clone(), rest.iter().cloned());
+    spec.memory_cap_bytes = args.mem_cap_mib.map(|m| m << 20);
+    spec.checkpointable = args.checkpoint;
+    spec.workdir = args.workdir.clone();
+    spec.network = args.network.map(|n| match n {
+        Network::Outbound => NetworkPolicy::Outbound,
+        Network::None => NetworkPolicy::None,
+        Network::Allowed => NetworkPolicy::Allowed,
+    });
+    Ok(spec)
+}
+
+/// Whether an agent answers on `socket`, and its pid.
+fn running_agent(socket: &Path) -> Option<u32> {
+    match call(socket, &Request::Status) {
+        Ok(Response::Status(s)) => Some(s.pid),
+        _ => None,
+    }
+}
+
 pub fn run(args: RunArgs) -> Result<u8> {
     crate::out::keep_running_when_closed();
     let mut paths = Paths::from_env()?;
+    let spec = job_spec(&args)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
+    if let Some(pid) = running_agent(&paths.socket) {
+        // Everything is checked before anything is asked of the running agent.
+        let own: Vec<&str> =
+            [(args.config.is_some(), "--config"), (args.mode.is_some(), "--mode"), (args.activity_fifo.is_some(), "--activity-fifo")]
+                .into_iter()
+                .filter_map(|(given, name)| given.then_some(name))
+                .collect();
+        if !own.is_empty() {
+            bail!(
+                "an agent is already running (pid {pid}) and {} only apply to an agent `lull run` starts itself: drop {} or stop that agent first",
+                own.join(", "),
+                if own.len() == 1 { "it" } else { "them" }
+            );
+        }
+        return rt.block_on(follow(paths.socket.clone(), spec, args.now, args.json));
+    }
     if let Some(c) = &args.config {
         paths.config_file = c.clone();
     }
@@ -188,22 +164,7 @@ pub fn run(args: RunArgs) -> Result<u8> {
         };
     }
     let _guard = init_logging(&paths, "run")?;
-    let (program, rest) = args.command.split_first().context("no command given")?;
-    let mut spec = GuestSpec::new(program.clone(), rest.iter().cloned());
-    spec.memory_cap_bytes = args.mem_cap_mib.map(|m| m << 20);
-    spec.checkpointable = args.checkpoint;
-    spec.workdir = args.workdir.clone();
-    spec.network = args.network.map(|n| match n {
-        Network::Outbound => NetworkPolicy::Outbound,
-        Network::None => NetworkPolicy::None,
-        Network::Allowed => NetworkPolicy::Allowed,
-    });
-    std::fs::create_dir_all(&paths.data_dir).with_context(|| format!("creating {}", paths.data_dir.display()))?;
-    let mut rt = LinuxRuntime::new(&config, &paths.data_dir);
-    let id = rt.submit(spec);
-    let ended = Arc::new(Mutex::new(None));
-    let host = RunHost { rt, id, ended: ended.clone(), json: args.json, announced: false };
-    let mut backends: Vec<Box<dyn InputBackend>> = Vec::new();
+    let mut extra_input: Vec<Box<dyn InputBackend>> = Vec::new();
     if let Some(fifo) = &args.activity_fifo {
         if !fifo.exists() {
             let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).context("FIFO path")?;
@@ -212,49 +173,135 @@ pub fn run(args: RunArgs) -> Result<u8> {
                 bail!("creating FIFO {}: {}", fifo.display(), std::io::Error::last_os_error());
             }
         }
-        backends.push(Box::new(FifoInput(fifo.clone())));
-    }
-    if args.now {
-        let socket = paths.socket.clone();
-        std::thread::spawn(move || {
-            for _ in 0..400 {
-                if call(&socket, &Request::Donate { span: DonateSpan::UntilReturn }).is_ok() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(25));
-            }
-        });
+        extra_input.push(Box::new(FifoInput(fifo.clone())));
     }
     let json = args.json;
-    let observer = Box::new(move |n: &Notice| print_notice(n, json));
-    let setup = AgentSetup { paths, config, input_backends: backends, guests: Box::new(host), observer: Some(observer) };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
-    let done = ended.clone();
+    let observer: Box<dyn FnMut(&Notice) + Send> = Box::new(move |n: &Notice| print_notice(n, json));
+    let agent = assemble(paths.clone(), config, Extras { observer: Some(observer), extra_input, ..Extras::default() })?;
     rt.block_on(async move {
-        let shutdown = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-            let finished = async {
-                loop {
-                    if done.lock().map(|d| d.is_some()).unwrap_or(true) {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let mut own = tokio::spawn(agent.run(async move {
+            let _ = stop_rx.await;
+        }));
+        // Hand the job over once this agent answers (or say why it never did).
+        let socket = paths.socket.clone();
+        let ready = async {
+            loop {
+                let s = socket.clone();
+                if tokio::task::spawn_blocking(move || running_agent(&s)).await.ok().flatten() == Some(std::process::id()) {
+                    return;
                 }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {},
-                _ = finished => {},
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
         };
-        agent::run(setup, shutdown).await
-    })?;
-    let info = ended.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let Some(info) = info else {
-        outln!("stopped before the guest ended (it was evicted on shutdown)");
-        return Ok(75);
+        tokio::select! {
+            _ = ready => {}
+            r = &mut own => {
+                return match r {
+                    Ok(Ok(())) => Err(anyhow!("the agent stopped during start-up")),
+                    Ok(Err(e)) => Err(e.into()),
+                    Err(e) => Err(anyhow!("the agent task failed: {e}")),
+                };
+            }
+        }
+        let code = follow(socket, spec, args.now, json).await;
+        let _ = stop_tx.send(());
+        match own.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("the agent reported on stopping: {e}"),
+            Err(e) => tracing::warn!("the agent task failed: {e}"),
+        }
+        code
+    })
+}
+
+/// One control request, off the async thread (the agent may be on this very runtime).
+async fn request(socket: &Path, req: Request) -> Result<Response, ControlError> {
+    let socket = socket.to_path_buf();
+    tokio::task::spawn_blocking(move || call(&socket, &req))
+        .await
+        .unwrap_or_else(|e| Err(ControlError::Protocol(format!("request task failed: {e}"))))
+}
+
+fn guest_of(r: Result<Response, ControlError>) -> Result<GuestInfo> {
+    match r? {
+        Response::Guest(g) => Ok(*g),
+        Response::Error { message } => Err(anyhow!(message)),
+        other => Err(anyhow!("unexpected answer from the agent: {other:?}")),
+    }
+}
+
+/// Hands `spec` to the agent on `socket` and follows the guest to its end: its output
+/// as it is written (the job's stdout.log and stderr.log), then its exit as the code.
+async fn follow(socket: PathBuf, spec: GuestSpec, now: bool, json: bool) -> Result<u8> {
+    let info = guest_of(request(&socket, Request::RunJob { spec: Box::new(spec), donate_now: now }).await)?;
+    let id = info.id.clone();
+    if !json {
+        eprintln!("lull: job queued as guest {id}{}", if now { " (machine offered until you return)" } else { "" });
+    }
+    let mut out = Tail::new(info.workdir.join("stdout.log"));
+    let mut err = Tail::new(info.workdir.join("stderr.log"));
+    let mut announced = false;
+    let mut stop_asked = false;
+    let signal = stop_signal();
+    tokio::pin!(signal);
+    let mut poll = tokio::time::interval(Duration::from_millis(50));
+    let info = loop {
+        tokio::select! {
+            _ = &mut signal, if !stop_asked => {
+                stop_asked = true;
+                eprintln!("lull: stopping guest {id}");
+                if let Err(e) = guest_of(request(&socket, Request::StopGuest { id: id.clone() }).await) {
+                    tracing::warn!("stopping guest {id}: {e}");
+                }
+            }
+            _ = poll.tick() => {
+                let info = match guest_of(request(&socket, Request::Guest { id: id.clone() }).await) {
+                    Ok(i) => i,
+                    Err(e) => bail!("lost the guest {id}: {e:#}"),
+                };
+                if !json {
+                    out.copy_to(&mut std::io::stdout());
+                    err.copy_to(&mut std::io::stderr());
+                }
+                if !announced && info.pid.is_some() {
+                    announced = true;
+                    announce_start(&info, json);
+                }
+                if matches!(info.phase, GuestPhase::Ended { .. }) {
+                    break info;
+                }
+            }
+        }
     };
-    let GuestPhase::Ended { code, signal, evicted } = info.phase else { return Ok(1) };
+    if !json {
+        out.copy_to(&mut std::io::stdout());
+        err.copy_to(&mut std::io::stderr());
+    }
+    Ok(report_end(&info, json))
+}
+
+fn announce_start(info: &GuestInfo, json: bool) {
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({"event": "guest_started", "guest": info.id, "pid": info.pid, "workdir": info.workdir,
+                "memory_limit_bytes": info.memory_limit_bytes})
+        );
+    } else {
+        eprintln!(
+            "lull: guest {} started: pid {}, workdir {}, memory cap {} MiB",
+            info.id,
+            info.pid.unwrap_or(0),
+            info.workdir.display(),
+            info.memory_limit_bytes.map_or("none".into(), |b| (b >> 20).to_string())
+        );
+    }
+}
+
+/// Says how the job ended and returns the command's exit code.
+fn report_end(info: &GuestInfo, json: bool) -> u8 {
+    let GuestPhase::Ended { code, signal, evicted } = info.phase else { return 1 };
     let cpu_s = (info.cpu_user_us + info.cpu_system_us) as f64 / 1e6;
     if json {
         outln!(
@@ -270,17 +317,43 @@ pub fn run(args: RunArgs) -> Result<u8> {
             (_, _, Some(s)) => format!("killed by signal {s}"),
             _ => "ended".into(),
         };
-        outln!(
-            "guest {} {how}: {cpu_s:.2} CPU-s donated over {:.1} s, peak memory {:.1} MiB",
+        eprintln!(
+            "lull: guest {} {how}: {cpu_s:.2} CPU-s donated over {:.1} s, peak memory {:.1} MiB",
             info.id,
             info.wall_ms as f64 / 1000.0,
             info.peak_mem_bytes as f64 / 1048576.0
         );
     }
-    Ok(match (evicted, code, signal) {
+    match (evicted, code, signal) {
         (true, _, _) => 75,
         (_, Some(c), _) => c.clamp(0, 255) as u8,
         (_, _, Some(s)) => (128 + s).clamp(0, 255) as u8,
         _ => 1,
-    })
+    }
+}
+
+/// Follows a file another process appends to, copying what is new.
+struct Tail {
+    path: PathBuf,
+    at: u64,
+}
+
+impl Tail {
+    fn new(path: PathBuf) -> Self {
+        Self { path, at: 0 }
+    }
+
+    fn copy_to(&mut self, to: &mut impl std::io::Write) {
+        use std::io::{Seek, SeekFrom};
+        let Ok(mut f) = std::fs::File::open(&self.path) else { return };
+        if f.seek(SeekFrom::Start(self.at)).is_err() {
+            return;
+        }
+        let mut buf = Vec::new();
+        if let Ok(n) = f.read_to_end(&mut buf) {
+            self.at += n as u64;
+            // A closed stdout or stderr loses the job's output, never the job.
+            let _ = to.write_all(&buf).and_then(|()| to.flush());
+        }
+    }
 }

@@ -5,8 +5,9 @@
 //! dashboard address. Ctrl-C stops all three cleanly.
 
 use crate::agent_cmd::init_logging;
-use crate::coordinator_cmd::{ensure_admin_key, files, stop_signal, DEFAULT_LISTEN};
-use agent_core::agent::{self, AgentSetup};
+use crate::coordinator_cmd::{ensure_admin_key, files, DEFAULT_LISTEN};
+use agent_core::agent;
+use agent_core::assembly::{assemble, stop_signal, Extras, Link};
 use agent_core::config::Config as AgentConfig;
 use agent_core::coordinator_client::{self, Credentials};
 use agent_core::paths::Paths;
@@ -94,26 +95,17 @@ pub fn run(a: UpArgs) -> Result<()> {
         }
         outln!("Try: lull submit -- /bin/sh -c 'echo hello'   ·   lull report --by owner --since 7d   ·   lull status");
 
-        let input_backends = agent_core::input::choose_backends(&config.input);
-        let guests = crate::agent_cmd::guest_runtime(&config, &paths)?;
         let json = false;
         let observer: Box<dyn FnMut(&agent::Notice) + Send> = Box::new(move |n| crate::agent_cmd::print_notice(n, json));
-        // The link leases tasks and hands them to the driver, which runs them as guests.
-        let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
-        let job_link = coordinator_client::JobLink { jobs: job_tx, max_jobs: config.guests.max_jobs };
-        let setup = AgentSetup { paths: paths.clone(), config, input_backends, guests, observer: Some(observer) };
-        let agent = agent::run_with_jobs(setup, Some(job_rx), stopped(stop_rx.clone()));
-        let link = coordinator_client::run_link(paths.clone(), creds, Some(job_link), stopped(stop_rx.clone()));
+        let extras = Extras { observer: Some(observer), link: Link::With(creds), ..Extras::default() };
+        let agent = assemble(paths, config, extras)?;
         let signal = async {
             stop_signal().await;
             outln!("stopping…");
-            let _ = stop_tx.send(true);
         };
-        let (agent_res, link_res, _) = tokio::join!(agent, link, signal);
+        let agent_res = agent.run(signal).await;
+        let _ = stop_tx.send(true);
         agent_res.context("agent")?;
-        if let Err(e) = link_res {
-            tracing::warn!("coordinator link: {e}");
-        }
         server.await.context("coordinator task")??;
         Ok(())
     })

@@ -1,9 +1,11 @@
-//! The agent inside the tray app: `agent_core::agent::run`, the very driver `lull agent`
-//! runs, on its own thread with a current-thread runtime. The tray, the windows and the
-//! CLI all talk to it over its control socket. It stops on Quit, SIGTERM or SIGINT, and
-//! always flushes its ledger and removes its socket on the way out.
+//! The agent inside the tray app: the complete agent `agent_core::assembly` builds for
+//! every entry point (real input, the guest runtime with its fast freeze, the coordinator
+//! link when enrolled), on its own thread with a current-thread runtime. The tray, the
+//! windows and the CLI all talk to it over its control socket. It stops on Quit, SIGTERM,
+//! SIGINT or SIGHUP, and always evicts its guests, flushes its ledger and removes its
+//! socket on the way out.
 
-use agent_core::agent::{self, AgentSetup, NoGuests, Notice};
+use agent_core::assembly::{assemble, stop_signal, Extras};
 use agent_core::config::Config;
 use agent_core::control::{call, Request, Response};
 use agent_core::paths::Paths;
@@ -13,17 +15,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
-/// Observer of the agent's notices.
-pub type Observer = Box<dyn FnMut(&Notice) + Send>;
+pub use agent_core::agent::Observer;
 
-/// Runs the agent on the current thread until `stop` fires (if given) or a SIGTERM or
-/// SIGINT arrives.
+/// Runs the complete agent on the current thread until `stop` fires (if given) or a
+/// SIGTERM, SIGINT or SIGHUP arrives.
 pub fn run_blocking(paths: Paths, config: Config, observer: Option<Observer>, stop: Option<oneshot::Receiver<()>>) -> Result<()> {
-    let setup = AgentSetup { paths, config, input_backends: Vec::new(), guests: Box::new(NoGuests), observer };
+    let agent = assemble(paths, config, Extras { observer, ..Extras::default() })?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the agent's runtime")?;
     rt.block_on(async move {
         let shutdown = async move {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             let stop = async move {
                 match stop {
                     Some(rx) => {
@@ -33,12 +33,11 @@ pub fn run_blocking(paths: Paths, config: Config, observer: Option<Observer>, st
                 }
             };
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {},
+                _ = stop_signal() => {},
                 _ = stop => {},
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {},
             }
         };
-        agent::run(setup, shutdown).await
+        agent.run(shutdown).await
     })?;
     Ok(())
 }

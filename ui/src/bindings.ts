@@ -48,6 +48,8 @@ owner_utilisation_h: number, eviction_mode: EvictionMode,
  */
 owner_cpu: number, recruitment_threshold_s: number, };
 
+export type CoordinatorLink = { url: string, agent_id: string, };
+
 export type AgentStatus = { donated_cpu_s_today: number, donated_wall_s_today: number, 
 /**
  * Input backends in use, with what each cannot see.
@@ -56,7 +58,15 @@ input_backends: Array<string>, guest_runtime: string, agent_version: string, pid
 /**
  * The agent's local wall-clock time, `YYYY-MM-DDTHH:MM:SS`.
  */
-local_time: string, state: StateKind, not_allowed: NotAllowedReason | null, 
+local_time: string, 
+/**
+ * Input backends that have stopped (name: why); the agent runs on without them.
+ */
+input_stopped: Array<string>, 
+/**
+ * The coordinator this agent is linked to, if enrolled.
+ */
+coordinator: CoordinatorLink | null, state: StateKind, not_allowed: NotAllowedReason | null, 
 /**
  * Seconds in the current state.
  */

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 pub mod linux;
 
 /// One guest job to run.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GuestSpec {
     /// The program (looked up on the guest's `PATH` when it has no slash).
     pub command: String,
@@ -72,7 +72,8 @@ impl Containment {
 }
 
 /// Where a guest is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
 pub enum GuestPhase {
     /// Waiting for admission (an Accept directive with enough memory for the owner).
     Queued,
@@ -89,7 +90,7 @@ pub enum GuestPhase {
 }
 
 /// A snapshot of one guest.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GuestInfo {
     pub id: String,
     pub pid: Option<u32>,

@@ -27,7 +27,7 @@ pub struct FieldError {
 /// The whole `bindings.ts` (used by the test below, which writes or checks it).
 #[cfg(test)]
 pub fn typescript() -> String {
-    use agent_core::control::{AgentStatus, TodayReport};
+    use agent_core::control::{AgentStatus, CoordinatorLink, TodayReport};
     use agent_core::ledger::{DayDonation, InterruptionRow, TransitionRow};
     use agent_core::policy::{Deadline, DonateSpan, GuestDirective, NotAllowedReason, PauseSpan, PolicyStatus, SavedPause, StateKind};
     let decls = [
@@ -40,6 +40,7 @@ pub fn typescript() -> String {
         Deadline::decl(),
         SavedPause::decl(),
         PolicyStatus::decl(),
+        CoordinatorLink::decl(),
         AgentStatus::decl(),
         TransitionRow::decl(),
         InterruptionRow::decl(),

@@ -440,6 +440,37 @@ impl LinuxRuntime {
         }
     }
 
+    /// Stops one guest as an eviction stops it (a checkpointable one gets SIGTERM and the
+    /// kill grace); a queued one is dropped from the queue and ends as evicted at once.
+    /// False when no such guest is queued or running.
+    pub fn stop_one(&mut self, id: &str) -> bool {
+        if let Some(i) = self.queue.iter().position(|(q, _)| q == id) {
+            let (id, spec) = self.queue.remove(i).expect("position() just found this index");
+            let workdir = spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(&id));
+            let info = GuestInfo::without_process(id.clone(), GuestPhase::Ended { code: None, signal: None, evicted: true }, workdir);
+            let t = GuestTotals { guest: id, cpu_us: 0, wall_ms: 0, peak_mem_bytes: 0 };
+            self.ended.push((info, t, true));
+            return true;
+        }
+        let grace = self.kill_grace;
+        let Some(g) = self.guests.iter_mut().find(|g| g.id == id) else { return false };
+        if !g.stopping {
+            g.stopping = true;
+            g.evicted = true;
+            if g.checkpointable && !grace.is_zero() {
+                match &g.cg {
+                    Some(cg) => cg.signal(libc::SIGTERM),
+                    None => fallback::signal_group(g.pid as i32, libc::SIGTERM),
+                }
+                g.kill_at = Some(Instant::now() + grace);
+            } else {
+                Self::kill_guest(g);
+            }
+            info!(guest = %g.id, "guest stopped on request");
+        }
+        true
+    }
+
     fn evict_all(&mut self) {
         let now = Instant::now();
         let mut signalled = false;
@@ -692,6 +723,10 @@ impl GuestHost for LinuxRuntime {
 
     fn start_guest(&mut self, spec: GuestSpec) -> Option<String> {
         Some(self.submit(spec))
+    }
+
+    fn stop_guest(&mut self, id: &str) -> bool {
+        self.stop_one(id)
     }
 
     fn guest_info(&mut self, id: &str) -> Option<GuestInfo> {

@@ -78,6 +78,10 @@ unsafe fn watch(rx: i32, tx: i32, kill_file: Option<&CString>, groups: &mut [i32
     libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
     libc::signal(libc::SIGINT, libc::SIG_IGN);
     libc::signal(libc::SIGTERM, libc::SIG_IGN);
+    // A closed terminal (SIGHUP to the foreground group) must not end it before the agent.
+    libc::signal(libc::SIGHUP, libc::SIG_IGN);
+    // Its own name in ps/top (a forked agent or tray would show as another copy of them).
+    libc::prctl(libc::PR_SET_NAME, c"lull-watchdog".as_ptr(), 0, 0, 0);
     let mut n = 0usize;
     let mut buf = [0u8; 4];
     let mut have = 0usize;

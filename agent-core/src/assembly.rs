@@ -1,0 +1,147 @@
+//! The one way to build a complete agent: input backends as configured, the platform's
+//! guest runtime, the ledger and control socket (opened by the driver), and the
+//! coordinator link when this machine is enrolled. `lull agent`, `lull up`, `lull run`
+//! and the tray app (`lull-tray`) all call [`assemble`]; an entry point adds only what is
+//! its own (an observer that prints or notifies, extra diagnostic input, the
+//! credentials `lull up` just made). Two places that build an agent by hand drift: the
+//! tray's agent once had no input, no guests and no coordinator link.
+
+use crate::agent::{self, AgentError, GuestHost};
+use crate::config::Config;
+use crate::control::CoordinatorLink;
+use crate::coordinator_client::{self, Credentials, JobLink};
+use crate::input::InputBackend;
+use crate::paths::Paths;
+use std::future::Future;
+
+/// Which coordinator the agent links to.
+#[derive(Debug, Clone)]
+pub enum Link {
+    /// The one this machine enrolled with (`coordinator.json` in the data directory), if any.
+    IfEnrolled,
+    /// These credentials (`lull up`, which enrols to its own coordinator first).
+    With(Credentials),
+}
+
+/// What an entry point adds to the complete agent.
+pub struct Extras {
+    /// Told every state change, interruption and restore (the CLI prints, the tray notifies).
+    pub observer: Option<agent::Observer>,
+    pub link: Link,
+    /// Input backends beside the configured ones (`lull run --activity-fifo`).
+    pub extra_input: Vec<Box<dyn InputBackend>>,
+}
+
+impl Default for Extras {
+    fn default() -> Self {
+        Self { observer: None, link: Link::IfEnrolled, extra_input: Vec::new() }
+    }
+}
+
+/// Why an agent could not be assembled.
+#[derive(Debug, thiserror::Error)]
+pub enum AssemblyError {
+    #[error("creating the data directory {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Credentials(#[from] coordinator_client::ClientError),
+}
+
+/// A complete agent, ready to run: the driver and, when linked, the coordinator link.
+pub struct CompleteAgent {
+    setup: agent::AgentSetup,
+    link: Option<Credentials>,
+}
+
+/// Builds the complete agent for `paths` and `config`.
+pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<CompleteAgent, AssemblyError> {
+    let Extras { observer, link, extra_input } = extras;
+    #[cfg(target_os = "linux")]
+    let mut input_backends = crate::input::choose_backends(&config.input);
+    #[cfg(not(target_os = "linux"))]
+    let mut input_backends: Vec<Box<dyn InputBackend>> = Vec::new();
+    input_backends.extend(extra_input);
+    let guests = guest_runtime(&config, &paths)?;
+    let link = match link {
+        Link::IfEnrolled => Credentials::load(&Credentials::path(&paths))?,
+        Link::With(c) => Some(c),
+    };
+    let coordinator = link.as_ref().map(|c| CoordinatorLink { url: c.url.clone(), agent_id: c.agent_id.clone() });
+    let setup = agent::AgentSetup { paths, config, input_backends, guests, observer, coordinator };
+    Ok(CompleteAgent { setup, link })
+}
+
+/// The platform's guest runtime (on Linux: cgroups, sandbox, watchdog; it kills what a
+/// crashed earlier agent left behind).
+fn guest_runtime(config: &Config, paths: &Paths) -> Result<Box<dyn GuestHost>, AssemblyError> {
+    std::fs::create_dir_all(&paths.data_dir)
+        .map_err(|source| AssemblyError::DataDir { path: paths.data_dir.display().to_string(), source })?;
+    #[cfg(target_os = "linux")]
+    return Ok(Box::new(crate::guest::linux::LinuxRuntime::new(config, &paths.data_dir)));
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = config;
+        Ok(Box::new(agent::NoGuests))
+    }
+}
+
+impl CompleteAgent {
+    /// The coordinator this agent will link to.
+    pub fn coordinator(&self) -> Option<&Credentials> {
+        self.link.as_ref()
+    }
+
+    /// Runs the driver and, when linked, the coordinator link (heartbeats, records,
+    /// leased tasks run as guests) until `shutdown` resolves or the driver stops.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+        let Self { setup, link } = self;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
+        let jobs = link.is_some().then_some(job_rx);
+        let job_link = JobLink { jobs: job_tx, max_jobs: setup.config.guests.max_jobs };
+        let paths = setup.paths.clone();
+        let driver = async {
+            let r = agent::run_with_jobs(setup, jobs, stopped(stop_rx.clone())).await;
+            // Whatever ends the driver (shutdown or an error) also ends the link.
+            let _ = stop_tx.send(true);
+            r
+        };
+        let linked = async {
+            if let Some(creds) = link {
+                if let Err(e) = coordinator_client::run_link(paths, creds, Some(job_link), stopped(stop_rx.clone())).await {
+                    tracing::warn!("coordinator link stopped: {e}");
+                }
+            }
+        };
+        let watch = async {
+            tokio::select! {
+                _ = shutdown => { let _ = stop_tx.send(true); }
+                _ = stopped(stop_rx.clone()) => {}
+            }
+        };
+        let (r, _, _) = tokio::join!(driver, linked, watch);
+        r
+    }
+}
+
+/// Resolves on the first SIGINT, SIGTERM or SIGHUP (a closed terminal): how the
+/// foreground commands and the tray app are told to stop.
+pub async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    async fn one(kind: SignalKind) {
+        match signal(kind) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    }
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = one(SignalKind::terminate()) => {}
+        _ = one(SignalKind::hangup()) => {}
+    }
+}
