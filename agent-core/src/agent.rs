@@ -173,6 +173,8 @@ struct Driver {
     coordinator: Option<control::CoordinatorLink>,
     /// A `lull run --now` job's guest while its unsaved donate-now offer lasts.
     transient_donate: Option<String>,
+    /// Whether the sensors have had their first (discarded) reading.
+    primed: bool,
     // Trace accumulation.
     trace_buf: Vec<TraceRow>,
     trace_start: i64,
@@ -276,6 +278,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         input_stopped,
         coordinator,
         transient_donate: None,
+        primed: false,
         trace_buf: Vec::new(),
         trace_start: now.utc.timestamp(),
         trace_cpu: (0.0, 0),
@@ -345,6 +348,12 @@ impl Driver {
         let t_migr = self.guests.migration_cost();
         self.policy.set_migration_cost(t_migr);
         let sample = sensors.sample(now.mono, self.guests.reading());
+        if !self.primed {
+            // The first tick comes at once after start-up: its CPU figure covers a few
+            // milliseconds since the sensors were opened, too short to mean anything.
+            self.primed = true;
+            return;
+        }
         self.trace_cpu.0 += sample.owner_cpu;
         self.trace_cpu.1 += 1;
         self.trace_mem = sample.owner_mem_bytes;

@@ -38,6 +38,28 @@ pub fn lull_bin() -> PathBuf {
     .clone()
 }
 
+/// The `lull-tray` binary of this build (built once if it is missing; it embeds `ui/dist`,
+/// so `npm run build` in `ui/` must have run, as scripts/test.sh does).
+pub fn tray_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let lull = lull_bin();
+        let bin = lull.with_file_name("lull-tray");
+        if !bin.exists() {
+            let release = lull.parent().and_then(|d| d.file_name()).is_some_and(|n| n == "release");
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.current_dir(workspace()).args(["build", "-q", "-p", "lull-tray", "--bin", "lull-tray", "--bin", "lull-window"]);
+            if release {
+                cmd.arg("--release");
+            }
+            let ok = cmd.status().expect("running cargo build").success();
+            assert!(ok && bin.exists(), "could not build the lull-tray binary at {}", bin.display());
+        }
+        bin
+    })
+    .clone()
+}
+
 /// True when the environment variable says this kind of test must run (CI sets it).
 pub fn required(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| v == "1")

@@ -600,7 +600,11 @@ impl Policy {
         if self.presence_hold || self.input_pending || self.last_input.is_some_and(|t| t >= now.mono) {
             return Some(ReturnCause::Input);
         }
-        let s = self.last_sample.as_ref()?;
+        // No reading yet (the agent just started): the owner may be at work, so the
+        // machine is not available until a reading says otherwise. Saying "available"
+        // here made a busy machine flap owner_active → idle → owner_active at start-up.
+        // No guest can be present before the first reading, so nothing is counted on it.
+        let Some(s) = self.last_sample.as_ref() else { return Some(ReturnCause::OwnerCpu) };
         // A maximum of 1.0 (the whole machine) takes CPU out of the definition.
         let cpu_max = self.cfg.availability.owner_cpu_max;
         if cpu_max < 1.0 && s.owner_cpu as f64 >= cpu_max {
