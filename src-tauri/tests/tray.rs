@@ -125,18 +125,22 @@ impl Desktop {
     }
 }
 
-/// A `lull-tray` process in its own directories.
+/// A `lull-tray` process in its own directories, its guests under a cgroup base of its
+/// own (purged on drop: the tray app is a full agent and runs guests).
 struct Tray {
     dir: tempfile::TempDir,
     child: Option<Child>,
     display: Option<String>,
+    cgroup_base: String,
 }
 
 impl Tray {
     fn new(config: &str) -> Self {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::write(dir.path().join("config.toml"), config).expect("config");
-        Self { dir, child: None, display: None }
+        Self { dir, child: None, display: None, cgroup_base: format!("lull-tray-test-{}-{n}", std::process::id()) }
     }
 
     fn socket(&self) -> PathBuf {
@@ -150,6 +154,7 @@ impl Tray {
             .env("LULL_CONFIG", d.join("config.toml"))
             .env("LULL_DATA_DIR", d)
             .env("LULL_SOCKET", self.socket())
+            .env("LULL_CGROUP", &self.cgroup_base)
             .env("XDG_CONFIG_HOME", d.join("xdg-config"))
             .env("NO_AT_BRIDGE", "1")
             .env("WEBKIT_DISABLE_DMABUF_RENDERER", "1")
@@ -233,6 +238,7 @@ impl Drop for Tray {
             let _ = c.kill();
             let _ = c.wait();
         }
+        lull_e2e::purge_cgroup_base(&self.cgroup_base);
     }
 }
 
@@ -327,7 +333,9 @@ fn tray_menu_drives_the_embedded_agent_and_status_window_opens() {
     std::thread::sleep(Duration::from_millis(800));
     desk.screenshot("tray-icon.png");
     let pid = tray.child.as_ref().expect("running").id();
-    assert!(descendants(pid).is_empty(), "no window, no child process: {:?}", descendants(pid));
+    // The only child with no window open: the guest runtime's no-orphans watchdog.
+    let children = descendants(pid);
+    assert!(children.iter().all(|n| n == "lull-watchdog"), "no window, no child process but the watchdog: {children:?}");
     assert!(!maps_webkit(pid), "the idle tray process maps no WebKit library");
 
     // Menu: [headline (disabled)], Donate now ▸, Pause ▸, Resume, Open Lull, Settings, Quit.
@@ -551,4 +559,108 @@ fn without_the_appindicator_library_it_shows_the_status_window_instead() {
         .unwrap_or_else(|| panic!("lull-tray did not exit when its only window closed:\n{}", tray.output()));
     assert!(st.success(), "{st}");
     assert!(!tray.socket().exists());
+}
+
+/// Skips (true) unless cgroups can be managed here; panics when they are required.
+fn skip_without_cgroups() -> bool {
+    let v2_or_hybrid = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() == 0 } && v2_or_hybrid {
+        return false;
+    }
+    assert!(!lull_e2e::required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
+    eprintln!("SKIPPED: needs root to create cgroups");
+    true
+}
+
+/// The tray app is the full agent (issue 10): enrolled to a real coordinator, it leases a
+/// submitted job and runs it as a guest in a cgroup; one relative pointer motion from a
+/// separate X client (xdotool) evicts it at once, the interruption's cause is input, and
+/// the coordinator's report shows the machine's donated time.
+#[test]
+fn a_submitted_job_runs_in_the_tray_app_is_evicted_by_x_input_and_reported() {
+    if skip_gui() || skip_without_cgroups() {
+        return;
+    }
+    let lull = lull_e2e::lull_bin();
+    let desk = Desktop::start(true);
+    let pool = tempfile::tempdir().expect("dir");
+    let pool_cmd = |args: &[&str]| {
+        let mut c = Command::new(&lull);
+        c.args(args).env("LULL_DATA_DIR", pool.path()).env_remove("LULL_COORDINATOR_URL").env_remove("LULL_KEY");
+        c
+    };
+    let _coordinator = Proc(
+        pool_cmd(&["coordinator", "serve", "--listen", "127.0.0.1:0", "--heartbeat-s", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("coordinator"),
+    );
+    wait_until("the coordinator", Duration::from_secs(30), || {
+        !std::fs::read_to_string(pool.path().join("coordinator.url")).unwrap_or_default().trim().is_empty()
+    });
+    let url = std::fs::read_to_string(pool.path().join("coordinator.url")).expect("url").trim().to_string();
+    let out = pool_cmd(&["coordinator", "token", "create"]).output().expect("token");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+
+    let mut tray = Tray::new(
+        "[sampling]\ninterval_ms = 100\n[availability]\nrecruitment_threshold_s = 1\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\
+         [eviction]\nmode = \"immediate-eviction\"\n[input]\nbackend = \"x11\"\n",
+    );
+    tray.display = Some(desk.display.clone());
+    let out = Command::new(&lull)
+        .args(["enrol", "--url", &url, "--token", &token, "--owner", "tess", "--machine", "traybox"])
+        .env("LULL_DATA_DIR", tray.dir.path())
+        .output()
+        .expect("enrol");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    tray.start(&[]);
+    let s = tray.wait_for("the full agent", |s| s.coordinator.is_some());
+    assert!(s.input_backends.iter().any(|b| b.starts_with("x11-xi2")), "real X11 input: {:?}", s.input_backends);
+    assert!(s.guest_runtime.starts_with("linux: cgroup"), "real guests: {}", s.guest_runtime);
+    let pid = tray.child.as_ref().expect("running").id();
+    assert_eq!(s.pid, pid, "the agent runs inside lull-tray");
+
+    let out = pool_cmd(&["submit", "--", "sh", "-c", "while :; do :; done"]).output().expect("submit");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !tray.try_status().is_some_and(|s| s.policy.state == StateKind::Donating && s.policy.guests_present) {
+        assert!(Instant::now() < deadline, "the job never ran in the tray app:\n{}\n{}", tray.output(), tray.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+
+    // The owner moves the mouse: the guest is gone at once, the cause is input.
+    let t0 = Instant::now();
+    let out = desk.xdotool(&["mousemove_relative", "--", "7", "0"]);
+    assert!(out.status.success());
+    while tray.try_status().is_some_and(|s| s.policy.guests_present) {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the guest outlived the owner's return:\n{}", tray.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!("xdotool motion → no guest present (seen through the control socket): {:?}", t0.elapsed());
+    let today = match call(&tray.socket(), &Request::Today).expect("today") {
+        Response::Today(t) => t,
+        other => panic!("{other:?}"),
+    };
+    let last = today.interruptions.last().expect("an interruption was counted");
+    assert_eq!(last.cause, "input", "{last:?}");
+
+    // The donated time reaches the coordinator's report.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = pool_cmd(&["report", "--by", "machine", "--since", "1d", "--json"]).output().expect("report");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+        let cpu = v["rows"].as_array().map(|r| r.iter().filter_map(|r| r["cpu_s"].as_f64()).sum::<f64>()).unwrap_or(0.0);
+        if cpu >= 1.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the donated time never reached the report: {v}\n{}", tray.log());
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let st = tray.sigterm_and_wait();
+    assert!(st.success(), "{st}\n{}", tray.output());
 }
