@@ -28,6 +28,9 @@ pub enum Which {
     Slowdown(crate::bench_guest::SlowdownArgs),
     /// Memory: owner pages swapped out by a capped guest; restore time with the cap disabled.
     Memory(crate::bench_guest::MemoryArgs),
+    /// The owner's return end to end on the product (lull up, lull-tray): one XTest motion
+    /// from a separate client → the guest's last heartbeat (goal: p99 ≤ 5 ms, 0 missed).
+    OwnerReturn(crate::bench_owner_return::OwnerReturnArgs),
     /// Coordinator heartbeats/s and latency with N simulated agents over loopback
     /// (goal on SQLite: ≥ 20,000/s, p99 ≤ 10 ms with 10,000 agents).
     Heartbeats(crate::bench_heartbeats::HeartbeatArgs),
@@ -74,6 +77,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Which::Slowdown(s) => crate::bench_guest::slowdown(s),
         Which::Memory(m) => crate::bench_guest::memory_bench(m),
         Which::Heartbeats(h) => crate::bench_heartbeats::run(h),
+        Which::OwnerReturn(a) => crate::bench_owner_return::run(a),
     }
 }
 
@@ -282,7 +286,7 @@ fn idle(a: IdleArgs) -> Result<()> {
     Ok(())
 }
 
-mod input_latency {
+pub(crate) mod input_latency {
     //! An in-process X11 input backend (the agent's own `x11-xi2`) feeding a real
     //! [`InputSink`], with XTest events injected over a separate X connection. Each
     //! event's latency is taken at two points: the sink's fast path (the synchronous
@@ -304,7 +308,7 @@ mod input_latency {
     /// The core protocol's MotionNotify event code, XTest's "move the pointer".
     const MOTION_NOTIFY: u8 = 6;
 
-    struct Xvfb(Child);
+    pub(crate) struct Xvfb(Child);
 
     impl Drop for Xvfb {
         fn drop(&mut self) {
@@ -314,7 +318,7 @@ mod input_latency {
     }
 
     /// Starts Xvfb on a display number it picks (`-displayfd`), `-noreset`.
-    fn start_xvfb() -> Result<(Xvfb, String)> {
+    pub(crate) fn start_xvfb() -> Result<(Xvfb, String)> {
         let mut child = Command::new("Xvfb")
             .args(["-displayfd", "1", "-noreset", "-nolisten", "tcp", "-screen", "0", "800x600x24"])
             .stdout(Stdio::piped())

@@ -29,7 +29,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn pct(v: &mut [f64], p: f64) -> f64 {
+pub(crate) fn pct(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
@@ -38,7 +38,7 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[i.min(v.len() - 1)]
 }
 
-fn unified_root() -> &'static str {
+pub(crate) fn unified_root() -> &'static str {
     if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
         "/sys/fs/cgroup"
     } else {
@@ -99,7 +99,7 @@ pub struct EvictArgs {
     pub json: bool,
 }
 
-struct Xvfb(Option<Child>);
+pub(crate) struct Xvfb(Option<Child>);
 impl Drop for Xvfb {
     fn drop(&mut self) {
         if let Some(mut c) = self.0.take() {
@@ -109,7 +109,7 @@ impl Drop for Xvfb {
     }
 }
 
-fn start_xvfb(display: &str) -> Result<Xvfb> {
+pub(crate) fn start_xvfb(display: &str) -> Result<Xvfb> {
     let n = display.trim_start_matches(':');
     let sock = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
     let child = Command::new("Xvfb")
