@@ -5,12 +5,16 @@
 # sharing it) and RSS from /proc/PID/smaps_rollup. Three moments: tray only (no window
 # ever opened), status window open, and after that window was closed again. Runs under
 # its own Xvfb with trayer as tray host. RUNS=n repeats the three moments n times.
+# ENROL=1 first starts a coordinator (`lull coordinator serve`, loopback) and enrols the
+# tray's machine to it, so the coordinator link (heartbeats, lease polling) runs as on an
+# owner's desktop.
 # Usage: scripts/bench-tray-memory.sh [path/to/lull-tray]   (default: release build;
-# lull-window must sit beside it, as `cargo build --release -p lull-tray` leaves it)
+# lull-window and lull must sit beside it, as `cargo build --release -p lull -p lull-tray`
+# leaves them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/release/lull-tray}
-for b in "$bin" "$(dirname "$bin")/lull-window"; do
+for b in "$bin" "$(dirname "$bin")/lull-window" "$(dirname "$bin")/lull"; do
   [ -x "$b" ] || { echo "no $b: build it with (cd ui && npm run build) && cargo build --release -p lull-tray" >&2; exit 1; }
 done
 runs=${RUNS:-1}
@@ -27,6 +31,15 @@ for _ in $(seq 50); do [ -S /tmp/.X11-unix/X$n ] && break; sleep 0.1; done
 # shellcheck disable=SC2086
 DISPLAY=$dpy trayer ${TRAYER_ARGS:---edge top} >/dev/null 2>&1 & pids+=($!)
 sleep 1
+lull="$(dirname "$bin")/lull"
+if [ "${ENROL:-0}" = 1 ]; then
+  mkdir -p "$tmp/pool"
+  LULL_DATA_DIR=$tmp/pool "$lull" coordinator serve --listen 127.0.0.1:0 >/dev/null 2>&1 & pids+=($!)
+  for _ in $(seq 100); do [ -s "$tmp/pool/coordinator.url" ] && break; sleep 0.1; done
+  token=$(LULL_DATA_DIR=$tmp/pool "$lull" coordinator token create)
+  LULL_DATA_DIR=$tmp "$lull" enrol --url "$(cat "$tmp/pool/coordinator.url")" --token "$token" --owner bench --machine bench-tray >/dev/null
+  echo "enrolled to $(cat "$tmp/pool/coordinator.url")"
+fi
 
 tree() { # the pid and all its descendants
   local all; all=$(ps -e -o pid=,ppid=)
@@ -51,7 +64,7 @@ measure() { # label, root pid
   printf '%-28s PSS %6.1f MB   RSS %6.1f MB   processes (PSS MB):%s\n' "$1" "$(echo "$pss/1024" | bc -l)" "$(echo "$rss/1024" | bc -l)" "$names"
 }
 run_app() {
-  env DISPLAY=$dpy LULL_CONFIG=$tmp/config.toml LULL_DATA_DIR=$tmp LULL_SOCKET=$tmp/agent.sock \
+  env DISPLAY=$dpy LULL_CGROUP=lull-bench-tray-mem-$$ LULL_CONFIG=$tmp/config.toml LULL_DATA_DIR=$tmp LULL_SOCKET=$tmp/agent.sock \
     XDG_CONFIG_HOME=$tmp/xdg NO_AT_BRIDGE=1 WEBKIT_DISABLE_DMABUF_RENDERER=1 \
     DBUS_SESSION_BUS_ADDRESS=unix:path=$tmp/no-bus "$bin" "$@" >>"$tmp/out.txt" 2>&1 &
   app=$!; pids+=($app)
@@ -61,6 +74,7 @@ for _ in $(seq "$runs"); do
   run_app
   sleep "$settle"
   measure "tray only, no window" $app
+  LULL_SOCKET=$tmp/agent.sock "$lull" status --json | python3 -c 'import json,sys; s=json.load(sys.stdin); print("  agent in the tray: input", s["input_backends"], "· guests", s["guest_runtime"], "· coordinator", (s.get("coordinator") or {}).get("url"))' || true
   kill $app; wait $app 2>/dev/null || true
 
   run_app --open status

@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
@@ -64,6 +64,14 @@ pub struct IdleArgs {
     /// driven by tokio's timer instead of the kernel timer (LULL_TOKIO_TICK=1).
     #[arg(long)]
     pub compare_tokio_tick: bool,
+    /// Agents to measure side by side: agent (`lull agent`), tray (`lull-tray`, built
+    /// beside this binary; needs $DISPLAY with a tray host such as trayer).
+    #[arg(long, default_value = "agent", value_delimiter = ',')]
+    pub agents: Vec<String>,
+    /// Enrol every agent to a coordinator started for the run (`lull coordinator serve`
+    /// on loopback), so its link, heartbeats and lease polling are part of the figure.
+    #[arg(long)]
+    pub enrolled: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -113,6 +121,29 @@ fn threads(pid: u32) -> std::collections::BTreeMap<u32, (String, u64, u64)> {
     out
 }
 
+/// `pid` and all its descendants (from each process's parent in /proc/*/stat).
+fn tree(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let p: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            Some((p, ppid))
+        })
+        .collect();
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        out.extend(parents.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    out
+}
+
 fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
@@ -131,6 +162,8 @@ const CPU_GOAL_PERCENT: f64 = 0.03;
 /// One agent under measurement.
 struct IdleAgent {
     label: &'static str,
+    /// Its cgroup base, removed when it has ended.
+    base: String,
     child: std::process::Child,
     _dir: tempfile::TempDir,
     cpu0: u64,
@@ -141,28 +174,65 @@ struct IdleAgent {
 }
 
 impl IdleAgent {
-    fn start(label: &'static str, interval_ms: u64, tokio_tick: bool) -> Result<Self> {
+    /// Starts `kind` (`agent` or `tray`) in a directory of its own, with its own cgroup
+    /// base; enrolled to `pool` when given.
+    fn start(
+        label: &'static str,
+        kind: &str,
+        interval_ms: u64,
+        tokio_tick: bool,
+        pool: Option<&crate::bench_owner_return::Pool>,
+        n: usize,
+    ) -> Result<Self> {
+        use crate::bench_owner_return::{lull_exe, machine_env};
         let dir = tempfile::tempdir().context("temporary agent directory")?;
-        let cfg = dir.path().join("config.toml");
-        std::fs::write(&cfg, format!("[sampling]\ninterval_ms = {interval_ms}\n"))?;
-        let mut cmd = Command::new(std::env::current_exe()?);
-        cmd.arg("agent")
-            .env("LULL_CONFIG", &cfg)
-            .env("LULL_DATA_DIR", dir.path())
-            .env("LULL_SOCKET", dir.path().join("agent.sock"))
-            .env_remove(agent_core::agent::TOKIO_TICK_ENV)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        std::fs::write(dir.path().join("config.toml"), format!("[sampling]\ninterval_ms = {interval_ms}\n"))?;
+        let lull = lull_exe()?;
+        let base = format!("lull-bench-idle-{}-{n}", std::process::id());
+        if let Some(pool) = pool {
+            pool.enrol(&lull, dir.path(), &format!("bench-idle-{kind}"))?;
+        }
+        let display = std::env::var("DISPLAY").unwrap_or_default();
+        let mut cmd = match kind {
+            "agent" => {
+                let mut c = Command::new(&lull);
+                c.arg("agent");
+                c
+            }
+            "tray" => {
+                let tray = lull.with_file_name("lull-tray");
+                if !tray.exists() {
+                    bail!("{} is missing: build it first (cargo build --release -p lull-tray)", tray.display());
+                }
+                if display.is_empty() {
+                    bail!("--agents tray needs $DISPLAY (an X server with a tray host such as trayer)");
+                }
+                Command::new(tray)
+            }
+            other => bail!("--agents: unknown agent {other:?} (allowed: agent, tray)"),
+        };
+        machine_env(&mut cmd, dir.path(), &base, &display);
+        cmd.env_remove(agent_core::agent::TOKIO_TICK_ENV);
         if tokio_tick {
             cmd.env(agent_core::agent::TOKIO_TICK_ENV, "1");
         }
-        let child = cmd.spawn().context("starting the agent under test")?;
-        Ok(Self { label, child, _dir: dir, cpu0: 0, threads0: Default::default(), rss: vec![], anon: vec![], file: vec![] })
+        let child = cmd.spawn().with_context(|| format!("starting {label}"))?;
+        Ok(Self { label, base, child, _dir: dir, cpu0: 0, threads0: Default::default(), rss: vec![], anon: vec![], file: vec![] })
+    }
+
+    /// CPU time of the agent and its descendants (the tray's or runtime's watchdog).
+    fn cpu_ns(&self) -> Result<u64> {
+        tree(self.child.id()).into_iter().map(cpu_ns).sum()
+    }
+
+    /// Every thread of the agent and its descendants.
+    fn threads(&self) -> std::collections::BTreeMap<u32, (String, u64, u64)> {
+        tree(self.child.id()).into_iter().flat_map(threads).collect()
     }
 
     fn begin(&mut self) -> Result<()> {
-        self.cpu0 = cpu_ns(self.child.id())?;
-        self.threads0 = threads(self.child.id());
+        self.cpu0 = self.cpu_ns()?;
+        self.threads0 = self.threads();
         Ok(())
     }
 
@@ -177,11 +247,19 @@ impl IdleAgent {
 
     fn finish(mut self, wall: f64) -> Result<serde_json::Value> {
         let pid = self.child.id();
-        let cpu1 = cpu_ns(pid)?;
-        let threads1 = threads(pid);
+        let cpu1 = self.cpu_ns()?;
+        let threads1 = self.threads();
         let hwm = status_kib(pid, "VmHWM:").unwrap_or(0);
+        // SIGTERM: the agent ends its watchdog and guests' cgroups itself.
+        // SAFETY: signals a child of ours.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !matches!(self.child.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        crate::bench_owner_return::remove_cgroup_base(&self.base);
         let per_s = |ns: u64| ns as f64 / 1e9 / wall * 100.0;
         let mut per_thread = Vec::new();
         let mut sched = 0;
@@ -215,13 +293,24 @@ fn idle(a: IdleArgs) -> Result<()> {
     if a.seconds < 10 {
         bail!("--seconds {} is too short: allowed 10..", a.seconds);
     }
-    let mut agents = vec![IdleAgent::start("lull agent", a.interval_ms, false)?];
+    let lull = crate::bench_owner_return::lull_exe()?;
+    let pool = if a.enrolled { Some(crate::bench_owner_return::Pool::start(&lull)?) } else { None };
+    let mut agents = Vec::new();
+    for kind in &a.agents {
+        let label = match kind.as_str() {
+            "tray" => "lull-tray",
+            _ => "lull agent",
+        };
+        agents.push(IdleAgent::start(label, kind, a.interval_ms, false, pool.as_ref(), agents.len())?);
+    }
     if a.compare_tokio_tick {
-        agents.push(IdleAgent::start("lull agent, tokio-timer tick", a.interval_ms, true)?);
+        agents.push(IdleAgent::start("lull agent, tokio-timer tick", "agent", a.interval_ms, true, pool.as_ref(), agents.len())?);
     }
     // Warm-up: start-up costs (opening the ledger, first sysinfo reading, releasing
-    // start-up pages after 3 s) are not idle.
-    std::thread::sleep(Duration::from_secs(5));
+    // start-up pages after 3 s; the tray's GTK start and first status refresh; the first
+    // heartbeat to the coordinator) are not idle.
+    let warm_up = if a.agents.iter().any(|k| k == "tray") || a.enrolled { 15 } else { 5 };
+    std::thread::sleep(Duration::from_secs(warm_up));
     for ag in &mut agents {
         ag.begin()?;
     }
@@ -244,10 +333,15 @@ fn idle(a: IdleArgs) -> Result<()> {
     bar.finish_and_clear();
     let wall = t0.elapsed().as_secs_f64();
     let results = agents.into_iter().map(|ag| ag.finish(wall)).collect::<Result<Vec<_>>>()?;
+    if let Some(mut pool) = pool {
+        let _ = pool.child.kill();
+        let _ = pool.child.wait();
+    }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let result = serde_json::json!({
         "seconds": wall,
         "interval_ms": a.interval_ms,
+        "enrolled": a.enrolled,
         "loadavg": load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
         // 12 MB = 12,000,000 bytes = 11.44 MiB; RSS figures here are KiB.
         "goal": {"cpu_percent": CPU_GOAL_PERCENT, "rss_mb": 12},
