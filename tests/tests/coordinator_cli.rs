@@ -42,6 +42,7 @@ fn pg_host() -> String {
 #[test]
 fn database_passwords_never_show_and_unreachable_databases_fail_fast() {
     let dir = tempfile::tempdir().unwrap();
+    lull_bin(); // built (if need be) before anything is timed
     let cases = [
         // A real PostgreSQL server, a user it does not know.
         format!("postgres://nobody:s3cret@{}/lull", pg_host()),
@@ -206,7 +207,14 @@ fn up_puts_its_database_where_db_says() {
     assert!(o.status.success(), "{:?}", text(&o));
     let list: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(list[0]["machine"], "box1", "{list}");
+    // Stopped once its agent is up (its control socket answers).
+    let t0 = Instant::now();
+    while !lull(dir.path(), &["status", "--json"]).output().unwrap().status.success() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "{}", std::fs::read_to_string(dir.path().join("up-err.txt")).unwrap_or_default());
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // SAFETY: kill with a pid we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert!(child.wait().unwrap().success());
+    let st = child.wait().unwrap();
+    assert!(st.success(), "lull up exited with {st}: {}", std::fs::read_to_string(dir.path().join("up-err.txt")).unwrap_or_default());
 }

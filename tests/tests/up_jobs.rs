@@ -83,7 +83,8 @@ impl Up {
         let t0 = Instant::now();
         loop {
             let text = std::fs::read_to_string(&out).unwrap_or_default();
-            if let Some(line) = text.lines().find(|l| l.trim_start().starts_with("dashboard")) {
+            // The coordinator's line (the dashboard's says "none" in a build without it).
+            if let Some(line) = text.lines().find(|l| l.trim_start().starts_with("coordinator")) {
                 up.url = line.split_whitespace().nth(1).unwrap().trim_end_matches('/').to_string();
                 return up;
             }
