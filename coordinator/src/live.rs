@@ -30,8 +30,11 @@ pub struct Live {
     /// secret stops working when its machine is re-enrolled or removed, perhaps through
     /// another replica or straight in the database: entries older than [`CRED_TTL`] are
     /// looked up again.
-    creds: Mutex<HashMap<[u8; 32], (Arc<Principal>, std::time::Instant)>>,
+    creds: Mutex<HashMap<[u8; 32], CachedCred>>,
 }
+
+/// A cached principal and when it was looked up.
+type CachedCred = (Arc<Principal>, std::time::Instant);
 
 /// How long a cached credential is trusted without a database look-up.
 pub const CRED_TTL: std::time::Duration = std::time::Duration::from_secs(30);

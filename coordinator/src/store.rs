@@ -601,7 +601,7 @@ async fn follow_requeued(tx: &mut sqlx::Transaction<'_, sqlx::Any>, rows: &[AnyR
     jobs.sort_unstable();
     jobs.dedup();
     for j in &jobs {
-        gang_follow(&mut **tx, *j).await?;
+        gang_follow(tx, *j).await?;
         refresh_job(&mut **tx, *j, now).await?;
     }
     Ok(())

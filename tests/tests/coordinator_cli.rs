@@ -96,9 +96,10 @@ fn admin_commands_refuse_where_no_coordinator_is_set_up() {
     assert!(!missing.exists() && !data.exists());
 }
 
-/// `lull coordinator serve` in `dir`; returns it and its address.
+/// `lull coordinator serve` in `dir`; returns it and its address (the caller stops and waits for it).
+#[allow(clippy::zombie_processes)]
 fn serve(dir: &Path) -> (Child, String) {
-    let child = lull(dir, &["coordinator", "serve", "--listen", "127.0.0.1:0"])
+    let mut child = lull(dir, &["coordinator", "serve", "--listen", "127.0.0.1:0"])
         .stdout(std::fs::File::create(dir.join("serve.txt")).unwrap())
         .stderr(std::fs::File::create(dir.join("serve-err.txt")).unwrap())
         .spawn()
@@ -108,7 +109,11 @@ fn serve(dir: &Path) -> (Child, String) {
         if let Ok(url) = std::fs::read_to_string(dir.join("coordinator.url")) {
             return (child, url.trim().to_string());
         }
-        assert!(t0.elapsed() < Duration::from_secs(30), "{}", std::fs::read_to_string(dir.join("serve-err.txt")).unwrap_or_default());
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the coordinator did not come up: {}", std::fs::read_to_string(dir.join("serve-err.txt")).unwrap_or_default());
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
