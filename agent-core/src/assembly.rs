@@ -103,6 +103,7 @@ impl CompleteAgent {
         let jobs = link.is_some().then_some(job_rx);
         let job_link = JobLink { jobs: job_tx, max_jobs: setup.config.guests.max_jobs };
         let paths = setup.paths.clone();
+        let retention = crate::retention::run(paths.data_dir.clone(), setup.config.guests.retention_days);
         let driver = async {
             let r = agent::run_with_jobs(setup, jobs, stopped(stop_rx.clone())).await;
             // Whatever ends the driver (shutdown or an error) also ends the link.
@@ -122,7 +123,14 @@ impl CompleteAgent {
                 _ = stopped(stop_rx.clone()) => {}
             }
         };
-        let (r, _, _) = tokio::join!(driver, linked, watch);
+        // Old guests' work directories go at start and daily, while the agent runs.
+        let cleaner = async {
+            tokio::select! {
+                _ = retention => {}
+                _ = stopped(stop_rx.clone()) => {}
+            }
+        };
+        let (r, _, _, _) = tokio::join!(driver, linked, watch, cleaner);
         r
     }
 }

@@ -214,6 +214,9 @@ pub struct Guests {
     /// Most coordinator tasks this agent runs as guests at once (each leased only while
     /// the policy accepts guest work).
     pub max_jobs: u32,
+    /// Days a finished guest's work directory (`guests/`, `jobs/` in the data directory,
+    /// with its output) is kept; older ones are removed at start and once a day.
+    pub retention_days: u32,
 }
 
 impl Default for Guests {
@@ -229,6 +232,7 @@ impl Default for Guests {
             network: NetworkPolicy::Outbound,
             migration_bandwidth_mib_s: 50.0,
             max_jobs: 1,
+            retention_days: 7,
         }
     }
 }
@@ -461,6 +465,7 @@ impl Config {
             ("guests.pressure_kill_s", g.pressure_kill_s as f64, 0.0, 3600.0),
             ("guests.pids_max", g.pids_max as f64, 8.0, 1_000_000.0),
             ("guests.max_jobs", g.max_jobs as f64, 1.0, 64.0),
+            ("guests.retention_days", g.retention_days as f64, 1.0, 3650.0),
             ("guests.migration_bandwidth_mib_s", g.migration_bandwidth_mib_s, 0.1, 100_000.0),
             ("caps.cpu_max", self.caps.cpu_max, 0.05, 1.0),
             ("caps.memory_max", self.caps.memory_max, 0.05, 0.9),

@@ -21,8 +21,8 @@ use crate::guest::{GuestPhase, GuestSpec};
 use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
 use lull_protocol::{
-    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Heartbeat, HeartbeatAck, Lease, LeaseRequest, Progress, ProgressAck,
-    Record, RecordBatch, RecordsAck, Task, TaskRelease,
+    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Heartbeat, HeartbeatAck, Lease, LeaseRequest, Output, Progress,
+    ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease,
 };
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -117,10 +117,11 @@ async fn answer<T: serde::de::DeserializeOwned>(r: reqwest::Response) -> Result<
     Err(ClientError::Refused { status: status.as_u16(), message })
 }
 
-/// Enrols this machine with a join token; returns the credentials to save.
-pub async fn enrol(url: &str, token: &str, owner: &str, machine: &str) -> Result<Credentials> {
+/// Enrols this machine with a join token; returns the credentials to save. With
+/// `replace`, an enrolled machine of the owner's with this name is taken over (same id).
+pub async fn enrol(url: &str, token: &str, owner: &str, machine: &str, replace: bool) -> Result<Credentials> {
     let base = url.trim_end_matches('/').to_string();
-    let req = EnrolRequest { token: token.into(), owner: owner.into(), machine: machine.into() };
+    let req = EnrolRequest { token: token.into(), owner: owner.into(), machine: machine.into(), replace };
     let r = http()?.post(format!("{base}/api/v1/enrol")).json(&req).send().await?;
     let e: Enrolment = answer(r).await?;
     Ok(Credentials { url: base, agent_id: e.agent_id, secret: e.secret })
@@ -183,12 +184,22 @@ impl CoordinatorClient {
         Ok(a.cancel)
     }
 
-    /// Reports completion with the CPU time the OS measured; `true` if counted now,
-    /// `false` if it had been already (a retry).
-    pub async fn complete(&self, t: &Lease, exit_code: i32, user_cpu_s: f64, sys_cpu_s: f64) -> Result<bool> {
-        let req = Completion { lease: t.lease, exit_code, user_cpu_s, sys_cpu_s };
-        let a: CompletionAck =
-            answer(self.post(&format!("/api/v1/tasks/{}/{}/complete", t.job_id, t.rank)).json(&req).send().await?).await?;
+    /// Reports completion with the CPU time the OS measured and the tail of the guest's
+    /// output; `true` if counted now, `false` if it had been already (a retry). A
+    /// coordinator older than output tails refuses the unknown field (400/422): the
+    /// completion is then sent again without it, so the job still completes there.
+    pub async fn complete(&self, t: &Lease, exit_code: i32, user_cpu_s: f64, sys_cpu_s: f64, output: Option<Output>) -> Result<bool> {
+        let path = format!("/api/v1/tasks/{}/{}/complete", t.job_id, t.rank);
+        let had_output = output.is_some();
+        let req = Completion { lease: t.lease, exit_code, user_cpu_s, sys_cpu_s, output };
+        let a: CompletionAck = match answer(self.post(&path).json(&req).send().await?).await {
+            Err(ClientError::Refused { status: 400 | 422, message }) if had_output => {
+                tracing::warn!("the coordinator refused the output tail ({message}); completing without it");
+                let req = Completion { output: None, ..req };
+                answer(self.post(&path).json(&req).send().await?).await?
+            }
+            other => other?,
+        };
         Ok(a.counted)
     }
 
@@ -285,6 +296,28 @@ pub fn guest_spec(task: &Lease, data_dir: &Path) -> std::result::Result<GuestSpe
     Ok(spec)
 }
 
+/// The tail (at most [`lull_protocol::OUTPUT_TAIL_MAX`] bytes) of one of a guest's
+/// output files, and the file's whole size; a missing file is empty.
+fn file_tail(path: &Path) -> (String, u64) {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return (String::new(), 0) };
+    let size = f.metadata().map_or(0, |m| m.len());
+    let from = size.saturating_sub(lull_protocol::OUTPUT_TAIL_MAX as u64);
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut buf).is_err() {
+        return (String::new(), size);
+    }
+    (lull_protocol::output_tail(&buf), size)
+}
+
+/// What a guest wrote to `stdout.log` and `stderr.log` in its work directory, as a
+/// completion carries it.
+pub fn guest_output(workdir: &Path) -> Output {
+    let (stdout, stdout_bytes) = file_tail(&workdir.join("stdout.log"));
+    let (stderr, stderr_bytes) = file_tail(&workdir.join("stderr.log"));
+    Output { stdout, stderr, stdout_bytes, stderr_bytes }
+}
+
 /// How long one lease request waits for work.
 const LEASE_WAIT: Duration = Duration::from_secs(20);
 /// How often a running task's lease is renewed (the coordinator's default TTL is 60 s).
@@ -366,7 +399,9 @@ async fn run_task(client: &CoordinatorClient, paths: &Paths, jobs: &mpsc::Sender
         Ok(s) => s,
         Err(why) => {
             tracing::warn!(job = task.job_id, "cannot run the task: {why}");
-            retry("reporting an unrunnable task", || client.complete(&task, 127, 0.0, 0.0)).await;
+            let stderr = lull_protocol::output_tail(format!("lull: cannot run the task: {why}\n").as_bytes());
+            let output = Output { stderr_bytes: stderr.len() as u64, stderr, ..Output::default() };
+            retry("reporting an unrunnable task", || client.complete(&task, 127, 0.0, 0.0, Some(output.clone()))).await;
             return;
         }
     };
@@ -409,7 +444,8 @@ async fn run_task(client: &CoordinatorClient, paths: &Paths, jobs: &mpsc::Sender
     let exit = code.unwrap_or_else(|| signal.map_or(-1, |s| 128 + s));
     let (user_s, sys_s) = (info.cpu_user_us as f64 / 1e6, info.cpu_system_us as f64 / 1e6);
     tracing::info!(job = task.job_id, guest = %guest, exit, cpu_s = user_s + sys_s, "task ended");
-    retry("reporting a completion", || client.complete(&task, exit, user_s, sys_s)).await;
+    let output = guest_output(&info.workdir);
+    retry("reporting a completion", || client.complete(&task, exit, user_s, sys_s, Some(output.clone()))).await;
 }
 
 /// Links a running agent to its coordinator until `shutdown`: every heartbeat interval

@@ -19,6 +19,7 @@ pub mod ledger;
 pub mod logging;
 pub mod paths;
 pub mod policy;
+pub mod retention;
 pub mod sample;
 pub mod sensors;
 pub mod ticker;

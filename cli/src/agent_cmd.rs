@@ -79,19 +79,36 @@ pub struct EnrolArgs {
     /// This machine's name in reports (default: the host name).
     #[arg(long)]
     pub machine: Option<String>,
+    /// Enrol again although this machine is enrolled (its credentials file is replaced),
+    /// or take the place of the owner's machine of this name at the coordinator (same id
+    /// and history; the old credentials stop working).
+    #[arg(long)]
+    pub replace: bool,
 }
 
 /// `lull enrol`: enrols this machine's agent with a coordinator and keeps the credentials
-/// (0600) in the data directory; `lull agent` then links to it.
+/// (0600) in the data directory; `lull agent` then links to it. An enrolled machine is
+/// enrolled again only with `--replace`: without it the command refuses before it spends
+/// the token, and changes nothing.
 pub fn enrol(a: EnrolArgs) -> Result<()> {
     let paths = Paths::from_env()?;
+    let path = agent_core::coordinator_client::Credentials::path(&paths);
+    if !a.replace {
+        if let Some(c) = agent_core::coordinator_client::Credentials::load(&path)? {
+            anyhow::bail!(
+                "this machine is already enrolled (agent {} with {}; {}): `lull enrol --replace …` enrols it again in its place",
+                c.agent_id,
+                c.url,
+                path.display()
+            );
+        }
+    }
     let owner = a.owner.or_else(|| std::env::var("USER").ok()).filter(|s| !s.is_empty()).unwrap_or_else(|| "owner".into());
     let machine = a.machine.unwrap_or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "this-machine".into())
     });
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
-    let creds = rt.block_on(agent_core::coordinator_client::enrol(&a.url, &a.token, &owner, &machine))?;
-    let path = agent_core::coordinator_client::Credentials::path(&paths);
+    let creds = rt.block_on(agent_core::coordinator_client::enrol(&a.url, &a.token, &owner, &machine, a.replace))?;
     creds.save(&path)?;
     outln!("enrolled {machine} (owner {owner}) as agent {} with {}; credentials in {}", creds.agent_id, creds.url, path.display());
     outln!("restart `lull agent` to link it");

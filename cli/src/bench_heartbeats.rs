@@ -4,9 +4,9 @@
 //! next heartbeat, for the next of its agents, when the previous answer arrived).
 //! SQLite (a fresh file) or PostgreSQL (a fresh database on `--pg-url`).
 
-use crate::coordinator_cmd::redact;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use coordinator::db::redact_url as redact;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -163,6 +163,7 @@ pub fn run(a: HeartbeatArgs) -> Result<()> {
                 token: token.token.clone(),
                 owner: format!("owner{}", i % 100),
                 machine: format!("sim{i}"),
+                replace: false,
             };
             out.push(coordinator::store::enrol(&db, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?.secret);
         }

@@ -1,11 +1,13 @@
-//! `lull coordinator serve | token create | key create`: running the coordinator and
-//! minting credentials straight in its database (whoever can open the database is its
-//! administrator). Also the defaults the other commands share: where the coordinator's
-//! database, address file and admin key live in the data directory.
+//! `lull coordinator serve | token create | key create | machine list | machine rm`:
+//! running the coordinator, and administering it straight in its database (whoever can
+//! open the database is its administrator; these commands open an existing coordinator's
+//! database and never create one). Also the defaults the other commands share: where the
+//! coordinator's database, address file and admin key live in the data directory.
 
 use agent_core::paths::Paths;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use coordinator::db::redact_url;
 use coordinator::{Config, Db};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -33,6 +35,34 @@ pub enum CoordinatorCmd {
         #[command(subcommand)]
         cmd: KeyCmd,
     },
+    /// Enrolled machines: list them, remove one.
+    Machine {
+        #[command(subcommand)]
+        cmd: MachineCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MachineCmd {
+    /// Every enrolled machine: id, owner, name, last heard from.
+    List {
+        #[command(flatten)]
+        db: DbArg,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a machine from the pool: its secret stops working and the tasks it holds go
+    /// back to the queue; the time it donated stays in the reports.
+    Rm {
+        #[command(flatten)]
+        db: DbArg,
+        /// The machine's agent id, or its name when only one machine has it.
+        machine: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -59,6 +89,26 @@ pub struct ServeArgs {
     /// Log JSON lines (structured) instead of text.
     #[arg(long)]
     pub log_json: bool,
+    #[command(flatten)]
+    pub metrics: MetricsKeyArg,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MetricsKeyArg {
+    /// Require `Authorization: Bearer KEY` on /metrics (default: /metrics is open to anyone
+    /// who can reach the coordinator).
+    #[arg(long, env = "LULL_METRICS_KEY", hide_env_values = true)]
+    pub metrics_key: Option<String>,
+}
+
+impl MetricsKeyArg {
+    /// The key, refused when empty (an empty key would look set and protect nothing).
+    pub fn key(&self) -> Result<Option<String>> {
+        match self.metrics_key.as_deref().map(str::trim) {
+            Some("") => anyhow::bail!("--metrics-key (LULL_METRICS_KEY) is empty: give a key, or leave it unset for an open /metrics"),
+            k => Ok(k.map(str::to_string)),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -101,9 +151,9 @@ pub struct Files {
     pub admin_key_file: PathBuf,
 }
 
+/// The coordinator files of this data directory (nothing is created).
 pub fn files(db: Option<&str>) -> Result<Files> {
     let paths = Paths::from_env()?;
-    std::fs::create_dir_all(&paths.data_dir).with_context(|| format!("creating {}", paths.data_dir.display()))?;
     Ok(Files {
         db_url: db.map(str::to_string).unwrap_or_else(|| format!("sqlite:{}", paths.data_dir.join("coordinator.db").display())),
         url_file: paths.data_dir.join("coordinator.url"),
@@ -156,12 +206,93 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")
 }
 
+/// Creates the data directory the coordinator's files go in.
+pub fn create_data_dir() -> Result<()> {
+    let paths = Paths::from_env()?;
+    std::fs::create_dir_all(&paths.data_dir).with_context(|| format!("creating {}", paths.data_dir.display()))
+}
+
+/// The SQLite file a database URL names, if it names one.
+fn sqlite_path(url: &str) -> Option<&str> {
+    let path = match url.strip_prefix("sqlite:") {
+        Some(rest) => rest.trim_start_matches("//"),
+        None if !url.contains("://") => url,
+        None => return None,
+    };
+    Some(path.split('?').next().unwrap_or(path))
+}
+
+/// Opens an existing coordinator's database for an administrative command. Refuses,
+/// creating nothing, when there is none: no coordinator was set up in this data
+/// directory (and no `--db` names one), or the SQLite file named does not exist.
+async fn admin_db(db: &DbArg) -> Result<Db> {
+    let f = files(db.db.as_deref())?;
+    if let Some(path) = sqlite_path(&f.db_url) {
+        if !Path::new(path).exists() {
+            match db.db {
+                None => anyhow::bail!(
+                    "no coordinator is set up here ({path} does not exist): start one with `lull up` or `lull coordinator serve`, \
+                     or name its database with --db"
+                ),
+                Some(_) => anyhow::bail!("no coordinator database at {path}: --db must name an existing one"),
+            }
+        }
+    }
+    Ok(Db::connect(&f.db_url).await?)
+}
+
+/// `machine rm`: the one machine `which` names (an agent id, or a name only one machine has).
+async fn find_machine(db: &Db, which: &str) -> Result<coordinator::model::AgentInfo> {
+    let all = coordinator::store::list_agents(db, &coordinator::auth::Principal::Admin).await?;
+    if let Some(a) = all.iter().find(|a| a.id == which) {
+        return Ok(a.clone());
+    }
+    let named: Vec<_> = all.iter().filter(|a| a.machine == which).collect();
+    match named.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => anyhow::bail!("no enrolled machine has the id or name {which:?} (`lull coordinator machine list` shows them)"),
+        many => {
+            let ids: Vec<String> = many.iter().map(|a| format!("{} (owner {})", a.id, a.owner)).collect();
+            anyhow::bail!("{} machines are named {which:?}: name one by its id: {}", many.len(), ids.join(", "))
+        }
+    }
+}
+
+fn machines_cmd(cmd: MachineCmd) -> Result<()> {
+    runtime()?.block_on(async {
+        match cmd {
+            MachineCmd::List { db, json } => {
+                let db = admin_db(&db).await?;
+                let all = coordinator::store::list_agents(&db, &coordinator::auth::Principal::Admin).await?;
+                crate::machines_cmd::print(&all, json)
+            }
+            MachineCmd::Rm { db, machine, json } => {
+                let db = admin_db(&db).await?;
+                let m = find_machine(&db, &machine).await?;
+                let r = coordinator::store::remove_agent(&db, &m.id).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+                if json {
+                    outln!("{}", serde_json::to_string(&r)?);
+                } else {
+                    outln!(
+                        "removed {} (owner {}, agent {}); {} task(s) given back to the queue",
+                        r.machine,
+                        r.owner,
+                        r.id,
+                        r.tasks_requeued
+                    );
+                }
+                Ok(())
+            }
+        }
+    })
+}
+
 pub fn run(a: CoordinatorArgs) -> Result<()> {
     match a.cmd {
         CoordinatorCmd::Serve(s) => serve(s),
+        CoordinatorCmd::Machine { cmd } => machines_cmd(cmd),
         CoordinatorCmd::Token { cmd: TokenCmd::Create { db, uses, ttl_days, json } } => runtime()?.block_on(async {
-            let f = files(db.db.as_deref())?;
-            let db = Db::connect(&f.db_url).await.with_context(|| format!("opening {}", f.db_url))?;
+            let db = admin_db(&db).await?;
             let req = coordinator::model::CreateJoinToken { uses: Some(uses), ttl_s: Some(ttl_days.saturating_mul(86_400)) };
             let t = coordinator::store::create_join_token(&db, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
             if json {
@@ -173,8 +304,7 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             Ok(())
         }),
         CoordinatorCmd::Key { cmd: KeyCmd::Create { db, role, owner, json } } => runtime()?.block_on(async {
-            let f = files(db.db.as_deref())?;
-            let db = Db::connect(&f.db_url).await.with_context(|| format!("opening {}", f.db_url))?;
+            let db = admin_db(&db).await?;
             let k = coordinator::store::create_key(&db, &role, owner.as_deref()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
             if json {
                 outln!("{}", serde_json::to_string(&k)?);
@@ -189,33 +319,24 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
 fn serve(a: ServeArgs) -> Result<()> {
     init_logging(a.log_json);
     let f = files(a.db.db.as_deref())?;
+    create_data_dir()?;
     let config = Config {
         lease_ttl: Duration::from_secs(a.lease_ttl_s.max(1)),
         heartbeat_interval: Duration::from_secs(a.heartbeat_s.max(1)),
+        metrics_key: a.metrics.key()?,
         ..Config::default()
     };
     runtime()?.block_on(async move {
-        let db = Db::connect(&f.db_url).await.with_context(|| format!("opening {}", redact(&f.db_url)))?;
+        let db = Db::connect(&f.db_url).await?;
         let key = ensure_admin_key(&db, &f).await?;
         let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
         let addr = listener.local_addr()?;
         std::fs::write(&f.url_file, format!("http://{addr}\n")).with_context(|| format!("writing {}", f.url_file.display()))?;
-        outln!("coordinator on http://{addr} (database {}); dashboard at http://{addr}/", redact(&f.db_url));
+        outln!("coordinator on http://{addr} (database {}); dashboard at http://{addr}/", redact_url(&f.db_url));
         if let Some(k) = key {
             outln!("admin key: {}", k.display());
         }
         coordinator::serve(listener, db, config, stop_signal()).await?;
         Ok(())
     })
-}
-
-/// A database URL without its password, for printing.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => match url[s + 3..at].find(':') {
-            Some(c) => format!("{}:***{}", &url[..s + 3 + c], &url[at..]),
-            None => url.to_string(),
-        },
-        _ => url.to_string(),
-    }
 }

@@ -20,7 +20,7 @@ pub struct Remote {
 }
 
 impl Remote {
-    fn resolve(&self) -> Result<(String, String)> {
+    pub(crate) fn resolve(&self) -> Result<(String, String)> {
         let f = files(None)?;
         let url = match &self.url {
             Some(u) => u.clone(),
@@ -86,7 +86,8 @@ pub fn parse_bytes(s: &str) -> Result<u64> {
     n.checked_mul(mult).with_context(|| format!("{s} is too large"))
 }
 
-async fn check(r: reqwest::Response) -> Result<reqwest::Response> {
+/// The response if it is a success; otherwise one error line with the coordinator's message.
+pub(crate) async fn check(r: reqwest::Response) -> Result<reqwest::Response> {
     let st = r.status();
     if st.is_success() {
         return Ok(r);

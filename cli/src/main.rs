@@ -9,6 +9,8 @@ mod bench_heartbeats;
 mod bench_owner_return;
 mod coordinator_cmd;
 mod jobs_cmd;
+mod jobs_view_cmd;
+mod machines_cmd;
 mod owner_cmd;
 mod run_cmd;
 mod spans;
@@ -42,12 +44,16 @@ enum Cmd {
     Run(run_cmd::RunArgs),
     /// Enrol this machine's agent with a coordinator (a join token and the owner's name).
     Enrol(agent_cmd::EnrolArgs),
-    /// Start a coordinator on embedded SQLite and this machine's agent enrolled to it.
+    /// Start a coordinator (embedded SQLite, or --db) and this machine's agent enrolled to it.
     Up(up_cmd::UpArgs),
     /// Run or administer the coordinator (serve, join tokens, API keys).
     Coordinator(coordinator_cmd::CoordinatorArgs),
     /// Submit a job to the coordinator: `lull submit [--machines N] -- COMMAND ARGS…`.
     Submit(jobs_cmd::SubmitArgs),
+    /// Enrolled machines this key may see (an owner key: the owner's own), with their state.
+    Machines(machines_cmd::MachinesArgs),
+    /// Submitted jobs: list, `show ID`, `output ID` (what its guests wrote).
+    Jobs(jobs_view_cmd::JobsArgs),
     /// Donated-time report per owner or machine, per day or week.
     Report(jobs_cmd::ReportArgs),
     /// Benchmarks with real processes (results go in docs/BENCHMARKS.md).
@@ -67,6 +73,8 @@ fn main() -> std::process::ExitCode {
         Cmd::Up(a) => up_cmd::run(a),
         Cmd::Coordinator(a) => coordinator_cmd::run(a),
         Cmd::Submit(a) => jobs_cmd::submit(a),
+        Cmd::Jobs(a) => jobs_view_cmd::run(a),
+        Cmd::Machines(a) => machines_cmd::run(a),
         Cmd::Report(a) => jobs_cmd::report(a),
         Cmd::Bench(a) => bench_cmd::run(a),
         Cmd::Run(a) => match run_cmd::run(a) {

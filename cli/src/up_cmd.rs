@@ -1,11 +1,11 @@
 //! `lull up`: the newcomer's one command. Starts a coordinator on embedded SQLite in the
-//! data directory, enrols this machine's agent to it (once; the credentials are kept in
+//! data directory (or the database `--db` names, as for `lull coordinator serve`), enrols this machine's agent to it (once; the credentials are kept in
 //! `coordinator.json`), runs the agent in-process linked to the coordinator (heartbeats,
 //! ledger records, leased tasks run as guests under the policy), and prints the
 //! dashboard address. Ctrl-C stops all three cleanly.
 
 use crate::agent_cmd::init_logging;
-use crate::coordinator_cmd::{ensure_admin_key, files, DEFAULT_LISTEN};
+use crate::coordinator_cmd::{create_data_dir, ensure_admin_key, files, DbArg, MetricsKeyArg, DEFAULT_LISTEN};
 use agent_core::agent;
 use agent_core::assembly::{assemble, stop_signal, Extras, Link};
 use agent_core::config::Config as AgentConfig;
@@ -26,6 +26,10 @@ pub struct UpArgs {
     /// This machine's name in reports (default: the host name).
     #[arg(long)]
     pub machine: Option<String>,
+    #[command(flatten)]
+    pub db: DbArg,
+    #[command(flatten)]
+    pub metrics: MetricsKeyArg,
 }
 
 fn hostname() -> String {
@@ -41,12 +45,14 @@ pub fn run(a: UpArgs) -> Result<()> {
     let paths = Paths::from_env()?;
     let config = AgentConfig::load(&paths.config_file)?;
     let _guard = init_logging(&paths, "up")?;
-    let f = files(None)?;
+    let f = files(a.db.db.as_deref())?;
+    create_data_dir()?;
+    let coordinator_config = coordinator::Config { metrics_key: a.metrics.key()?, ..coordinator::Config::default() };
     let owner = a.owner.or_else(|| std::env::var("USER").ok()).filter(|s| !s.is_empty()).unwrap_or_else(|| "owner".into());
     let machine = a.machine.unwrap_or_else(hostname);
     let rt = crate::coordinator_cmd::runtime()?;
     rt.block_on(async move {
-        let db = Db::connect(&f.db_url).await.with_context(|| format!("opening {}", f.db_url))?;
+        let db = Db::connect(&f.db_url).await?;
         let key_file = ensure_admin_key(&db, &f).await?;
         let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -55,7 +61,7 @@ pub fn run(a: UpArgs) -> Result<()> {
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
-        let server = tokio::spawn(coordinator::serve(listener, db.clone(), coordinator::Config::default(), stopped(stop_rx.clone())));
+        let server = tokio::spawn(coordinator::serve(listener, db.clone(), coordinator_config, stopped(stop_rx.clone())));
 
         // Enrol once: saved credentials this coordinator knows are reused (following it
         // to a new address); otherwise this machine enrols with a fresh one-use token.
@@ -77,13 +83,13 @@ pub fn run(a: UpArgs) -> Result<()> {
             None => {
                 let req = coordinator::model::CreateJoinToken { uses: Some(1), ttl_s: Some(600) };
                 let token = coordinator::store::create_join_token(&db, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-                let c = coordinator_client::enrol(&url, &token.token, &owner, &machine).await?;
+                let c = coordinator_client::enrol(&url, &token.token, &owner, &machine, true).await?;
                 c.save(&cred_path)?;
                 c
             }
         };
         outln!("Lull is up.");
-        outln!("  coordinator  {url}   (SQLite: {})", f.db_url.trim_start_matches("sqlite:"));
+        outln!("  coordinator  {url}   (database {})", coordinator::db::redact_url(&f.db_url));
         if coordinator::dashboard::built() {
             outln!("  dashboard    {url}/   (sign in with the admin key: the file below holds it)");
         } else {

@@ -12,7 +12,7 @@ use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, MatchedPath
 use axum::http::{header, request::Parts, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use std::sync::atomic::Ordering;
@@ -124,9 +124,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/enrol", post(enrol))
         .route("/api/v1/heartbeat", post(heartbeat))
         .route("/api/v1/agents", get(agents))
+        .route("/api/v1/agents/{id}", delete(remove_agent))
         .route("/api/v1/pool", get(pool))
         .route("/api/v1/jobs", post(submit).get(list_jobs))
         .route("/api/v1/jobs/{id}", get(get_job))
+        .route("/api/v1/jobs/{id}/output", get(job_output))
         .route("/api/v1/jobs/{id}/cancel", post(cancel))
         .route("/api/v1/lease", post(lease))
         .route("/api/v1/tasks/{job}/{rank}/progress", post(progress))
@@ -182,8 +184,15 @@ async fn observe(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
     resp
 }
 
-async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], app.metrics.render(app.live.len()))
+async fn metrics(State(app): State<Arc<App>>, headers: axum::http::HeaderMap) -> Response {
+    if let Some(key) = &app.config.metrics_key {
+        let given = headers.get(header::AUTHORIZATION).and_then(|h| h.to_str().ok()).and_then(|s| s.strip_prefix("Bearer "));
+        // Compared as digests, so the time taken says nothing about the key.
+        if given.map(digest) != Some(digest(key)) {
+            return ApiError(StatusCode::UNAUTHORIZED, "/metrics needs Authorization: Bearer <the metrics key>".into()).into_response();
+        }
+    }
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], app.metrics.render(app.live.len())).into_response()
 }
 
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
@@ -208,7 +217,10 @@ async fn create_join_token(State(app): State<Arc<App>>, Auth(p): Auth, Body(req)
     responses((status = 200, body = Enrolment), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
 async fn enrol(State(app): State<Arc<App>>, Body(req): Body<EnrolRequest>) -> ApiResult<Json<Enrolment>> {
     let e = store::enrol(&app.db, &req).await?;
-    tracing::info!(agent = %e.agent_id, owner = %req.owner, machine = %req.machine, "agent enrolled");
+    if req.replace {
+        app.live.forget_creds();
+    }
+    tracing::info!(agent = %e.agent_id, owner = %req.owner, machine = %req.machine, replace = req.replace, "agent enrolled");
     Ok(Json(e))
 }
 
@@ -229,6 +241,26 @@ async fn heartbeat(State(app): State<Arc<App>>, Auth(p): Auth, Body(hb): Body<He
     responses((status = 200, body = [AgentInfo]), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn agents(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<Vec<AgentInfo>>> {
     Ok(Json(agents_now(&app, &p).await?))
+}
+
+#[utoipa::path(delete, path = "/api/v1/agents/{id}", params(("id" = String, Path)), security(("bearer" = [])),
+    responses((status = 200, body = MachineRemoved), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+async fn remove_agent(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> ApiResult<Json<MachineRemoved>> {
+    need_admin(&p)?;
+    let id = path(id)?;
+    store::check_text("id", &id, 1, 64)?;
+    let r = store::remove_agent(&app.db, &id).await?;
+    app.live.forget_creds();
+    if r.tasks_requeued > 0 {
+        app.work.notify_waiters();
+    }
+    tracing::info!(agent = %r.id, owner = %r.owner, machine = %r.machine, requeued = r.tasks_requeued, "machine removed");
+    Ok(Json(r))
 }
 
 /// The machines `p` may see, with the latest heartbeat (in memory until the next flush).
@@ -336,6 +368,13 @@ type TaskPath = Result<Path<(i64, i64)>, axum::extract::rejection::PathRejection
 async fn get_job(State(app): State<Arc<App>>, Auth(p): Auth, id: JobPath) -> ApiResult<Json<Job>> {
     need_person(&p)?;
     Ok(Json(store::get_job(&app.db, &p, path(id)?).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/jobs/{id}/output", params(("id" = i64, Path)), security(("bearer" = [])),
+    responses((status = 200, body = JobOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn job_output(State(app): State<Arc<App>>, Auth(p): Auth, id: JobPath) -> ApiResult<Json<JobOutput>> {
+    need_person(&p)?;
+    Ok(Json(store::job_output(&app.db, &p, path(id)?).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/jobs/{id}/cancel", params(("id" = i64, Path)), security(("bearer" = [])),
@@ -570,11 +609,11 @@ impl utoipa::Modify for Security {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports."),
-    paths(create_key, create_join_token, enrol, heartbeat, agents, pool, submit, list_jobs, get_job, cancel, lease, progress, complete, fail, evicted,
+    paths(create_key, create_join_token, enrol, heartbeat, agents, remove_agent, pool, submit, list_jobs, get_job, job_output, cancel, lease, progress, complete, fail, evicted,
         gang, put_checkpoint, get_checkpoint, records, reports),
     components(schemas(ErrorBody, CreateJoinToken, JoinToken, CreateKey, ApiKey, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, SubmitJob,
         JobSpec, Job, Task, LeaseRequest, Lease, Progress, ProgressAck, Completion, CompletionAck, TaskRelease, Gang, Record, RecordBatch,
-        RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary)),
+        RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;

@@ -13,15 +13,65 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor};
 use std::time::Duration;
 
-/// A storage failure.
+/// A storage failure. Every message names the database it was about with its password
+/// hidden ([`redact_url`]), and says it once.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     #[error("database URL {0:?} is neither sqlite:… nor postgres://…")]
     BadUrl(String),
-    #[error("database: {0}")]
-    Sql(#[from] sqlx::Error),
-    #[error("database migration: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("database {url}: no answer within {secs} s")]
+    Timeout { url: String, secs: u64 },
+    #[error("database {url}: migrating the schema: {reason}")]
+    Migrate { url: String, reason: String },
+}
+
+/// How long opening a database may take before it is given up as unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where a URL's passwords are: the user-info's (`scheme://user:PASSWORD@host`) and
+/// any `password=` query parameter's, as byte ranges.
+fn password_spans(url: &str) -> Vec<std::ops::Range<usize>> {
+    let mut spans = Vec::new();
+    if let Some(s) = url.find("://").map(|i| i + 3) {
+        let authority_end = url[s..].find(['/', '?', '#']).map_or(url.len(), |i| s + i);
+        if let Some(at) = url[s..authority_end].rfind('@').map(|i| s + i) {
+            if let Some(colon) = url[s..at].find(':').map(|i| s + i) {
+                spans.push(colon + 1..at);
+            }
+        }
+    }
+    if let Some(q) = url.find('?') {
+        let mut start = q + 1;
+        for part in url[q + 1..].split('&') {
+            if let Some((k, _)) = part.split_once('=') {
+                if k.eq_ignore_ascii_case("password") {
+                    spans.push(start + k.len() + 1..start + part.len());
+                }
+            }
+            start += part.len() + 1;
+        }
+    }
+    spans
+}
+
+/// A database URL fit to print: every password in it replaced by `***`. The one
+/// function every message that shows a database URL goes through.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_string();
+    let mut spans = password_spans(url);
+    spans.sort_by_key(|r| std::cmp::Reverse(r.start));
+    for r in spans {
+        out.replace_range(r, "***");
+    }
+    out
+}
+
+/// `text` with every password of `url` in it replaced by `***` (a driver's message
+/// might quote the URL).
+fn scrub(text: &str, url: &str) -> String {
+    password_spans(url).into_iter().map(|r| &url[r]).filter(|p| !p.is_empty()).fold(text.to_string(), |t, p| t.replace(p, "***"))
 }
 
 /// Which SQL dialect the pool speaks.
@@ -44,9 +94,12 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migratio
 impl Db {
     /// Connects to `url` and migrates the schema. `sqlite:PATH` (the file is created if
     /// missing) or `postgres://user:pass@host/db`. A bare path is taken as an SQLite file.
+    /// A database that does not answer within [`CONNECT_TIMEOUT`] is given up; errors
+    /// name the database with its password hidden.
     pub async fn connect(url: &str) -> Result<Self, DbError> {
         sqlx::any::install_default_drivers();
-        let (url, dialect) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let shown = redact_url(url);
+        let (full, dialect) = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             (url.to_string(), Dialect::Postgres)
         } else if let Some(rest) = url.strip_prefix("sqlite:") {
             let rest = rest.trim_start_matches("//");
@@ -56,35 +109,46 @@ impl Db {
         } else if !url.contains("://") && !url.is_empty() {
             (format!("sqlite://{url}?mode=rwc"), Dialect::Sqlite)
         } else {
-            return Err(DbError::BadUrl(url.to_string()));
+            return Err(DbError::BadUrl(shown));
         };
+        let failed = |e: sqlx::Error| DbError::Connect { url: shown.clone(), reason: scrub(&e.to_string(), url) };
+        // One plain connection first, within the time limit: it fails fast with the real
+        // reason (refused, wrong password, no such file), where a pool would retry until
+        // its acquire timeout and say only "pool timed out".
+        let probe = tokio::time::timeout(CONNECT_TIMEOUT, <sqlx::AnyConnection as sqlx::Connection>::connect(&full))
+            .await
+            .map_err(|_| DbError::Timeout { url: shown.clone(), secs: CONNECT_TIMEOUT.as_secs() })?
+            .map_err(failed)?;
+        let _ = sqlx::Connection::close(probe).await;
         let pool = match dialect {
             // SQLite has one writer anyway; a single connection serialises the
             // coordinator's short transactions without SQLITE_BUSY upgrades, and WAL lets
             // other processes (`lull coordinator token create`) read and write beside it.
-            Dialect::Sqlite => {
-                AnyPoolOptions::new()
-                    .max_connections(1)
-                    .acquire_timeout(Duration::from_secs(30))
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            conn.execute("PRAGMA journal_mode = WAL").await?;
-                            // FULL: an acknowledged record or completion survives power loss too,
-                            // not only a crash of the process (the agent forgets what we ack).
-                            conn.execute("PRAGMA synchronous = FULL").await?;
-                            conn.execute("PRAGMA busy_timeout = 10000").await?;
-                            Ok(())
-                        })
+            Dialect::Sqlite => AnyPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(Duration::from_secs(30))
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                        // FULL: an acknowledged record or completion survives power loss too,
+                        // not only a crash of the process (the agent forgets what we ack).
+                        conn.execute("PRAGMA synchronous = FULL").await?;
+                        conn.execute("PRAGMA busy_timeout = 10000").await?;
+                        Ok(())
                     })
-                    .connect(&url)
-                    .await?
+                })
+                .connect(&full)
+                .await
+                .map_err(failed)?,
+            Dialect::Postgres => {
+                AnyPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(30)).connect(&full).await.map_err(failed)?
             }
-            Dialect::Postgres => AnyPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(30)).connect(&url).await?,
         };
-        match dialect {
-            Dialect::Sqlite => SQLITE_MIGRATIONS.run(&pool).await?,
-            Dialect::Postgres => POSTGRES_MIGRATIONS.run(&pool).await?,
-        }
+        let migrated = match dialect {
+            Dialect::Sqlite => SQLITE_MIGRATIONS.run(&pool).await,
+            Dialect::Postgres => POSTGRES_MIGRATIONS.run(&pool).await,
+        };
+        migrated.map_err(|e| DbError::Migrate { url: shown.clone(), reason: scrub(&e.to_string(), url) })?;
         Ok(Self { pool, dialect })
     }
 
@@ -100,4 +164,20 @@ where
     T: sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
 {
     sqlx::Row::try_get(row, name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_hidden_wherever_they_stand() {
+        assert_eq!(redact_url("postgres://nobody:s3cret@db:5432/lull"), "postgres://nobody:***@db:5432/lull");
+        assert_eq!(redact_url("postgresql://u:p@ss:w@rd@h/db?sslmode=require"), "postgresql://u:***@h/db?sslmode=require");
+        assert_eq!(redact_url("postgres://h/db?user=u&password=s3cret&x=1"), "postgres://h/db?user=u&password=***&x=1");
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact_url("sqlite:/var/lib/lull/c.db"), "sqlite:/var/lib/lull/c.db");
+        assert_eq!(redact_url("postgres://h/a@b:c"), "postgres://h/a@b:c", "an @ in the path is no user-info");
+        assert_eq!(scrub("failed for postgres://u:s3cret@h (s3cret)", "postgres://u:s3cret@h"), "failed for postgres://u:***@h (***)");
+    }
 }

@@ -38,6 +38,9 @@ pub struct Config {
     pub flush_interval: Duration,
     /// How often expired leases are looked for.
     pub sweep_interval: Duration,
+    /// When set, `/metrics` answers only `Authorization: Bearer <this key>` (401 otherwise);
+    /// unset, it is open to anyone who can reach the coordinator.
+    pub metrics_key: Option<String>,
 }
 
 impl Default for Config {
@@ -47,6 +50,7 @@ impl Default for Config {
             heartbeat_interval: Duration::from_secs(10),
             flush_interval: Duration::from_secs(1),
             sweep_interval: Duration::from_secs(1),
+            metrics_key: None,
         }
     }
 }

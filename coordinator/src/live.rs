@@ -26,9 +26,18 @@ struct LiveAgent {
 #[derive(Debug, Default)]
 pub struct Live {
     shards: [Mutex<HashMap<String, LiveAgent>>; 16],
-    /// SHA-256 of a secret → who it belongs to (secrets never change once minted).
-    creds: Mutex<HashMap<[u8; 32], Arc<Principal>>>,
+    /// SHA-256 of a secret → who it belongs to, and when it was looked up. An agent's
+    /// secret stops working when its machine is re-enrolled or removed, perhaps through
+    /// another replica or straight in the database: entries older than [`CRED_TTL`] are
+    /// looked up again.
+    creds: Mutex<HashMap<[u8; 32], CachedCred>>,
 }
+
+/// A cached principal and when it was looked up.
+type CachedCred = (Arc<Principal>, std::time::Instant);
+
+/// How long a cached credential is trusted without a database look-up.
+pub const CRED_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -39,12 +48,18 @@ fn shard(id: &str) -> usize {
 impl Live {
     /// A cached principal for a secret hash.
     pub fn cred(&self, digest: &[u8; 32]) -> Option<Arc<Principal>> {
-        self.creds.lock().unwrap_or_else(|e| e.into_inner()).get(digest).cloned()
+        let creds = self.creds.lock().unwrap_or_else(|e| e.into_inner());
+        creds.get(digest).filter(|(_, at)| at.elapsed() < CRED_TTL).map(|(p, _)| p.clone())
     }
 
     /// Caches a principal for a secret hash.
     pub fn cache_cred(&self, digest: [u8; 32], p: Arc<Principal>) {
-        self.creds.lock().unwrap_or_else(|e| e.into_inner()).insert(digest, p);
+        self.creds.lock().unwrap_or_else(|e| e.into_inner()).insert(digest, (p, std::time::Instant::now()));
+    }
+
+    /// Forgets every cached credential (a machine was re-enrolled or removed here).
+    pub fn forget_creds(&self) {
+        self.creds.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// Records a heartbeat received at `now_ms`; `interval_ms` is the expected spacing.

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 pub use lull_protocol::{
-    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, Heartbeat, HeartbeatAck, JobSpec, Lease, LeaseRequest, Progress,
-    ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease,
+    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, Heartbeat, HeartbeatAck, JobSpec, Lease, LeaseRequest, Output,
+    Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, OUTPUT_TAIL_MAX,
 };
 
 /// Admin: create a join token.
@@ -103,6 +103,27 @@ pub struct Job {
     pub tasks: Vec<Task>,
 }
 
+/// What a job's tasks wrote: `GET /api/v1/jobs/{id}/output`.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct JobOutput {
+    pub job_id: i64,
+    /// The job's state (`queued`, `running`, `completed`, `failed` or `cancelled`).
+    pub state: String,
+    /// One entry per rank.
+    pub tasks: Vec<TaskOutput>,
+}
+
+/// One rank's output: the tails its completing agent sent.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct TaskOutput {
+    pub rank: u32,
+    pub state: String,
+    pub agent_id: Option<String>,
+    pub exit_code: Option<i64>,
+    /// Null until the rank completes (and for agents that send no output).
+    pub output: Option<Output>,
+}
+
 /// An enrolled machine.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 #[cfg_attr(test, derive(ts_rs::TS))]
@@ -113,6 +134,16 @@ pub struct AgentInfo {
     pub enrolled_ms: i64,
     pub last_seen_ms: Option<i64>,
     pub heartbeat: Option<Heartbeat>,
+}
+
+/// A machine removed from the pool (`DELETE /api/v1/agents/{id}`).
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct MachineRemoved {
+    pub id: String,
+    pub owner: String,
+    pub machine: String,
+    /// Tasks it held, given back to the queue.
+    pub tasks_requeued: u32,
 }
 
 /// One row of a donated-time report: a key (owner or machine) and a period (day or week).

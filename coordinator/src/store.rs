@@ -124,18 +124,74 @@ pub async fn enrol(db: &Db, req: &EnrolRequest) -> Result<Enrolment> {
     if spent != 1 {
         return Err(StoreError::Unauthorised);
     }
-    let agent_id = random_hex(16);
     let secret = new_secret(SecretKind::Agent);
-    sqlx::query("INSERT INTO agents(id, owner, name, secret_hash, enrolled_ms) VALUES ($1, $2, $3, $4, $5)")
-        .bind(&agent_id)
-        .bind(&req.owner)
-        .bind(&req.machine)
-        .bind(hash_secret(&secret))
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?;
+    let existing: Option<String> =
+        sqlx::query("SELECT id FROM agents WHERE owner = $1 AND name = $2 AND removed_ms IS NULL ORDER BY enrolled_ms DESC, id LIMIT 1")
+            .bind(&req.owner)
+            .bind(&req.machine)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| col(&r, "id"))
+            .transpose()?;
+    let agent_id = match existing {
+        // Dropping the transaction rolls it back: the token's use is not spent.
+        Some(id) if !req.replace => {
+            return Err(StoreError::Conflict(format!(
+                "{} already has a machine named {:?} (agent {id}): enrol again with replace (`lull enrol --replace`) to take its \
+                 place and keep its history, or choose another machine name",
+                req.owner, req.machine
+            )))
+        }
+        Some(id) => {
+            sqlx::query("UPDATE agents SET secret_hash = $2 WHERE id = $1").bind(&id).bind(hash_secret(&secret)).execute(&mut *tx).await?;
+            id
+        }
+        None => {
+            let id = random_hex(16);
+            sqlx::query("INSERT INTO agents(id, owner, name, secret_hash, enrolled_ms) VALUES ($1, $2, $3, $4, $5)")
+                .bind(&id)
+                .bind(&req.owner)
+                .bind(&req.machine)
+                .bind(hash_secret(&secret))
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await?;
+            id
+        }
+    };
     tx.commit().await?;
     Ok(Enrolment { agent_id, secret })
+}
+
+/// Removes a machine: it leaves machine lists and its secret stops working; its leased
+/// tasks go back to the queue (without using a retry); its records stay, so reports
+/// keep the time it donated. `NotFound` if no such machine is enrolled.
+pub async fn remove_agent(db: &Db, agent_id: &str) -> Result<MachineRemoved> {
+    let now = now_ms();
+    let mut tx = db.pool.begin().await?;
+    let row = sqlx::query(
+        "UPDATE agents SET removed_ms = $2, secret_hash = 'removed:' || id WHERE id = $1 AND removed_ms IS NULL RETURNING owner, name",
+    )
+    .bind(agent_id)
+    .bind(now)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(StoreError::NotFound)?;
+    let rows = sqlx::query(
+        "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
+         WHERE agent_id = $1 AND state = 'leased' RETURNING job_id",
+    )
+    .bind(agent_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    follow_requeued(&mut tx, &rows, now).await?;
+    tx.commit().await?;
+    Ok(MachineRemoved {
+        id: agent_id.to_string(),
+        owner: col(&row, "owner")?,
+        machine: col(&row, "name")?,
+        tasks_requeued: rows.len() as u32,
+    })
 }
 
 /// Looks a secret's hash up: an API key or an agent.
@@ -149,7 +205,11 @@ pub async fn principal_by_hash(db: &Db, hash: &str) -> Result<Option<Principal>>
             _ => None,
         });
     }
-    if let Some(row) = sqlx::query("SELECT id, owner FROM agents WHERE secret_hash = $1").bind(hash).fetch_optional(&db.pool).await? {
+    if let Some(row) = sqlx::query("SELECT id, owner FROM agents WHERE secret_hash = $1 AND removed_ms IS NULL")
+        .bind(hash)
+        .fetch_optional(&db.pool)
+        .await?
+    {
         return Ok(Some(Principal::Agent { agent_id: col(&row, "id")?, owner: col(&row, "owner")? }));
     }
     Ok(None)
@@ -266,6 +326,42 @@ pub async fn get_job(db: &Db, who: &Principal, id: i64) -> Result<Job> {
         .map(task_of)
         .collect::<Result<Vec<_>>>()?;
     job_of(&row, tasks)
+}
+
+/// The output tails of a job's tasks, if `who` may see the job (as [`get_job`]): what
+/// each rank's completing agent sent; `None` for ranks that have not completed (or whose
+/// agent predates output tails).
+pub async fn job_output(db: &Db, who: &Principal, id: i64) -> Result<JobOutput> {
+    let job = get_job(db, who, id).await?;
+    let rows = sqlx::query(
+        "SELECT rank, state, agent_id, exit_code, stdout_tail, stderr_tail, stdout_bytes, stderr_bytes FROM tasks WHERE job_id = $1 ORDER BY rank",
+    )
+    .bind(id)
+    .fetch_all(&db.pool)
+    .await?;
+    let tasks = rows
+        .iter()
+        .map(|r| {
+            let stdout: Option<String> = col(r, "stdout_tail")?;
+            let output = match stdout {
+                Some(stdout) => Some(Output {
+                    stdout,
+                    stderr: col::<Option<String>>(r, "stderr_tail")?.unwrap_or_default(),
+                    stdout_bytes: col::<Option<i64>>(r, "stdout_bytes")?.unwrap_or(0).max(0) as u64,
+                    stderr_bytes: col::<Option<i64>>(r, "stderr_bytes")?.unwrap_or(0).max(0) as u64,
+                }),
+                None => None,
+            };
+            Ok(TaskOutput {
+                rank: col::<i64>(r, "rank")? as u32,
+                state: col(r, "state")?,
+                agent_id: col(r, "agent_id")?,
+                exit_code: col(r, "exit_code")?,
+                output,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(JobOutput { job_id: job.id, state: job.state, tasks })
 }
 
 /// Jobs `who` may see, newest first, optionally in one state (at most `limit`).
@@ -422,10 +518,16 @@ pub async fn complete(db: &Db, agent_id: &str, job_id: i64, rank: i64, c: &Compl
     if !(c.user_cpu_s.is_finite() && c.sys_cpu_s.is_finite() && c.user_cpu_s >= 0.0 && c.sys_cpu_s >= 0.0) {
         return Err(StoreError::Invalid("CPU times must be finite and non-negative".into()));
     }
+    if let Some(o) = &c.output {
+        check_text("output.stdout", &o.stdout, 0, OUTPUT_TAIL_MAX)?;
+        check_text("output.stderr", &o.stderr, 0, OUTPUT_TAIL_MAX)?;
+    }
+    let out = c.output.as_ref();
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
     let n = sqlx::query(
-        "UPDATE tasks SET state = 'completed', exit_code = $5, user_cpu_s = $6, sys_cpu_s = $7, finished_ms = $8, lease_expires_ms = NULL
+        "UPDATE tasks SET state = 'completed', exit_code = $5, user_cpu_s = $6, sys_cpu_s = $7, finished_ms = $8, lease_expires_ms = NULL,
+            stdout_tail = $9, stderr_tail = $10, stdout_bytes = $11, stderr_bytes = $12
          WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'",
     )
     .bind(job_id)
@@ -436,6 +538,10 @@ pub async fn complete(db: &Db, agent_id: &str, job_id: i64, rank: i64, c: &Compl
     .bind(c.user_cpu_s)
     .bind(c.sys_cpu_s)
     .bind(now)
+    .bind(out.map(|o| o.stdout.clone()))
+    .bind(out.map(|o| o.stderr.clone()))
+    .bind(out.map(|o| i64::try_from(o.stdout_bytes).unwrap_or(i64::MAX)))
+    .bind(out.map(|o| i64::try_from(o.stderr_bytes).unwrap_or(i64::MAX)))
     .execute(&mut *tx)
     .await?
     .rows_affected();
@@ -485,6 +591,19 @@ async fn gang_follow(conn: &mut sqlx::AnyConnection, job_id: i64) -> Result<()> 
     .bind(job_id)
     .execute(&mut *conn)
     .await?;
+    Ok(())
+}
+
+/// After tasks went back to the queue (or failed): each of their jobs (`rows` carry
+/// `job_id`) has its gang followed and its state recomputed, once.
+async fn follow_requeued(tx: &mut sqlx::Transaction<'_, sqlx::Any>, rows: &[AnyRow], now: i64) -> Result<()> {
+    let mut jobs: Vec<i64> = rows.iter().map(|r| col(r, "job_id")).collect::<std::result::Result<_, _>>()?;
+    jobs.sort_unstable();
+    jobs.dedup();
+    for j in &jobs {
+        gang_follow(tx, *j).await?;
+        refresh_job(&mut **tx, *j, now).await?;
+    }
     Ok(())
 }
 
@@ -542,13 +661,7 @@ pub async fn requeue_expired(db: &Db) -> Result<u64> {
     .bind(now)
     .fetch_all(&mut *tx)
     .await?;
-    let mut jobs: Vec<i64> = rows.iter().map(|r| col(r, "job_id")).collect::<std::result::Result<_, _>>()?;
-    jobs.sort_unstable();
-    jobs.dedup();
-    for j in &jobs {
-        gang_follow(&mut *tx, *j).await?;
-        refresh_job(&mut *tx, *j, now).await?;
-    }
+    follow_requeued(&mut tx, &rows, now).await?;
     tx.commit().await?;
     Ok(rows.len() as u64)
 }
@@ -795,7 +908,7 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
     let rows = sqlx::query(
         "SELECT id, owner, name, enrolled_ms, last_seen_ms, state, available, budget_left, free_mem_bytes, base_speed, current_speed,
                 interruption_limit
-         FROM agents WHERE ($1 = '' OR owner = $1) ORDER BY owner, name, id",
+         FROM agents WHERE ($1 = '' OR owner = $1) AND removed_ms IS NULL ORDER BY owner, name, id",
     )
     .bind(owner)
     .fetch_all(&db.pool)

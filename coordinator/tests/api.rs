@@ -503,7 +503,7 @@ async fn heartbeat_flush_on(b: Backend) {
     let mut agents = vec![];
     let t: JoinToken = s.admin().post_ok("/api/v1/join-tokens", json!({"uses": 1200})).await;
     for i in 0..1200 {
-        let req = EnrolRequest { token: t.token.clone(), owner: format!("o{}", i % 7), machine: format!("m{i}") };
+        let req = EnrolRequest { token: t.token.clone(), owner: format!("o{}", i % 7), machine: format!("m{i}"), replace: false };
         let e = coordinator::store::enrol(&s.db, &req).await.unwrap();
         agents.push((e.agent_id.clone(), s.client(&e.secret)));
     }
@@ -642,5 +642,136 @@ async fn pool_summary_on(b: Backend) {
     assert!(page.contains("<title>Lull"), "{page}");
     assert_eq!(s.client("").get("/assets/..%2F..%2FCargo.toml").await.0, 404);
     assert_eq!(s.client("").get("/assets/no-such-file.js").await.0, 404);
+    s.stop().await;
+}
+
+both!(job_output_is_kept_and_shown_to_its_submitter, job_output_is_kept_and_shown_to_its_submitter_on);
+async fn job_output_is_kept_and_shown_to_its_submitter_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let alice = s.owner("alice").await;
+    let bob = s.owner("bob").await;
+    let j: Job = alice.post_ok("/api/v1/jobs", json!({"command": "/bin/sh", "args": ["-c", "echo hello"]})).await;
+    let path = format!("/api/v1/jobs/{}/output", j.id);
+    let o: JobOutput = alice.get_ok(&path).await;
+    assert_eq!((o.state.as_str(), o.tasks.len()), ("queued", 1));
+    assert!(o.tasks[0].output.is_none(), "nothing before completion");
+    let (_, agent) = s.enrol("carol", "box").await;
+    let l = agent.lease(1 << 30, 0).await.expect("work");
+    let done = format!("/api/v1/tasks/{}/{}/complete", l.job_id, l.rank);
+    let body = |stdout: &str| {
+        json!({"lease": l.lease, "exit_code": 0, "user_cpu_s": 0.1, "sys_cpu_s": 0.0,
+            "output": {"stdout": stdout, "stderr": "warn\n", "stdout_bytes": 100000, "stderr_bytes": 5}})
+    };
+    // Over the cap, or with NUL (PostgreSQL text cannot hold it): refused, nothing stored.
+    assert_eq!(agent.post(&done, body(&"x".repeat(OUTPUT_TAIL_MAX + 1))).await.0, 400);
+    assert_eq!(agent.post(&done, body("a\u{0}b")).await.0, 400);
+    let tail = format!("{}hello\n", "é".repeat(100));
+    let ack: CompletionAck = agent.post_ok(&done, body(&tail)).await;
+    assert!(ack.counted);
+
+    let o: JobOutput = alice.get_ok(&path).await;
+    assert_eq!(o.state, "completed");
+    let out = o.tasks[0].output.as_ref().expect("output kept");
+    assert_eq!((out.stdout.as_str(), out.stderr.as_str(), out.stdout_bytes, out.stderr_bytes), (tail.as_str(), "warn\n", 100_000, 5));
+    assert_eq!(o.tasks[0].exit_code, Some(0));
+    let all: JobOutput = s.admin().get_ok(&path).await;
+    assert_eq!(all.tasks[0].output.as_ref(), Some(out), "admins see every job's output");
+    assert_eq!(bob.get(&path).await.0, 404, "another owner's job is not there for bob");
+    assert_eq!(agent.get(&path).await.0, 403, "agents read no job output");
+    assert_eq!(alice.get("/api/v1/jobs/999999/output").await.0, 404);
+    assert_eq!(alice.get("/api/v1/jobs/x/output").await.0, 400);
+    assert_eq!(s.client("").get(&path).await.0, 401);
+    // An agent that sends no output (older agents) completes as before.
+    let j2: Job = alice.post_ok("/api/v1/jobs", json!({"command": "/bin/true"})).await;
+    let l2 = agent.lease(1 << 30, 0).await.expect("work");
+    assert_eq!(agent.complete(&l2, 0.0, 0.0).await.0, 200);
+    let o: JobOutput = alice.get_ok(&format!("/api/v1/jobs/{}/output", j2.id)).await;
+    assert_eq!((o.state.as_str(), o.tasks[0].output.is_none()), ("completed", true));
+    let doc: serde_json::Value = s.client("").get_ok("/api/openapi.json").await;
+    assert!(doc["paths"]["/api/v1/jobs/{id}/output"]["get"].is_object(), "the route is in the OpenAPI document");
+    s.stop().await;
+}
+
+both!(re_enrolling_replaces_or_refuses_and_admins_remove_machines, re_enrolling_and_removal_on);
+async fn re_enrolling_and_removal_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let anon = s.client("");
+    let t: JoinToken = admin.post_ok("/api/v1/join-tokens", json!({"uses": 2})).await;
+    let first: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk"})).await;
+    // The same owner and machine name again: refused, saying how, and the token's use is not spent.
+    let (st, v) = anon.post("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk"})).await;
+    assert_eq!(st, 409, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("replace"), "{v}");
+    let mine: Vec<AgentInfo> = admin.get_ok("/api/v1/agents").await;
+    assert_eq!(mine.len(), 1, "no ghost machine: {mine:?}");
+    // Another owner may have a machine of that name.
+    let bobs: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "bob", "machine": "desk"})).await;
+    // Replacing keeps the id and history; the old secret stops working at once.
+    let old = s.client(&first.secret);
+    let hb = json!({"state": "idle", "available": true, "budget_left": 5, "free_mem_bytes": 1, "base_speed": 1.0, "current_speed": 1.0});
+    assert_eq!(old.post("/api/v1/heartbeat", hb.clone()).await.0, 200);
+    let rec = json!({"records": [{"seq": 1, "kind": "donation", "payload": {"guest": "g", "day": chrono::Utc::now().date_naive().to_string(), "cpu_us": 2_000_000, "wall_ms": 3000}}]});
+    assert_eq!(old.post("/api/v1/records", rec).await.0, 200);
+    let t2: JoinToken = admin.post_ok("/api/v1/join-tokens", json!({"uses": 1})).await;
+    let again: Enrolment =
+        anon.post_ok("/api/v1/enrol", json!({"token": t2.token, "owner": "alice", "machine": "desk", "replace": true})).await;
+    assert_eq!(again.agent_id, first.agent_id, "the machine keeps its id");
+    assert_eq!(old.post("/api/v1/heartbeat", hb.clone()).await.0, 401, "the replaced secret is refused");
+    let new = s.client(&again.secret);
+    assert_eq!(new.post("/api/v1/heartbeat", hb.clone()).await.0, 200);
+    let all: Vec<AgentInfo> = admin.get_ok("/api/v1/agents").await;
+    assert_eq!(all.len(), 2, "{all:?}");
+
+    // Removal: admins only; the machine's leased task goes back to the queue.
+    let j: Job = admin.post_ok("/api/v1/jobs", job("/bin/sh")).await;
+    let l = new.lease(1 << 30, 0).await.expect("work");
+    assert_eq!(l.job_id, j.id);
+    let path = format!("/api/v1/agents/{}", first.agent_id);
+    let del = |c: &Client, p: &str| {
+        let (c, p) = (c.clone(), p.to_string());
+        async move {
+            let r = c.http.delete(format!("{}{p}", c.base)).bearer_auth(&c.secret).send().await.unwrap();
+            let st = r.status().as_u16();
+            (st, r.json::<serde_json::Value>().await.unwrap_or_default())
+        }
+    };
+    let alice = s.owner("alice").await;
+    assert_eq!(del(&alice, &path).await.0, 403, "owners cannot remove machines");
+    assert_eq!(del(&new, &path).await.0, 403, "agents cannot remove machines");
+    let (st, v) = del(&admin, &path).await;
+    assert_eq!(st, 200, "{v}");
+    let r: MachineRemoved = serde_json::from_value(v).unwrap();
+    assert_eq!((r.owner.as_str(), r.machine.as_str(), r.tasks_requeued), ("alice", "desk", 1));
+    let j: Job = admin.get_ok(&format!("/api/v1/jobs/{}", j.id)).await;
+    assert_eq!((j.state.as_str(), j.tasks[0].state.as_str(), j.tasks[0].attempts), ("queued", "queued", 0), "{j:?}");
+    assert_eq!(new.post("/api/v1/heartbeat", hb.clone()).await.0, 401, "a removed machine's secret is refused");
+    let all: Vec<AgentInfo> = admin.get_ok("/api/v1/agents").await;
+    assert_eq!(all.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), vec![bobs.agent_id.as_str()]);
+    assert_eq!(del(&admin, &path).await.0, 404, "removed already");
+    assert_eq!(del(&admin, "/api/v1/agents/nosuch").await.0, 404);
+    // Its donated time stays in the reports.
+    let rep: Report = admin.get_ok("/api/v1/reports?by=owner&since=7d").await;
+    assert_eq!(rep.rows.iter().find(|r| r.key == "alice").map(|r| r.cpu_s), Some(2.0), "{rep:?}");
+    // The name is free again: a plain enrolment makes a new machine.
+    let t3: JoinToken = admin.post_ok("/api/v1/join-tokens", json!({"uses": 1})).await;
+    let fresh: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t3.token, "owner": "alice", "machine": "desk"})).await;
+    assert_ne!(fresh.agent_id, first.agent_id);
+    let doc: serde_json::Value = anon.get_ok("/api/openapi.json").await;
+    assert!(doc["paths"]["/api/v1/agents/{id}"]["delete"].is_object(), "the route is in the OpenAPI document");
+    s.stop().await;
+}
+
+both!(metrics_may_require_a_key, metrics_may_require_a_key_on);
+async fn metrics_may_require_a_key_on(b: Backend) {
+    let Some((_db, s)) = server_with(b, coordinator::Config { metrics_key: Some("m3tr1cs".into()), ..test_config() }).await else {
+        return;
+    };
+    assert_eq!(s.client("").get_text("/metrics").await.0, 401);
+    assert_eq!(s.client("wrong").get_text("/metrics").await.0, 401);
+    assert_eq!(s.admin().get_text("/metrics").await.0, 401, "the metrics key is its own");
+    let (st, text) = s.client("m3tr1cs").get_text("/metrics").await;
+    assert_eq!(st, 200);
+    assert!(text.contains("lull_"), "{text}");
     s.stop().await;
 }

@@ -39,6 +39,15 @@ pub struct EnrolRequest {
     pub owner: String,
     /// The machine's name as shown in reports (1–128 characters).
     pub machine: String,
+    /// Re-enrol: when the owner already has a machine of this name, it takes that
+    /// machine's place (same agent id and history; the old secret stops working).
+    /// Without it such an enrolment is refused (409) and nothing changes.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub replace: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The agent's identity and secret (shown once; the coordinator keeps only its hash).
@@ -155,6 +164,43 @@ pub struct Completion {
     /// CPU time the guest used, as measured by the OS.
     pub user_cpu_s: f64,
     pub sys_cpu_s: f64,
+    /// The tail of what the guest wrote (agents since `lull jobs output`; older agents
+    /// leave it out, and it is left out when the guest wrote nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Output>,
+}
+
+/// The most of each stream a completion carries: the last 64 KiB.
+pub const OUTPUT_TAIL_MAX: usize = 64 << 10;
+
+/// The tail of a guest's standard output and standard error, each at most
+/// [`OUTPUT_TAIL_MAX`] bytes of UTF-8 (invalid bytes and NUL shown as U+FFFD), with how
+/// many bytes the guest wrote to each in all.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Output {
+    pub stdout: String,
+    pub stderr: String,
+    /// Bytes written to standard output in all (more than `stdout` holds when cut).
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+}
+
+/// The last [`OUTPUT_TAIL_MAX`] bytes (at most) of `bytes` as text: invalid UTF-8 and NUL
+/// (which PostgreSQL text cannot hold) become U+FFFD, and the text is cut at a character
+/// boundary from the front so the result never exceeds the cap.
+pub fn output_tail(bytes: &[u8]) -> String {
+    let from = bytes.len().saturating_sub(OUTPUT_TAIL_MAX);
+    let text = String::from_utf8_lossy(&bytes[from..]).replace('\0', "\u{FFFD}");
+    if text.len() <= OUTPUT_TAIL_MAX {
+        return text;
+    }
+    let mut cut = text.len() - OUTPUT_TAIL_MAX;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    text[cut..].to_string()
 }
 
 /// Whether a completion was counted now (`false`: it had been already; a retry).

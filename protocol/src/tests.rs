@@ -47,8 +47,10 @@ fn error_body() {
 
 #[test]
 fn enrolment() {
-    let req = EnrolRequest { token: "lull_join_ab12".into(), owner: "alice".into(), machine: "desk".into() };
+    let req = EnrolRequest { token: "lull_join_ab12".into(), owner: "alice".into(), machine: "desk".into(), replace: false };
     pinned(&req, r#"{"token":"lull_join_ab12","owner":"alice","machine":"desk"}"#);
+    let req = EnrolRequest { replace: true, ..req };
+    pinned(&req, r#"{"token":"lull_join_ab12","owner":"alice","machine":"desk","replace":true}"#);
     refused::<EnrolRequest>(r#"{"token":"t","owner":"o","machine":"m","extra":1}"#);
     pinned(&Enrolment { agent_id: "a1b2".into(), secret: "lull_agent_cd34".into() }, r#"{"agent_id":"a1b2","secret":"lull_agent_cd34"}"#);
 }
@@ -116,8 +118,18 @@ fn progress_and_its_ack() {
 #[test]
 fn completion_and_its_ack() {
     pinned(
-        &Completion { lease: 3, exit_code: 0, user_cpu_s: 812.5, sys_cpu_s: 3.25 },
+        &Completion { lease: 3, exit_code: 0, user_cpu_s: 812.5, sys_cpu_s: 3.25, output: None },
         r#"{"lease":3,"exit_code":0,"user_cpu_s":812.5,"sys_cpu_s":3.25}"#,
+    );
+    pinned(
+        &Completion {
+            lease: 3,
+            exit_code: 0,
+            user_cpu_s: 0.5,
+            sys_cpu_s: 0.25,
+            output: Some(Output { stdout: "hello\n".into(), stderr: String::new(), stdout_bytes: 6, stderr_bytes: 0 }),
+        },
+        r#"{"lease":3,"exit_code":0,"user_cpu_s":0.5,"sys_cpu_s":0.25,"output":{"stdout":"hello\n","stderr":"","stdout_bytes":6,"stderr_bytes":0}}"#,
     );
     refused::<Completion>(r#"{"lease":3,"exit_code":0,"user_cpu_s":1.0}"#);
     pinned(&CompletionAck { counted: true }, r#"{"counted":true}"#);
@@ -172,4 +184,17 @@ fn records_and_their_ack() {
     pinned(&RecordBatch { records: vec![record()] }, &format!(r#"{{"records":[{RECORD}]}}"#));
     refused::<RecordBatch>(r#"{"records":[],"agent":"a"}"#);
     pinned(&RecordsAck { acked_through: 1, stored: 1 }, r#"{"acked_through":1,"stored":1}"#);
+}
+
+#[test]
+fn output_tails_are_capped_text_without_nul() {
+    assert_eq!(output_tail(b"hello\n"), "hello\n");
+    assert_eq!(output_tail(b"a\0b\xff"), "a\u{FFFD}b\u{FFFD}");
+    let big: Vec<u8> = (0..OUTPUT_TAIL_MAX * 3).map(|i| b'a' + (i % 26) as u8).collect();
+    let t = output_tail(&big);
+    assert_eq!(t.len(), OUTPUT_TAIL_MAX);
+    assert!(big.ends_with(t.as_bytes()), "the tail, not the head");
+    // Invalid bytes grow to three each as U+FFFD: still within the cap, cut at a boundary.
+    let t = output_tail(&vec![0xff; OUTPUT_TAIL_MAX + 10]);
+    assert!(t.len() <= OUTPUT_TAIL_MAX && t.chars().all(|c| c == '\u{FFFD}'));
 }

@@ -83,7 +83,8 @@ impl Up {
         let t0 = Instant::now();
         loop {
             let text = std::fs::read_to_string(&out).unwrap_or_default();
-            if let Some(line) = text.lines().find(|l| l.trim_start().starts_with("dashboard")) {
+            // The coordinator's line (the dashboard's says "none" in a build without it).
+            if let Some(line) = text.lines().find(|l| l.trim_start().starts_with("coordinator")) {
                 up.url = line.split_whitespace().nth(1).unwrap().trim_end_matches('/').to_string();
                 return up;
             }
@@ -264,5 +265,40 @@ fn a_job_evicted_by_the_policy_is_given_back_and_runs_again() {
     let jobs = up.wait_jobs("completed", 120, |j| j[0]["state"] == "completed");
     let t = &jobs[0]["tasks"][0];
     assert_eq!((t["exit_code"].as_i64(), t["evictions"].as_u64()), (Some(0), Some(1)), "{t}");
+    up.stop();
+}
+
+#[test]
+fn a_submitted_jobs_output_is_read_back_with_lull_jobs() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let mut up = Up::start(ONE_SLOT);
+    let out = up.lull(&["submit", "--json", "--", "sh", "-c", "echo hello; echo oops >&2; exit 3"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_i64().unwrap().to_string();
+    let jobs = up.wait_jobs("completed", 120, |j| j.len() == 1 && j[0]["state"] == "completed");
+    assert_eq!(jobs[0]["tasks"][0]["exit_code"].as_i64(), Some(3), "{jobs:?}");
+
+    let out = up.lull(&["jobs", "output", &id]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
+
+    let out = up.lull(&["jobs"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list = String::from_utf8_lossy(&out.stdout);
+    assert!(list.lines().any(|l| l.split_whitespace().next() == Some(id.as_str()) && l.contains("completed")), "{list}");
+    let out = up.lull(&["jobs", "show", &id, "--json"]).output().unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap()["state"], "completed");
+    let out = up.lull(&["jobs", "list", "--json"]).output().unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap().as_array().map(|a| a.len()), Some(1));
+
+    // A job that is not there: one line, non-zero.
+    let out = up.lull(&["jobs", "output", "999"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no job 999"), "{err}");
     up.stop();
 }

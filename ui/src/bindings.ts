@@ -243,7 +243,12 @@ migration_bandwidth_mib_s: number,
  * Most coordinator tasks this agent runs as guests at once (each leased only while
  * the policy accepts guest work).
  */
-max_jobs: number, };
+max_jobs: number, 
+/**
+ * Days a finished guest's work directory (`guests/`, `jobs/` in the data directory,
+ * with its output) is kept; older ones are removed at start and once a day.
+ */
+retention_days: number, };
 
 export type Caps = { 
 /**

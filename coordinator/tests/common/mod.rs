@@ -76,6 +76,7 @@ pub fn test_config() -> Config {
         heartbeat_interval: Duration::from_secs(1),
         flush_interval: Duration::from_millis(100),
         sweep_interval: Duration::from_millis(100),
+        metrics_key: None,
     }
 }
 

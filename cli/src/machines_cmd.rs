@@ -1,0 +1,55 @@
+//! `lull machines`: the enrolled machines a key may see, over the coordinator's API (an
+//! owner key: the owner's own; the admin key: all), with each one's state and when it
+//! was last heard from. `lull coordinator machine list` prints the same table straight
+//! from the database.
+
+use crate::coordinator_cmd::runtime;
+use crate::jobs_cmd::{check, Remote};
+use anyhow::{Context, Result};
+use clap::Args;
+use coordinator::model::AgentInfo;
+
+#[derive(Args, Debug)]
+pub struct MachinesArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    /// Print the coordinator's JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints machines as a table, or as JSON.
+pub fn print(machines: &[AgentInfo], json: bool) -> Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string(machines)?);
+        return Ok(());
+    }
+    if machines.is_empty() {
+        outln!("(no machines enrolled)");
+        return Ok(());
+    }
+    outln!("{:<32}  {:<16} {:<20} {:<14} {}", "id", "owner", "machine", "state", "last heard");
+    for m in machines {
+        let state = m.heartbeat.as_ref().map_or("never_seen", |h| h.state.as_str());
+        let seen = m
+            .last_seen_ms
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map_or("never".to_string(), |t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string());
+        outln!("{:<32}  {:<16} {:<20} {:<14} {seen}", m.id, m.owner, m.machine, state);
+    }
+    Ok(())
+}
+
+pub fn run(a: MachinesArgs) -> Result<()> {
+    let (url, key) = a.remote.resolve()?;
+    let machines: Vec<AgentInfo> = runtime()?.block_on(async {
+        let r = reqwest::Client::new()
+            .get(format!("{url}/api/v1/agents"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .with_context(|| format!("reaching {url}"))?;
+        check(r).await?.json().await.context("reading the coordinator's machine list")
+    })?;
+    print(&machines, a.json)
+}
