@@ -57,6 +57,10 @@ const HEARTBEAT_GUEST: &str = "import os, time\n\
 fd = os.open(os.path.join(os.environ['HOME'], 'lull-heartbeat'), os.O_WRONLY | os.O_CREAT, 0o644)\n\
 while True:\n    os.pwrite(fd, b'%020d' % time.monotonic_ns(), 0)\n";
 
+/// The instance's daily interruption budget: the most the config allows. A recruited round
+/// spends one, so a case starts a fresh instance every `BUDGET` rounds.
+const BUDGET: usize = 20;
+
 fn mono_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes into a valid timespec.
@@ -252,7 +256,7 @@ fn start_instance(agent: &str, mode: &str, display: &str, n: usize) -> Result<In
     let dir = tempfile::tempdir()?;
     let config = format!(
         "[availability]\nrecruitment_threshold_s = 1\nowner_cpu_max = 0.9\nmemory_growth_max = 1.0\n\n\
-         [eviction]\nmode = \"{}\"\n\n[input]\nbackend = \"x11\"\n",
+         [budget]\ninterruptions_per_day = {BUDGET}\n\n[eviction]\nmode = \"{}\"\n\n[input]\nbackend = \"x11\"\n",
         mode_name(mode)?
     );
     std::fs::write(dir.path().join("config.toml"), config)?;
@@ -372,8 +376,14 @@ fn round(
     // A recruited (or offered) running guest: the agent donating, the guests' cgroup
     // populated and not frozen, the heartbeat advancing. (A lingering guest also runs,
     // but the owner is already back then.)
+    // Some(None): the day's interruptions are used up, no guest will come (a bench bug:
+    // each instance is given at most BUDGET recruited rounds).
     let running = wait_for("a running guest", Duration::from_secs(90), || {
-        if !inst.status().is_some_and(|s| s.policy.state == StateKind::Donating) {
+        let state = inst.status().map(|s| s.policy.state);
+        if state == Some(StateKind::OutOfBudget) {
+            return Some(None);
+        }
+        if state != Some(StateKind::Donating) {
             return None;
         }
         let cg = inst.guests_cgroup()?;
@@ -385,9 +395,12 @@ fn round(
         let hb = std::fs::File::open(inst.heartbeat_file()?).ok()?;
         let a = read_heartbeat(&hb)?;
         std::thread::sleep(Duration::from_millis(20));
-        (read_heartbeat(&hb)? > a).then_some((events, hb))
+        (read_heartbeat(&hb)? > a).then_some(Some((events, hb)))
     });
-    let Ok((events, hb)) = running else {
+    if matches!(running, Ok(None)) {
+        bail!("the agent is out of today's interruption budget ({BUDGET}): no guest can start");
+    }
+    let Ok(Some((events, hb))) = running else {
         r.no_start += 1;
         return Ok(());
     };
@@ -492,10 +505,15 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     for (n, (agent, mode, load, donate)) in cases.iter().enumerate() {
         let label = format!("{agent} {} load {load}", if *donate { "donate-now".to_string() } else { format!("recruit {mode}") });
         bar.set_message(label.clone());
-        let inst = start_instance(agent, mode, display, n)?;
         let mut r = CaseResult::default();
+        let mut inst = None;
         for i in 0..a.rounds {
-            round(&inst, &xtest, root, *load, *donate, i, &mut r).with_context(|| format!("case {label}, round {i}"))?;
+            if i % BUDGET == 0 {
+                drop(inst.take());
+                inst = Some(start_instance(agent, mode, display, n * 1000 + i)?);
+            }
+            let current = inst.as_ref().context("no instance")?;
+            round(current, &xtest, root, *load, *donate, i, &mut r).with_context(|| format!("case {label}, round {i}"))?;
             bar.inc(1);
         }
         drop(inst);
