@@ -11,6 +11,8 @@ check() { # description, command...
   local what=$1; shift
   if "$@" >/dev/null 2>&1; then pass=$((pass + 1)); echo "ok   $what"; else fail=$((fail + 1)); echo "FAIL $what"; fi
 }
+# The guests' account must come from the package's install step, not from test setup.
+$SUDO userdel lull-guest >/dev/null 2>&1 || true
 $SUDO dpkg -i "$deb" >/dev/null || { $SUDO apt-get install -y -qq -f >/dev/null; $SUDO dpkg -i "$deb" >/dev/null; }
 trap '$SUDO dpkg -r lull >/dev/null 2>&1 || true' EXIT
 check "package is installed" dpkg -s lull
@@ -19,6 +21,7 @@ for f in /usr/bin/lull-tray /usr/bin/lull-window /usr/bin/lull /usr/lib/systemd/
   /usr/share/icons/hicolor/128x128/apps/lull-tray.png /usr/share/icons/hicolor/48x48/apps/lull-tray.png; do
   check "installs $f" test -e "$f"
 done
+check "the install step made the guests' account lull-guest (not root)" sh -c 'u=$(id -u lull-guest) && [ "$u" != 0 ]'
 check "lull-tray --version" /usr/bin/lull-tray --version
 check "lull-window --version" /usr/bin/lull-window --version
 check "the tray process links no WebKit" sh -c '! ldd /usr/bin/lull-tray | grep -q webkit'

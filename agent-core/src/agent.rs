@@ -31,6 +31,8 @@ pub enum AgentError {
     Sensors(#[from] crate::sensors::SensorError),
     #[error("control socket {path}: {source}")]
     Socket { path: String, source: std::io::Error },
+    #[error("the data directory {path} was removed while the agent ran; the agent stopped so that nothing is accounted where it would be lost. Start it again to begin anew")]
+    DataDirGone { path: String },
 }
 
 /// A synchronous "freeze all guests now" hook for the input thread.
@@ -167,9 +169,10 @@ struct Driver {
     armed: Arc<AtomicBool>,
     fast_fired: Arc<AtomicBool>,
     last_interruption: Option<i64>,
-    input_names: Vec<String>,
-    /// Backends that stopped, with why (written by their threads).
-    input_stopped: Arc<std::sync::Mutex<Vec<String>>>,
+    /// Each input backend: its name, and its name with what it cannot see.
+    input_names: Vec<(String, String)>,
+    /// Backends that stopped (name, why), written by their threads.
+    input_stopped: Arc<std::sync::Mutex<Vec<(String, String)>>>,
     coordinator: Option<control::CoordinatorLink>,
     /// A `lull run --now` job's guest while its unsaved donate-now offer lasts.
     transient_donate: Option<String>,
@@ -237,15 +240,17 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
     for backend in input_backends {
         let name = format!("{} (cannot see: {})", backend.name(), backend.blind_spots());
         info!("input backend: {name}");
-        input_names.push(name);
-        let sink = sink.clone();
         let bname = backend.name();
+        input_names.push((bname.to_string(), name));
+        let sink = sink.clone();
         let stopped = input_stopped.clone();
         let spawned = std::thread::Builder::new().name(format!("input-{bname}")).spawn(move || {
-            if let Err(e) = backend.run(sink) {
-                warn!("input backend {bname} stopped: {e}");
-                stopped.lock().unwrap_or_else(|p| p.into_inner()).push(format!("{bname}: {e}"));
-            }
+            let why = match backend.run(sink) {
+                Err(e) => e.to_string(),
+                Ok(()) => "ended".to_string(),
+            };
+            warn!("input backend {bname} stopped: {why}");
+            stopped.lock().unwrap_or_else(|p| p.into_inner()).push((bname.to_string(), why));
         });
         if let Err(e) = spawned {
             warn!("could not start input backend thread: {e}");
@@ -289,7 +294,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         jobs: Vec::new(),
     };
     let first = d.policy.state();
-    let (inputs, gdesc) = (d.input_names.clone(), d.guests.describe());
+    let (inputs, gdesc) = (d.input_names.iter().map(|(_, n)| n.clone()).collect(), d.guests.describe());
     d.notify(&Notice::Started { state: first, input: inputs, guests: gdesc });
     d.step(Event::Tick);
 
@@ -533,12 +538,16 @@ impl Driver {
             policy,
             donated_cpu_s_today: donated.cpu_s,
             donated_wall_s_today: donated.wall_s,
-            input_backends: self.input_names.clone(),
+            // What is live, and apart from it what stopped and why.
+            input_backends: {
+                let stopped = self.input_stopped.lock().unwrap_or_else(|p| p.into_inner());
+                self.input_names.iter().filter(|(b, _)| !stopped.iter().any(|(s, _)| s == b)).map(|(_, n)| n.clone()).collect()
+            },
             guest_runtime: self.guests.describe(),
             agent_version: env!("CARGO_PKG_VERSION").into(),
             pid: std::process::id(),
             local_time: now.local.format("%Y-%m-%dT%H:%M:%S").to_string(),
-            input_stopped: self.input_stopped.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            input_stopped: self.input_stopped.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(b, why)| format!("{b}: {why}")).collect(),
             coordinator: self.coordinator.clone(),
         }
     }
@@ -615,11 +624,12 @@ impl Driver {
         }
     }
 
+    /// Writes what changed into the owner's config file (in place, keeping what they
+    /// wrote) and adopts what the file then holds.
     fn apply_config(&mut self, cfg: Config) -> Result<(), String> {
-        cfg.validate().map_err(|e| e.to_string())?;
-        cfg.save(&self.paths.config_file).map_err(|e| e.to_string())?;
+        let merged = crate::config_file::save_changes(&self.paths.config_file, self.policy.config(), &cfg).map_err(|e| e.to_string())?;
         info!(file = %self.paths.config_file.display(), "configuration changed");
-        self.policy.set_config(cfg);
+        self.policy.set_config(merged);
         Ok(())
     }
 

@@ -10,9 +10,13 @@ use crate::agent::{self, AgentError, GuestHost};
 use crate::config::Config;
 use crate::control::CoordinatorLink;
 use crate::coordinator_client::{self, Credentials, JobLink};
+use crate::data_lock::{DataDirLock, LockError};
 use crate::input::InputBackend;
 use crate::paths::Paths;
 use std::future::Future;
+
+/// How often the agent checks that its data directory is still there.
+const DATA_DIR_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Which coordinator the agent links to.
 #[derive(Debug, Clone)]
@@ -30,11 +34,15 @@ pub struct Extras {
     pub link: Link,
     /// Input backends beside the configured ones (`lull run --activity-fifo`).
     pub extra_input: Vec<Box<dyn InputBackend>>,
+    /// The data directory's lock, when the entry point took it before anything else
+    /// (`lull up`, which must change no file when another agent owns the directory);
+    /// otherwise [`assemble`] takes it first.
+    pub data_lock: Option<DataDirLock>,
 }
 
 impl Default for Extras {
     fn default() -> Self {
-        Self { observer: None, link: Link::IfEnrolled, extra_input: Vec::new() }
+        Self { observer: None, link: Link::IfEnrolled, extra_input: Vec::new(), data_lock: None }
     }
 }
 
@@ -45,17 +53,26 @@ pub enum AssemblyError {
     DataDir { path: String, source: std::io::Error },
     #[error(transparent)]
     Credentials(#[from] coordinator_client::ClientError),
+    #[error(transparent)]
+    Locked(#[from] LockError),
 }
 
 /// A complete agent, ready to run: the driver and, when linked, the coordinator link.
 pub struct CompleteAgent {
     setup: agent::AgentSetup,
     link: Option<Credentials>,
+    lock: DataDirLock,
 }
 
 /// Builds the complete agent for `paths` and `config`.
 pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<CompleteAgent, AssemblyError> {
-    let Extras { observer, link, extra_input } = extras;
+    let Extras { observer, link, extra_input, data_lock } = extras;
+    // First: a second agent on this data directory touches nothing (not even the guests'
+    // cgroups, which the guest runtime below cleans of a dead agent's leftovers).
+    let lock = match data_lock {
+        Some(l) => l,
+        None => DataDirLock::acquire(&paths.data_dir)?,
+    };
     #[cfg(target_os = "linux")]
     let mut input_backends = crate::input::choose_backends(&config.input);
     #[cfg(not(target_os = "linux"))]
@@ -68,7 +85,7 @@ pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<Complete
     };
     let coordinator = link.as_ref().map(|c| CoordinatorLink { url: c.url.clone(), agent_id: c.agent_id.clone() });
     let setup = agent::AgentSetup { paths, config, input_backends, guests, observer, coordinator };
-    Ok(CompleteAgent { setup, link })
+    Ok(CompleteAgent { setup, link, lock })
 }
 
 /// The platform's guest runtime (on Linux: cgroups, sandbox, watchdog; it kills what a
@@ -77,7 +94,10 @@ fn guest_runtime(config: &Config, paths: &Paths) -> Result<Box<dyn GuestHost>, A
     std::fs::create_dir_all(&paths.data_dir)
         .map_err(|source| AssemblyError::DataDir { path: paths.data_dir.display().to_string(), source })?;
     #[cfg(target_os = "linux")]
-    return Ok(Box::new(crate::guest::linux::LinuxRuntime::new(config, &paths.data_dir)));
+    {
+        let work_root = paths.create_work_root().map_err(|source| AssemblyError::DataDir { path: paths.work_root().display().to_string(), source })?;
+        Ok(Box::new(crate::guest::linux::LinuxRuntime::new(config, &work_root)))
+    }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = config;
@@ -94,7 +114,7 @@ impl CompleteAgent {
     /// Runs the driver and, when linked, the coordinator link (heartbeats, records,
     /// leased tasks run as guests) until `shutdown` resolves or the driver stops.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
-        let Self { setup, link } = self;
+        let Self { setup, link, lock } = self;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
@@ -103,7 +123,8 @@ impl CompleteAgent {
         let jobs = link.is_some().then_some(job_rx);
         let job_link = JobLink { jobs: job_tx, max_jobs: setup.config.guests.max_jobs };
         let paths = setup.paths.clone();
-        let retention = crate::retention::run(paths.data_dir.clone(), setup.config.guests.retention_days);
+        let data_dir = paths.data_dir.clone();
+        let retention = crate::retention::run(paths.work_root(), setup.config.guests.retention_days);
         let driver = async {
             let r = agent::run_with_jobs(setup, jobs, stopped(stop_rx.clone())).await;
             // Whatever ends the driver (shutdown or an error) also ends the link.
@@ -130,7 +151,29 @@ impl CompleteAgent {
                 _ = stopped(stop_rx.clone()) => {}
             }
         };
-        let (r, _, _, _) = tokio::join!(driver, linked, watch, cleaner);
+        // The data directory removed under the running agent: say so and stop cleanly
+        // rather than account into files that no longer exist.
+        let gone = std::sync::atomic::AtomicBool::new(false);
+        let guard = async {
+            let mut every = tokio::time::interval(DATA_DIR_CHECK);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => {
+                        if !lock.still_in_place() {
+                            tracing::error!("the data directory {} was removed while the agent ran: stopping", data_dir.display());
+                            gone.store(true, std::sync::atomic::Ordering::Relaxed);
+                            let _ = stop_tx.send(true);
+                            break;
+                        }
+                    }
+                    _ = stopped(stop_rx.clone()) => break,
+                }
+            }
+        };
+        let (r, _, _, _, _) = tokio::join!(driver, linked, watch, cleaner, guard);
+        if gone.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(AgentError::DataDirGone { path: data_dir.display().to_string() });
+        }
         r
     }
 }

@@ -18,6 +18,8 @@ pub enum ConfigError {
     Invalid { field: String, message: String },
     #[error("config file {path}: {message}")]
     Parse { path: String, message: String },
+    #[error("config file {path}{}: {error}", line.map(|l| format!(", line {l}")).unwrap_or_default())]
+    InFile { path: String, line: Option<usize>, error: Box<ConfigError> },
     #[error("cannot read config file {path}: {message}")]
     Io { path: String, message: String },
 }
@@ -217,6 +219,9 @@ pub struct Guests {
     /// Days a finished guest's work directory (`guests/`, `jobs/` in the data directory,
     /// with its output) is kept; older ones are removed at start and once a day.
     pub retention_days: u32,
+    /// The unprivileged account guests run as when the agent runs as root (an agent run
+    /// by an ordinary owner runs them as that owner). Missing: `nobody`, with a warning.
+    pub run_as: String,
 }
 
 impl Default for Guests {
@@ -233,6 +238,7 @@ impl Default for Guests {
             migration_bandwidth_mib_s: 50.0,
             max_jobs: 1,
             retention_days: 7,
+            run_as: "lull-guest".into(),
         }
     }
 }
@@ -497,6 +503,16 @@ impl Config {
         if self.guests.cgroup.is_empty() || self.guests.cgroup.split('/').any(|c| c == "..") {
             return Err(ConfigError::Invalid { field: "guests.cgroup".into(), message: "must be a non-empty path without `..`".into() });
         }
+        let user = &self.guests.run_as;
+        let user_ok = user.len() <= 32
+            && user.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
+            && user.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if !user_ok {
+            return Err(ConfigError::Invalid {
+                field: "guests.run_as".into(),
+                message: format!("{user:?} is not a user name (1-32 of a-z, 0-9, _ and -, starting with a letter or _)"),
+            });
+        }
         self.coordinator.validate()?;
         Ok(())
     }
@@ -507,7 +523,12 @@ impl Config {
             let message = e.message().to_owned();
             ConfigError::Parse { path: origin.into(), message: describe_toml_error(text, &e, message) }
         })?;
-        cfg.validate()?;
+        cfg.validate().map_err(|e| match e {
+            ConfigError::OutOfRange { ref field, .. } | ConfigError::Invalid { ref field, .. } => {
+                ConfigError::InFile { path: origin.into(), line: line_of(text, field), error: Box::new(e) }
+            }
+            other => other,
+        })?;
         Ok(cfg)
     }
 
@@ -520,17 +541,13 @@ impl Config {
         }
     }
 
-    /// Writes the configuration as TOML, atomically (write then rename).
-    pub fn save(&self, path: &Path) -> Result<(), ConfigError> {
-        let io = |e: std::io::Error| ConfigError::Io { path: path.display().to_string(), message: e.to_string() };
-        self.validate()?;
-        let text = toml::to_string_pretty(self).map_err(|e| ConfigError::Invalid { field: "(all)".into(), message: e.to_string() })?;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
+    /// Loads a file the user named (`--config`): unlike [`Config::load`], a missing file
+    /// (or a link to nothing) is an error, not the defaults.
+    pub fn load_named(path: &Path) -> Result<Self, ConfigError> {
+        if !path.exists() {
+            return Err(ConfigError::Io { path: path.display().to_string(), message: "no such file (a config file named on the command line must exist)".into() });
         }
-        let tmp = path.with_extension("toml.tmp");
-        std::fs::write(&tmp, text).map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
+        Self::load(path)
     }
 
     /// Sampling interval as a duration.
@@ -541,26 +558,81 @@ impl Config {
 
 /// Names the field (as a dotted path) and its allowed range in a TOML error, with the
 /// line number.
+/// The dotted path (`rules.hours.mon[1]`) of the deepest key or array element whose
+/// value spans byte `at` of the TOML text, from toml_edit's spans.
+fn field_at(text: &str, at: usize) -> Option<String> {
+    fn in_value(v: &toml_edit::Value, at: usize, path: &mut String) {
+        if let toml_edit::Value::Array(a) = v {
+            for (i, e) in a.iter().enumerate() {
+                if e.span().is_some_and(|r| r.contains(&at) || r.end == at) {
+                    path.push_str(&format!("[{i}]"));
+                    in_value(e, at, path);
+                    return;
+                }
+            }
+        } else if let toml_edit::Value::InlineTable(t) = v {
+            for (k, e) in t.iter() {
+                if e.span().is_some_and(|r| r.contains(&at) || r.end == at) {
+                    path.push('.');
+                    path.push_str(k);
+                    in_value(e, at, path);
+                    return;
+                }
+            }
+        }
+    }
+    fn in_table(t: &toml_edit::Table, at: usize, prefix: &str) -> Option<String> {
+        let mut best = None;
+        for (k, item) in t.iter() {
+            let path = if prefix.is_empty() { k.to_string() } else { format!("{prefix}.{k}") };
+            match item {
+                toml_edit::Item::Table(sub) => {
+                    if let Some(p) = in_table(sub, at, &path) {
+                        return Some(p);
+                    }
+                }
+                toml_edit::Item::Value(v) => {
+                    let key_line = t.key(k).and_then(|key| key.span()).is_some_and(|r| r.contains(&at));
+                    if key_line || v.span().is_some_and(|r| r.contains(&at) || r.end == at) {
+                        let mut p = path.clone();
+                        in_value(v, at, &mut p);
+                        best = Some(p);
+                    }
+                }
+                _ => {}
+            }
+        }
+        best
+    }
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    in_table(doc.as_table(), at, "")
+}
+
+/// The 1-based line of the value of a dotted field (`budget.interruptions_per_day`,
+/// `rules.hours.mon[0]`), from toml_edit's spans.
+fn line_of(text: &str, field: &str) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut item: &toml_edit::Item = doc.as_item();
+    for part in field.split('.') {
+        let (key, index) = match part.split_once('[') {
+            Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        item = item.get(key)?;
+        if let Some(i) = index {
+            item = item.get(i)?;
+        }
+    }
+    let at = item.span()?.start;
+    Some(text[..at.min(text.len())].matches('\n').count() + 1)
+}
+
 fn describe_toml_error(text: &str, e: &toml::de::Error, message: String) -> String {
     let Some(span) = e.span() else { return message };
     let start = span.start.min(text.len());
     let line_no = text[..start].matches('\n').count() + 1;
-    let before = &text[..start];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let line_text = text[line_start..].lines().next().unwrap_or("");
-    let section = before
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('[') && l.ends_with(']'))
-        .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_owned());
-    match line_text.split_once('=') {
-        Some((key, _)) => {
-            let key = key.trim();
-            let field = match section {
-                Some(s) => format!("{s}.{key}"),
-                None => key.to_owned(),
-            };
+    match field_at(text, start) {
+        Some(field) => {
             let range = Config::allowed_range(&field).map(|r| format!(" (allowed {r})")).unwrap_or_default();
             format!("line {line_no}: field `{field}`{range}: {message}")
         }
@@ -585,6 +657,24 @@ mod tests {
         assert!(msg.contains("0..=20"), "{msg}");
         let err = Config::from_toml("[availability]\nowner_cpu_max = 1.5\n", "t").unwrap_err().to_string();
         assert!(err.contains("availability.owner_cpu_max") && err.contains("0.01..=1"), "{err}");
+    }
+
+    #[test]
+    fn every_error_names_file_line_and_field() {
+        // A comment after a header belongs to that header's section.
+        let text = "[sampling]\ninterval_ms = 500\n[budget] # mine\ninterruptions_per_day = \"five\"\n";
+        let err = Config::from_toml(text, "/home/o/lull.toml").unwrap_err().to_string();
+        assert!(err.contains("/home/o/lull.toml") && err.contains("line 4") && err.contains("`budget.interruptions_per_day`"), "{err}");
+        assert!(!err.contains("sampling."), "{err}");
+        // Out of range: the file and line too.
+        let err = Config::from_toml("# top\n\n[budget]\ninterruptions_per_day = 50\n", "/c.toml").unwrap_err().to_string();
+        assert!(err.contains("/c.toml, line 4") && err.contains("budget.interruptions_per_day") && err.contains("0..=20"), "{err}");
+        // A wrong element inside a multi-line array.
+        let text = "[rules.hours]\nmon = [\n  \"09:00-12:00\",\n  42,\n]\n";
+        let err = Config::from_toml(text, "/c.toml").unwrap_err().to_string();
+        assert!(err.contains("line 4") && err.contains("rules.hours.mon[1]"), "{err}");
+        let err = Config::from_toml("[rules.hours]\ntue = [\n  \"09:00-08:00\",\n]\n", "/c.toml").unwrap_err().to_string();
+        assert!(err.contains("line 3") && err.contains("rules.hours.tue[0]"), "{err}");
     }
 
     #[test]

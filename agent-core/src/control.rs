@@ -110,10 +110,22 @@ pub enum ControlError {
     NotRunning(PathBuf),
     #[error("control socket {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("the agent{} on {} did not answer within 10 s (is it stopped or stuck?)", pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), path.display())]
+    NoAnswer { path: PathBuf, pid: Option<u32> },
     #[error("the agent sent an answer this client does not understand: {0}")]
     Protocol(String),
     #[error("{0}")]
     Refused(String),
+}
+
+/// The pid of the process at the other end of a connected Unix socket (SO_PEERCRED).
+fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which is that large.
+    let rc = unsafe { libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len) };
+    (rc == 0 && cred.pid > 0).then_some(cred.pid as u32)
 }
 
 /// Sends one request and waits for the answer (blocking; for the CLI and tests).
@@ -128,7 +140,10 @@ pub fn call(socket: &Path, req: &Request) -> Result<Response, ControlError> {
     line.push('\n');
     stream.write_all(line.as_bytes()).map_err(io)?;
     let mut answer = String::new();
-    BufReader::new(&stream).read_line(&mut answer).map_err(io)?;
+    BufReader::new(&stream).read_line(&mut answer).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => ControlError::NoAnswer { path: socket.to_path_buf(), pid: peer_pid(&stream) },
+        _ => io(e),
+    })?;
     let resp: Response = serde_json::from_str(&answer).map_err(|e| ControlError::Protocol(format!("{e}: {answer:?}")))?;
     match resp {
         Response::Error { message } => Err(ControlError::Refused(message)),
@@ -146,12 +161,21 @@ pub fn bind(socket: &Path) -> std::io::Result<tokio::net::UnixListener> {
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         }
     }
-    if socket.exists() {
-        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+    if let Ok(meta) = std::fs::symlink_metadata(socket) {
+        use std::os::unix::fs::FileTypeExt;
+        if !meta.file_type().is_socket() {
+            // Not ours to delete: the owner's file (or a link) sits where the socket goes.
             return Err(std::io::Error::new(
-                std::io::ErrorKind::AddrInUse,
-                format!("another Lull agent is already listening on {}", socket.display()),
+                std::io::ErrorKind::AlreadyExists,
+                "something that is not a socket is in the way (move it, or set LULL_SOCKET)",
             ));
+        }
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            let pid = match call(socket, &Request::Status) {
+                Ok(Response::Status(s)) => format!(" (pid {})", s.pid),
+                _ => String::new(),
+            };
+            return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, format!("another Lull agent{pid} is already listening here")));
         }
         std::fs::remove_file(socket)?;
     }

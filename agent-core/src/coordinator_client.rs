@@ -269,10 +269,10 @@ pub fn may_lease(status: &control::AgentStatus) -> bool {
 /// A leased task's guest spec: its command, arguments and environment (plus
 /// `LULL_JOB_ID`, `LULL_RANK`, `LULL_MACHINES`), its memory request as the guest's cap,
 /// checkpointable as submitted, the configured network policy, and a work directory
-/// `jobs/<job>-<rank>-<lease>` under `data_dir` holding the job's input files.
-pub fn guest_spec(task: &Lease, data_dir: &Path) -> std::result::Result<GuestSpec, String> {
+/// `jobs/<job>-<rank>-<lease>` under `work_root` holding the job's input files.
+pub fn guest_spec(task: &Lease, work_root: &Path) -> std::result::Result<GuestSpec, String> {
     let s = &task.spec;
-    let workdir = data_dir.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
+    let workdir = work_root.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
     std::fs::create_dir_all(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
     for (name, content) in &s.inputs {
         let plain = Path::new(name).components().all(|c| matches!(c, std::path::Component::Normal(_)));
@@ -395,7 +395,7 @@ async fn run_jobs(client: &CoordinatorClient, paths: &Paths, jobs: mpsc::Sender<
 /// stopped, so the coordinator re-queues it.
 async fn run_task(client: &CoordinatorClient, paths: &Paths, jobs: &mpsc::Sender<JobRequest>, task: Lease) {
     tracing::info!(job = task.job_id, rank = task.rank, lease = task.lease, "task leased");
-    let spec = match guest_spec(&task, &paths.data_dir) {
+    let spec = match guest_spec(&task, &paths.work_root()) {
         Ok(s) => s,
         Err(why) => {
             tracing::warn!(job = task.job_id, "cannot run the task: {why}");

@@ -7,9 +7,13 @@
 //! | config file | `~/.config/lull/config.toml` | `LULL_CONFIG` |
 //! | data (ledger, logs) | `~/.local/share/lull/` | `LULL_DATA_DIR` |
 //! | control socket | `$XDG_RUNTIME_DIR/lull/agent.sock` (else in the data dir) | `LULL_SOCKET` |
+//! | guests' work directories | the data dir (root: `/var/lib/lull/execute/<hash>`) | `LULL_WORK_DIR` |
 
 use directories::ProjectDirs;
 use std::path::PathBuf;
+
+/// Where an agent running as root keeps its guests' work directories.
+pub const EXECUTE_ROOT: &str = "/var/lib/lull/execute";
 
 /// The resolved locations.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +51,51 @@ impl Paths {
             },
         };
         Ok(Self { config_file, ledger: data_dir.join("ledger.db"), log_dir: data_dir.join("logs"), data_dir, socket })
+    }
+
+    /// Where guests' work directories go (`guests/`, `jobs/`): the data directory, except
+    /// for an agent running as root. Root's data directory sits in a home no unprivileged
+    /// guest can enter, so its guests work in `/var/lib/lull/execute/<16 hex digits>`
+    /// (one per data directory, as HTCondor's execute directory), whose parents any
+    /// account may pass through but not list. `LULL_WORK_DIR` overrides both.
+    pub fn work_root(&self) -> PathBuf {
+        if let Some(p) = std::env::var_os("LULL_WORK_DIR").filter(|v| !v.is_empty()) {
+            return PathBuf::from(p);
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return self.data_dir.clone();
+        }
+        // FNV-1a: stable across builds, so an upgraded agent finds its old directories.
+        let hash = self.data_dir.as_os_str().as_encoded_bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+        PathBuf::from(EXECUTE_ROOT).join(format!("{hash:016x}"))
+    }
+
+    /// Creates the work root, passable (not listable) by any account when it is ours under
+    /// [`EXECUTE_ROOT`].
+    pub fn create_work_root(&self) -> std::io::Result<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        let root = self.work_root();
+        if root.starts_with(EXECUTE_ROOT) {
+            let mut b = std::fs::DirBuilder::new();
+            b.recursive(true).mode(0o711);
+            for sub in ["guests", "jobs"] {
+                b.create(root.join(sub))?;
+            }
+            let mut p = root.join("guests");
+            // Existing directories keep their mode: set it on each (the umask may have
+            // narrowed it, and an earlier version may have made them 0755).
+            while p.starts_with(EXECUTE_ROOT) {
+                std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o711))?;
+                if !p.pop() {
+                    break;
+                }
+            }
+            std::fs::set_permissions(root.join("jobs"), std::os::unix::fs::PermissionsExt::from_mode(0o711))?;
+        } else {
+            std::fs::create_dir_all(&root)?;
+        }
+        Ok(root)
     }
 
     /// All paths under one directory (tests, portable installs).

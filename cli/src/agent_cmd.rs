@@ -30,11 +30,15 @@ pub fn init_logging(paths: &Paths, name: &str) -> Result<tracing_appender::non_b
 pub fn run(args: AgentArgs) -> Result<()> {
     crate::out::keep_running_when_closed();
     let mut paths = Paths::from_env()?;
-    if let Some(c) = args.config {
-        paths.config_file = c;
-    }
-    // A bad config is refused before anything starts, naming the field and range.
-    let config = Config::load(&paths.config_file)?;
+    // A bad config is refused before anything starts, naming the field and range; a
+    // file named with --config must exist.
+    let config = match args.config {
+        Some(c) => {
+            paths.config_file = c;
+            Config::load_named(&paths.config_file)?
+        }
+        None => Config::load(&paths.config_file)?,
+    };
     let _guard = init_logging(&paths, "agent")?;
     let json = args.json;
     let observer: Box<dyn FnMut(&Notice) + Send> = Box::new(move |n: &Notice| print_notice(n, json));

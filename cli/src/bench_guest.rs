@@ -53,6 +53,8 @@ fn runtime_with(base: &str, tweak: impl FnOnce(&mut Config), spec: GuestSpec) ->
     cfg.guests.cgroup = base.into();
     cfg.guests.owner_reserve_mib = 256;
     tweak(&mut cfg);
+    // As root, guests run as an unprivileged account, which must pass through.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o711))?;
     let mut rt = LinuxRuntime::new(&cfg, dir.path());
     if rt.cgroups().is_none() {
         bail!("this benchmark needs cgroups (run as root or in a delegated subtree)");

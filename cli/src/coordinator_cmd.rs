@@ -117,11 +117,11 @@ pub enum TokenCmd {
     Create {
         #[command(flatten)]
         db: DbArg,
-        /// How many agents may enrol with it.
-        #[arg(long, default_value_t = 1)]
+        /// How many agents may enrol with it (1-100000).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
         uses: u32,
-        /// Days until it expires.
-        #[arg(long, default_value_t = 7)]
+        /// Days until it expires (1-365).
+        #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=365))]
         ttl_days: u32,
         #[arg(long)]
         json: bool,

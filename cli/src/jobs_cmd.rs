@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 #[derive(Args, Debug, Clone)]
 pub struct Remote {
     /// The coordinator's address (default: the one `lull up` / `lull coordinator serve` recorded).
-    #[arg(long, env = "LULL_COORDINATOR_URL")]
+    #[arg(long, env = "LULL_COORDINATOR_URL", hide_env_values = true)]
     pub url: Option<String>,
     /// An admin or owner API key (default: the admin key in the data directory).
     #[arg(long, env = "LULL_KEY", hide_env_values = true)]
@@ -22,8 +22,14 @@ pub struct Remote {
 impl Remote {
     pub(crate) fn resolve(&self) -> Result<(String, String)> {
         let f = files(None)?;
-        let url = match &self.url {
-            Some(u) => u.clone(),
+        let url = match self.url.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+            Some(u) => {
+                let ok = reqwest::Url::parse(u).is_ok_and(|p| matches!(p.scheme(), "http" | "https") && p.has_host());
+                if !ok {
+                    bail!("--url (or LULL_COORDINATOR_URL) {u:?} is not a coordinator address like http://127.0.0.1:7878");
+                }
+                u.to_string()
+            }
             None => {
                 std::fs::read_to_string(&f.url_file).map(|s| s.trim().to_string()).unwrap_or_else(|_| format!("http://{DEFAULT_LISTEN}"))
             }
@@ -63,8 +69,8 @@ pub struct SubmitArgs {
     /// Retries after failures or lost leases.
     #[arg(long)]
     pub retries: Option<u32>,
-    /// Submit this many identical jobs.
-    #[arg(long, default_value_t = 1)]
+    /// Submit this many identical jobs (1-10000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub count: u32,
     #[arg(long)]
     pub json: bool,
@@ -148,8 +154,8 @@ pub struct ReportArgs {
     /// Rows per owner or per machine.
     #[arg(long, default_value = "owner", value_parser = ["owner", "machine"])]
     pub by: String,
-    /// From when: 7d, 2w, 24h, or a day YYYY-MM-DD.
-    #[arg(long, default_value = "7d")]
+    /// From when: a duration back from today (7d, 2w, 90m; up to 3660d) or a day YYYY-MM-DD.
+    #[arg(long, default_value = "7d", value_parser = crate::spans::since)]
     pub since: String,
     /// Rows per day or per week.
     #[arg(long, default_value = "day", value_parser = ["day", "week"])]

@@ -61,7 +61,10 @@ enum Cmd {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return usage_error(e),
+    };
     let result = match cli.command {
         Cmd::Agent(a) => agent_cmd::run(a),
         Cmd::Status(a) => owner_cmd::status(a),
@@ -85,8 +88,24 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("lull: {e:#}");
+            eprintln!("lull: {}", agent_core::message::once(e.chain()));
             std::process::ExitCode::from(1)
         }
     }
+}
+
+/// A command-line mistake as one line naming what was wrong (clap's first line, with a
+/// pointer to `--help`), exit code 2; `--help` and `--version` print as usual.
+fn usage_error(e: clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+        let _ = e.print();
+        return std::process::ExitCode::from(if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 });
+    }
+    let text = e.render().to_string();
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let tip = text.lines().map(str::trim).find(|l| l.starts_with("tip: ")).map(|t| format!(" ({})", t.trim_start_matches("tip: "))).unwrap_or_default();
+    eprintln!("lull: {first}{tip} · see `lull --help`");
+    std::process::ExitCode::from(2)
 }

@@ -38,8 +38,8 @@ pub struct DonateArgs {
 pub struct LimitsArgs {
     /// Interruptions allowed per local day (0–20). At the limit the machine leaves the
     /// pool until tomorrow; 0 means guest work only when you click "Donate now".
-    #[arg(long)]
-    pub interruptions: u32,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=20))]
+    pub interruptions: u64,
     #[command(flatten)]
     pub json: JsonFlag,
 }
@@ -77,6 +77,9 @@ pub fn describe(s: &AgentStatus) -> String {
             (Some(SavedPause::UntilDay { day }), _) => format!("paused until {day}"),
             _ => "paused until you resume".to_string(),
         },
+        StateKind::OutOfBudget if p.interruption_limit == 0 => {
+            "out of the pool: your limit is 0 interruptions a day, so guest work runs only when you offer the machine (lull donate)".to_string()
+        }
         StateKind::OutOfBudget => "out of budget: today's interruptions are used up, back in the pool tomorrow".to_string(),
         StateKind::NotAllowed => format!("not allowed now ({})", p.not_allowed.map(|r| r.describe()).unwrap_or("rules")),
     };
@@ -135,8 +138,7 @@ pub fn donate(a: DonateArgs) -> Result<()> {
 }
 
 pub fn limits(a: LimitsArgs) -> Result<()> {
-    if a.interruptions > 20 {
-        bail!("--interruptions {} is out of range: allowed 0..=20", a.interruptions);
-    }
-    print_status(ask(Request::SetLimits { interruptions_per_day: a.interruptions })?, a.json.json)
+    // The range is clap's (0..=20, one error for 21 and for 99999999999).
+    let n = u32::try_from(a.interruptions).context("--interruptions: allowed 0..=20")?;
+    print_status(ask(Request::SetLimits { interruptions_per_day: n })?, a.json.json)
 }

@@ -151,10 +151,13 @@ pub fn run(args: RunArgs) -> Result<u8> {
         }
         return rt.block_on(follow(paths.socket.clone(), spec, args.now, args.json));
     }
-    if let Some(c) = &args.config {
-        paths.config_file = c.clone();
-    }
-    let mut config = Config::load(&paths.config_file)?;
+    let mut config = match &args.config {
+        Some(c) => {
+            paths.config_file = c.clone();
+            Config::load_named(&paths.config_file)?
+        }
+        None => Config::load(&paths.config_file)?,
+    };
     if let Some(m) = args.mode {
         config.eviction.mode = match m {
             Mode::Ie => EvictionMode::ImmediateEviction,

@@ -43,6 +43,12 @@ fn hostname() -> String {
 pub fn run(a: UpArgs) -> Result<()> {
     crate::out::keep_running_when_closed();
     let paths = Paths::from_env()?;
+    // Before anything is printed or written: this HOME's agent must not already be up
+    // (its data directory locked, or an agent answering on this socket).
+    let data_lock = agent_core::data_lock::DataDirLock::acquire(&paths.data_dir)?;
+    if let Ok(agent_core::control::Response::Status(s)) = agent_core::control::call(&paths.socket, &agent_core::control::Request::Status) {
+        anyhow::bail!("another Lull agent (pid {}) is already listening on {}: stop it first (lull up runs its own)", s.pid, paths.socket.display());
+    }
     let config = AgentConfig::load(&paths.config_file)?;
     let _guard = init_logging(&paths, "up")?;
     let f = files(a.db.db.as_deref())?;
@@ -103,7 +109,7 @@ pub fn run(a: UpArgs) -> Result<()> {
 
         let json = false;
         let observer: Box<dyn FnMut(&agent::Notice) + Send> = Box::new(move |n| crate::agent_cmd::print_notice(n, json));
-        let extras = Extras { observer: Some(observer), link: Link::With(creds), ..Extras::default() };
+        let extras = Extras { observer: Some(observer), link: Link::With(creds), data_lock: Some(data_lock), ..Extras::default() };
         let agent = assemble(paths, config, extras)?;
         let signal = async {
             stop_signal().await;

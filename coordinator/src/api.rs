@@ -548,8 +548,7 @@ async fn reports(
         _ => return Err(bad("period must be day or week")),
     };
     let today = chrono::Utc::now().date_naive();
-    let since = report::parse_since(q.since.as_deref().unwrap_or("7d"), today)
-        .ok_or_else(|| bad("since must be like 7d, 2w, 24h or YYYY-MM-DD"))?;
+    let since = report::parse_since(q.since.as_deref().unwrap_or("7d"), today).map_err(|e| bad(&e))?;
     if let Some(o) = &q.owner {
         store::check_text("owner", o, 1, 128)?;
     }

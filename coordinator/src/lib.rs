@@ -98,7 +98,8 @@ pub async fn serve(
         let _ = stop_tx.send(true);
     });
     let mut stopped = stop_rx.clone();
-    tracing::info!(addr = ?listener.local_addr().ok(), db = ?app.db.dialect, "coordinator listening");
+    let addr = listener.local_addr().map_or_else(|e| format!("unknown ({e})"), |a| a.to_string());
+    tracing::info!(%addr, db = ?app.db.dialect, "coordinator listening");
     if !dashboard::built() {
         tracing::warn!("this coordinator was built without its dashboard (ui/dist-dashboard was missing): `/` explains how to build it");
     }

@@ -39,24 +39,21 @@ pub struct ReportQuery {
     pub owner: Option<String>,
 }
 
-/// Parses `7d`, `2w`, `24h` (rounded up to days) or a date `YYYY-MM-DD` into the first day.
-pub fn parse_since(s: &str, today: NaiveDate) -> Option<NaiveDate> {
-    if let Ok(d) = s.parse::<NaiveDate>() {
-        return Some(d);
+/// The longest look back a report takes.
+pub const SINCE_MAX_DAYS: u64 = 3660;
+
+/// Parses a duration in the one grammar (`7d`, `2w`, `90m`: see
+/// [`lull_protocol::duration`], rounded up to whole days, today counting as the first) or
+/// a day `YYYY-MM-DD` into the first day included.
+pub fn parse_since(s: &str, today: NaiveDate) -> Result<NaiveDate, String> {
+    if let Ok(d) = s.trim().parse::<NaiveDate>() {
+        return Ok(d);
     }
-    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
-    let n: i64 = n.parse().ok()?;
-    let days = match unit {
-        "d" => n,
-        "w" => n.checked_mul(7)?,
-        "h" => (n + 23) / 24,
-        _ => return None,
-    };
-    if !(0..=3660).contains(&days) {
-        return None;
-    }
+    let secs = lull_protocol::duration::parse_secs(s, 1, SINCE_MAX_DAYS * 86_400)
+        .map_err(|e| format!("since: {e}, or a day YYYY-MM-DD"))?;
     // "7d" covers today and the six days before it.
-    Some(today - chrono::Duration::days((days - 1).max(0)))
+    let days = secs.div_ceil(86_400) as i64;
+    Ok(today - chrono::Duration::days(days - 1))
 }
 
 fn period_of(day: &str, p: Period) -> String {
@@ -235,13 +232,15 @@ mod tests {
     #[test]
     fn since_parses_spans_and_dates() {
         let today = NaiveDate::from_ymd_opt(2026, 11, 22).unwrap();
-        assert_eq!(parse_since("7d", today), NaiveDate::from_ymd_opt(2026, 11, 16));
-        assert_eq!(parse_since("1d", today), Some(today));
-        assert_eq!(parse_since("2w", today), NaiveDate::from_ymd_opt(2026, 11, 9));
-        assert_eq!(parse_since("2026-01-02", today), NaiveDate::from_ymd_opt(2026, 1, 2));
-        assert_eq!(parse_since("7x", today), None);
-        assert_eq!(parse_since("d", today), None);
-        assert_eq!(parse_since("99999999999999999999d", today), None);
+        assert_eq!(parse_since("7d", today), Ok(NaiveDate::from_ymd_opt(2026, 11, 16).unwrap()));
+        assert_eq!(parse_since("1d", today), Ok(today));
+        assert_eq!(parse_since("90m", today), Ok(today));
+        assert_eq!(parse_since(" 25H", today), Ok(NaiveDate::from_ymd_opt(2026, 11, 21).unwrap()));
+        assert_eq!(parse_since("2w", today), Ok(NaiveDate::from_ymd_opt(2026, 11, 9).unwrap()));
+        assert_eq!(parse_since("2026-01-02", today), Ok(NaiveDate::from_ymd_opt(2026, 1, 2).unwrap()));
+        assert!(parse_since("7x", today).unwrap_err().contains("YYYY-MM-DD"));
+        assert!(parse_since("d", today).is_err());
+        assert!(parse_since("99999999999999999999d", today).unwrap_err().contains("allowed"));
     }
 
     #[test]

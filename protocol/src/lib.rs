@@ -11,6 +11,11 @@
 //! Features: `openapi` derives `utoipa::ToSchema` (the coordinator's OpenAPI document;
 //! the agent does not link utoipa), `ts` derives `ts_rs::TS` for the types the
 //! dashboard's generated TypeScript reads (`Heartbeat`, `JobSpec`, `Task`).
+//!
+//! [`duration`] is the one duration grammar both sides read (`lull pause 90m`,
+//! `GET /api/v1/reports?since=90m`).
+
+pub mod duration;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

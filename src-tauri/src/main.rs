@@ -86,7 +86,7 @@ fn main() -> ExitCode {
     match run(unset) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("lull-tray: {e:#}");
+            eprintln!("lull-tray: {}", agent_core::message::once(e.chain()));
             ExitCode::FAILURE
         }
     }

@@ -273,7 +273,7 @@ fn donated_cpu_reaches_the_ledger() {
 }
 
 /// The unprivileged owner: the user and delegated subtree come from ci/setup-guest.sh.
-const OWNER: &str = "lullguest";
+const OWNER: &str = "lullowner";
 const DELEGATED: &str = "lull-deleg";
 
 fn owner_uid() -> Option<u32> {
@@ -368,4 +368,100 @@ fn unprivileged_owner_still_gets_containment_freezing_caps_and_sandbox() {
     let code = r.child.take().and_then(|mut c| c.wait().ok()).and_then(|s| s.code());
     assert_eq!(code, Some(128 + libc::SIGKILL), "OOM-killed at the cap\n{}", r.output());
     assert!(!r.output().contains("survived"));
+}
+
+/// A guest that tries to read and write what it must not, printing `LEAK …` for each
+/// attempt that worked and `denied …` for each refused, then proves it could work at all.
+/// `signal`: also try to signal the agent (refused across users, and within one user by
+/// Landlock's scopes from ABI 6).
+fn hostile_script(data_dir: &Path, config: &Path, notes: &Path, signal: bool) -> String {
+    let (data, config, notes) = (data_dir.display(), config.display(), notes.display());
+    let signal = if signal { "yes" } else { "no" };
+    format!(
+        r#"echo "uid $(id -u) groups $(id -G)"
+for f in /etc/shadow /home/{OWNER}/secret.txt {notes} {data}/ledger.db {config} /proc/1/environ /proc/$PPID/environ; do
+  if head -c 1 "$f" > /dev/null 2>&1; then echo "LEAK read $f"; else echo "denied read $f"; fi
+done
+for d in /root /home/{OWNER} {data}; do
+  if ls "$d" > /dev/null 2>&1; then echo "LEAK list $d"; else echo "denied list $d"; fi
+done
+for w in /tmp/lull-hostile-$$ /var/tmp/lull-hostile-$$ {data}/planted $HOME/../planted; do
+  if (echo x > "$w") 2> /dev/null; then echo "LEAK write $w"; rm -f "$w"; else echo "denied write $w"; fi
+done
+if [ {signal} = yes ]; then
+  if kill -0 $PPID 2> /dev/null; then echo "LEAK signal the agent"; else echo "denied signal the agent"; fi
+fi
+echo inside > inside.txt && echo "wrote inside"
+"#
+    )
+}
+
+/// The hostile guest's report: every attempt refused (14, and the signal), work inside
+/// its own directory possible.
+fn assert_nothing_leaked(out: &str, signal: bool) {
+    assert!(!out.contains("LEAK"), "the guest got out:\n{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("denied ")).count(), 14 + usize::from(signal), "not every attempt ran:\n{out}");
+    assert!(out.contains("wrote inside"), "the guest could not work in its own directory:\n{out}");
+}
+
+fn guest_uid(out: &str) -> Option<u32> {
+    out.lines().find_map(|l| l.strip_prefix("uid "))?.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn a_hostile_guest_gets_nothing_as_root_or_as_the_owner() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let perms = |m: u32| <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(m);
+
+    // 1. The agent runs as root: the guest is not root, and the sandbox holds.
+    let base = Base::new("hostile");
+    let r = Run::new(EAGER);
+    // Open the test directory to everyone, so only the guest's confinement (not the
+    // permissions of a temporary directory) stands between it and these files.
+    std::fs::set_permissions(r.dir.path(), perms(0o755)).expect("chmod");
+    let notes = r.path("owner-notes.txt");
+    std::fs::write(&notes, "the owner's notes").expect("notes");
+    std::fs::set_permissions(&notes, perms(0o644)).expect("chmod");
+    let data = r.path("data");
+    let script = hostile_script(&data, &r.path("config.toml"), &notes, true);
+    let out = r.command(&lull_bin(), &base.0, &["--now", "--", "sh", "-c", &script]).output().expect("lull run");
+    let text = format!("{}\n{}", r.output(), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_nothing_leaked(&text, true);
+    let uid = guest_uid(&text).expect("the guest printed its uid");
+    assert_ne!(uid, 0, "a guest ran as root:\n{text}");
+    assert!(!std::fs::read_to_string(&notes).unwrap_or_default().is_empty());
+    drop(base);
+
+    // 2. The agent runs as an ordinary owner: the guest keeps the owner's uid (never
+    //    root) and the sandbox alone keeps it from the owner's files and processes.
+    let Some(owner) = owner_uid().filter(|_| {
+        Path::new("/sys/fs/cgroup/unified").join(DELEGATED).exists() || Path::new("/sys/fs/cgroup").join(DELEGATED).exists()
+    }) else {
+        assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but ci/setup-guest.sh has not been run");
+        eprintln!("SKIPPED the ordinary-user half: no {OWNER} user with a delegated cgroup subtree (run ci/setup-guest.sh as root)");
+        return;
+    };
+    let bindir = tempfile::tempdir().expect("bin dir");
+    let bin = bindir.path().join("lull");
+    std::fs::copy(lull_bin(), &bin).expect("copy lull");
+    std::fs::set_permissions(bindir.path(), perms(0o755)).expect("chmod");
+    std::fs::set_permissions(&bin, perms(0o755)).expect("chmod");
+    let mut r = Run::new(EAGER);
+    std::fs::set_permissions(r.dir.path(), perms(0o777)).expect("chmod");
+    std::fs::set_permissions(r.path("config.toml"), perms(0o644)).expect("chmod");
+    let notes = r.path("owner-notes.txt");
+    std::fs::write(&notes, "the owner's notes").expect("notes");
+    std::os::unix::fs::chown(&notes, Some(owner), Some(owner)).expect("chown");
+    std::fs::set_permissions(&notes, perms(0o600)).expect("chmod");
+    let scoped = agent_core::guest::linux::sandbox::kernel_abi() >= 6;
+    let script = hostile_script(&r.path("data"), &r.path("config.toml"), &notes, scoped);
+    start_as_owner(&mut r, &bin, &["--now", "--", "sh", "-c", &script]);
+    let code = r.child.take().and_then(|mut c| c.wait().ok()).and_then(|s| s.code());
+    let text = r.output();
+    assert_eq!(code, Some(0), "{text}");
+    assert_nothing_leaked(&text, scoped);
+    assert_eq!(guest_uid(&text), Some(owner), "{text}");
 }

@@ -153,7 +153,13 @@ fn the_x_server_going_away_stops_x11_input_but_not_the_agent() {
     }
     assert!(a.stderr().contains("connection broke"), "{}", a.stderr());
     std::thread::sleep(Duration::from_millis(500));
-    assert!(a.try_status().is_some(), "the agent keeps running:\n{}", a.stderr());
+    let s = a.try_status().unwrap_or_else(|| panic!("the agent keeps running:\n{}", a.stderr()));
+    // Status shows what is live, and apart from it what stopped and why.
+    assert!(!s.input_backends.iter().any(|b| b.starts_with("x11-xi2")), "a stopped backend listed as live: {:?}", s.input_backends);
+    assert!(s.input_stopped.iter().any(|b| b.starts_with("x11-xi2: ") && b.contains("connection broke")), "{:?}", s.input_stopped);
+    let out = a.lull(&["status"]).output().expect("lull status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("stopped") && text.contains("x11-xi2"), "{text}");
 }
 
 #[test]

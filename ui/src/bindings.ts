@@ -248,7 +248,12 @@ max_jobs: number,
  * Days a finished guest's work directory (`guests/`, `jobs/` in the data directory,
  * with its output) is kept; older ones are removed at start and once a day.
  */
-retention_days: number, };
+retention_days: number, 
+/**
+ * The unprivileged account guests run as when the agent runs as root (an agent run
+ * by an ordinary owner runs them as that owner). Missing: `nobody`, with a warning.
+ */
+run_as: string, };
 
 export type Caps = { 
 /**

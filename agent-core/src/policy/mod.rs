@@ -466,13 +466,14 @@ impl Policy {
             interruptions_today: self.used_today,
             interruption_limit: self.cfg.budget.interruptions_per_day,
             paused_for_s: match &self.pause {
-                Some(Pause::Until(m)) => Some(m.0.saturating_sub(now.mono.0) / 1000),
+                // Rounded up: a pause with 0.4 s left is not "0s" left.
+                Some(Pause::Until(m)) => Some(m.0.saturating_sub(now.mono.0).div_ceil(1000)),
                 _ => None,
             },
             pause: self.saved(now, "").pause,
             donate_now: self.donate.is_some(),
             donate_for_s: match &self.donate {
-                Some(Donate::Until(m)) => Some(m.0.saturating_sub(now.mono.0) / 1000),
+                Some(Donate::Until(m)) => Some(m.0.saturating_sub(now.mono.0).div_ceil(1000)),
                 _ => None,
             },
             owner_utilisation_h: self.util.mean(),

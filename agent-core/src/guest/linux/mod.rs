@@ -8,6 +8,7 @@
 //! re-clamped to what the owner can spare, freeze then kill under pressure) and, once an
 //! eviction is complete, restores the owner's swapped-out pages and times it.
 
+pub mod account;
 pub mod cgroup;
 pub mod fallback;
 pub mod memory;
@@ -169,14 +170,32 @@ pub struct LinuxRuntime {
     migration: Option<(Instant, Duration)>,
     seq: u64,
     refused: Option<String>,
+    /// The account guests switch to (the agent runs as root), none (they keep the
+    /// owner's), or why no guest may start (root, and no unprivileged account).
+    account: Result<Option<account::GuestAccount>, String>,
+    /// Where guests' work directories go (`guests/`, `jobs/`): handed to `account`.
+    work_root: PathBuf,
 }
 
 impl LinuxRuntime {
     /// Opens the runtime: finds or creates the cgroups (falling back loudly), kills what an
-    /// earlier agent left behind, starts the no-orphans watchdog. `data_dir` holds the
-    /// guests' work directories.
-    pub fn new(config: &Config, data_dir: &Path) -> Self {
+    /// earlier agent left behind, starts the no-orphans watchdog, finds the account guests
+    /// run as. `work_root` holds the guests' work directories
+    /// ([`crate::paths::Paths::work_root`]).
+    pub fn new(config: &Config, work_root: &Path) -> Self {
         let cfg = config.guests.clone();
+        let account = match account::resolve(&cfg.run_as) {
+            Ok((a, note)) => {
+                if let Some(note) = note {
+                    warn!("{note}");
+                }
+                Ok(a)
+            }
+            Err(e) => {
+                error!("{e}");
+                Err(e.to_string())
+            }
+        };
         let base = std::env::var("LULL_CGROUP").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| cfg.cgroup.clone());
         // `none` turns cgroups off (the fallback, e.g. to try or test it).
         let opened = if base == "none" { Err(GuestError::NoCgroups("guests.cgroup = \"none\"".into())) } else { Cgroups::open(&base) };
@@ -231,7 +250,7 @@ impl LinuxRuntime {
             cgroups,
             kind,
             landlock_abi,
-            data_dir: data_dir.join("guests"),
+            data_dir: work_root.join("guests"),
             queue: VecDeque::new(),
             guests: Vec::new(),
             ended: Vec::new(),
@@ -249,6 +268,8 @@ impl LinuxRuntime {
             migration: None,
             seq: 0,
             refused: None,
+            account,
+            work_root: work_root.to_path_buf(),
         }
     }
 
@@ -370,11 +391,31 @@ impl LinuxRuntime {
 
     fn start(&mut self, id: &str, spec: &GuestSpec, limit: u64) -> Result<Guest, GuestError> {
         let io = |what: String| move |source| GuestError::Io { what, source };
+        let account = self.account.clone().map_err(GuestError::Sandbox)?;
         let workdir = spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(id));
+        let ours = !workdir.exists() || workdir.starts_with(&self.work_root);
         std::fs::create_dir_all(workdir.join("tmp")).map_err(io(format!("creating {}", workdir.display())))?;
-        {
+        if ours {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&workdir, std::fs::Permissions::from_mode(0o700));
+        }
+        // A work directory Lull made goes to the guests' account; one the owner named and
+        // made (`lull run --workdir`) stays theirs, and must let the account write.
+        if let Some(a) = &account {
+            if ours {
+                account::hand_over(&workdir, a).map_err(io(format!("handing {} to {}", workdir.display(), a.name)))?;
+            } else {
+                use std::os::unix::fs::MetadataExt;
+                let m = std::fs::metadata(&workdir).map_err(io(format!("reading {}", workdir.display())))?;
+                if m.uid() != a.uid && m.mode() & 0o002 == 0 {
+                    return Err(GuestError::Sandbox(format!(
+                        "guests run as {}, which cannot write the work directory {}: name a directory that does not exist yet (Lull makes it theirs) or give this one to {}",
+                        a.name,
+                        workdir.display(),
+                        a.name
+                    )));
+                }
+            }
         }
         // Parent frozen from an earlier freeze would freeze the newcomer too.
         self.set_frozen(false);
@@ -391,6 +432,7 @@ impl LinuxRuntime {
             procs_files: cg.as_ref().map(|g| g.procs_files()).unwrap_or_default(),
             sandbox,
             address_space: if cg.is_none() && limit != u64::MAX { Some(limit) } else { None },
+            account: account.as_ref().map(|a| (a.uid, a.gid)),
         };
         let child = match spawn::spawn(spec, &workdir, launch) {
             Ok(c) => c,
@@ -659,7 +701,12 @@ impl LinuxRuntime {
 impl GuestHost for LinuxRuntime {
     fn describe(&self) -> String {
         let sandbox = if self.landlock_abi > 0 { format!("landlock ABI {}", self.landlock_abi) } else { "NO landlock".into() };
-        format!("linux: {} · sandbox: {sandbox} + no-new-privs · SCHED_IDLE, nice 19, idle I/O", self.kind.as_str())
+        let user = match &self.account {
+            Ok(Some(a)) => format!(" · as {}", a.name),
+            Ok(None) => String::new(),
+            Err(_) => " · NO unprivileged account: guests refused".into(),
+        };
+        format!("linux: {} · sandbox: {sandbox} + no-new-privs · SCHED_IDLE, nice 19, idle I/O{user}", self.kind.as_str())
     }
 
     fn apply(&mut self, directive: GuestDirective) {

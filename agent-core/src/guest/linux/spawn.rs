@@ -1,9 +1,11 @@
 //! Starting a guest process. Everything the guest must be bound by is applied in its own
 //! process between fork and exec, in this order, with async-signal-safe calls only on
-//! data prepared before the fork: its own process group; a parent-death signal (SIGKILL,
-//! checked against a parent that already died); joining its cgroups (writing "0" to each
+//! data prepared before the fork: its own process group; joining its cgroups (writing "0" to each
 //! `cgroup.procs`, so the whole future tree is contained before the first instruction of
-//! the job runs); lowest priority; rlimits; no-new-privileges and the Landlock ruleset.
+//! the job runs); rlimits; lowest priority; the unprivileged account when the agent is
+//! root (after which the parent-death signal is set, as a credential change clears it,
+//! and checked against a parent that already died); no-new-privileges and the Landlock
+//! ruleset.
 
 use super::priority;
 use super::sandbox;
@@ -19,6 +21,8 @@ pub struct Launch {
     pub sandbox: Option<sandbox::Prepared>,
     /// RLIMIT_AS, for the no-cgroup fallback.
     pub address_space: Option<u64>,
+    /// The unprivileged (uid, gid) to switch to, when the agent is root.
+    pub account: Option<(u32, u32)>,
 }
 
 fn err() -> std::io::Error {
@@ -42,18 +46,12 @@ pub fn spawn(spec: &GuestSpec, workdir: &Path, launch: Launch) -> std::io::Resul
         .stderr(log("stderr.log")?);
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
-    let Launch { procs_files, sandbox, address_space } = launch;
+    let Launch { procs_files, sandbox, address_space, account } = launch;
     let pre_exec = move || -> std::io::Result<()> {
         // SAFETY: only async-signal-safe system calls on memory prepared before the fork.
         unsafe {
             if libc::setpgid(0, 0) != 0 {
                 return Err(err());
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(err());
-            }
-            if libc::getppid() != parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
             for f in &procs_files {
                 let fd = libc::open(f.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -77,6 +75,18 @@ pub fn spawn(spec: &GuestSpec, workdir: &Path, launch: Launch) -> std::io::Resul
             }
         }
         priority::lowest_for_self()?;
+        if let Some((uid, gid)) = account {
+            super::account::switch_to(uid, gid)?;
+        }
+        // SAFETY: prctl and getppid on the calling process.
+        unsafe {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(err());
+            }
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+        }
         match &sandbox {
             Some(s) => s.enforce(),
             None => {

@@ -57,6 +57,9 @@ fn rig(name: &str, tweak: impl FnOnce(&mut Config)) -> Option<Rig> {
     cfg.guests.pressure_freeze_pct = 100.0;
     tweak(&mut cfg);
     let dir = tempfile::tempdir().expect("temp dir");
+    // As root, guests run as an unprivileged account: let it pass through, as the agent's
+    // own work root (/var/lib/lull/execute) does.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o711)).expect("chmod");
     let rt = LinuxRuntime::new(&cfg, dir.path());
     assert_ne!(rt.containment(), Containment::ProcessGroup);
     Some(Rig { rt: Some(rt), base, _dir: dir })
