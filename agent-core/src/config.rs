@@ -711,9 +711,13 @@ mod tests {
 
     #[test]
     fn coordinator_address_and_token_are_checked() {
-        let err = Config::from_toml("[coordinator]\nurl = \"pool.example.org\"\n", "t").unwrap_err();
+        let inner = |e: ConfigError| match e {
+            ConfigError::InFile { error, line: Some(2), .. } => *error,
+            other => other,
+        };
+        let err = inner(Config::from_toml("[coordinator]\nurl = \"pool.example.org\"\n", "t").unwrap_err());
         assert!(matches!(&err, ConfigError::Invalid { field, .. } if field == "coordinator.url"), "{err}");
-        let err = Config::from_toml("[coordinator]\njoin_token = \"a b\"\n", "t").unwrap_err();
+        let err = inner(Config::from_toml("[coordinator]\njoin_token = \"a b\"\n", "t").unwrap_err());
         assert!(matches!(&err, ConfigError::Invalid { field, .. } if field == "coordinator.join_token"), "{err}");
         let ok = Config::from_toml("[coordinator]\nurl = \"https://pool.example.org:8443/\"\njoin_token = \"j-123\"\n", "t").unwrap();
         assert_eq!(ok.coordinator.url, "https://pool.example.org:8443/");

@@ -53,7 +53,7 @@ pub fn parse_secs(text: &str, min: u64, max: u64) -> Result<u64, DurationError> 
         if digits == 0 {
             return Err(form());
         }
-        let after = &rest[digits..];
+        let after = rest[digits..].trim_start();
         let letters = after.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(after.len());
         let per = unit_secs(&after[..letters]).ok_or_else(form)?;
         // Too many digits for u64 is too long, as is any product or sum past u64.

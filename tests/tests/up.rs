@@ -167,3 +167,30 @@ fn a_second_machine_enrols_with_a_token_and_its_agent_reports() {
     stop(agent);
     stop(coordinator);
 }
+
+/// A second `lull up` in the same HOME (another runtime directory, so another socket)
+/// refuses before printing its banner and changes no file; the first one serves on.
+#[test]
+fn a_second_up_refuses_before_anything_and_the_first_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, url) = up(dir.path());
+    let files = ["coordinator.url", "coordinator.json"];
+    let before: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(dir.path().join(f)).unwrap()).collect();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = lull(dir.path(), &["up", "--listen", "127.0.0.1:0", "--owner", "alice", "--machine", "box1"])
+        .env("LULL_SOCKET", elsewhere.path().join("agent.sock"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a second lull up started: {err}");
+    assert!(out.stdout.is_empty(), "it printed: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(err.contains("another Lull agent (pid ") && err.contains("data directory"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "said once: {err}");
+    let after: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(dir.path().join(f)).unwrap()).collect();
+    assert_eq!(before, after, "the second lull up rewrote {files:?}");
+    let key = std::fs::read_to_string(dir.path().join("coordinator-admin.key")).unwrap();
+    let pool = get(&format!("{url}/api/v1/pool"), key.trim());
+    assert!(pool.is_object(), "{pool}");
+    assert!(lull(dir.path(), &["status"]).output().unwrap().status.success(), "the first agent answers");
+    stop(first);
+}

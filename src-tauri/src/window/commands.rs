@@ -57,6 +57,8 @@ pub fn field_error(e: &ConfigError) -> FieldError {
             FieldError { field: field.clone(), message: format!("{value} is out of range (allowed {allowed})"), range }
         }
         ConfigError::Invalid { field, message } => FieldError { field: field.clone(), message: message.clone(), range: None },
+        // The owner's file broken by hand: the field, and where in which file.
+        ConfigError::InFile { error, .. } => FieldError { message: e.to_string(), ..field_error(error) },
         other => FieldError { field: String::new(), message: other.to_string(), range: None },
     }
 }
