@@ -547,7 +547,13 @@ impl Driver {
             agent_version: env!("CARGO_PKG_VERSION").into(),
             pid: std::process::id(),
             local_time: now.local.format("%Y-%m-%dT%H:%M:%S").to_string(),
-            input_stopped: self.input_stopped.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(b, why)| format!("{b}: {why}")).collect(),
+            input_stopped: self
+                .input_stopped
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|(b, why)| format!("{b}: {why}"))
+                .collect(),
             coordinator: self.coordinator.clone(),
         }
     }

@@ -95,7 +95,8 @@ fn guest_runtime(config: &Config, paths: &Paths) -> Result<Box<dyn GuestHost>, A
         .map_err(|source| AssemblyError::DataDir { path: paths.data_dir.display().to_string(), source })?;
     #[cfg(target_os = "linux")]
     {
-        let work_root = paths.create_work_root().map_err(|source| AssemblyError::DataDir { path: paths.work_root().display().to_string(), source })?;
+        let work_root =
+            paths.create_work_root().map_err(|source| AssemblyError::DataDir { path: paths.work_root().display().to_string(), source })?;
         Ok(Box::new(crate::guest::linux::LinuxRuntime::new(config, &work_root)))
     }
     #[cfg(not(target_os = "linux"))]

@@ -545,7 +545,10 @@ impl Config {
     /// (or a link to nothing) is an error, not the defaults.
     pub fn load_named(path: &Path) -> Result<Self, ConfigError> {
         if !path.exists() {
-            return Err(ConfigError::Io { path: path.display().to_string(), message: "no such file (a config file named on the command line must exist)".into() });
+            return Err(ConfigError::Io {
+                path: path.display().to_string(),
+                message: "no such file (a config file named on the command line must exist)".into(),
+            });
         }
         Self::load(path)
     }

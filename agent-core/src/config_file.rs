@@ -105,9 +105,13 @@ pub fn save_changes(path: &Path, previous: &Config, wanted: &Config) -> Result<C
     };
     // The file as it is now must parse (and validate) before anything is written into it.
     Config::from_toml(&text, &shown)?;
-    let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| ConfigError::Parse { path: shown.clone(), message: e.to_string() })?;
+    let mut doc: DocumentMut =
+        text.parse().map_err(|e: toml_edit::TomlError| ConfigError::Parse { path: shown.clone(), message: e.to_string() })?;
     let invalid = |message: String| ConfigError::Invalid { field: "(all)".into(), message };
-    let (old, new) = (toml::Value::try_from(previous).map_err(|e| invalid(e.to_string()))?, toml::Value::try_from(wanted).map_err(|e| invalid(e.to_string()))?);
+    let (old, new) = (
+        toml::Value::try_from(previous).map_err(|e| invalid(e.to_string()))?,
+        toml::Value::try_from(wanted).map_err(|e| invalid(e.to_string()))?,
+    );
     let mut diff = Vec::new();
     changes(&old, &new, &mut Vec::new(), &mut diff);
     for change in &diff {

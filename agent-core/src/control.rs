@@ -124,7 +124,9 @@ fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<u32> {
     let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: getsockopt writes at most `len` bytes into `cred`, which is that large.
-    let rc = unsafe { libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len) };
+    let rc = unsafe {
+        libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
+    };
     (rc == 0 && cred.pid > 0).then_some(cred.pid as u32)
 }
 
@@ -141,7 +143,9 @@ pub fn call(socket: &Path, req: &Request) -> Result<Response, ControlError> {
     stream.write_all(line.as_bytes()).map_err(io)?;
     let mut answer = String::new();
     BufReader::new(&stream).read_line(&mut answer).map_err(|e| match e.kind() {
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => ControlError::NoAnswer { path: socket.to_path_buf(), pid: peer_pid(&stream) },
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            ControlError::NoAnswer { path: socket.to_path_buf(), pid: peer_pid(&stream) }
+        }
         _ => io(e),
     })?;
     let resp: Response = serde_json::from_str(&answer).map_err(|e| ControlError::Protocol(format!("{e}: {answer:?}")))?;

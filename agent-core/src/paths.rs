@@ -67,7 +67,12 @@ impl Paths {
             return self.data_dir.clone();
         }
         // FNV-1a: stable across builds, so an upgraded agent finds its old directories.
-        let hash = self.data_dir.as_os_str().as_encoded_bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+        let hash = self
+            .data_dir
+            .as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
         PathBuf::from(EXECUTE_ROOT).join(format!("{hash:016x}"))
     }
 

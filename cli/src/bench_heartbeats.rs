@@ -31,6 +31,7 @@ pub struct HeartbeatArgs {
     /// PostgreSQL server for `--db postgres` (a fresh database is created and dropped).
     #[arg(long, env = "LULL_TEST_PG_URL", default_value = "postgres://lull:lull@127.0.0.1:5432/lull")]
     pub pg_url: String,
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }

@@ -69,7 +69,7 @@ pub enum MachineCmd {
 pub struct DbArg {
     /// Database: `sqlite:PATH` (default: coordinator.db in the data directory) or
     /// `postgres://user:pass@host/db`.
-    #[arg(long, env = "LULL_COORDINATOR_DB")]
+    #[arg(long, env = "LULL_COORDINATOR_DB", hide_env_values = true)]
     pub db: Option<String>,
 }
 
@@ -123,6 +123,7 @@ pub enum TokenCmd {
         /// Days until it expires (1-365).
         #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=365))]
         ttl_days: u32,
+        /// Print the token as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -135,10 +136,13 @@ pub enum KeyCmd {
     Create {
         #[command(flatten)]
         db: DbArg,
+        /// What the key may do: everything (admin), or read its owner's machines (owner).
         #[arg(long, value_parser = ["admin", "owner"])]
         role: String,
+        /// The owner an owner key belongs to (required with --role owner).
         #[arg(long)]
         owner: Option<String>,
+        /// Print the key as JSON.
         #[arg(long)]
         json: bool,
     },

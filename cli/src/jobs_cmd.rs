@@ -72,6 +72,7 @@ pub struct SubmitArgs {
     /// Submit this many identical jobs (1-10000).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub count: u32,
+    /// Print the submitted jobs as JSON.
     #[arg(long)]
     pub json: bool,
     /// The command and its arguments (after `--`).
@@ -163,8 +164,10 @@ pub struct ReportArgs {
     /// Only this owner's machines.
     #[arg(long)]
     pub owner: Option<String>,
+    /// Print the report as JSON.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Print the report as CSV (one row per owner or machine and period).
     #[arg(long)]
     pub csv: bool,
 }

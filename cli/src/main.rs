@@ -105,7 +105,12 @@ fn usage_error(e: clap::Error) -> std::process::ExitCode {
     let text = e.render().to_string();
     let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    let tip = text.lines().map(str::trim).find(|l| l.starts_with("tip: ")).map(|t| format!(" ({})", t.trim_start_matches("tip: "))).unwrap_or_default();
+    let tip = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("tip: "))
+        .map(|t| format!(" ({})", t.trim_start_matches("tip: ")))
+        .unwrap_or_default();
     eprintln!("lull: {first}{tip} · see `lull --help`");
     std::process::ExitCode::from(2)
 }

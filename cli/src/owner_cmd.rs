@@ -78,7 +78,8 @@ pub fn describe(s: &AgentStatus) -> String {
             _ => "paused until you resume".to_string(),
         },
         StateKind::OutOfBudget if p.interruption_limit == 0 => {
-            "out of the pool: your limit is 0 interruptions a day, so guest work runs only when you offer the machine (lull donate)".to_string()
+            "out of the pool: your limit is 0 interruptions a day, so guest work runs only when you offer the machine (lull donate)"
+                .to_string()
         }
         StateKind::OutOfBudget => "out of budget: today's interruptions are used up, back in the pool tomorrow".to_string(),
         StateKind::NotAllowed => format!("not allowed now ({})", p.not_allowed.map(|r| r.describe()).unwrap_or("rules")),

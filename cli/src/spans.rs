@@ -27,9 +27,9 @@ pub fn pause_span(s: &str) -> Result<PauseSpan, String> {
 pub fn donate_span(s: &str) -> Result<DonateSpan, String> {
     match s.trim().to_ascii_lowercase().as_str() {
         "until-return" | "until-i-return" => Ok(DonateSpan::UntilReturn),
-        d => parse_secs(d).map(|secs| DonateSpan::For { secs }).map_err(|_| {
-            format!("{s:?} is not an offer: use a duration up to 30d ({}), or until-return", lull_protocol::duration::FORMS)
-        }),
+        d => parse_secs(d)
+            .map(|secs| DonateSpan::For { secs })
+            .map_err(|_| format!("{s:?} is not an offer: use a duration up to 30d ({}), or until-return", lull_protocol::duration::FORMS)),
     }
 }
 

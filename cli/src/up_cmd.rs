@@ -47,7 +47,11 @@ pub fn run(a: UpArgs) -> Result<()> {
     // (its data directory locked, or an agent answering on this socket).
     let data_lock = agent_core::data_lock::DataDirLock::acquire(&paths.data_dir)?;
     if let Ok(agent_core::control::Response::Status(s)) = agent_core::control::call(&paths.socket, &agent_core::control::Request::Status) {
-        anyhow::bail!("another Lull agent (pid {}) is already listening on {}: stop it first (lull up runs its own)", s.pid, paths.socket.display());
+        anyhow::bail!(
+            "another Lull agent (pid {}) is already listening on {}: stop it first (lull up runs its own)",
+            s.pid,
+            paths.socket.display()
+        );
     }
     let config = AgentConfig::load(&paths.config_file)?;
     let _guard = init_logging(&paths, "up")?;

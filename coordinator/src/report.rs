@@ -49,8 +49,8 @@ pub fn parse_since(s: &str, today: NaiveDate) -> Result<NaiveDate, String> {
     if let Ok(d) = s.trim().parse::<NaiveDate>() {
         return Ok(d);
     }
-    let secs = lull_protocol::duration::parse_secs(s, 1, SINCE_MAX_DAYS * 86_400)
-        .map_err(|e| format!("since: {e}, or a day YYYY-MM-DD"))?;
+    let secs =
+        lull_protocol::duration::parse_secs(s, 1, SINCE_MAX_DAYS * 86_400).map_err(|e| format!("since: {e}, or a day YYYY-MM-DD"))?;
     // "7d" covers today and the six days before it.
     let days = secs.div_ceil(86_400) as i64;
     Ok(today - chrono::Duration::days(days - 1))

@@ -60,7 +60,7 @@ impl Embedded {
             .spawn(move || {
                 let r = run_blocking(paths, config, Some(observer), Some(rx));
                 if let Err(e) = &r {
-                    tracing::error!("the agent stopped: {e:#}");
+                    tracing::error!("the agent stopped: {}", agent_core::message::once(e.chain()));
                 }
                 on_exit();
                 r
@@ -93,7 +93,7 @@ impl Embedded {
         }
         if let Some(t) = self.thread.take() {
             if let Ok(Err(e)) = t.join() {
-                tracing::warn!("the agent reported on stopping: {e:#}");
+                tracing::warn!("the agent reported on stopping: {}", agent_core::message::once(e.chain()));
             }
         }
     }

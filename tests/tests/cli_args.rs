@@ -96,7 +96,12 @@ fn every_command_refuses_bad_arguments_in_one_line_without_panicking() {
         }
         commands.push((path, h));
     }
-    assert!(commands.len() >= 20, "found only {} commands: {:?}", commands.len(), commands.iter().map(|c| c.0.join(" ")).collect::<Vec<_>>());
+    assert!(
+        commands.len() >= 20,
+        "found only {} commands: {:?}",
+        commands.len(),
+        commands.iter().map(|c| c.0.join(" ")).collect::<Vec<_>>()
+    );
     let mut problems = Vec::new();
     let mut tried = 0;
     for (path, h) in &commands {

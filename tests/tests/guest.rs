@@ -437,9 +437,9 @@ fn a_hostile_guest_gets_nothing_as_root_or_as_the_owner() {
 
     // 2. The agent runs as an ordinary owner: the guest keeps the owner's uid (never
     //    root) and the sandbox alone keeps it from the owner's files and processes.
-    let Some(owner) = owner_uid().filter(|_| {
-        Path::new("/sys/fs/cgroup/unified").join(DELEGATED).exists() || Path::new("/sys/fs/cgroup").join(DELEGATED).exists()
-    }) else {
+    let Some(owner) = owner_uid()
+        .filter(|_| Path::new("/sys/fs/cgroup/unified").join(DELEGATED).exists() || Path::new("/sys/fs/cgroup").join(DELEGATED).exists())
+    else {
         assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but ci/setup-guest.sh has not been run");
         eprintln!("SKIPPED the ordinary-user half: no {OWNER} user with a delegated cgroup subtree (run ci/setup-guest.sh as root)");
         return;

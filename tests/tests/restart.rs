@@ -166,7 +166,7 @@ fn durations_are_bounded_and_share_one_grammar() {
         assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
         assert!(err.contains("30d") && err.contains("45s, 90m"), "{bad}: {err}");
     }
-    assert_eq!(a.status().policy.state == StateKind::Paused, false, "a refused pause changed the agent");
+    assert_ne!(a.status().policy.state, StateKind::Paused, "a refused pause changed the agent");
     for (ok, left) in [("Tomorrow", None), (" 2H30M", Some(9000)), ("1s", Some(1))] {
         let out = a.lull(&["pause", ok, "--json"]).output().expect("pause");
         assert!(out.status.success(), "{ok}: {}", String::from_utf8_lossy(&out.stderr));
@@ -246,4 +246,15 @@ fn a_stopped_agent_is_named_once_not_with_an_errno_twice() {
     assert!(!err.contains("temporarily unavailable"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(a.try_status().is_some(), "the agent answers again once continued");
+}
+
+#[test]
+fn a_file_where_the_socket_goes_is_never_deleted() {
+    let a = Agent::new("");
+    std::fs::write(a.socket(), "the owner's notes\n").expect("a regular file at the socket path");
+    let out = a.lull(&["agent"]).output().expect("lull agent");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("not a socket") && err.contains(&*a.socket().to_string_lossy()), "{err}");
+    assert_eq!(std::fs::read_to_string(a.socket()).expect("still there"), "the owner's notes\n");
 }

@@ -55,7 +55,10 @@ pub fn resolve(run_as: &str) -> Result<(Option<GuestAccount>, Option<String>), G
         },
     };
     if account.uid == 0 || account.gid == 0 {
-        return Err(GuestError::Sandbox(format!("guests.run_as = {:?} is root (uid {}, gid {}): guests never run as root", account.name, account.uid, account.gid)));
+        return Err(GuestError::Sandbox(format!(
+            "guests.run_as = {:?} is root (uid {}, gid {}): guests never run as root",
+            account.name, account.uid, account.gid
+        )));
     }
     Ok((Some(account), note))
 }
@@ -78,10 +81,7 @@ pub fn hand_over(dir: &Path, account: &GuestAccount) -> std::io::Result<()> {
 pub fn switch_to(uid: u32, gid: u32) -> std::io::Result<()> {
     // SAFETY: plain system calls on integers.
     unsafe {
-        if libc::setgroups(0, std::ptr::null()) != 0
-            || libc::setresgid(gid, gid, gid) != 0
-            || libc::setresuid(uid, uid, uid) != 0
-        {
+        if libc::setgroups(0, std::ptr::null()) != 0 || libc::setresgid(gid, gid, gid) != 0 || libc::setresuid(uid, uid, uid) != 0 {
             return Err(std::io::Error::last_os_error());
         }
     }
