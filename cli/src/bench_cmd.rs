@@ -530,7 +530,7 @@ pub(crate) mod input_latency {
                 }
                 (f, r) => {
                     lost += 1;
-                    bar.suspend(|| eprintln!("event {i}: fast path {}, policy channel {}", seen(&f), seen(&r)));
+                    bar.suspend(|| errln!("event {i}: fast path {}, policy channel {}", seen(&f), seen(&r)));
                 }
             }
             bar.inc(1);

@@ -242,7 +242,7 @@ pub fn evict(a: EvictArgs) -> Result<()> {
             missed += 1;
             if std::env::var_os("LULL_BENCH_DEBUG").is_some() {
                 let cb = *callback_at.lock().unwrap_or_else(|p| p.into_inner());
-                eprintln!("event {i}: not frozen within 1 s; callback {:?}", cb.map(|c| c.saturating_duration_since(t0)));
+                errln!("event {i}: not frozen within 1 s; callback {:?}", cb.map(|c| c.saturating_duration_since(t0)));
             }
             continue;
         }

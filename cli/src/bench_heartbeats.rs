@@ -148,7 +148,7 @@ pub fn run(a: HeartbeatArgs) -> Result<()> {
         Ok((format!("{}/{name}", &a.pg_url[..i]), Some(name)))
     })?;
     if !a.json {
-        eprintln!("enrolling {} agents in {} …", a.agents, redact(&url));
+        errln!("enrolling {} agents in {} …", a.agents, redact(&url));
     }
     let secrets: Vec<String> = rt.block_on(async {
         let db = coordinator::Db::connect(&url).await?;

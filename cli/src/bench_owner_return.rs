@@ -557,7 +557,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         }));
         if a.json {
             // A long run shows each case as it ends (stdout gets the whole result at the end).
-            eprintln!("{}", rows.last().map(|r| r.to_string()).unwrap_or_default());
+            errln!("{}", rows.last().map(|r| r.to_string()).unwrap_or_default());
         }
     }
     bar.finish_and_clear();

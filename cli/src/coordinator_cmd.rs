@@ -303,7 +303,7 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
                 outln!("{}", serde_json::to_string(&t)?);
             } else {
                 outln!("{}", t.token);
-                eprintln!("join token for {uses} agent(s), valid {ttl_days} day(s)");
+                errln!("join token for {uses} agent(s), valid {ttl_days} day(s)");
             }
             Ok(())
         }),
@@ -331,9 +331,10 @@ fn serve(a: ServeArgs) -> Result<()> {
         ..Config::default()
     };
     runtime()?.block_on(async move {
+        // The address first: a command that fails changes nothing (no database, no key).
+        let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
         let db = Db::connect(&f.db_url).await?;
         let key = ensure_admin_key(&db, &f).await?;
-        let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
         let addr = listener.local_addr()?;
         std::fs::write(&f.url_file, format!("http://{addr}\n")).with_context(|| format!("writing {}", f.url_file.display()))?;
         outln!("coordinator on http://{addr} (database {}); dashboard at http://{addr}/", redact_url(&f.db_url));

@@ -76,7 +76,7 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub json: bool,
     /// The command and its arguments (after `--`).
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(last = true, required = true)]
     pub command: Vec<String>,
 }
 

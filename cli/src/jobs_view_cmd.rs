@@ -176,7 +176,7 @@ fn output(a: ShowArgs) -> Result<()> {
             .into_iter()
             .flatten()
         {
-            eprintln!("{note}");
+            errln!("{note}");
         }
     }
     Ok(())

@@ -88,7 +88,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("lull: {}", agent_core::message::once(e.chain()));
+            errln!("lull: {}", agent_core::message::once(e.chain()));
             std::process::ExitCode::from(1)
         }
     }
@@ -111,6 +111,6 @@ fn usage_error(e: clap::Error) -> std::process::ExitCode {
         .find(|l| l.starts_with("tip: "))
         .map(|t| format!(" ({})", t.trim_start_matches("tip: ")))
         .unwrap_or_default();
-    eprintln!("lull: {first}{tip} · see `lull --help`");
+    errln!("lull: {first}{tip} · see `lull --help`");
     std::process::ExitCode::from(2)
 }

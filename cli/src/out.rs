@@ -26,11 +26,24 @@ pub fn write(args: std::fmt::Arguments<'_>) {
     CLOSED.store(true, Ordering::Relaxed);
     let broken_pipe = e.kind() == std::io::ErrorKind::BrokenPipe;
     if !broken_pipe {
-        eprintln!("lull: cannot write to standard output: {e}");
+        ewrite(format_args!("lull: cannot write to standard output: {e}\n"));
     }
     if !KEEP_RUNNING.load(Ordering::Relaxed) {
         std::process::exit(if broken_pipe { 0 } else { 1 });
     }
+}
+
+/// Writes `args` to stderr; a closed or failing stderr is ignored (never a panic, as
+/// `eprintln!` would: `lull run … 2>&1 | head` must not kill the agent mid-job).
+pub fn ewrite(args: std::fmt::Arguments<'_>) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_fmt(args).and_then(|()| err.flush());
+}
+
+/// `eprintln!` through [`ewrite`].
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::out::ewrite(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
 /// `println!` through [`write`].

@@ -240,7 +240,7 @@ async fn follow(socket: PathBuf, spec: GuestSpec, now: bool, json: bool) -> Resu
     let info = guest_of(request(&socket, Request::RunJob { spec: Box::new(spec), donate_now: now }).await)?;
     let id = info.id.clone();
     if !json {
-        eprintln!("lull: job queued as guest {id}{}", if now { " (machine offered until you return)" } else { "" });
+        errln!("lull: job queued as guest {id}{}", if now { " (machine offered until you return)" } else { "" });
     }
     let mut out = Tail::new(info.workdir.join("stdout.log"));
     let mut err = Tail::new(info.workdir.join("stderr.log"));
@@ -253,7 +253,7 @@ async fn follow(socket: PathBuf, spec: GuestSpec, now: bool, json: bool) -> Resu
         tokio::select! {
             _ = &mut signal, if !stop_asked => {
                 stop_asked = true;
-                eprintln!("lull: stopping guest {id}");
+                errln!("lull: stopping guest {id}");
                 if let Err(e) = guest_of(request(&socket, Request::StopGuest { id: id.clone() }).await) {
                     tracing::warn!("stopping guest {id}: {e}");
                 }
@@ -292,7 +292,7 @@ fn announce_start(info: &GuestInfo, json: bool) {
                 "memory_limit_bytes": info.memory_limit_bytes})
         );
     } else {
-        eprintln!(
+        errln!(
             "lull: guest {} started: pid {}, workdir {}, memory cap {} MiB",
             info.id,
             info.pid.unwrap_or(0),
@@ -320,7 +320,7 @@ fn report_end(info: &GuestInfo, json: bool) -> u8 {
             (_, _, Some(s)) => format!("killed by signal {s}"),
             _ => "ended".into(),
         };
-        eprintln!(
+        errln!(
             "lull: guest {} {how}: {cpu_s:.2} CPU-s donated over {:.1} s, peak memory {:.1} MiB",
             info.id,
             info.wall_ms as f64 / 1000.0,

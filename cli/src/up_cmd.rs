@@ -62,9 +62,10 @@ pub fn run(a: UpArgs) -> Result<()> {
     let machine = a.machine.unwrap_or_else(hostname);
     let rt = crate::coordinator_cmd::runtime()?;
     rt.block_on(async move {
+        // The address first: a command that fails changes nothing (no database, no key).
+        let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
         let db = Db::connect(&f.db_url).await?;
         let key_file = ensure_admin_key(&db, &f).await?;
-        let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
         let url = format!("http://{}", listener.local_addr()?);
         std::fs::write(&f.url_file, format!("{url}\n"))?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

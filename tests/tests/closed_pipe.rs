@@ -52,3 +52,27 @@ fn every_command_ends_quietly_on_a_closed_pipe() {
     // The agent itself is unharmed.
     assert!(a.try_status().is_some());
 }
+
+/// `lull run … 2>&1 | head -c 1`: stdout and stderr both on a pipe whose reader is gone.
+/// The job still runs to its end, its exit code comes back, and the agent `lull run`
+/// started cleans up (its socket removed) instead of dying on a failed stderr write.
+#[test]
+fn lull_run_with_stdout_and_stderr_closed_runs_its_job_to_the_end() {
+    let a = Agent::new("[sampling]\ninterval_ms = 200\n");
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe(2) to fill.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+    // SAFETY: both fds were just returned by pipe(2) and are owned here alone.
+    let (read, write) = unsafe {
+        use std::os::fd::FromRawFd;
+        (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1]))
+    };
+    drop(read);
+    let work = a.dir.join("work");
+    let job = "echo one; echo two >&2; sleep 0.3; echo done > done.txt";
+    let mut cmd = a.lull(&["run", "--now", "--workdir", &work.to_string_lossy(), "--", "sh", "-c", job]);
+    let status = cmd.stdout(Stdio::from(write.try_clone().expect("dup"))).stderr(Stdio::from(write)).status().expect("lull run");
+    assert_eq!(status.code(), Some(0), "the job's exit code");
+    assert_eq!(std::fs::read_to_string(work.join("done.txt")).unwrap_or_default().trim(), "done", "the job ran to its end");
+    assert!(!a.socket().exists(), "lull run's agent did not clean up");
+}
