@@ -413,7 +413,9 @@ pub(crate) mod input_latency {
 
     /// Starts Xvfb on a display number it picks (`-displayfd`), `-noreset`.
     pub(crate) fn start_xvfb() -> Result<(Xvfb, String)> {
-        let mut child = Command::new("Xvfb")
+        let mut xvfb = Command::new("Xvfb");
+        crate::bench_owner_return::ends_with_us(&mut xvfb, libc::SIGTERM);
+        let mut child = xvfb
             .args(["-displayfd", "1", "-noreset", "-nolisten", "tcp", "-screen", "0", "800x600x24"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -183,6 +183,21 @@ pub(crate) fn remove_cgroup_base(base: &str) {
     }
 }
 
+/// The child gets `sig` when this benchmark ends, however it ends (Ctrl-C included), so
+/// a stopped run leaves no agent, coordinator or X server behind.
+pub(crate) fn ends_with_us(c: &mut Command, sig: i32) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
 pub(crate) fn lull_exe() -> Result<PathBuf> {
     std::env::current_exe().context("locating the lull binary")
 }
@@ -210,7 +225,7 @@ pub(crate) struct Pool {
 impl Pool {
     pub(crate) fn start(lull: &Path) -> Result<Self> {
         let dir = tempfile::tempdir()?;
-        let child = Command::new(lull)
+        let child = ends_with_us(&mut Command::new(lull), libc::SIGTERM)
             .args(["coordinator", "serve", "--listen", "127.0.0.1:0"])
             .env("LULL_DATA_DIR", dir.path())
             .stdout(Stdio::null())
@@ -280,6 +295,7 @@ fn start_instance(agent: &str, mode: &str, display: &str, n: usize) -> Result<In
             let mut c = Command::new(&lull);
             c.args(["up", "--listen", "127.0.0.1:0", "--owner", "bench", "--machine", "bench-up"]);
             machine_env(&mut c, &d, &inst.base, display);
+            ends_with_us(&mut c, libc::SIGTERM);
             inst.procs.push(c.spawn().context("starting lull up")?);
         }
         "tray" => {
@@ -293,6 +309,7 @@ fn start_instance(agent: &str, mode: &str, display: &str, n: usize) -> Result<In
             inst.pool = Some(pool.dir);
             let mut c = Command::new(&tray);
             machine_env(&mut c, &d, &inst.base, display);
+            ends_with_us(&mut c, libc::SIGTERM);
             inst.procs.push(c.spawn().context("starting lull-tray")?);
         }
         other => bail!("--agents: unknown agent {other:?} (allowed: up, tray)"),
@@ -329,6 +346,8 @@ struct CaseResult {
     missed: usize,
     /// Rounds where the guest had stopped before the motion was sent.
     early: usize,
+    /// When the kernel reported the guest's cgroup frozen (or empty), after the motion.
+    frozen_ms: Vec<f64>,
     wrong_cause: usize,
     no_start: usize,
 }
@@ -426,6 +445,12 @@ fn round(
     std::thread::sleep(Duration::from_millis(100 + (i as u64 * 37) % 200));
     let before = inst.interruptions().len();
     let mut buf = [0u8; 256];
+    // Stopped before the owner came back (by something else): not a measurement.
+    let (populated, frozen) = events_say(&events, &mut buf);
+    if !populated || frozen {
+        r.early += 1;
+        return Ok(());
+    }
     let t0 = mono_ns();
     let dx = if i % 2 == 0 { 4 } else { -4 };
     xtest.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 1, x11rb::CURRENT_TIME, root, dx, 0, 0)?;
@@ -435,10 +460,10 @@ fn round(
     while mono_ns() - t0 < 1_000_000_000 {
         let (populated, frozen) = events_say(&events, &mut buf);
         if !populated || frozen {
-            // The guest's last sign of life: the kernel says frozen (or empty) only once
-            // every task has stopped, so no write is in flight. Read now: a linger mode
-            // may thaw it after the next sample.
-            stopped = read_heartbeat(&hb);
+            // The kernel says frozen (or empty) only once every task has stopped, so no
+            // heartbeat write is in flight: the last one is the guest's last sign of life.
+            // Read now: a linger mode may thaw it after the next sample.
+            stopped = Some((mono_ns(), read_heartbeat(&hb).unwrap_or(0)));
             break;
         }
         std::thread::sleep(Duration::from_micros(50));
@@ -446,10 +471,15 @@ fn round(
     owner.stop();
     match stopped {
         None => r.missed += 1,
-        // Its last heartbeat came before the motion: something else stopped the guest
-        // (a latency of 0 would hide that).
-        Some(last) if last < t0 => r.early += 1,
-        Some(last) => r.latencies_ms.push((last - t0) as f64 / 1e6),
+        Some((at, last)) => {
+            // The headline: how long the guest went on running after the owner's return.
+            // (A SCHED_IDLE guest may get no CPU at all once the owner loads the cores:
+            // then it ran 0 ms after the return.)
+            r.latencies_ms.push(last.saturating_sub(t0) as f64 / 1e6);
+            // When the kernel confirmed every task frozen: later under load, as a
+            // SCHED_IDLE task must be scheduled once to reach the freezer.
+            r.frozen_ms.push(at.saturating_sub(t0) as f64 / 1e6);
+        }
     }
     if !donate {
         let rows = wait_for("the interruption", Duration::from_secs(5), || {
@@ -548,12 +578,14 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         drop(inst);
         let measured = r.latencies_ms.len();
         let (p50, p99, max) = (pct(&mut r.latencies_ms, 0.5), pct(&mut r.latencies_ms, 0.99), pct(&mut r.latencies_ms, 1.0));
+        let frozen = (pct(&mut r.frozen_ms, 0.5), pct(&mut r.frozen_ms, 0.99), pct(&mut r.frozen_ms, 1.0));
         let ok = r.missed == 0 && r.no_start == 0 && r.early == 0 && r.wrong_cause == 0 && p99 <= 5.0;
         all_ok &= ok;
         rows.push(serde_json::json!({
             "agent": agent, "offer": if *donate { "donate-now" } else { "recruit" }, "mode": if *donate { "-" } else { mode.as_str() },
             "load_cores": load, "rounds": a.rounds, "measured": measured, "missed": r.missed, "no_start": r.no_start, "stopped_early": r.early,
-            "wrong_cause": r.wrong_cause, "p50_ms": p50, "p99_ms": p99, "max_ms": max, "goal_met": ok,
+            "wrong_cause": r.wrong_cause, "p50_ms": p50, "p99_ms": p99, "max_ms": max,
+            "frozen_p50_ms": frozen.0, "frozen_p99_ms": frozen.1, "frozen_max_ms": frozen.2, "goal_met": ok,
         }));
         if a.json {
             // A long run shows each case as it ends (stdout gets the whole result at the end).
@@ -570,9 +602,12 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     if a.json {
         outln!("{result}");
     } else {
-        outln!("owner return: one XTest motion (separate client) → the guest's last heartbeat; {} rounds per case", a.rounds);
         outln!(
-            "{:<6} {:<10} {:<5} {:>4} {:>8} {:>8} {:>8} {:>6} {:>8} {:>7} {:>11}",
+            "owner return: one XTest motion (separate client) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; {} rounds per case",
+            a.rounds
+        );
+        outln!(
+            "{:<6} {:<10} {:<5} {:>4} {:>8} {:>8} {:>8} {:>9} {:>6} {:>8} {:>7} {:>11}",
             "agent",
             "offer",
             "mode",
@@ -580,6 +615,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
             "p50 ms",
             "p99 ms",
             "max ms",
+            "frozen p99",
             "missed",
             "no start",
             "early",
@@ -588,7 +624,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
         for r in result["cases"].as_array().into_iter().flatten() {
             outln!(
-                "{:<6} {:<10} {:<5} {:>4} {:>8.3} {:>8.3} {:>8.3} {:>6} {:>8} {:>7} {:>11}",
+                "{:<6} {:<10} {:<5} {:>4} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>6} {:>8} {:>7} {:>11}",
                 r["agent"].as_str().unwrap_or(""),
                 r["offer"].as_str().unwrap_or(""),
                 r["mode"].as_str().unwrap_or(""),
@@ -596,6 +632,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
                 r["p50_ms"].as_f64().unwrap_or(0.0),
                 r["p99_ms"].as_f64().unwrap_or(0.0),
                 r["max_ms"].as_f64().unwrap_or(0.0),
+                r["frozen_p99_ms"].as_f64().unwrap_or(0.0),
                 n(r, "missed"),
                 n(r, "no_start"),
                 n(r, "stopped_early"),
