@@ -168,14 +168,16 @@ fn a_named_backend_that_cannot_work_here_says_why_and_the_agent_runs_on() {
     a.env.push(("LULL_INPUT".into(), "x11".into()));
     a.env.push(("DISPLAY".into(), String::new()));
     a.start();
-    let s = a.status();
-    assert!(s.input_backends.iter().any(|b| b.starts_with("x11-xi2")), "{:?}", s.input_backends);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !a.stderr().contains("input backend x11-xi2 stopped") {
         assert!(Instant::now() < deadline, "no warning on stderr:\n{}", a.stderr());
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(a.stderr().contains("DISPLAY is not set"), "{}", a.stderr());
+    // Status shows it stopped, with why, and not as live.
+    let s = a.status();
+    assert!(!s.input_backends.iter().any(|b| b.starts_with("x11-xi2")), "{:?}", s.input_backends);
+    assert!(s.input_stopped.iter().any(|b| b.starts_with("x11-xi2: ") && b.contains("DISPLAY is not set")), "{:?}", s.input_stopped);
     assert!(a.try_status().is_some(), "the agent keeps running");
 }
 
