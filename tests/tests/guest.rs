@@ -281,6 +281,29 @@ fn owner_uid() -> Option<u32> {
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
+/// The owner's uid when ci/setup-guest.sh made the user and its delegated cgroup subtree;
+/// otherwise says what is SKIPPED (`what`: which part) and gives None.
+fn delegated_owner(what: &str) -> Option<u32> {
+    let uid = owner_uid()
+        .filter(|_| Path::new("/sys/fs/cgroup/unified").join(DELEGATED).exists() || Path::new("/sys/fs/cgroup").join(DELEGATED).exists());
+    if uid.is_none() {
+        assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but ci/setup-guest.sh has not been run");
+        eprintln!("SKIPPED{what}: no {OWNER} user with a delegated cgroup subtree (run ci/setup-guest.sh as root)");
+    }
+    uid
+}
+
+/// A copy of `lull` the owner can reach and run (the build's directory may not be).
+fn lull_for_the_owner() -> (tempfile::TempDir, PathBuf) {
+    let perms = |m: u32| <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(m);
+    let bindir = tempfile::tempdir().expect("bin dir");
+    let bin = bindir.path().join("lull");
+    std::fs::copy(lull_bin(), &bin).expect("copy lull");
+    std::fs::set_permissions(bindir.path(), perms(0o755)).expect("chmod");
+    std::fs::set_permissions(&bin, perms(0o755)).expect("chmod");
+    (bindir, bin)
+}
+
 /// Runs `lull run ARGS` as the unprivileged owner, placed (by root, as systemd or an
 /// install step would) into the delegated subtree, which it then manages itself.
 fn start_as_owner(r: &mut Run, bin: &Path, args: &[&str]) {
@@ -306,20 +329,10 @@ fn unprivileged_owner_still_gets_containment_freezing_caps_and_sandbox() {
     if skip_without_cgroups() {
         return;
     }
-    let Some(uid) = owner_uid()
-        .filter(|_| Path::new("/sys/fs/cgroup/unified").join(DELEGATED).exists() || Path::new("/sys/fs/cgroup").join(DELEGATED).exists())
-    else {
-        assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but ci/setup-guest.sh has not been run");
-        eprintln!("SKIPPED: no {OWNER} user with a delegated cgroup subtree (run ci/setup-guest.sh as root)");
-        return;
-    };
+    let Some(uid) = delegated_owner("") else { return };
     // The binary and the run directory must be reachable by the owner.
-    let bindir = tempfile::tempdir().expect("bin dir");
-    let bin = bindir.path().join("lull");
-    std::fs::copy(lull_bin(), &bin).expect("copy lull");
+    let (_bindir, bin) = lull_for_the_owner();
     let perms = |_: &Path, m: u32| <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(m);
-    std::fs::set_permissions(bindir.path(), perms(bindir.path(), 0o755)).expect("chmod");
-    std::fs::set_permissions(&bin, perms(&bin, 0o755)).expect("chmod");
     let config = format!("{}[guests]\nmemory_cap_mib = 64\n", eager_with_pause());
 
     // 1. Containment, sandbox, freezing, eviction of a daemonizing guest.
@@ -437,18 +450,8 @@ fn a_hostile_guest_gets_nothing_as_root_or_as_the_owner() {
 
     // 2. The agent runs as an ordinary owner: the guest keeps the owner's uid (never
     //    root) and the sandbox alone keeps it from the owner's files and processes.
-    let Some(owner) = owner_uid()
-        .filter(|_| Path::new("/sys/fs/cgroup/unified").join(DELEGATED).exists() || Path::new("/sys/fs/cgroup").join(DELEGATED).exists())
-    else {
-        assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but ci/setup-guest.sh has not been run");
-        eprintln!("SKIPPED the ordinary-user half: no {OWNER} user with a delegated cgroup subtree (run ci/setup-guest.sh as root)");
-        return;
-    };
-    let bindir = tempfile::tempdir().expect("bin dir");
-    let bin = bindir.path().join("lull");
-    std::fs::copy(lull_bin(), &bin).expect("copy lull");
-    std::fs::set_permissions(bindir.path(), perms(0o755)).expect("chmod");
-    std::fs::set_permissions(&bin, perms(0o755)).expect("chmod");
+    let Some(owner) = delegated_owner(" the ordinary-user half") else { return };
+    let (_bindir, bin) = lull_for_the_owner();
     let mut r = Run::new(EAGER);
     std::fs::set_permissions(r.dir.path(), perms(0o777)).expect("chmod");
     std::fs::set_permissions(r.path("config.toml"), perms(0o644)).expect("chmod");
