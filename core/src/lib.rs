@@ -1,0 +1,10 @@
+//! Lull's pure core.
+//!
+//! Everything here takes `now` and readings as arguments and returns decisions: the
+//! owner's availability policy ([`policy`]) and the coordinator's scheduler ([`sched`]).
+//! Nothing in this crate reads the clock, the OS, files or the network, and it depends
+//! on nothing that could (`scripts/check-core-purity.sh` holds that line in CI). The
+//! drivers — the agent loop, the coordinator server and the simulator — feed it events
+//! and act on what it returns. See `docs/ARCHITECTURE.md`.
+
+pub mod sched;

@@ -1,0 +1,1 @@
+//! The coordinator's scheduler (placeholder: being written).
