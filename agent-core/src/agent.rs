@@ -160,6 +160,8 @@ const TOTALS_EVERY: Duration = Duration::from_secs(10);
 
 struct Driver {
     paths: Paths,
+    /// The owner's whole configuration in force; the policy holds its own sections.
+    config: Config,
     policy: Policy,
     ledger: Ledger,
     guests: Box<dyn GuestHost>,
@@ -208,7 +210,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
     let saved = ledger.load_saved()?;
     let day = saved.budget_day.map_or(now.local_date(), |d| d.max(now.local_date()));
     let used = ledger.interruptions_on(day)?;
-    let policy = Policy::new(config.clone(), now, saved, used, &boot);
+    let policy = Policy::new(config.policy(), now, saved, used, &boot);
     let retention = config.sampling.trace_retention_days as i64 * 86_400;
     match ledger.prune_trace(now.utc.timestamp() - retention) {
         Ok(n) if n > 0 => info!(rows = n, "pruned old trace rows"),
@@ -270,6 +272,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
 
     let mut d = Driver {
         paths,
+        config,
         policy,
         ledger,
         guests,
@@ -300,9 +303,9 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
 
     // One kernel timer wake-up per sample (see `ticker` for why not tokio's interval).
     let mut tick = if std::env::var_os(TOKIO_TICK_ENV).is_some() {
-        Ticker::with_tokio_timer(d.policy.config().sample_interval())
+        Ticker::with_tokio_timer(d.config.sample_interval())
     } else {
-        Ticker::new(d.policy.config().sample_interval())
+        Ticker::new(d.config.sample_interval())
     };
     debug!(timer = tick.kind(), "sampling tick");
     tokio::pin!(shutdown);
@@ -376,7 +379,7 @@ impl Driver {
             self.notify(&Notice::Restored { restore_ms: d.as_millis() as u64 });
         }
         let t = now.utc.timestamp();
-        let every = self.policy.config().sampling.trace_interval_s as i64;
+        let every = self.config.sampling.trace_interval_s as i64;
         if t - self.trace_start >= every {
             let (sum, n) = self.trace_cpu;
             self.trace_buf.push(TraceRow {
@@ -585,20 +588,20 @@ impl Driver {
             Request::Resume => self.step(Event::Command(Command::Resume)),
             Request::Donate { span } => self.step(Event::Command(Command::Donate(span))),
             Request::SetLimits { interruptions_per_day } => {
-                let mut cfg = self.policy.config().clone();
+                let mut cfg = self.config.clone();
                 cfg.budget.interruptions_per_day = interruptions_per_day;
                 if let Err(e) = self.apply_config(cfg) {
                     return Response::Error { message: e };
                 }
                 self.step(Event::Command(Command::SetLimit(interruptions_per_day)));
             }
-            Request::GetConfig => return Response::Config { config: Box::new(self.policy.config().clone()) },
+            Request::GetConfig => return Response::Config { config: Box::new(self.config.clone()) },
             Request::SetConfig { config } => {
                 if let Err(e) = self.apply_config(config) {
                     return Response::Error { message: e };
                 }
                 self.step(Event::Tick);
-                return Response::Config { config: Box::new(self.policy.config().clone()) };
+                return Response::Config { config: Box::new(self.config.clone()) };
             }
             Request::Today => return self.today(),
         }
@@ -633,9 +636,10 @@ impl Driver {
     /// Writes what changed into the owner's config file (in place, keeping what they
     /// wrote) and adopts what the file then holds.
     fn apply_config(&mut self, cfg: Config) -> Result<(), String> {
-        let merged = crate::config_file::save_changes(&self.paths.config_file, self.policy.config(), &cfg).map_err(|e| e.to_string())?;
+        let merged = crate::config_file::save_changes(&self.paths.config_file, &self.config, &cfg).map_err(|e| e.to_string())?;
         info!(file = %self.paths.config_file.display(), "configuration changed");
-        self.policy.set_config(merged);
+        self.policy.set_config(merged.policy());
+        self.config = merged;
         Ok(())
     }
 

@@ -4,7 +4,9 @@
 //! an error that names the field (as a dotted TOML path) and the allowed range; an
 //! unknown field is rejected by name too, so a typo never silently does nothing.
 
-use chrono::{NaiveTime, Weekday};
+pub use lull_core::policy::config::{
+    parse_range, AllowedHours, Availability, Budget, Eviction, EvictionMode, MinuteRange, PolicyConfig, Rules,
+};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -22,34 +24,6 @@ pub enum ConfigError {
     InFile { path: String, line: Option<usize>, error: Box<ConfigError> },
     #[error("cannot read config file {path}: {message}")]
     Io { path: String, message: String },
-}
-
-/// How guest work is treated when the owner comes back (seed 000).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(rename_all = "kebab-case")]
-pub enum EvictionMode {
-    /// IE: stop guest work at once (checkpoint signal, then kill after a grace).
-    ImmediateEviction,
-    /// PM: keep it frozen for a fixed pause, then evict if the owner is still there.
-    PauseAndMigrate,
-    /// LL: keep it running at lowest priority while the owner is only lightly active,
-    /// migrating after `T_lingr`.
-    LingerLonger,
-    /// LF: linger and never migrate.
-    LingerForever,
-}
-
-impl EvictionMode {
-    /// The short name used in seed 000 (IE, PM, LL, LF).
-    pub fn short(self) -> &'static str {
-        match self {
-            Self::ImmediateEviction => "IE",
-            Self::PauseAndMigrate => "PM",
-            Self::LingerLonger => "LL",
-            Self::LingerForever => "LF",
-        }
-    }
 }
 
 /// Which input backend to use.
@@ -95,82 +69,6 @@ pub struct Sampling {
     pub trace_interval_s: u64,
     /// Days the trace is kept (default 30).
     pub trace_retention_days: u64,
-}
-
-/// The availability definition and the recruitment threshold (seed 004, §3.4).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(default, deny_unknown_fields)]
-pub struct Availability {
-    /// Owner CPU (fraction of the machine) below which the machine can be idle; 1.0
-    /// leaves CPU out of the availability definition.
-    pub owner_cpu_max: f64,
-    /// Window over which owner memory must be steady, seconds.
-    pub memory_window_s: u64,
-    /// Largest growth of owner memory over the window, as a fraction of total memory.
-    pub memory_growth_max: f64,
-    /// Continuous idleness required before guest work is recruited, seconds.
-    pub recruitment_threshold_s: u64,
-}
-
-/// The social contract (seed 004, §3.5).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(default, deny_unknown_fields)]
-pub struct Budget {
-    /// At most this many interruptions per local day; then the machine leaves the pool
-    /// until the next local day.
-    pub interruptions_per_day: u32,
-    /// An owner returning within this many seconds after guest work finished still
-    /// counts as interrupted (they may find their state changed by it).
-    pub after_guest_window_s: u64,
-}
-
-/// What happens to guest work when the owner returns (seed 000).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(default, deny_unknown_fields)]
-pub struct Eviction {
-    pub mode: EvictionMode,
-    /// Owner utilisation h (over `linger_window_s`) up to which lingering is allowed.
-    pub linger_cpu_max: f64,
-    /// Window for the owner utilisation h, seconds.
-    pub linger_window_s: u64,
-    /// PM: how long guest work stays frozen before it is evicted, seconds.
-    pub pause_s: u64,
-    /// Estimated migration cost T_migr = suspend + image/bandwidth + resume, seconds,
-    /// until the guest runtime measures one.
-    pub migration_cost_s: u64,
-    /// Seconds between the checkpoint signal and the kill.
-    pub kill_grace_s: u64,
-}
-
-/// When the machine may be used at all.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(default, deny_unknown_fields)]
-pub struct Rules {
-    /// Donate while running on battery (default false: "not on battery").
-    pub allow_on_battery: bool,
-    /// No guest work while the hottest CPU sensor is at or above this, °C.
-    pub cpu_temp_max_c: f64,
-    /// Allowed hours per weekday, e.g. `mon = ["09:00-12:00", "13:00-17:00"]`. A day
-    /// not listed is allowed all day; an empty list means not at all that day.
-    pub hours: AllowedHours,
-}
-
-/// Allowed hours, one list of `HH:MM-HH:MM` ranges per weekday.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(default, deny_unknown_fields)]
-pub struct AllowedHours {
-    pub mon: Option<Vec<String>>,
-    pub tue: Option<Vec<String>>,
-    pub wed: Option<Vec<String>>,
-    pub thu: Option<Vec<String>>,
-    pub fri: Option<Vec<String>>,
-    pub sat: Option<Vec<String>>,
-    pub sun: Option<Vec<String>>,
 }
 
 /// A guest's network access (a job setting; this is the default for jobs that name none).
@@ -335,33 +233,6 @@ impl Default for Sampling {
         Self { interval_ms: 1000, trace_interval_s: 2, trace_retention_days: 30 }
     }
 }
-impl Default for Availability {
-    fn default() -> Self {
-        Self { owner_cpu_max: 0.20, memory_window_s: 60, memory_growth_max: 0.05, recruitment_threshold_s: 180 }
-    }
-}
-impl Default for Budget {
-    fn default() -> Self {
-        Self { interruptions_per_day: 5, after_guest_window_s: 60 }
-    }
-}
-impl Default for Eviction {
-    fn default() -> Self {
-        Self {
-            mode: EvictionMode::LingerLonger,
-            linger_cpu_max: 0.20,
-            linger_window_s: 10,
-            pause_s: 300,
-            migration_cost_s: 30,
-            kill_grace_s: 10,
-        }
-    }
-}
-impl Default for Rules {
-    fn default() -> Self {
-        Self { allow_on_battery: false, cpu_temp_max_c: 90.0, hours: AllowedHours::default() }
-    }
-}
 impl Default for Caps {
     fn default() -> Self {
         Self { cpu_max: 1.0, memory_max: 0.5 }
@@ -378,67 +249,11 @@ impl Default for Input {
     }
 }
 
-/// A parsed allowed-hours range within one day, `[start, end)` in minutes from midnight.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MinuteRange {
-    pub start: u16,
-    pub end: u16,
-}
-
 fn fmt_bound(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{}", v as i64)
     } else {
         format!("{v}")
-    }
-}
-
-fn parse_hhmm(s: &str) -> Option<u16> {
-    if s == "24:00" {
-        return Some(24 * 60);
-    }
-    let t = NaiveTime::parse_from_str(s, "%H:%M").ok()?;
-    Some((chrono::Timelike::hour(&t) * 60 + chrono::Timelike::minute(&t)) as u16)
-}
-
-/// Parses one `HH:MM-HH:MM` range (end after start; `24:00` allowed as end).
-pub fn parse_range(s: &str) -> Option<MinuteRange> {
-    let (a, b) = s.trim().split_once('-')?;
-    let (start, end) = (parse_hhmm(a.trim())?, parse_hhmm(b.trim())?);
-    (start < end && start < 24 * 60).then_some(MinuteRange { start, end })
-}
-
-impl AllowedHours {
-    fn day(&self, wd: Weekday) -> (&'static str, &Option<Vec<String>>) {
-        match wd {
-            Weekday::Mon => ("mon", &self.mon),
-            Weekday::Tue => ("tue", &self.tue),
-            Weekday::Wed => ("wed", &self.wed),
-            Weekday::Thu => ("thu", &self.thu),
-            Weekday::Fri => ("fri", &self.fri),
-            Weekday::Sat => ("sat", &self.sat),
-            Weekday::Sun => ("sun", &self.sun),
-        }
-    }
-
-    /// The allowed ranges for a weekday; `None` means all day.
-    pub fn ranges(&self, wd: Weekday) -> Option<Vec<MinuteRange>> {
-        self.day(wd).1.as_ref().map(|v| v.iter().filter_map(|s| parse_range(s)).collect())
-    }
-
-    fn validate(&self) -> Result<(), ConfigError> {
-        for wd in [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri, Weekday::Sat, Weekday::Sun] {
-            let (name, v) = self.day(wd);
-            for (i, s) in v.iter().flatten().enumerate() {
-                if parse_range(s).is_none() {
-                    return Err(ConfigError::Invalid {
-                        field: format!("rules.hours.{name}[{i}]"),
-                        message: format!("{s:?} is not a range like \"09:00-17:30\" (HH:MM-HH:MM, end after start, 00:00..=24:00)"),
-                    });
-                }
-            }
-        }
-        Ok(())
     }
 }
 
@@ -499,7 +314,9 @@ impl Config {
                 });
             }
         }
-        self.rules.hours.validate()?;
+        if let Some((field, message)) = self.rules.hours.first_invalid() {
+            return Err(ConfigError::Invalid { field, message });
+        }
         if self.guests.cgroup.is_empty() || self.guests.cgroup.split('/').any(|c| c == "..") {
             return Err(ConfigError::Invalid { field: "guests.cgroup".into(), message: "must be a non-empty path without `..`".into() });
         }
@@ -551,6 +368,16 @@ impl Config {
             });
         }
         Self::load(path)
+    }
+
+    /// The policy's own sections, as the pure core reads them.
+    pub fn policy(&self) -> PolicyConfig {
+        PolicyConfig {
+            availability: self.availability.clone(),
+            budget: self.budget.clone(),
+            eviction: self.eviction.clone(),
+            rules: self.rules.clone(),
+        }
     }
 
     /// Sampling interval as a duration.

@@ -1,10 +1,13 @@
 //! Lull's agent core.
 //!
-//! The pure part — [`policy`] — takes time and readings as arguments and returns
-//! decisions; it never reads the clock, the OS or the network, so the live agent, the
-//! coordinator and the simulator all drive the very same code. Everything that touches
-//! the world (sensors, input backends, guest runtime, ledger, control socket, agent loop)
-//! sits at the edge in its own module. See `docs/ARCHITECTURE.md`.
+//! The pure part — [`policy`], [`sample`] and the [`clock::Now`] they take — lives in the
+//! `lull-core` crate (re-exported here under its old paths) and never reads the clock, the
+//! OS or the network, so the live agent, the coordinator and the simulator all drive the
+//! very same code. This crate is the edge: sensors, input backends, guest runtime, ledger,
+//! control socket, the owner's config file and the agent loop, each in its own module.
+//! See `docs/ARCHITECTURE.md`.
+
+pub use lull_core::{policy, sample};
 
 pub mod agent;
 pub mod assembly;
@@ -21,9 +24,7 @@ pub mod ledger;
 pub mod logging;
 pub mod message;
 pub mod paths;
-pub mod policy;
 pub mod retention;
-pub mod sample;
 pub mod sensors;
 pub mod ticker;
 pub mod ts_module;

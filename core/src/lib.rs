@@ -7,4 +7,8 @@
 //! drivers — the agent loop, the coordinator server and the simulator — feed it events
 //! and act on what it returns. See `docs/ARCHITECTURE.md`.
 
+pub mod clock;
+pub mod guest_memory;
+pub mod policy;
+pub mod sample;
 pub mod sched;

@@ -34,9 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 
-const MIB: u64 = 1 << 20;
-/// Smallest cap a guest is started with; below it the guest is not admitted.
-const MIN_GUEST_BYTES: u64 = 16 * MIB;
+use lull_core::guest_memory::{self, MemoryReading, MemoryRules, PressureDecision, PressureWatch, StallReading, MIB};
 
 /// State shared with the input thread's fast path.
 struct Fast {
@@ -135,13 +133,6 @@ impl Guest {
     }
 }
 
-/// The runtime's memory-pressure watch.
-#[derive(Default)]
-struct Pressure {
-    last: Option<(Instant, u64, u64)>,
-    frozen_since: Option<Instant>,
-}
-
 /// The Linux guest runtime.
 pub struct LinuxRuntime {
     cfg: crate::config::Guests,
@@ -159,8 +150,8 @@ pub struct LinuxRuntime {
     directive: GuestDirective,
     fast: Arc<Fast>,
     watchdog: Option<watchdog::Watchdog>,
-    pressure: Pressure,
-    pressure_frozen: bool,
+    /// The memory-pressure watch (the core decides, this runtime reads and acts).
+    pressure: PressureWatch,
     restore_due: bool,
     restore_job: Option<std::thread::JoinHandle<memory::Restore>>,
     restore_time: Option<Duration>,
@@ -258,8 +249,7 @@ impl LinuxRuntime {
             directive: GuestDirective::Evict,
             fast,
             watchdog,
-            pressure: Pressure::default(),
-            pressure_frozen: false,
+            pressure: PressureWatch::default(),
             restore_due: false,
             restore_job: None,
             restore_time: None,
@@ -327,33 +317,25 @@ impl LinuxRuntime {
         format!("g{}-{}-{}", chrono::Utc::now().timestamp_millis(), std::process::id(), self.seq)
     }
 
-    /// Admission: no start while the owner's own memory is above the threshold or less
-    /// than the reserve is free. Returns the cap a new guest gets, or why not.
-    fn admit(&self, spec_cap: Option<u64>) -> Result<u64, String> {
-        let mi = memory::meminfo();
-        let reserve = self.cfg.owner_reserve_mib * MIB;
-        let guests_mem: u64 = self.guests.iter().map(|g| g.mem).sum();
-        let owner = mi.total.saturating_sub(mi.available).saturating_sub(guests_mem);
-        let share = owner as f64 / mi.total.max(1) as f64;
-        if share > self.cfg.admission_owner_mem_max {
-            return Err(format!(
-                "owner uses {:.0} % of memory (admission limit {:.0} %)",
-                share * 100.0,
-                self.cfg.admission_owner_mem_max * 100.0
-            ));
+    /// The owner's memory settings as the core's admission and pressure rules read them.
+    fn memory_rules(&self) -> MemoryRules {
+        MemoryRules {
+            owner_reserve_bytes: self.cfg.owner_reserve_mib * MIB,
+            admission_owner_mem_max: self.cfg.admission_owner_mem_max,
+            memory_cap_bytes: (self.cfg.memory_cap_mib != 0).then_some(self.cfg.memory_cap_mib * MIB),
+            memory_share: self.caps.memory_max,
+            pressure_freeze_pct: self.cfg.pressure_freeze_pct,
+            pressure_kill: Duration::from_secs(self.cfg.pressure_kill_s),
         }
-        if mi.available < reserve + MIN_GUEST_BYTES {
-            return Err(format!("{} MiB available, owner reserve {} MiB", mi.available / MIB, reserve / MIB));
-        }
-        let cap = self.cap_for(spec_cap);
-        Ok(cap.min(mi.available - reserve))
     }
 
-    fn cap_for(&self, spec_cap: Option<u64>) -> u64 {
-        let configured = if self.cfg.memory_cap_mib == 0 { u64::MAX } else { self.cfg.memory_cap_mib * MIB };
-        // The owner's cap, a fraction of total memory (settings window: `caps.memory_max`).
-        let share = (self.caps.memory_max.clamp(0.0, 1.0) * memory::meminfo().total as f64) as u64;
-        configured.min(share).min(spec_cap.unwrap_or(u64::MAX))
+    /// Admission (decided by [`guest_memory::admit`] on this moment's readings): the cap a
+    /// new guest gets, or why it may not start.
+    fn admit(&self, spec_cap: Option<u64>) -> Result<u64, String> {
+        let mi = memory::meminfo();
+        let guests_mem: u64 = self.guests.iter().map(|g| g.mem).sum();
+        let reading = MemoryReading { total: mi.total, available: mi.available };
+        guest_memory::admit(&self.memory_rules(), reading, guests_mem, spec_cap).map_err(|r| r.to_string())
     }
 
     fn start_admitted(&mut self) {
@@ -462,7 +444,7 @@ impl LinuxRuntime {
             limit: cg.as_ref().and_then(|g| g.memory_limit()).or((limit != u64::MAX).then_some(limit)),
             cg,
             workdir,
-            cap: self.cap_for(spec.memory_cap_bytes),
+            cap: guest_memory::cap_for(&self.memory_rules(), memory::meminfo().total, spec.memory_cap_bytes),
             wall_ms: 0,
             cpu: (0, 0),
             mem: 0,
@@ -607,8 +589,8 @@ impl LinuxRuntime {
             }
             i += 1;
         }
-        self.watch_memory(now);
-        if self.directive == GuestDirective::Accept && !self.pressure_frozen {
+        self.watch_memory();
+        if self.directive == GuestDirective::Accept && !self.pressure.frozen() {
             self.start_admitted();
         }
         // Restore the owner's memory once an eviction is complete.
@@ -637,58 +619,49 @@ impl LinuxRuntime {
         }
     }
 
-    /// Pressure: freeze guests when available memory falls below the owner reserve or
-    /// the owner's memory stall time (system PSI minus the guests' own) passes the
-    /// threshold; kill them when it lasts; thaw when it clears. Also re-clamps caps to
-    /// what the owner can spare.
-    fn watch_memory(&mut self, now: Instant) {
+    /// Pressure (decided by [`guest_memory::PressureWatch`]): freeze guests when
+    /// available memory falls below the owner reserve or the owner's memory stall time
+    /// (system PSI minus the guests' own) passes the threshold; kill them when it lasts;
+    /// thaw when it clears. Also re-clamps caps to what the owner can spare
+    /// ([`guest_memory::reclamp`]).
+    fn watch_memory(&mut self) {
         // Nothing to guard while no guest exists: an idle agent reads no PSI or meminfo
         // here (the stall baseline restarts with the next guest).
-        if self.guests.is_empty() && !self.pressure_frozen {
-            self.pressure.last = None;
+        if self.guests.is_empty() && !self.pressure.frozen() {
+            self.pressure.idle();
             return;
         }
+        let rules = self.memory_rules();
         let mi = memory::meminfo();
-        let reserve = self.cfg.owner_reserve_mib * MIB;
-        let sys = memory::system_stall_us().unwrap_or(0);
-        let guest = self.cgroups.as_ref().and_then(|c| c.memory_stall_us()).unwrap_or(0);
-        let pct = match self.pressure.last {
-            Some((t, s, g)) if now > t => {
-                let owner = sys.saturating_sub(s).saturating_sub(guest.saturating_sub(g));
-                owner as f64 / now.duration_since(t).as_micros().max(1) as f64 * 100.0
-            }
-            _ => 0.0,
+        let stall = StallReading {
+            at: crate::clock::mono_now(),
+            system_us: memory::system_stall_us().unwrap_or(0),
+            guests_us: self.cgroups.as_ref().and_then(|c| c.memory_stall_us()).unwrap_or(0),
         };
-        self.pressure.last = Some((now, sys, guest));
         let active = self.guests.iter().any(|g| !g.stopping);
-        let low = mi.available < reserve;
-        if active && (low || pct > self.cfg.pressure_freeze_pct) {
-            if !self.pressure_frozen {
+        match self.pressure.step(&rules, mi.available, stall, active) {
+            (PressureDecision::Freeze, pct) => {
                 warn!(available_mib = mi.available / MIB, owner_stall_pct = pct, "owner memory under pressure: guests frozen");
-                self.pressure_frozen = true;
-                self.pressure.frozen_since = Some(now);
                 self.set_frozen(true);
-            } else if self.pressure.frozen_since.is_some_and(|t| now.duration_since(t).as_secs() >= self.cfg.pressure_kill_s) {
+            }
+            (PressureDecision::Kill, _) => {
                 warn!("owner memory pressure persists: guests killed");
                 let grace = std::mem::replace(&mut self.kill_grace, Duration::ZERO);
                 self.evict_all();
                 self.kill_grace = grace;
             }
-        } else if self.pressure_frozen && !low && pct < self.cfg.pressure_freeze_pct / 2.0 {
-            info!("owner memory pressure cleared");
-            self.pressure_frozen = false;
-            self.pressure.frozen_since = None;
-            if matches!(self.directive, GuestDirective::Accept | GuestDirective::Linger) {
-                self.set_frozen(false);
+            (PressureDecision::Thaw, _) => {
+                info!("owner memory pressure cleared");
+                if matches!(self.directive, GuestDirective::Accept | GuestDirective::Linger) {
+                    self.set_frozen(false);
+                }
             }
+            (PressureDecision::Hold, _) => {}
         }
         // Caps: each guest may use at most what it has plus what the owner can spare.
         for g in self.guests.iter_mut().filter(|g| !g.stopping) {
             let Some(cg) = &g.cg else { continue };
-            let spare = (mi.available + g.mem).saturating_sub(reserve);
-            let want = g.cap.min(spare).max(MIN_GUEST_BYTES);
-            let cur = g.limit.unwrap_or(u64::MAX);
-            if want < cur || want > cur.saturating_add(cur / 8) {
+            if let Some(want) = guest_memory::reclamp(&rules, mi.available, g.mem, g.cap, g.limit) {
                 match cg.set_memory_limit(want) {
                     Ok(()) => g.limit = cg.memory_limit(),
                     Err(e) => tracing::debug!("re-clamping {}'s memory: {e}", g.id),
@@ -713,13 +686,13 @@ impl GuestHost for LinuxRuntime {
         self.directive = directive;
         match directive {
             GuestDirective::Accept => {
-                if !self.pressure_frozen {
+                if !self.pressure.frozen() {
                     self.set_frozen(false);
                     self.start_admitted();
                 }
             }
             GuestDirective::Linger => {
-                if !self.pressure_frozen {
+                if !self.pressure.frozen() {
                     self.set_frozen(false);
                 }
             }

@@ -1,7 +1,7 @@
 //! "Not allowed now": the owner's calendar, power and heat rules, evaluated on a local
 //! time and a sample handed in by the caller.
 
-use crate::config::Rules;
+use super::config::Rules;
 use crate::sample::Sample;
 use chrono::{Datelike, NaiveDateTime, Timelike};
 use serde::{Deserialize, Serialize};

@@ -18,13 +18,14 @@
 //! - Durations run on the monotonic clock; the local day only moves forward, so setting
 //!   the wall clock back neither resets nor re-counts a day.
 
+pub mod config;
 pub mod rules;
 pub mod window;
 
 use crate::clock::{MonoMs, Now};
-use crate::config::{Config, EvictionMode};
 use crate::sample::{InputEvent, InputSignal, Sample};
 use chrono::{DateTime, NaiveDate, Utc};
+use config::{EvictionMode, PolicyConfig};
 pub use rules::NotAllowedReason;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -282,7 +283,7 @@ pub const DONATE_ARM: Duration = Duration::from_secs(10);
 /// The policy state machine.
 #[derive(Clone, Debug)]
 pub struct Policy {
-    cfg: Config,
+    cfg: PolicyConfig,
     state: StateKind,
     state_since: MonoMs,
     not_allowed: Option<NotAllowedReason>,
@@ -330,7 +331,7 @@ impl Policy {
     /// A fresh policy at `now`, with the day's already-counted interruptions and the
     /// persisted owner settings from the ledger. `boot_id` names the current boot so a
     /// saved monotonic deadline is trusted only within the boot that wrote it.
-    pub fn new(cfg: Config, now: Now, saved: Saved, used_today: u32, boot_id: &str) -> Self {
+    pub fn new(cfg: PolicyConfig, now: Now, saved: Saved, used_today: u32, boot_id: &str) -> Self {
         let today = now.local_date();
         let budget_day = saved.budget_day.map_or(today, |d| d.max(today));
         // Interruptions counted on an earlier day do not carry over.
@@ -387,12 +388,12 @@ impl Policy {
     }
 
     /// The configuration in force.
-    pub fn config(&self) -> &Config {
+    pub fn config(&self) -> &PolicyConfig {
         &self.cfg
     }
 
     /// Replaces the configuration (thresholds, limit, mode, rules) keeping all state.
-    pub fn set_config(&mut self, cfg: Config) {
+    pub fn set_config(&mut self, cfg: PolicyConfig) {
         self.mem = Window::new(Duration::from_secs(cfg.availability.memory_window_s));
         self.util = Window::new(Duration::from_secs(cfg.eviction.linger_window_s));
         self.cfg = cfg;

@@ -3,11 +3,11 @@
 //! day has more interruptions counted than the limit in force, numbers never repeat, and
 //! time under "Donate now" never counts.
 
-use agent_core::clock::{MonoMs, Now};
-use agent_core::config::{Config, EvictionMode};
-use agent_core::policy::{Action, Command, DonateSpan, Event, PauseSpan, Policy, Saved};
-use agent_core::sample::{InputEvent, InputSignal, Sample};
 use chrono::{Duration as CDuration, TimeZone, Utc};
+use lull_core::clock::{MonoMs, Now};
+use lull_core::policy::config::{EvictionMode, PolicyConfig as Config};
+use lull_core::policy::{Action, Command, DonateSpan, Event, PauseSpan, Policy, Saved};
+use lull_core::sample::{InputEvent, InputSignal, Sample};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 

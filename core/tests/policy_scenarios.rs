@@ -3,12 +3,12 @@
 //! directives and counted interruptions out). The trace language is described in
 //! `tests/scenarios/README.md`.
 
-use agent_core::clock::{MonoMs, Now};
-use agent_core::config::Config;
-use agent_core::policy::{Action, Command, DonateSpan, Event, PauseSpan, Policy, Saved};
-use agent_core::sample::{InputEvent, InputSignal, Sample};
 use chrono::{DateTime, Duration as CDuration, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
+use lull_core::clock::{MonoMs, Now};
+use lull_core::policy::config::PolicyConfig as Config;
+use lull_core::policy::{Action, Command, DonateSpan, Event, PauseSpan, Policy, Saved};
+use lull_core::sample::{InputEvent, InputSignal, Sample};
 use std::collections::BTreeMap;
 
 const BOOT: &str = "boot-1";
@@ -200,7 +200,7 @@ impl Runner {
                     sections.entry(sec.to_owned()).or_default().push(format!("{field} = {v}"));
                 }
                 let text: String = sections.iter().map(|(s, f)| format!("[{s}]\n{}\n", f.join("\n"))).collect();
-                self.cfg = Config::from_toml(&text, "scenario").unwrap_or_else(|e| self.fail(e.to_string()));
+                self.cfg = toml::from_str::<Config>(&text).unwrap_or_else(|e| self.fail(e.to_string()));
             }
             "tz" => self.tz = args[0].parse().expect("time zone name"),
             "start" => {
@@ -354,11 +354,11 @@ impl Runner {
 
 fn rewrite_boot(saved: &Saved) -> Saved {
     let mut s = saved.clone();
-    let fix = |d: &mut agent_core::policy::Deadline| d.boot_id = "boot-0-before-reboot".into();
-    if let Some(agent_core::policy::SavedPause::Until(d)) = &mut s.pause {
+    let fix = |d: &mut lull_core::policy::Deadline| d.boot_id = "boot-0-before-reboot".into();
+    if let Some(lull_core::policy::SavedPause::Until(d)) = &mut s.pause {
         fix(d);
     }
-    if let Some(agent_core::policy::SavedDonate::Until(d)) = &mut s.donate {
+    if let Some(lull_core::policy::SavedDonate::Until(d)) = &mut s.donate {
         fix(d);
     }
     s

@@ -1,0 +1,207 @@
+//! The policy's own section of the owner's configuration: the availability definition,
+//! the social contract (budget), the eviction mode and the rules of when the machine may
+//! be used. Pure values with their defaults; the agent's whole configuration file (with
+//! its IO, validation ranges and error messages) lives in `agent-core::config` and holds
+//! these sections unchanged.
+
+use chrono::{NaiveTime, Weekday};
+use serde::{Deserialize, Serialize};
+
+/// Everything the policy reads from the configuration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyConfig {
+    pub availability: Availability,
+    pub budget: Budget,
+    pub eviction: Eviction,
+    pub rules: Rules,
+}
+
+/// How guest work is treated when the owner comes back (seed 000).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "kebab-case")]
+pub enum EvictionMode {
+    /// IE: stop guest work at once (checkpoint signal, then kill after a grace).
+    ImmediateEviction,
+    /// PM: keep it frozen for a fixed pause, then evict if the owner is still there.
+    PauseAndMigrate,
+    /// LL: keep it running at lowest priority while the owner is only lightly active,
+    /// migrating after `T_lingr`.
+    LingerLonger,
+    /// LF: linger and never migrate.
+    LingerForever,
+}
+
+impl EvictionMode {
+    /// The short name used in seed 000 (IE, PM, LL, LF).
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::ImmediateEviction => "IE",
+            Self::PauseAndMigrate => "PM",
+            Self::LingerLonger => "LL",
+            Self::LingerForever => "LF",
+        }
+    }
+}
+
+/// The availability definition and the recruitment threshold (seed 004, §3.4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(default, deny_unknown_fields)]
+pub struct Availability {
+    /// Owner CPU (fraction of the machine) below which the machine can be idle; 1.0
+    /// leaves CPU out of the availability definition.
+    pub owner_cpu_max: f64,
+    /// Window over which owner memory must be steady, seconds.
+    pub memory_window_s: u64,
+    /// Largest growth of owner memory over the window, as a fraction of total memory.
+    pub memory_growth_max: f64,
+    /// Continuous idleness required before guest work is recruited, seconds.
+    pub recruitment_threshold_s: u64,
+}
+
+/// The social contract (seed 004, §3.5).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(default, deny_unknown_fields)]
+pub struct Budget {
+    /// At most this many interruptions per local day; then the machine leaves the pool
+    /// until the next local day.
+    pub interruptions_per_day: u32,
+    /// An owner returning within this many seconds after guest work finished still
+    /// counts as interrupted (they may find their state changed by it).
+    pub after_guest_window_s: u64,
+}
+
+/// What happens to guest work when the owner returns (seed 000).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(default, deny_unknown_fields)]
+pub struct Eviction {
+    pub mode: EvictionMode,
+    /// Owner utilisation h (over `linger_window_s`) up to which lingering is allowed.
+    pub linger_cpu_max: f64,
+    /// Window for the owner utilisation h, seconds.
+    pub linger_window_s: u64,
+    /// PM: how long guest work stays frozen before it is evicted, seconds.
+    pub pause_s: u64,
+    /// Estimated migration cost T_migr = suspend + image/bandwidth + resume, seconds,
+    /// until the guest runtime measures one.
+    pub migration_cost_s: u64,
+    /// Seconds between the checkpoint signal and the kill.
+    pub kill_grace_s: u64,
+}
+
+/// When the machine may be used at all.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(default, deny_unknown_fields)]
+pub struct Rules {
+    /// Donate while running on battery (default false: "not on battery").
+    pub allow_on_battery: bool,
+    /// No guest work while the hottest CPU sensor is at or above this, °C.
+    pub cpu_temp_max_c: f64,
+    /// Allowed hours per weekday, e.g. `mon = ["09:00-12:00", "13:00-17:00"]`. A day
+    /// not listed is allowed all day; an empty list means not at all that day.
+    pub hours: AllowedHours,
+}
+
+/// Allowed hours, one list of `HH:MM-HH:MM` ranges per weekday.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(default, deny_unknown_fields)]
+pub struct AllowedHours {
+    pub mon: Option<Vec<String>>,
+    pub tue: Option<Vec<String>>,
+    pub wed: Option<Vec<String>>,
+    pub thu: Option<Vec<String>>,
+    pub fri: Option<Vec<String>>,
+    pub sat: Option<Vec<String>>,
+    pub sun: Option<Vec<String>>,
+}
+
+impl Default for Availability {
+    fn default() -> Self {
+        Self { owner_cpu_max: 0.20, memory_window_s: 60, memory_growth_max: 0.05, recruitment_threshold_s: 180 }
+    }
+}
+impl Default for Budget {
+    fn default() -> Self {
+        Self { interruptions_per_day: 5, after_guest_window_s: 60 }
+    }
+}
+impl Default for Eviction {
+    fn default() -> Self {
+        Self {
+            mode: EvictionMode::LingerLonger,
+            linger_cpu_max: 0.20,
+            linger_window_s: 10,
+            pause_s: 300,
+            migration_cost_s: 30,
+            kill_grace_s: 10,
+        }
+    }
+}
+impl Default for Rules {
+    fn default() -> Self {
+        Self { allow_on_battery: false, cpu_temp_max_c: 90.0, hours: AllowedHours::default() }
+    }
+}
+
+/// A parsed allowed-hours range within one day, `[start, end)` in minutes from midnight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MinuteRange {
+    pub start: u16,
+    pub end: u16,
+}
+
+fn parse_hhmm(s: &str) -> Option<u16> {
+    if s == "24:00" {
+        return Some(24 * 60);
+    }
+    let t = NaiveTime::parse_from_str(s, "%H:%M").ok()?;
+    Some((chrono::Timelike::hour(&t) * 60 + chrono::Timelike::minute(&t)) as u16)
+}
+
+/// Parses one `HH:MM-HH:MM` range (end after start; `24:00` allowed as end).
+pub fn parse_range(s: &str) -> Option<MinuteRange> {
+    let (a, b) = s.trim().split_once('-')?;
+    let (start, end) = (parse_hhmm(a.trim())?, parse_hhmm(b.trim())?);
+    (start < end && start < 24 * 60).then_some(MinuteRange { start, end })
+}
+
+impl AllowedHours {
+    fn day(&self, wd: Weekday) -> (&'static str, &Option<Vec<String>>) {
+        match wd {
+            Weekday::Mon => ("mon", &self.mon),
+            Weekday::Tue => ("tue", &self.tue),
+            Weekday::Wed => ("wed", &self.wed),
+            Weekday::Thu => ("thu", &self.thu),
+            Weekday::Fri => ("fri", &self.fri),
+            Weekday::Sat => ("sat", &self.sat),
+            Weekday::Sun => ("sun", &self.sun),
+        }
+    }
+
+    /// The allowed ranges for a weekday; `None` means all day.
+    pub fn ranges(&self, wd: Weekday) -> Option<Vec<MinuteRange>> {
+        self.day(wd).1.as_ref().map(|v| v.iter().filter_map(|s| parse_range(s)).collect())
+    }
+
+    /// The first entry that is not a valid range, as (dotted field, message).
+    pub fn first_invalid(&self) -> Option<(String, String)> {
+        for wd in [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri, Weekday::Sat, Weekday::Sun] {
+            let (name, v) = self.day(wd);
+            for (i, s) in v.iter().flatten().enumerate() {
+                if parse_range(s).is_none() {
+                    return Some((
+                        format!("rules.hours.{name}[{i}]"),
+                        format!("{s:?} is not a range like \"09:00-17:30\" (HH:MM-HH:MM, end after start, 00:00..=24:00)"),
+                    ));
+                }
+            }
+        }
+        None
+    }
+}
