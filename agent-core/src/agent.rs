@@ -247,6 +247,13 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         let sink = sink.clone();
         let stopped = input_stopped.clone();
         let spawned = std::thread::Builder::new().name(format!("input-{bname}")).spawn(move || {
+            // Woken by the owner's first event while their build loads every core, this
+            // thread must run at once: it freezes the guests (see `latency`).
+            match crate::latency::short_slice_for_this_thread() {
+                Ok(true) => tracing::debug!("input thread {bname}: short scheduler slice"),
+                Ok(false) => {}
+                Err(e) => tracing::info!("input thread {bname}: no short scheduler slice on this kernel ({e})"),
+            }
             let why = match backend.run(sink) {
                 Err(e) => e.to_string(),
                 Ok(()) => "ended".to_string(),

@@ -20,6 +20,7 @@ pub mod data_lock;
 pub mod footprint;
 pub mod guest;
 pub mod input;
+pub mod latency;
 pub mod ledger;
 pub mod logging;
 pub mod message;

@@ -26,7 +26,7 @@ use clap::Args;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -348,6 +348,17 @@ struct CaseResult {
     early: usize,
     /// When the kernel reported the guest's cgroup frozen (or empty), after the motion.
     frozen_ms: Vec<f64>,
+    /// When the agent asked for the freeze (`cgroup.freeze` read back "1"), after the
+    /// motion: the X server's delivery plus the agent's input thread. The rest of the
+    /// frozen time is the kernel reaching every guest task.
+    asked_ms: Vec<f64>,
+    /// When a separate X client at normal priority (standing for any client of the
+    /// owner's session, and for the agent's connection) received the motion as an XI2
+    /// raw event: the X server's part of `asked_ms`.
+    x_ms: Vec<f64>,
+    /// Per round, from the listener's receipt to the freeze request: the agent's own part
+    /// (its input thread woken by the same delivery, then the write to `cgroup.freeze`).
+    agent_ms: Vec<f64>,
     wrong_cause: usize,
     no_start: usize,
 }
@@ -386,11 +397,37 @@ impl Load {
     }
 }
 
+/// The returning owner's side of X: the XTest connection that sends the motion and the
+/// listener's clock of when X delivered it.
+struct Returner<C> {
+    xtest: C,
+    root: u32,
+    seen: Arc<AtomicU64>,
+}
+
+/// A separate X client on its own thread at normal priority, selecting XI2 raw input
+/// like the agent's backend: the time (`mono_ns`) it last received an event.
+fn x_listener(display: &str) -> Result<Arc<AtomicU64>> {
+    use x11rb::connection::Connection as _;
+    let (conn, screen) = x11rb::connect(Some(display)).context("connecting the X listener")?;
+    agent_core::input::x11::select_raw_input(&conn, screen).map_err(|e| anyhow::anyhow!("selecting raw input: {e}"))?;
+    conn.flush()?;
+    let seen = Arc::new(AtomicU64::new(0));
+    let out = seen.clone();
+    std::thread::Builder::new().name("x-listener".into()).spawn(move || {
+        while let Ok(ev) = conn.wait_for_event() {
+            if agent_core::input::x11::is_raw_input(&ev) {
+                let _ = out.compare_exchange(0, mono_ns(), Ordering::SeqCst, Ordering::SeqCst);
+            }
+        }
+    })?;
+    Ok(seen)
+}
+
 /// One round: wait for a running guest, send the motion, start the load, time the stop.
 fn round(
     inst: &Instance,
-    xtest: &impl x11rb::connection::Connection,
-    root: u32,
+    x: &Returner<impl x11rb::connection::Connection>,
     load: usize,
     donate: bool,
     i: usize,
@@ -424,15 +461,16 @@ fn round(
         if !populated || frozen {
             return None;
         }
+        let freeze = std::fs::File::open(cg.join("cgroup.freeze")).ok()?;
         let hb = std::fs::File::open(inst.heartbeat_file()?).ok()?;
         let a = read_heartbeat(&hb)?;
         std::thread::sleep(Duration::from_millis(20));
-        (read_heartbeat(&hb)? > a).then_some(Some((events, hb)))
+        (read_heartbeat(&hb)? > a).then_some(Some((events, freeze, hb)))
     });
     if matches!(running, Ok(None)) {
         bail!("the agent is out of today's interruption budget ({BUDGET}): no guest can start");
     }
-    let Ok(Some((events, hb))) = running else {
+    let Ok(Some((events, freeze, hb))) = running else {
         r.no_start += 1;
         return Ok(());
     };
@@ -451,13 +489,19 @@ fn round(
         r.early += 1;
         return Ok(());
     }
+    let (xtest, root, x_seen) = (&x.xtest, x.root, &*x.seen);
+    x_seen.store(0, Ordering::SeqCst);
     let t0 = mono_ns();
     let dx = if i % 2 == 0 { 4 } else { -4 };
     xtest.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 1, x11rb::CURRENT_TIME, root, dx, 0, 0)?;
     xtest.flush()?;
     let owner = Load::start(load);
     let mut stopped = None;
+    let mut asked = None;
     while mono_ns() - t0 < 1_000_000_000 {
+        if asked.is_none() && freeze.read_at(&mut buf[..1], 0).is_ok_and(|n| n == 1) && buf[0] == b'1' {
+            asked = Some(mono_ns());
+        }
         let (populated, frozen) = events_say(&events, &mut buf);
         if !populated || frozen {
             // The kernel says frozen (or empty) only once every task has stopped, so no
@@ -479,6 +523,14 @@ fn round(
             // When the kernel confirmed every task frozen: later under load, as a
             // SCHED_IDLE task must be scheduled once to reach the freezer.
             r.frozen_ms.push(at.saturating_sub(t0) as f64 / 1e6);
+            r.asked_ms.push(asked.unwrap_or(at).saturating_sub(t0) as f64 / 1e6);
+            let seen = x_seen.load(Ordering::SeqCst);
+            if seen != 0 {
+                r.x_ms.push(seen.saturating_sub(t0) as f64 / 1e6);
+                if let Some(asked) = asked {
+                    r.agent_ms.push(asked.saturating_sub(seen) as f64 / 1e6);
+                }
+            }
         }
     }
     if !donate {
@@ -531,6 +583,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     let display = display.as_str();
     let (xtest, screen) = x11rb::connect(Some(display)).context("connecting to the X display")?;
     let root = xtest.setup().roots[screen].root;
+    let returner = Returner { seen: x_listener(display)?, xtest, root };
     // The measuring thread runs SCHED_FIFO so its own wake-ups on a loaded machine do not
     // count. RESET_ON_FORK: the processes it starts (agent, coordinator, hence guests) and
     // the owner's load threads get the normal policy, as on an owner's desktop.
@@ -572,20 +625,26 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
                 inst = Some(start_instance(agent, mode, display, n * 1000 + i)?);
             }
             let current = inst.as_ref().context("no instance")?;
-            round(current, &xtest, root, *load, *donate, i, &mut r).with_context(|| format!("case {label}, round {i}"))?;
+            round(current, &returner, *load, *donate, i, &mut r).with_context(|| format!("case {label}, round {i}"))?;
             bar.inc(1);
         }
         drop(inst);
         let measured = r.latencies_ms.len();
         let (p50, p99, max) = (pct(&mut r.latencies_ms, 0.5), pct(&mut r.latencies_ms, 0.99), pct(&mut r.latencies_ms, 1.0));
         let frozen = (pct(&mut r.frozen_ms, 0.5), pct(&mut r.frozen_ms, 0.99), pct(&mut r.frozen_ms, 1.0));
+        let asked = (pct(&mut r.asked_ms, 0.5), pct(&mut r.asked_ms, 0.99), pct(&mut r.asked_ms, 1.0));
+        let x = (pct(&mut r.x_ms, 0.5), pct(&mut r.x_ms, 0.99), pct(&mut r.x_ms, 1.0));
+        let agent_part = (pct(&mut r.agent_ms, 0.5), pct(&mut r.agent_ms, 0.99), pct(&mut r.agent_ms, 1.0));
         let ok = r.missed == 0 && r.no_start == 0 && r.early == 0 && r.wrong_cause == 0 && p99 <= 5.0;
         all_ok &= ok;
         rows.push(serde_json::json!({
             "agent": agent, "offer": if *donate { "donate-now" } else { "recruit" }, "mode": if *donate { "-" } else { mode.as_str() },
             "load_cores": load, "rounds": a.rounds, "measured": measured, "missed": r.missed, "no_start": r.no_start, "stopped_early": r.early,
             "wrong_cause": r.wrong_cause, "p50_ms": p50, "p99_ms": p99, "max_ms": max,
-            "frozen_p50_ms": frozen.0, "frozen_p99_ms": frozen.1, "frozen_max_ms": frozen.2, "goal_met": ok,
+            "frozen_p50_ms": frozen.0, "frozen_p99_ms": frozen.1, "frozen_max_ms": frozen.2,
+            "asked_p50_ms": asked.0, "asked_p99_ms": asked.1, "asked_max_ms": asked.2,
+            "x_delivered_p50_ms": x.0, "x_delivered_p99_ms": x.1, "x_delivered_max_ms": x.2,
+            "agent_part_p50_ms": agent_part.0, "agent_part_p99_ms": agent_part.1, "agent_part_max_ms": agent_part.2, "goal_met": ok,
         }));
         if a.json {
             // A long run shows each case as it ends (stdout gets the whole result at the end).
@@ -603,11 +662,11 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         outln!("{result}");
     } else {
         outln!(
-            "owner return: one XTest motion (separate client) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; {} rounds per case",
+            "owner return: one XTest motion (separate client) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; X p99: when a separate X client got the motion (the X server's part); agent p99: from then to the agent's freeze request; {} rounds per case",
             a.rounds
         );
         outln!(
-            "{:<6} {:<10} {:<5} {:>4} {:>8} {:>8} {:>8} {:>9} {:>6} {:>8} {:>7} {:>11}",
+            "{:<6} {:<10} {:<5} {:>4} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>6} {:>8} {:>7} {:>11}",
             "agent",
             "offer",
             "mode",
@@ -616,6 +675,8 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
             "p99 ms",
             "max ms",
             "frozen p99",
+            "X p99",
+            "agent p99",
             "missed",
             "no start",
             "early",
@@ -624,7 +685,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
         for r in result["cases"].as_array().into_iter().flatten() {
             outln!(
-                "{:<6} {:<10} {:<5} {:>4} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>6} {:>8} {:>7} {:>11}",
+                "{:<6} {:<10} {:<5} {:>4} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>8.3} {:>9.3} {:>6} {:>8} {:>7} {:>11}",
                 r["agent"].as_str().unwrap_or(""),
                 r["offer"].as_str().unwrap_or(""),
                 r["mode"].as_str().unwrap_or(""),
@@ -633,6 +694,8 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
                 r["p99_ms"].as_f64().unwrap_or(0.0),
                 r["max_ms"].as_f64().unwrap_or(0.0),
                 r["frozen_p99_ms"].as_f64().unwrap_or(0.0),
+                r["x_delivered_p99_ms"].as_f64().unwrap_or(0.0),
+                r["agent_part_p99_ms"].as_f64().unwrap_or(0.0),
                 n(r, "missed"),
                 n(r, "no_start"),
                 n(r, "stopped_early"),
