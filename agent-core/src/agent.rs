@@ -144,6 +144,15 @@ pub struct AgentSetup {
     /// The coordinator the agent is linked to, for `lull status` (the link itself runs
     /// beside the driver: [`crate::assembly`]).
     pub coordinator: Option<control::CoordinatorLink>,
+    /// Where the driver publishes whether it wants guest work now
+    /// ([`crate::coordinator_client::may_lease_now`]), after every step: the link's job
+    /// slots wait on it instead of asking the agent's status every second.
+    pub accepting: Option<tokio::sync::watch::Sender<bool>>,
+    /// The data directory's lock, held for the driver's life; every other sampling tick
+    /// the driver checks the directory is still in place (removed under the agent, it
+    /// says so and stops with [`AgentError::DataDirGone`] rather than account into files
+    /// that no longer exist). No timer of its own: it rides on the sampling tick.
+    pub data_lock: Option<crate::data_lock::DataDirLock>,
 }
 
 type ControlMsg = (Request, oneshot::Sender<Response>);
@@ -176,6 +185,8 @@ struct Driver {
     /// Backends that stopped (name, why), written by their threads.
     input_stopped: Arc<std::sync::Mutex<Vec<(String, String)>>>,
     coordinator: Option<control::CoordinatorLink>,
+    /// Whether guest work is wanted now, for the coordinator link's job slots.
+    accepting: Option<tokio::sync::watch::Sender<bool>>,
     /// A `lull run --now` job's guest while its unsaved donate-now offer lasts.
     transient_donate: Option<String>,
     /// Whether the sensors have had their first (discarded) reading.
@@ -202,7 +213,7 @@ pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Resul
 /// (from the coordinator link) as guests.
 pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
     let mut job_rx = jobs;
-    let AgentSetup { paths, config, input_backends, guests, observer, coordinator } = setup;
+    let AgentSetup { paths, config, input_backends, guests, observer, coordinator, accepting, data_lock } = setup;
     let clock = SystemClock;
     let now = clock.now();
     let boot = boot_id();
@@ -292,6 +303,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         input_names,
         input_stopped,
         coordinator,
+        accepting,
         transient_donate: None,
         primed: false,
         trace_buf: Vec::new(),
@@ -317,10 +329,22 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
     debug!(timer = tick.kind(), "sampling tick");
     tokio::pin!(shutdown);
     let mut input_open = true;
+    let mut ticks = 0u64;
+    let mut gone = None;
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
-            _ = tick.tick() => d.on_tick(&mut sensors),
+            _ = tick.tick() => {
+                d.on_tick(&mut sensors);
+                ticks += 1;
+                if let Some(lock) = data_lock.as_ref().filter(|_| ticks % 2 == 0) {
+                    if !lock.still_in_place() {
+                        error!("the data directory {} was removed while the agent ran: stopping", d.paths.data_dir.display());
+                        gone = Some(d.paths.data_dir.display().to_string());
+                        break;
+                    }
+                }
+            }
             ev = in_rx.recv(), if input_open => match ev {
                 Some(ev) => {
                     d.trace_input = true;
@@ -339,7 +363,11 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         }
     }
     d.shutdown();
-    Ok(())
+    drop(data_lock);
+    match gone {
+        Some(path) => Err(AgentError::DataDirGone { path }),
+        None => Ok(()),
+    }
 }
 
 impl Driver {
@@ -538,6 +566,10 @@ impl Driver {
             }
         }
         self.armed.store(self.policy.freeze_on_input(), Ordering::Release);
+        if let Some(tx) = &self.accepting {
+            let wanted = crate::coordinator_client::may_lease_now(self.policy.state(), self.policy.directive());
+            tx.send_if_modified(|cur| std::mem::replace(cur, wanted) != wanted);
+        }
     }
 
     fn status(&mut self) -> AgentStatus {

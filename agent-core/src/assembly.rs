@@ -16,7 +16,6 @@ use crate::paths::Paths;
 use std::future::Future;
 
 /// How often the agent checks that its data directory is still there.
-const DATA_DIR_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Which coordinator the agent links to.
 #[derive(Debug, Clone)]
@@ -84,7 +83,7 @@ pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<Complete
         Link::With(c) => Some(c),
     };
     let coordinator = link.as_ref().map(|c| CoordinatorLink { url: c.url.clone(), agent_id: c.agent_id.clone() });
-    let setup = agent::AgentSetup { paths, config, input_backends, guests, observer, coordinator };
+    let setup = agent::AgentSetup { paths, config, input_backends, guests, observer, coordinator, accepting: None, data_lock: None };
     Ok(CompleteAgent { setup, link, lock })
 }
 
@@ -115,16 +114,19 @@ impl CompleteAgent {
     /// Runs the driver and, when linked, the coordinator link (heartbeats, records,
     /// leased tasks run as guests) until `shutdown` resolves or the driver stops.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
-        let Self { setup, link, lock } = self;
+        let Self { mut setup, link, lock } = self;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
         let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
         let jobs = link.is_some().then_some(job_rx);
-        let job_link = JobLink { jobs: job_tx, max_jobs: setup.config.guests.max_jobs };
+        let (accepting_tx, accepting) = tokio::sync::watch::channel(false);
+        setup.accepting = Some(accepting_tx);
+        // The driver checks on its own tick that the data directory is still there.
+        setup.data_lock = Some(lock);
+        let job_link = JobLink { jobs: job_tx, max_jobs: setup.config.guests.max_jobs, accepting };
         let paths = setup.paths.clone();
-        let data_dir = paths.data_dir.clone();
         let retention = crate::retention::run(paths.work_root(), setup.config.guests.retention_days);
         let driver = async {
             let r = agent::run_with_jobs(setup, jobs, stopped(stop_rx.clone())).await;
@@ -152,29 +154,7 @@ impl CompleteAgent {
                 _ = stopped(stop_rx.clone()) => {}
             }
         };
-        // The data directory removed under the running agent: say so and stop cleanly
-        // rather than account into files that no longer exist.
-        let gone = std::sync::atomic::AtomicBool::new(false);
-        let guard = async {
-            let mut every = tokio::time::interval(DATA_DIR_CHECK);
-            loop {
-                tokio::select! {
-                    _ = every.tick() => {
-                        if !lock.still_in_place() {
-                            tracing::error!("the data directory {} was removed while the agent ran: stopping", data_dir.display());
-                            gone.store(true, std::sync::atomic::Ordering::Relaxed);
-                            let _ = stop_tx.send(true);
-                            break;
-                        }
-                    }
-                    _ = stopped(stop_rx.clone()) => break,
-                }
-            }
-        };
-        let (r, _, _, _, _) = tokio::join!(driver, linked, watch, cleaner, guard);
-        if gone.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(AgentError::DataDirGone { path: data_dir.display().to_string() });
-        }
+        let (r, _, _, _) = tokio::join!(driver, linked, watch, cleaner);
         r
     }
 }

@@ -262,8 +262,14 @@ pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_b
 /// Whether the agent wants guest work now: the policy accepts guests and the machine is
 /// recruitable or already donating.
 pub fn may_lease(status: &control::AgentStatus) -> bool {
+    may_lease_now(status.policy.state, status.policy.directive)
+}
+
+/// [`may_lease`] from the policy's state and directive (what the driver publishes after
+/// each step).
+pub fn may_lease_now(state: crate::policy::StateKind, directive: crate::policy::GuestDirective) -> bool {
     use crate::policy::{GuestDirective, StateKind};
-    status.policy.directive == GuestDirective::Accept && matches!(status.policy.state, StateKind::Recruitable | StateKind::Donating)
+    directive == GuestDirective::Accept && matches!(state, StateKind::Recruitable | StateKind::Donating)
 }
 
 /// A leased task's guest spec: its command, arguments and environment (plus
@@ -352,18 +358,25 @@ where
 pub struct JobLink {
     pub jobs: mpsc::Sender<JobRequest>,
     pub max_jobs: u32,
+    /// Whether the driver wants guest work now ([`may_lease_now`]), updated on every
+    /// step: a slot sleeps on it until the machine is recruitable, with no polling.
+    pub accepting: tokio::sync::watch::Receiver<bool>,
 }
 
 /// One job slot: leases a task while the policy accepts guest work and runs it as a
 /// guest through the driver, then the next.
-async fn run_jobs(client: &CoordinatorClient, paths: &Paths, jobs: mpsc::Sender<JobRequest>) {
+async fn run_jobs(
+    client: &CoordinatorClient,
+    paths: &Paths,
+    jobs: mpsc::Sender<JobRequest>,
+    mut accepting: tokio::sync::watch::Receiver<bool>,
+) {
     let mut backoff = Duration::from_secs(1);
     loop {
-        let socket = paths.socket.clone();
-        let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
-        if !matches!(&status, Ok(Ok(Response::Status(s))) if may_lease(s)) {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            continue;
+        // Asleep until the driver says guest work is wanted (no wake-up meanwhile); the
+        // driver gone (its sender dropped) ends the slot.
+        if accepting.wait_for(|wanted| *wanted).await.is_err() {
+            return;
         }
         match client.lease(free_memory(), LEASE_WAIT).await {
             Ok(None) => backoff = Duration::from_secs(1),
@@ -371,9 +384,7 @@ async fn run_jobs(client: &CoordinatorClient, paths: &Paths, jobs: mpsc::Sender<
                 backoff = Duration::from_secs(1);
                 // The owner may have come back during the long-poll: give the task back
                 // at once rather than hold it while it cannot run.
-                let socket = paths.socket.clone();
-                let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
-                if matches!(&status, Ok(Ok(Response::Status(s))) if may_lease(s)) {
+                if *accepting.borrow_and_update() {
                     run_task(client, paths, &jobs, task).await;
                 } else {
                     tracing::info!(job = task.job_id, "the machine stopped accepting guest work during the lease; task given back");
@@ -505,8 +516,8 @@ pub async fn run_link(
                 // Dropped at shutdown, the set aborts its slots.
                 let mut slots = tokio::task::JoinSet::new();
                 for _ in 0..link.max_jobs.max(1) {
-                    let (client, paths, jobs) = (client.clone(), paths.clone(), link.jobs.clone());
-                    slots.spawn(async move { run_jobs(&client, &paths, jobs).await });
+                    let (client, paths, jobs, accepting) = (client.clone(), paths.clone(), link.jobs.clone(), link.accepting.clone());
+                    slots.spawn(async move { run_jobs(&client, &paths, jobs, accepting).await });
                 }
                 while slots.join_next().await.is_some() {}
             }
