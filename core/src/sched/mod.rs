@@ -1,1 +1,73 @@
-//! The coordinator's scheduler (placeholder: being written).
+//! The coordinator's scheduler: which queued job starts on which donated machines.
+//!
+//! Pure: no IO, no clock, no threads, no OS randomness. Time comes in as [`Millis`]
+//! (milliseconds since the Unix epoch, chosen by the driver: the coordinator's clock or a
+//! simulator's virtual time); durations are seconds as `f64`.
+//!
+//! # Model
+//! * **Jobs** ([`JobSpec`]): sequential (width 1) or gangs (width k > 1, all members at
+//!   once on k distinct machines, or none), identified for runtime history by their
+//!   program name ([`program_id`]).
+//! * **Machines** ([`Machine`]): base speed `S_b`, owner load, free memory, the owner's
+//!   interruptions left today, allowed/available flags, idle-since, slots.
+//! * **Events** ([`Event`]) go in through [`Scheduler::handle`]; a **pass**
+//!   ([`Scheduler::pass`]) returns [`Assignment`]s and marks those jobs running.
+//! * **Algorithms** ([`Algorithm`]): the six of seed 002 — FIFO, FirstFit, Random, SPT,
+//!   LPT and FIFO with backfilling (the default) — choose *which* job; **placement**
+//!   ([`placement`]) is shared: greedy, fastest effective speed `S_b × (1 − load)` first,
+//!   ties to more interruptions left, then longer idle, then lower id; never on a machine
+//!   that is unavailable, not allowed, out of interruption budget, full or short of memory.
+//! * **Prediction** ([`predict`]): normtime `Σ S_b · cpu_seconds` per finished job,
+//!   last-two average per program, runtime `T_norm / (n · S_min)`, doubled when outlived,
+//!   error tracked per program ([`ProgramStats`]).
+//!
+//! # Driving it
+//! ```
+//! use lull_core::sched::*;
+//! let mut s = Scheduler::new(SchedConfig::default()).unwrap();
+//! let t0 = Millis::from_secs(1_700_000_000);
+//! s.handle(t0, Event::MachineUpdated(Machine::new(1, "ada", 1.5))).unwrap();
+//! s.handle(t0, Event::JobSubmitted(JobSpec::sequential(7, "povray", t0).with_estimate(60.0))).unwrap();
+//! let a = s.pass(t0);
+//! assert_eq!(a[0].machines, vec![MachineId(1)]);
+//! assert_eq!(a[0].predicted_runtime_s, 40.0); // 60 s at speed 1 on a speed-1.5 machine
+//! let t1 = Millis::from_secs(1_700_000_041);
+//! s.handle(t1, Event::JobFinished { job: JobId(7), machine: MachineId(1), cpu_seconds: 41.0, wall_seconds: 41.0 }).unwrap();
+//! assert_eq!(s.predictor().history("povray").unwrap().last_two_average(), Some(61.5));
+//! ```
+//! The driver feeds every event as it learns it (with its own `now`), runs a pass after
+//! any event that can free capacity or add work (submission, finish, failure, eviction,
+//! machine update) and at least periodically (a pass also corrects outlived predictions),
+//! and turns each assignment into one lease per machine. Passes are cheap: see
+//! `benches/sched.rs`.
+
+#![deny(missing_docs)]
+
+mod assignment;
+mod backfill;
+mod config;
+mod error;
+mod event;
+mod hash;
+mod job;
+mod machine;
+mod pass;
+pub mod placement;
+pub mod predict;
+mod rng;
+mod scheduler;
+mod time;
+
+pub use assignment::{Assignment, Reason};
+pub use backfill::Reservation;
+pub use config::{Algorithm, PredictConfig, SchedConfig, DEFAULT_RANDOM_SEED};
+pub use error::SchedError;
+pub use event::{Event, Stop, StopWhy};
+pub use hash::{IdHasher, IdMap, IdSet};
+pub use job::{program_id, Job, JobId, JobSpec, Member, RunningJob};
+pub use machine::{clamp_load, Machine, MachineId};
+pub use placement::{check_eligible, placement_order, rank_key, rank_machines, Ineligible, RankKey};
+pub use predict::{Prediction, PredictionSource, Predictor, ProgramHistory, ProgramStats};
+pub use rng::SplitMix64;
+pub use scheduler::Scheduler;
+pub use time::Millis;

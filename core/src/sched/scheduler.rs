@@ -1,0 +1,369 @@
+//! The scheduler's state and its event handling: queued jobs, machines, running jobs.
+//!
+//! [`Scheduler::handle`] applies one [`Event`] at `now`; [`Scheduler::pass`] (in
+//! `pass.rs`) decides which jobs start. Both are deterministic functions of the
+//! configuration and the sequence of `(now, event)` and `pass(now)` calls.
+//!
+//! Bookkeeping kept here, beside what the driver reports:
+//! * the queue, ordered by (`submitted_at`, arrival order at the scheduler); a job that
+//!   fails or is evicted goes back at its original position;
+//! * per machine, the guests the scheduler placed there and the memory they declared
+//!   (`Machine::free_memory` is understood to exclude guests, so a machine's free memory
+//!   for a new member is `free_memory − declared needs of its guests`);
+//! * the eligible machines with a free slot, in placement order (`BTreeSet<RankKey>`);
+//! * the running jobs, by predicted end (`BTreeSet<(Millis, JobId)>`).
+
+use super::backfill::Reservation;
+use super::config::SchedConfig;
+use super::error::SchedError;
+use super::event::{Event, Stop, StopWhy};
+use super::hash::IdMap;
+use super::job::{Job, JobId, JobSpec};
+use super::machine::{Machine, MachineId};
+use super::placement::{check_eligible, rank_key, Ineligible, RankKey};
+use super::predict::{Predictor, ProgramStats};
+use super::rng::SplitMix64;
+use super::time::Millis;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Queue position: (`submitted_at`, arrival sequence number).
+pub(super) type QueueKey = (Millis, u64);
+
+#[derive(Clone, Debug)]
+pub(super) struct MachineEntry {
+    pub(super) m: Machine,
+    /// One entry per task (a job has at most one member per machine).
+    pub(super) guests: Vec<JobId>,
+    /// Σ declared memory of the guests, bytes.
+    pub(super) memory_in_use: u64,
+    pub(super) last_seen: Millis,
+    /// The key under which the machine sits in the index, if it does.
+    pub(super) key: Option<RankKey>,
+}
+
+impl MachineEntry {
+    pub(super) fn free_memory(&self) -> u64 {
+        self.m.free_memory.saturating_sub(self.memory_in_use)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct JobEntry {
+    pub(super) job: Job,
+    pub(super) key: QueueKey,
+}
+
+/// The scheduler of one pool. See the [module docs](super) for the model.
+#[derive(Clone, Debug)]
+pub struct Scheduler {
+    pub(super) config: SchedConfig,
+    pub(super) predictor: Predictor,
+    pub(super) rng: SplitMix64,
+    pub(super) machines: IdMap<MachineId, MachineEntry>,
+    /// Machines whose contract allows guests and that have a free slot.
+    pub(super) index: BTreeSet<RankKey>,
+    pub(super) jobs: IdMap<JobId, JobEntry>,
+    pub(super) queue: BTreeMap<QueueKey, JobId>,
+    /// Running jobs by predicted end.
+    pub(super) ends: BTreeSet<(Millis, JobId)>,
+    pub(super) next_seq: u64,
+    pub(super) reservation: Option<Reservation>,
+}
+
+impl Scheduler {
+    /// An empty scheduler, after checking `config`.
+    pub fn new(config: SchedConfig) -> Result<Scheduler, SchedError> {
+        config.validate()?;
+        Ok(Scheduler {
+            predictor: Predictor::new(config.predict.clone()),
+            rng: SplitMix64::new(config.random_seed),
+            config,
+            machines: IdMap::default(),
+            index: BTreeSet::new(),
+            jobs: IdMap::default(),
+            queue: BTreeMap::new(),
+            ends: BTreeSet::new(),
+            next_seq: 0,
+            reservation: None,
+        })
+    }
+
+    /// Applies one event at `now`. Returns the tasks the driver must stop because of it
+    /// (other members of a requeued gang, members of a cancelled job); usually empty. On
+    /// error nothing changed.
+    pub fn handle(&mut self, now: Millis, event: Event) -> Result<Vec<Stop>, SchedError> {
+        match event {
+            Event::JobSubmitted(spec) => self.submit(spec).map(|()| Vec::new()),
+            Event::JobFinished { job, machine, cpu_seconds, wall_seconds } => {
+                self.finish(job, machine, cpu_seconds, wall_seconds).map(|()| Vec::new())
+            }
+            Event::JobFailed { job, machine } => {
+                self.check_member(job, machine)?;
+                self.jobs.get_mut(&job).expect("checked").job.failures += 1;
+                Ok(self.requeue(job, Some(machine)))
+            }
+            Event::TaskEvicted { job, machine, cpu_seconds } => {
+                if !(cpu_seconds.is_finite() && cpu_seconds >= 0.0) {
+                    return Err(SchedError::InvalidReport { job, why: "cpu_seconds must be a non-negative number" });
+                }
+                self.check_member(job, machine)?;
+                let s_b = self.machines.get(&machine).map_or(0.0, |e| e.m.base_speed);
+                let j = &mut self.jobs.get_mut(&job).expect("checked").job;
+                j.evictions += 1;
+                if j.spec.checkpointable && j.spec.width == 1 {
+                    j.credited_normtime_s += s_b * cpu_seconds;
+                }
+                Ok(self.requeue(job, Some(machine)))
+            }
+            Event::JobCancelled { job } => self.cancel(job),
+            Event::MachineUpdated(m) => self.update_machine(now, m).map(|()| Vec::new()),
+            Event::MachineLost { machine } => self.lose_machine(machine),
+            Event::Heartbeat { machine } => {
+                let e = self.machines.get_mut(&machine).ok_or(SchedError::UnknownMachine(machine))?;
+                e.last_seen = e.last_seen.max(now);
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    fn submit(&mut self, spec: JobSpec) -> Result<(), SchedError> {
+        let id = spec.id;
+        if self.jobs.contains_key(&id) {
+            return Err(SchedError::DuplicateJob(id));
+        }
+        if spec.width == 0 {
+            return Err(SchedError::InvalidJob { job: id, why: "width must be at least 1" });
+        }
+        if spec.user_estimate_s.is_some_and(|e| !(e.is_finite() && e >= 0.0)) {
+            return Err(SchedError::InvalidJob { job: id, why: "the estimate must be a non-negative number of seconds" });
+        }
+        let key = (spec.submitted_at, self.next_seq);
+        self.next_seq += 1;
+        self.queue.insert(key, id);
+        self.jobs.insert(id, JobEntry { job: Job::new(spec), key });
+        Ok(())
+    }
+
+    /// The job runs and has an unfinished member on `machine`.
+    fn check_member(&self, job: JobId, machine: MachineId) -> Result<(), SchedError> {
+        let entry = self.jobs.get(&job).ok_or(SchedError::UnknownJob(job))?;
+        let run = entry.job.running.as_ref().ok_or(SchedError::NotRunning(job))?;
+        if run.members.iter().any(|m| m.machine == machine && !m.finished) {
+            Ok(())
+        } else {
+            Err(SchedError::NotRunningOn { job, machine })
+        }
+    }
+
+    fn finish(&mut self, job: JobId, machine: MachineId, cpu: f64, wall: f64) -> Result<(), SchedError> {
+        if !(cpu.is_finite() && cpu >= 0.0 && wall.is_finite() && wall >= 0.0) {
+            return Err(SchedError::InvalidReport { job, why: "cpu_seconds and wall_seconds must be non-negative numbers" });
+        }
+        self.check_member(job, machine)?;
+        let s_b = self.machines.get(&machine).map_or(0.0, |e| e.m.base_speed);
+        let entry = self.jobs.get_mut(&job).expect("checked");
+        let mem = entry.job.spec.memory_needed();
+        let run = entry.job.running.as_mut().expect("checked");
+        if let Some(member) = run.members.iter_mut().find(|m| m.machine == machine && !m.finished) {
+            member.finished = true;
+        }
+        run.normtime_so_far_s += s_b * cpu;
+        run.wall_s = run.wall_s.max(wall);
+        let done = run.members.iter().all(|m| m.finished);
+        self.release(machine, job, mem);
+        if done {
+            let entry = self.jobs.remove(&job).expect("checked");
+            let run = entry.job.running.expect("checked");
+            self.ends.remove(&(run.predicted_end, job));
+            let actual = entry.job.credited_normtime_s + run.normtime_so_far_s;
+            self.predictor.record(&entry.job.spec.program, actual, &run.prediction, run.initial_runtime_s, run.wall_s);
+        }
+        Ok(())
+    }
+
+    /// Frees one task's slot and declared memory on `machine`.
+    pub(super) fn release(&mut self, machine: MachineId, job: JobId, mem: u64) {
+        if let Some(e) = self.machines.get_mut(&machine) {
+            if let Some(pos) = e.guests.iter().position(|&g| g == job) {
+                e.guests.swap_remove(pos);
+                e.memory_in_use = e.memory_in_use.saturating_sub(mem);
+            }
+            self.reindex(machine);
+        }
+    }
+
+    /// Puts a running job back in the queue at its original position, freeing its
+    /// machines; returns stops for its unfinished members other than `reporter`.
+    fn requeue(&mut self, job: JobId, reporter: Option<MachineId>) -> Vec<Stop> {
+        let Some(entry) = self.jobs.get_mut(&job) else { return Vec::new() };
+        let Some(run) = entry.job.running.take() else { return Vec::new() };
+        let mem = entry.job.spec.memory_needed();
+        let key = entry.key;
+        self.ends.remove(&(run.predicted_end, job));
+        self.queue.insert(key, job);
+        let mut stops = Vec::new();
+        for m in run.unfinished_machines() {
+            self.release(m, job, mem);
+            if Some(m) != reporter {
+                stops.push(Stop { job, machine: m, why: StopWhy::GangRequeued });
+            }
+        }
+        stops
+    }
+
+    fn cancel(&mut self, job: JobId) -> Result<Vec<Stop>, SchedError> {
+        let entry = self.jobs.remove(&job).ok_or(SchedError::UnknownJob(job))?;
+        let mut stops = Vec::new();
+        match entry.job.running {
+            None => {
+                self.queue.remove(&entry.key);
+            }
+            Some(run) => {
+                self.ends.remove(&(run.predicted_end, job));
+                let mem = entry.job.spec.memory_needed();
+                for m in run.unfinished_machines() {
+                    self.release(m, job, mem);
+                    stops.push(Stop { job, machine: m, why: StopWhy::Cancelled });
+                }
+            }
+        }
+        Ok(stops)
+    }
+
+    fn update_machine(&mut self, now: Millis, m: Machine) -> Result<(), SchedError> {
+        if !(m.base_speed.is_finite() && m.base_speed > 0.0) {
+            return Err(SchedError::InvalidMachine { machine: m.id, why: "base_speed must be a positive number" });
+        }
+        let id = m.id;
+        match self.machines.get_mut(&id) {
+            Some(e) => {
+                e.m = m;
+                e.last_seen = e.last_seen.max(now);
+            }
+            None => {
+                self.machines.insert(id, MachineEntry { m, guests: Vec::new(), memory_in_use: 0, last_seen: now, key: None });
+            }
+        }
+        self.reindex(id);
+        Ok(())
+    }
+
+    fn lose_machine(&mut self, machine: MachineId) -> Result<Vec<Stop>, SchedError> {
+        let guests = self.machines.get(&machine).ok_or(SchedError::UnknownMachine(machine))?.guests.clone();
+        let mut stops = Vec::new();
+        for job in guests {
+            if let Some(e) = self.jobs.get_mut(&job) {
+                e.job.evictions += 1;
+            }
+            stops.extend(self.requeue(job, Some(machine)));
+        }
+        if let Some(e) = self.machines.remove(&machine) {
+            if let Some(k) = e.key {
+                self.index.remove(&k);
+            }
+        }
+        Ok(stops)
+    }
+
+    /// Puts the machine in the index, or takes it out, or moves it, as its state says.
+    pub(super) fn reindex(&mut self, id: MachineId) {
+        let Some(e) = self.machines.get_mut(&id) else { return };
+        let wanted = e.m.contract_allows_guests() && (e.guests.len() as u64) < u64::from(e.m.slots);
+        let new_key = wanted.then(|| rank_key(&e.m));
+        if e.key != new_key {
+            if let Some(k) = e.key {
+                self.index.remove(&k);
+            }
+            if let Some(k) = new_key {
+                self.index.insert(k);
+            }
+            e.key = new_key;
+        }
+    }
+
+    // ----- read-only views -----
+
+    /// The configuration.
+    pub fn config(&self) -> &SchedConfig {
+        &self.config
+    }
+
+    /// The runtime predictor (per-program history).
+    pub fn predictor(&self) -> &Predictor {
+        &self.predictor
+    }
+
+    /// Every program's prediction record (for the API), by program identifier.
+    pub fn prediction_stats(&self) -> Vec<ProgramStats> {
+        self.predictor.stats()
+    }
+
+    /// A job held by the scheduler (queued or running).
+    pub fn job(&self, id: JobId) -> Option<&Job> {
+        self.jobs.get(&id).map(|e| &e.job)
+    }
+
+    /// The queued jobs, in queue order (head first).
+    pub fn queued(&self) -> impl Iterator<Item = &Job> + '_ {
+        self.queue.values().map(move |id| &self.jobs[id].job)
+    }
+
+    /// Number of queued jobs.
+    pub fn queue_len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Number of running jobs.
+    pub fn running_len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The running jobs' ids by predicted end (soonest first).
+    pub fn running_by_end(&self) -> impl Iterator<Item = (Millis, JobId)> + '_ {
+        self.ends.iter().copied()
+    }
+
+    /// A machine's last reported state.
+    pub fn machine(&self, id: MachineId) -> Option<&Machine> {
+        self.machines.get(&id).map(|e| &e.m)
+    }
+
+    /// All known machines, in no particular order.
+    pub fn machines(&self) -> impl Iterator<Item = &Machine> + '_ {
+        self.machines.values().map(|e| &e.m)
+    }
+
+    /// The jobs with a member on `id` (empty for an unknown machine).
+    pub fn guests_on(&self, id: MachineId) -> &[JobId] {
+        self.machines.get(&id).map_or(&[], |e| e.guests.as_slice())
+    }
+
+    /// Bytes of free memory on `id` for a new member: reported free memory minus the
+    /// declared needs of its guests.
+    pub fn free_memory_for_guests(&self, id: MachineId) -> Option<u64> {
+        self.machines.get(&id).map(MachineEntry::free_memory)
+    }
+
+    /// Whether one member of `job` could be placed on `machine` now, and why not.
+    pub fn eligibility(&self, job: JobId, machine: MachineId) -> Result<Result<(), Ineligible>, SchedError> {
+        let j = self.jobs.get(&job).ok_or(SchedError::UnknownJob(job))?;
+        let e = self.machines.get(&machine).ok_or(SchedError::UnknownMachine(machine))?;
+        Ok(check_eligible(&e.m, e.guests.len() as u32, e.memory_in_use, j.job.spec.memory_needed()))
+    }
+
+    /// Backfill's reservation for the blocked head job, as computed by the last pass
+    /// (`None` for other algorithms, or when the head job started or no reservation was
+    /// possible).
+    pub fn reservation(&self) -> Option<&Reservation> {
+        self.reservation.as_ref()
+    }
+
+    /// Machines not heard from (update or heartbeat) for more than `older_than_ms` at
+    /// `now`, by id. The driver decides whether to report them lost.
+    pub fn stale_machines(&self, now: Millis, older_than_ms: u64) -> Vec<MachineId> {
+        let mut v: Vec<MachineId> =
+            self.machines.values().filter(|e| now.saturating_ms_since(e.last_seen) > older_than_ms).map(|e| e.m.id).collect();
+        v.sort_unstable();
+        v
+    }
+}
