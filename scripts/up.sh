@@ -9,4 +9,4 @@ scripts/deps.sh build
 # build it first, or the coordinator comes up without one.
 (cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build >/dev/null)
 cargo build --release -q -p lull
-exec target/release/lull up "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/lull" up "$@"
