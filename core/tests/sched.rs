@@ -381,6 +381,71 @@ proptest! {
     }
 }
 
+#[derive(Clone, Debug)]
+struct ViewCase {
+    machines: Vec<(u32, u64, u32, f64, f64)>, // budget, mem GB, slots, speed, load
+    jobs: Vec<(u32, u64, u64, u8)>,           // width, mem GB, estimate s, program
+    algorithm: usize,
+    seed: u64,
+}
+
+fn view_case() -> impl Strategy<Value = ViewCase> {
+    (
+        prop::collection::vec((0u32..=2, 0u64..=8, 1u32..=3, prop::sample::select(vec![1.0, 2.0, 3.0]), 0.0f64..0.5), 1..=90),
+        prop::collection::vec((1u32..=6, 0u64..=6, 1u64..=200, 0u8..4), 1..=120),
+        0usize..6,
+        any::<u64>(),
+    )
+        .prop_map(|(machines, jobs, algorithm, seed)| ViewCase { machines, jobs, algorithm, seed })
+}
+
+/// Runs a few passes with finishes between them; returns every assignment made.
+fn run_view_case(c: &ViewCase, view_threshold: usize) -> Vec<Assignment> {
+    let config = SchedConfig { algorithm: Algorithm::ALL[c.algorithm], random_seed: c.seed, ..SchedConfig::default() };
+    let mut s = Scheduler::new(config).unwrap();
+    s.set_pass_view_threshold(view_threshold);
+    for (i, &(budget, mem, slots, speed, load)) in c.machines.iter().enumerate() {
+        let m = Machine { interruptions_left: budget, free_memory: mem * GB, slots, load, ..Machine::new(i as u64, "o", speed) };
+        add_machine(&mut s, m);
+    }
+    for (i, &(w, mem, est, prog)) in c.jobs.iter().enumerate() {
+        let mut j = JobSpec::sequential(i as u64, format!("p{prog}"), t(i as u64)).with_width(w);
+        if mem > 0 {
+            j = j.with_memory(mem * GB);
+        }
+        if est % 3 != 0 {
+            j = j.with_estimate(est as f64);
+        }
+        submit(&mut s, j);
+    }
+    let mut all = Vec::new();
+    for round in 0..4u64 {
+        let now = t(1000 + 100 * round);
+        let a = s.pass(now);
+        // Finish every other job started this round.
+        for x in a.iter().step_by(2) {
+            for m in &x.machines {
+                s.handle(now, Event::JobFinished { job: x.job, machine: *m, cpu_seconds: 10.0, wall_seconds: 10.0 }).unwrap();
+            }
+        }
+        all.extend(a);
+    }
+    all
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Large passes work on a copy of the free machines (`free.rs`); small ones on the
+    /// index itself. Both must decide exactly the same.
+    #[test]
+    fn a_pass_decides_the_same_with_or_without_its_working_copy(c in view_case()) {
+        let direct = run_view_case(&c, usize::MAX);
+        let viewed = run_view_case(&c, 0);
+        prop_assert_eq!(direct, viewed);
+    }
+}
+
 #[test]
 fn each_ineligibility_is_refused_and_named() {
     let ok = Machine { free_memory: 4 * GB, ..Machine::new(1, "o", 1.0) };

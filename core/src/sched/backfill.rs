@@ -28,14 +28,22 @@
 //! job that overruns delays it (its prediction is then doubled, moving the reservation
 //! later), a backfilled job that overruns can hold a reserved machine, and a machine that
 //! leaves or becomes ineligible removes capacity the reservation counted on.
+//!
+//! **Cost.** The reservation walk visits running jobs by predicted end only until the
+//! head's width is reached. When every free machine is reserved (the usual case with a
+//! long queue and a full pool), a candidate is rejected in O(1) from its cached
+//! prediction: it cannot end before the reservation if `normtime / width` exceeds
+//! `(reservation − now) × the fastest free machine's current speed`; and a failed
+//! off-reservation placement of (width, memory) rules out every later job at least as
+//! wide needing at least as much memory.
 
 use super::assignment::{Assignment, Reason};
 use super::hash::{IdMap, IdSet};
 use super::job::JobId;
 use super::machine::MachineId;
 use super::pass::FailMemo;
-use super::placement::{rank_key, RankKey};
-use super::predict::PredictionSource;
+use super::placement::{rank_key_with_guests, RankKey};
+use super::predict::{runtime_from_speed, PredictionSource};
 use super::scheduler::Scheduler;
 use super::time::Millis;
 use serde::{Deserialize, Serialize};
@@ -53,57 +61,95 @@ pub struct Reservation {
     pub computed_at: Millis,
 }
 
-/// What a pass holds back for the blocked head: its reservation time and reserved
-/// machines, or `None` when the head cannot fit at all.
-type Hold = Option<(Millis, IdSet<MachineId>)>;
+/// What a pass holds back for the blocked head job.
+struct Hold {
+    at: Millis,
+    /// `at − now`, seconds.
+    window_s: f64,
+    /// The fastest current speed among the free machines when the reservation was made:
+    /// a job with `normtime / width > window_s × speed_bound` cannot end before `at`
+    /// (the free machines only get fewer during the pass).
+    speed_bound: f64,
+    reserved: IdSet<MachineId>,
+}
 
 impl Scheduler {
     pub(super) fn pass_backfill(&mut self, now: Millis, out: &mut Vec<Assignment>) {
-        let order = self.queue_order();
+        let order = self.queue.live_positions();
+        let floor = self.config.predict.min_cpu_share;
+        // Jobs (width, memory) that cannot be placed at all / off the reserved machines.
         let mut memo = FailMemo::default();
-        // Set once the head is blocked.
-        let mut blocked: Option<(JobId, Hold)> = None;
-        for &id in &order {
-            let (width, mem) = self.shape(id);
+        let mut memo_off = FailMemo::default();
+        // Set once the head is blocked: the head, and what is held back for it (`None`
+        // when it cannot fit even on the whole pool).
+        let mut blocked: Option<(JobId, Option<Hold>)> = None;
+        for &pos in &order {
+            let q = self.queue.at(pos);
+            let (id, width, mem) = (q.id, q.width, q.mem);
             let Some((head, hold)) = &blocked else {
-                let found = if self.index.is_empty() { None } else { self.find_machines(width, mem, None) };
-                if let Some(machines) = found {
-                    let prediction = self.predict_job(id);
-                    let runtime = self.runtime_on(prediction.normtime_s, &machines);
-                    out.push(self.commit(now, id, machines, prediction, runtime, Reason::InOrder));
+                let found = if self.free_len() == 0 { None } else { self.find_machines(width, mem, None) };
+                if let Some(found) = found {
+                    let runtime = runtime_from_speed(q.prediction.normtime_s, found.ids.len(), found.slowest);
+                    out.push(self.commit(now, &q, found, runtime, Reason::InOrder));
                     continue;
                 }
                 memo.add(width, mem);
+                self.flush_ends();
                 self.reservation = self.compute_reservation(now, id);
-                let hold = self.reservation.as_ref().map(|r| (r.at, r.machines.iter().copied().collect::<IdSet<_>>()));
+                let hold = self.reservation.as_ref().map(|r| Hold {
+                    at: r.at,
+                    window_s: r.at.secs_since(now),
+                    speed_bound: self.max_free_speed(floor),
+                    reserved: r.machines.iter().copied().collect(),
+                });
                 blocked = Some((id, hold));
                 continue;
             };
             let head = *head;
-            if self.index.is_empty() {
+            if self.free_len() == 0 {
                 break;
             }
             if memo.known_to_fail(width, mem) {
                 continue;
             }
-            let Some(machines) = self.find_machines(width, mem, None) else {
-                memo.add(width, mem);
+            let prediction = q.prediction;
+            let Some(hold) = hold else {
+                match self.find_machines(width, mem, None) {
+                    Some(found) => {
+                        let runtime = runtime_from_speed(prediction.normtime_s, found.ids.len(), found.slowest);
+                        out.push(self.commit(now, &q, found, runtime, Reason::HeadCannotFit { head }));
+                    }
+                    None => memo.add(width, mem),
+                }
                 continue;
             };
-            let prediction = self.predict_job(id);
-            let runtime = self.runtime_on(prediction.normtime_s, &machines);
-            let Some((at, reserved)) = hold else {
-                out.push(self.commit(now, id, machines, prediction, runtime, Reason::HeadCannotFit { head }));
+            // 1. Ends before the reservation (never on the default guess).
+            let may_end_before = prediction.source != PredictionSource::Default
+                && prediction.normtime_s / f64::from(width) <= hold.window_s * hold.speed_bound;
+            if may_end_before {
+                let Some(found) = self.find_machines(width, mem, None) else {
+                    memo.add(width, mem);
+                    continue;
+                };
+                let runtime = runtime_from_speed(prediction.normtime_s, found.ids.len(), found.slowest);
+                let predicted_end = now.plus_secs_ceil(runtime);
+                if predicted_end <= hold.at {
+                    let reason = Reason::EndsBeforeReservation { head, reservation: hold.at, predicted_end };
+                    out.push(self.commit(now, &q, found, runtime, reason));
+                    continue;
+                }
+            }
+            // 2. Off the machines the head will need.
+            if memo_off.known_to_fail(width, mem) {
                 continue;
-            };
-            let at = *at;
-            let end = now.plus_secs_ceil(runtime);
-            if prediction.source != PredictionSource::Default && end <= at {
-                let reason = Reason::EndsBeforeReservation { head, reservation: at, predicted_end: end };
-                out.push(self.commit(now, id, machines, prediction, runtime, reason));
-            } else if let Some(off) = self.find_machines(width, mem, Some(reserved)) {
-                let runtime = self.runtime_on(prediction.normtime_s, &off);
-                out.push(self.commit(now, id, off, prediction, runtime, Reason::OffReservedMachines { head, reservation: at }));
+            }
+            match self.find_machines(width, mem, Some(&hold.reserved)) {
+                Some(found) => {
+                    let runtime = runtime_from_speed(prediction.normtime_s, found.ids.len(), found.slowest);
+                    let reason = Reason::OffReservedMachines { head, reservation: hold.at };
+                    out.push(self.commit(now, &q, found, runtime, reason));
+                }
+                None => memo_off.add(width, mem),
             }
         }
     }
@@ -113,8 +159,7 @@ impl Scheduler {
     pub(super) fn compute_reservation(&self, now: Millis, head: JobId) -> Option<Reservation> {
         let (width, mem) = self.shape(head);
         let need = width as usize;
-        let mut avail: Vec<RankKey> =
-            self.index.iter().filter(|k| mem == 0 || self.machines[&k.id].free_memory() >= mem).copied().collect();
+        let mut avail: Vec<RankKey> = self.free_keys_with(mem);
         let mut at = now;
         if avail.len() < need {
             let mut counted: IdSet<MachineId> = avail.iter().map(|k| k.id).collect();
@@ -138,7 +183,7 @@ impl Scheduler {
                     st.1 = st.1.saturating_add(job_mem);
                     if st.0 >= 1 && st.1 >= mem {
                         counted.insert(m);
-                        avail.push(rank_key(&e.m));
+                        avail.push(rank_key_with_guests(&e.m, e.memory_in_use));
                     }
                 }
                 if avail.len() >= need {

@@ -118,8 +118,9 @@ pub struct Job {
     /// checkpointable sequential job, each eviction adds `S_b × cpu_seconds` of the run
     /// it ended. It shortens the next prediction and counts in the job's final normtime.
     pub credited_normtime_s: f64,
-    /// Present while the job runs.
-    pub running: Option<RunningJob>,
+    /// Present while the job runs (boxed: most held jobs are queued, and a pass writes a
+    /// new run to fresh memory rather than into the job table).
+    pub running: Option<Box<RunningJob>>,
 }
 
 impl Job {

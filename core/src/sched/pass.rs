@@ -8,21 +8,25 @@
 //!   earlier in the pass cannot fit later, so this is the same as repeatedly drawing
 //!   uniformly among the waiting jobs that fit (seed 002 §3.1);
 //! * **spt** / **lpt** try jobs by predicted normtime ascending / descending (ties in
-//!   queue order) and stop at the first that does not fit, as in the paper;
+//!   queue order) and stop at the first that does not fit, as in the paper; the order is
+//!   kept as a `BTreeSet` updated when a job is queued or placed or its program's history
+//!   changes, so a pass does not sort;
 //! * **backfill**: see `backfill.rs`.
 //!
-//! Placement ([`super::placement`]) takes the first `width` eligible machines with enough
-//! free memory from the front of the index. Cost per placed job: O(width · log M) plus,
+//! Predictions are cached per queued job (refreshed when the program's history changes),
+//! so a pass does no string look-ups. Placement ([`super::placement`]) takes the first
+//! `width` eligible machines with enough free memory from the front of the index. Cost
+//! per placed job: O(width · log M) plus,
 //! for jobs that declare memory, the machines skipped for too little memory. Jobs that
 //! cannot fit are recognised in O(1) when the index has fewer machines than their width,
 //! or when an earlier job no wider and needing no more memory already failed this pass.
 
 use super::assignment::{Assignment, Reason};
 use super::config::Algorithm;
-use super::hash::IdSet;
+use super::free::Found;
 use super::job::{JobId, Member, RunningJob};
-use super::machine::MachineId;
-use super::predict::{corrected_runtime, current_speed, runtime_from_speed, Prediction};
+use super::predict::{corrected_runtime, runtime_from_speed, Prediction};
+use super::queue::Queued;
 use super::scheduler::Scheduler;
 use super::time::Millis;
 
@@ -54,92 +58,85 @@ impl Scheduler {
     pub fn pass(&mut self, now: Millis) -> Vec<Assignment> {
         self.correct_outlived(now);
         self.reservation = None;
-        let mut out = Vec::new();
+        // At most one job per free machine can start.
+        let mut out = Vec::with_capacity(self.queue.len().min(self.index.len()));
         if self.queue.is_empty() {
             return out;
         }
-        let algorithm = self.config.algorithm;
-        if algorithm == Algorithm::Backfill {
-            self.pass_backfill(now, &mut out);
-            return out;
-        }
-        if self.index.is_empty() {
-            return out;
-        }
-        match algorithm {
-            Algorithm::Fifo => {
-                let order = self.queue_order();
-                self.run_in_order(now, &order, true, |_, _| Reason::FifoHead, &mut out);
-            }
-            Algorithm::FirstFit => {
-                let order = self.queue_order();
-                self.run_in_order(now, &order, false, |passed_over, _| Reason::FirstFit { passed_over }, &mut out);
-            }
-            Algorithm::Random => {
-                let mut order = self.queue_order();
-                self.rng.shuffle(&mut order);
-                self.run_in_order(now, &order, false, |_, _| Reason::Random, &mut out);
-            }
-            Algorithm::Spt | Algorithm::Lpt => {
-                let mut keyed: Vec<(f64, (Millis, u64), JobId)> =
-                    self.queue.iter().map(|(&key, &id)| (self.predict_job(id).normtime_s, key, id)).collect();
-                if algorithm == Algorithm::Spt {
-                    keyed.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                } else {
-                    keyed.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                }
-                let order: Vec<JobId> = keyed.into_iter().map(|k| k.2).collect();
-                let spt = algorithm == Algorithm::Spt;
-                self.run_in_order(
-                    now,
-                    &order,
-                    true,
-                    |_, p| {
-                        if spt {
-                            Reason::ShortestFirst { normtime_s: p.normtime_s }
-                        } else {
-                            Reason::LongestFirst { normtime_s: p.normtime_s }
-                        }
-                    },
-                    &mut out,
-                );
-            }
-            Algorithm::Backfill => unreachable!("handled above"),
-        }
+        self.begin_pass();
+        self.select(now, &mut out);
+        self.end_pass();
         out
     }
 
-    /// The queued job ids in queue order.
-    pub(super) fn queue_order(&self) -> Vec<JobId> {
-        self.queue.values().copied().collect()
+    fn select(&mut self, now: Millis, out: &mut Vec<Assignment>) {
+        let algorithm = self.config.algorithm;
+        if algorithm == Algorithm::Backfill {
+            return self.pass_backfill(now, out);
+        }
+        if self.free_len() == 0 {
+            return;
+        }
+        match algorithm {
+            Algorithm::Fifo => {
+                let order = self.queue.live_positions();
+                self.run_in_order(now, &order, true, |_, _| Reason::FifoHead, out);
+            }
+            Algorithm::FirstFit => {
+                let order = self.queue.live_positions();
+                self.run_in_order(now, &order, false, |passed_over, _| Reason::FirstFit { passed_over }, out);
+            }
+            Algorithm::Random => {
+                let mut order = self.queue.live_positions();
+                self.rng.shuffle(&mut order);
+                self.run_in_order(now, &order, false, |_, _| Reason::Random, out);
+            }
+            Algorithm::Spt | Algorithm::Lpt => {
+                // `by_time` holds the queued jobs by predicted normtime (negated for LPT),
+                // ties in queue order; the first that does not fit blocks the rest.
+                while self.free_len() > 0 {
+                    let Some((_, &q)) = self.by_time.as_ref().and_then(|o| o.first_key_value()) else { break };
+                    let Some(found) = self.find_machines(q.width, q.mem, None) else { break };
+                    let normtime_s = q.prediction.normtime_s;
+                    let runtime = runtime_from_speed(normtime_s, found.ids.len(), found.slowest);
+                    let why = if algorithm == Algorithm::Spt {
+                        Reason::ShortestFirst { normtime_s }
+                    } else {
+                        Reason::LongestFirst { normtime_s }
+                    };
+                    out.push(self.commit(now, &q, found, runtime, why));
+                }
+            }
+            Algorithm::Backfill => unreachable!("handled above"),
+        }
     }
 
-    /// Tries `order`; `block` stops at the first job that does not fit.
+    /// Tries the queue entries at the positions `order`; `block` stops at the first job
+    /// that does not fit.
     fn run_in_order(
         &mut self,
         now: Millis,
-        order: &[JobId],
+        order: &[u32],
         block: bool,
         reason: impl Fn(u32, &Prediction) -> Reason,
         out: &mut Vec<Assignment>,
     ) {
         let mut memo = FailMemo::default();
         let mut passed_over = 0u32;
-        for &id in order {
-            if self.index.is_empty() {
+        for &pos in order {
+            if self.free_len() == 0 {
                 break;
             }
-            let (width, mem) = self.shape(id);
-            let found = if memo.known_to_fail(width, mem) { None } else { self.find_machines(width, mem, None) };
+            let q = self.queue.at(pos);
+            let found = if memo.known_to_fail(q.width, q.mem) { None } else { self.find_machines(q.width, q.mem, None) };
             match found {
-                Some(machines) => {
-                    let prediction = self.predict_job(id);
-                    let runtime = self.runtime_on(prediction.normtime_s, &machines);
-                    let why = reason(passed_over, &prediction);
-                    out.push(self.commit(now, id, machines, prediction, runtime, why));
+                Some(found) => {
+                    let runtime = runtime_from_speed(q.prediction.normtime_s, found.ids.len(), found.slowest);
+                    let why = reason(passed_over, &q.prediction);
+                    out.push(self.commit(now, &q, found, runtime, why));
                 }
                 None => {
-                    memo.add(width, mem);
+                    memo.add(q.width, q.mem);
                     if block {
                         break;
                     }
@@ -155,61 +152,15 @@ impl Scheduler {
         (spec.width, spec.memory_needed())
     }
 
-    /// The prediction for a held job now.
-    pub(super) fn predict_job(&self, id: JobId) -> Prediction {
-        let job = &self.jobs[&id].job;
-        let s = &job.spec;
-        self.predictor.predict(&s.program, s.width, s.user_estimate_s, job.credited_normtime_s)
-    }
-
-    /// Predicted runtime of `normtime_s` on `machines` (seed 002 eq. 6).
-    pub(super) fn runtime_on(&self, normtime_s: f64, machines: &[MachineId]) -> f64 {
-        let floor = self.config.predict.min_cpu_share;
-        let slowest =
-            machines.iter().filter_map(|id| self.machines.get(id)).map(|e| current_speed(&e.m, floor)).fold(f64::INFINITY, f64::min);
-        runtime_from_speed(normtime_s, machines.len(), slowest)
-    }
-
-    /// The first `width` machines in placement order with `mem` bytes free, skipping
-    /// `exclude`; `None` if there are fewer.
-    pub(super) fn find_machines(&self, width: u32, mem: u64, exclude: Option<&IdSet<MachineId>>) -> Option<Vec<MachineId>> {
-        let width = width as usize;
-        if width > self.index.len() {
-            return None;
-        }
-        let mut chosen = Vec::with_capacity(width);
-        for k in &self.index {
-            if exclude.is_some_and(|x| x.contains(&k.id)) {
-                continue;
-            }
-            if mem > 0 && self.machines[&k.id].free_memory() < mem {
-                continue;
-            }
-            chosen.push(k.id);
-            if chosen.len() == width {
-                return Some(chosen);
-            }
-        }
-        None
-    }
-
-    /// Starts `id` on `machines` at `now`.
-    pub(super) fn commit(
-        &mut self,
-        now: Millis,
-        id: JobId,
-        machines: Vec<MachineId>,
-        prediction: Prediction,
-        runtime_s: f64,
-        reason: Reason,
-    ) -> Assignment {
+    /// Starts queued job `id` on the machines found, at `now`, with its cached
+    /// prediction. (Its queue entry is removed at the end of the pass.)
+    pub(super) fn commit(&mut self, now: Millis, q: &Queued, found: Found, runtime_s: f64, reason: Reason) -> Assignment {
         let predicted_end = now.plus_secs_ceil(runtime_s);
         let algorithm = self.config.algorithm;
-        let entry = self.jobs.get_mut(&id).expect("a queued job");
-        let mem = entry.job.spec.memory_needed();
-        let key = entry.key;
-        entry.job.running = Some(RunningJob {
-            members: machines.iter().map(|&machine| Member { machine, finished: false }).collect(),
+        self.dequeue_in_pass(q);
+        let (id, mem, prediction) = (q.id, q.mem, q.prediction);
+        let run = Box::new(RunningJob {
+            members: found.ids.iter().map(|&machine| Member { machine, finished: false }).collect(),
             started_at: now,
             prediction,
             predicted_runtime_s: runtime_s,
@@ -221,15 +172,20 @@ impl Scheduler {
             normtime_so_far_s: 0.0,
             wall_s: 0.0,
         });
-        self.queue.remove(&key);
-        self.ends.insert((predicted_end, id));
-        for &m in &machines {
+        self.jobs.get_mut(&id).expect("a queued job").job.running = Some(run);
+        if self.view.is_some() {
+            self.pass_ends.push((predicted_end, id));
+        } else {
+            self.ends.insert((predicted_end, id));
+        }
+        for (i, &m) in found.ids.iter().enumerate() {
             if let Some(e) = self.machines.get_mut(&m) {
                 e.guests.push(id);
                 e.memory_in_use = e.memory_in_use.saturating_add(mem);
             }
-            self.reindex(m);
+            self.after_placement(&found, i);
         }
+        let machines = found.ids;
         Assignment { job: id, machines, algorithm, reason, prediction, predicted_runtime_s: runtime_s, predicted_end }
     }
 

@@ -33,6 +33,30 @@ pub struct RankKey {
     pub idle_since: Millis,
     /// The id (lower first), so the order is total.
     pub id: MachineId,
+    /// Base speed `S_b` (not part of the order; kept so a pass can compute the guest's
+    /// current speed without looking the machine up).
+    pub base_speed: f64,
+    /// Bytes free for a new guest (not part of the order; kept so a pass can check
+    /// memory without looking the machine up).
+    pub free_memory: u64,
+}
+
+impl RankKey {
+    /// Every field equal, `base_speed` included (bitwise for the floats).
+    pub fn identical(&self, other: &RankKey) -> bool {
+        self.speed.to_bits() == other.speed.to_bits()
+            && self.base_speed.to_bits() == other.base_speed.to_bits()
+            && self.interruptions_left == other.interruptions_left
+            && self.idle_since == other.idle_since
+            && self.id == other.id
+            && self.free_memory == other.free_memory
+    }
+
+    /// The speed a guest gets: `S_b · max(1 − load, min_cpu_share)`, as
+    /// [`super::predict::current_speed`].
+    pub fn current_speed(&self, min_cpu_share: f64) -> f64 {
+        self.speed.max(self.base_speed * min_cpu_share)
+    }
 }
 
 impl PartialEq for RankKey {
@@ -60,14 +84,22 @@ impl Ord for RankKey {
     }
 }
 
-/// The placement key of `m` (a NaN speed sorts as 0, i.e. last among the loaded).
+/// The placement key of `m` with no guests (a NaN speed sorts as 0, i.e. last among the
+/// loaded).
 pub fn rank_key(m: &Machine) -> RankKey {
+    rank_key_with_guests(m, 0)
+}
+
+/// The placement key of `m` whose guests declared `memory_in_use` bytes.
+pub fn rank_key_with_guests(m: &Machine, memory_in_use: u64) -> RankKey {
     let speed = m.effective_speed();
     RankKey {
         speed: if speed.is_nan() { 0.0 } else { speed },
         interruptions_left: m.interruptions_left,
         idle_since: m.idle_since,
         id: m.id,
+        base_speed: m.base_speed,
+        free_memory: m.free_memory.saturating_sub(memory_in_use),
     }
 }
 

@@ -11,29 +11,30 @@
 //!   (`Machine::free_memory` is understood to exclude guests, so a machine's free memory
 //!   for a new member is `free_memory − declared needs of its guests`);
 //! * the eligible machines with a free slot, in placement order (`BTreeSet<RankKey>`);
-//! * the running jobs, by predicted end (`BTreeSet<(Millis, JobId)>`).
+//! * the running jobs, by predicted end (`BTreeSet<(Millis, JobId)>`);
+//! * each queued job's current prediction, refreshed when its program's history changes
+//!   (program identifiers are interned on first sight and kept for the scheduler's life).
 
 use super::backfill::Reservation;
-use super::config::SchedConfig;
+use super::config::{Algorithm, SchedConfig};
 use super::error::SchedError;
 use super::event::{Event, Stop, StopWhy};
-use super::hash::IdMap;
+use super::free::{FreeView, VIEW_THRESHOLD};
+use super::hash::{IdMap, IdSet};
 use super::job::{Job, JobId, JobSpec};
 use super::machine::{Machine, MachineId};
-use super::placement::{check_eligible, rank_key, Ineligible, RankKey};
-use super::predict::{Predictor, ProgramStats};
+use super::placement::{check_eligible, rank_key_with_guests, Ineligible, RankKey};
+use super::predict::{Prediction, Predictor, ProgramStats};
+use super::queue::{Queue, QueueKey, Queued};
 use super::rng::SplitMix64;
 use super::time::Millis;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Queue position: (`submitted_at`, arrival sequence number).
-pub(super) type QueueKey = (Millis, u64);
 
 #[derive(Clone, Debug)]
 pub(super) struct MachineEntry {
     pub(super) m: Machine,
     /// One entry per task (a job has at most one member per machine).
-    pub(super) guests: Vec<JobId>,
+    pub(super) guests: Guests,
     /// Σ declared memory of the guests, bytes.
     pub(super) memory_in_use: u64,
     pub(super) last_seen: Millis,
@@ -47,10 +48,107 @@ impl MachineEntry {
     }
 }
 
+/// The jobs with a member on one machine: up to two inline (the common case, so placing
+/// a guest touches no other memory), more on the heap.
+#[derive(Clone, Debug)]
+pub(super) enum Guests {
+    Inline(u8, [JobId; 2]),
+    Heap(Vec<JobId>),
+}
+
+impl Default for Guests {
+    fn default() -> Self {
+        Guests::Inline(0, [JobId(0); 2])
+    }
+}
+
+impl Guests {
+    pub(super) fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    pub(super) fn as_slice(&self) -> &[JobId] {
+        match self {
+            Guests::Inline(n, a) => &a[..usize::from(*n)],
+            Guests::Heap(v) => v,
+        }
+    }
+
+    pub(super) fn push(&mut self, job: JobId) {
+        match self {
+            Guests::Inline(n, a) if usize::from(*n) < a.len() => {
+                a[usize::from(*n)] = job;
+                *n += 1;
+            }
+            Guests::Inline(_, a) => {
+                let mut v = a.to_vec();
+                v.push(job);
+                *self = Guests::Heap(v);
+            }
+            Guests::Heap(v) => v.push(job),
+        }
+    }
+
+    /// Removes one entry of `job`; false if there was none.
+    pub(super) fn remove(&mut self, job: JobId) -> bool {
+        match self {
+            Guests::Inline(n, a) => match a[..usize::from(*n)].iter().position(|&g| g == job) {
+                Some(p) => {
+                    a[p] = a[usize::from(*n) - 1];
+                    *n -= 1;
+                    true
+                }
+                None => false,
+            },
+            Guests::Heap(v) => match v.iter().position(|&g| g == job) {
+                Some(p) => {
+                    v.swap_remove(p);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(super) struct JobEntry {
     pub(super) job: Job,
     pub(super) key: QueueKey,
+    /// Interned program identifier (index into `Scheduler::queued_of`).
+    pub(super) program: u32,
+    /// The current prediction while queued (refreshed when the program's history or the
+    /// job's checkpoint credit changes); the one it was placed with while running.
+    pub(super) prediction: Prediction,
+}
+
+/// Total order on `f64` (by `total_cmp`) for sort keys.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SortF64(pub(super) f64);
+
+impl PartialEq for SortF64 {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.total_cmp(&other.0).is_eq()
+    }
+}
+impl Eq for SortF64 {}
+impl PartialOrd for SortF64 {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for SortF64 {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// SPT / LPT order: (normtime, or its negation for LPT; queue position; id).
+pub(super) type TimeKey = (SortF64, QueueKey, JobId);
+
+fn time_key(lpt: bool, q: &Queued) -> TimeKey {
+    let n = q.prediction.normtime_s;
+    (SortF64(if lpt { -n } else { n }), q.key, q.id)
 }
 
 /// The scheduler of one pool. See the [module docs](super) for the model.
@@ -63,11 +161,27 @@ pub struct Scheduler {
     /// Machines whose contract allows guests and that have a free slot.
     pub(super) index: BTreeSet<RankKey>,
     pub(super) jobs: IdMap<JobId, JobEntry>,
-    pub(super) queue: BTreeMap<QueueKey, JobId>,
+    pub(super) queue: Queue,
     /// Running jobs by predicted end.
     pub(super) ends: BTreeSet<(Millis, JobId)>,
     pub(super) next_seq: u64,
     pub(super) reservation: Option<Reservation>,
+    /// Program identifier → interned index.
+    pub(super) program_ix: IdMap<String, u32>,
+    /// Per interned program, its queued jobs (to refresh their predictions). Pruned
+    /// lazily: a job placed since stays listed until the next refresh of its program.
+    pub(super) queued_of: Vec<IdSet<JobId>>,
+    /// Queued jobs by predicted normtime; kept only for SPT and LPT.
+    pub(super) by_time: Option<BTreeMap<TimeKey, Queued>>,
+    /// During a pass (see `free.rs`): the working copy of the free machines, if any.
+    pub(super) view: Option<FreeView>,
+    /// During a pass: queue positions of the jobs started, removed at its end.
+    pub(super) pass_placed: Vec<QueueKey>,
+    /// During a pass with a working copy: predicted ends of the jobs started, not yet in
+    /// `ends` (merged in bulk before a reservation is computed and at the end).
+    pub(super) pass_ends: Vec<(Millis, JobId)>,
+    /// See `Scheduler::set_pass_view_threshold`.
+    pub(super) view_threshold: usize,
 }
 
 impl Scheduler {
@@ -77,14 +191,21 @@ impl Scheduler {
         Ok(Scheduler {
             predictor: Predictor::new(config.predict.clone()),
             rng: SplitMix64::new(config.random_seed),
-            config,
+            config: config.clone(),
             machines: IdMap::default(),
             index: BTreeSet::new(),
             jobs: IdMap::default(),
-            queue: BTreeMap::new(),
+            queue: Queue::default(),
             ends: BTreeSet::new(),
             next_seq: 0,
             reservation: None,
+            program_ix: IdMap::default(),
+            queued_of: Vec::new(),
+            by_time: matches!(config.algorithm, Algorithm::Spt | Algorithm::Lpt).then(BTreeMap::new),
+            view: None,
+            pass_placed: Vec::new(),
+            pass_ends: Vec::new(),
+            view_threshold: VIEW_THRESHOLD,
         })
     }
 
@@ -139,9 +260,83 @@ impl Scheduler {
         }
         let key = (spec.submitted_at, self.next_seq);
         self.next_seq += 1;
-        self.queue.insert(key, id);
-        self.jobs.insert(id, JobEntry { job: Job::new(spec), key });
+        let program = match self.program_ix.get(&spec.program) {
+            Some(&ix) => ix,
+            None => {
+                let ix = self.queued_of.len() as u32;
+                self.program_ix.insert(spec.program.clone(), ix);
+                self.queued_of.push(IdSet::default());
+                ix
+            }
+        };
+        let prediction = self.predictor.predict(&spec.program, spec.width, spec.user_estimate_s, 0.0);
+        self.jobs.insert(id, JobEntry { job: Job::new(spec), key, program, prediction });
+        self.enqueue(id);
         Ok(())
+    }
+
+    /// Puts a held job in the queue (at its original position), with a fresh prediction.
+    fn enqueue(&mut self, id: JobId) {
+        let e = self.jobs.get_mut(&id).expect("a held job");
+        let s = &e.job.spec;
+        e.prediction = self.predictor.predict(&s.program, s.width, s.user_estimate_s, e.job.credited_normtime_s);
+        let q = Queued { id, key: e.key, width: s.width, mem: s.memory_needed(), prediction: e.prediction };
+        self.queue.insert(e.key, q);
+        self.queued_of[e.program as usize].insert(id);
+        let lpt = self.config.algorithm == Algorithm::Lpt;
+        if let Some(order) = &mut self.by_time {
+            order.insert(time_key(lpt, &q), q);
+        }
+    }
+
+    /// Takes a queued job out of the queue and the SPT/LPT order.
+    pub(super) fn dequeue(&mut self, id: JobId) {
+        let key = self.jobs[&id].key;
+        if let Some(q) = self.queue.get(&key) {
+            self.queue.remove(&key);
+            self.unorder(&q);
+        }
+    }
+
+    /// During a pass: takes a job out of the SPT/LPT order now and leaves its queue entry
+    /// for `end_pass` to remove (in bulk when many jobs started).
+    pub(super) fn dequeue_in_pass(&mut self, q: &Queued) {
+        self.pass_placed.push(q.key);
+        self.unorder(q);
+    }
+
+    /// Takes a job out of the SPT/LPT order.
+    fn unorder(&mut self, q: &Queued) {
+        let lpt = self.config.algorithm == Algorithm::Lpt;
+        if let Some(order) = &mut self.by_time {
+            order.remove(&time_key(lpt, q));
+        }
+    }
+
+    /// Re-predicts the queued jobs of `program` after its history changed, and forgets
+    /// the ones no longer queued.
+    fn refresh_program(&mut self, program: &str) {
+        let Some(&ix) = self.program_ix.get(program) else { return };
+        let lpt = self.config.algorithm == Algorithm::Lpt;
+        let ids: Vec<JobId> = self.queued_of[ix as usize].iter().copied().collect();
+        for id in ids {
+            let queued = self.jobs.get(&id).is_some_and(|e| e.program == ix && e.job.running.is_none());
+            if !queued {
+                self.queued_of[ix as usize].remove(&id);
+                continue;
+            }
+            let e = self.jobs.get_mut(&id).expect("a queued job");
+            let s = &e.job.spec;
+            e.prediction = self.predictor.predict(&s.program, s.width, s.user_estimate_s, e.job.credited_normtime_s);
+            let Some(q) = self.queue.get_mut(&e.key) else { continue };
+            let old = *q;
+            q.prediction = e.prediction;
+            let new = *q;
+            if let Some(order) = &mut self.by_time {
+                order.remove(&time_key(lpt, &old));
+                order.insert(time_key(lpt, &new), new);
+            }
+        }
     }
 
     /// The job runs and has an unfinished member on `machine`.
@@ -173,10 +368,11 @@ impl Scheduler {
         self.release(machine, job, mem);
         if done {
             let entry = self.jobs.remove(&job).expect("checked");
-            let run = entry.job.running.expect("checked");
+            let run = *entry.job.running.expect("checked");
             self.ends.remove(&(run.predicted_end, job));
             let actual = entry.job.credited_normtime_s + run.normtime_so_far_s;
             self.predictor.record(&entry.job.spec.program, actual, &run.prediction, run.initial_runtime_s, run.wall_s);
+            self.refresh_program(&entry.job.spec.program);
         }
         Ok(())
     }
@@ -184,8 +380,7 @@ impl Scheduler {
     /// Frees one task's slot and declared memory on `machine`.
     pub(super) fn release(&mut self, machine: MachineId, job: JobId, mem: u64) {
         if let Some(e) = self.machines.get_mut(&machine) {
-            if let Some(pos) = e.guests.iter().position(|&g| g == job) {
-                e.guests.swap_remove(pos);
+            if e.guests.remove(job) {
                 e.memory_in_use = e.memory_in_use.saturating_sub(mem);
             }
             self.reindex(machine);
@@ -198,9 +393,8 @@ impl Scheduler {
         let Some(entry) = self.jobs.get_mut(&job) else { return Vec::new() };
         let Some(run) = entry.job.running.take() else { return Vec::new() };
         let mem = entry.job.spec.memory_needed();
-        let key = entry.key;
         self.ends.remove(&(run.predicted_end, job));
-        self.queue.insert(key, job);
+        self.enqueue(job);
         let mut stops = Vec::new();
         for m in run.unfinished_machines() {
             self.release(m, job, mem);
@@ -212,12 +406,14 @@ impl Scheduler {
     }
 
     fn cancel(&mut self, job: JobId) -> Result<Vec<Stop>, SchedError> {
-        let entry = self.jobs.remove(&job).ok_or(SchedError::UnknownJob(job))?;
+        let running = self.jobs.get(&job).ok_or(SchedError::UnknownJob(job))?.job.running.is_some();
+        if !running {
+            self.dequeue(job);
+        }
+        let entry = self.jobs.remove(&job).expect("checked");
         let mut stops = Vec::new();
         match entry.job.running {
-            None => {
-                self.queue.remove(&entry.key);
-            }
+            None => {}
             Some(run) => {
                 self.ends.remove(&(run.predicted_end, job));
                 let mem = entry.job.spec.memory_needed();
@@ -241,7 +437,8 @@ impl Scheduler {
                 e.last_seen = e.last_seen.max(now);
             }
             None => {
-                self.machines.insert(id, MachineEntry { m, guests: Vec::new(), memory_in_use: 0, last_seen: now, key: None });
+                let e = MachineEntry { m, guests: Guests::default(), memory_in_use: 0, last_seen: now, key: None };
+                self.machines.insert(id, e);
             }
         }
         self.reindex(id);
@@ -249,7 +446,7 @@ impl Scheduler {
     }
 
     fn lose_machine(&mut self, machine: MachineId) -> Result<Vec<Stop>, SchedError> {
-        let guests = self.machines.get(&machine).ok_or(SchedError::UnknownMachine(machine))?.guests.clone();
+        let guests = self.machines.get(&machine).ok_or(SchedError::UnknownMachine(machine))?.guests.as_slice().to_vec();
         let mut stops = Vec::new();
         for job in guests {
             if let Some(e) = self.jobs.get_mut(&job) {
@@ -269,8 +466,13 @@ impl Scheduler {
     pub(super) fn reindex(&mut self, id: MachineId) {
         let Some(e) = self.machines.get_mut(&id) else { return };
         let wanted = e.m.contract_allows_guests() && (e.guests.len() as u64) < u64::from(e.m.slots);
-        let new_key = wanted.then(|| rank_key(&e.m));
-        if e.key != new_key {
+        let new_key = wanted.then(|| rank_key_with_guests(&e.m, e.memory_in_use));
+        let same = match (&e.key, &new_key) {
+            (Some(a), Some(b)) => a.identical(b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
             if let Some(k) = e.key {
                 self.index.remove(&k);
             }
@@ -303,9 +505,15 @@ impl Scheduler {
         self.jobs.get(&id).map(|e| &e.job)
     }
 
+    /// The prediction for a held job: the current one while it is queued, the one it was
+    /// placed with while it runs (see [`super::predict`]).
+    pub fn prediction(&self, id: JobId) -> Option<Prediction> {
+        self.jobs.get(&id).map(|e| e.prediction)
+    }
+
     /// The queued jobs, in queue order (head first).
     pub fn queued(&self) -> impl Iterator<Item = &Job> + '_ {
-        self.queue.values().map(move |id| &self.jobs[id].job)
+        self.queue.iter().map(move |q| &self.jobs[&q.id].job)
     }
 
     /// Number of queued jobs.
