@@ -774,6 +774,28 @@ fn backfill_uses_machines_the_head_will_not_need() {
     assert_eq!(a[0].reason, Reason::OffReservedMachines { head: JobId(2), reservation: t(100) });
 }
 
+#[test]
+fn heartbeats_mark_machines_alive_and_bad_reports_are_refused() {
+    let mut s = sched(Algorithm::Fifo);
+    add_machine(&mut s, Machine::new(1, "a", 1.0));
+    add_machine(&mut s, Machine::new(2, "b", 1.0));
+    s.handle(t(100), Event::Heartbeat { machine: MachineId(2) }).unwrap();
+    assert_eq!(s.stale_machines(t(150), 60_000), vec![MachineId(1)]);
+    assert_eq!(s.stale_machines(t(150), 200_000), Vec::<MachineId>::new());
+    assert_eq!(s.handle(t(1), Event::Heartbeat { machine: MachineId(9) }), Err(SchedError::UnknownMachine(MachineId(9))));
+    let bad = Machine::new(3, "c", 0.0);
+    assert!(matches!(s.handle(t(1), Event::MachineUpdated(bad)), Err(SchedError::InvalidMachine { .. })));
+    assert!(s.machine(MachineId(3)).is_none());
+    assert!(matches!(s.handle(t(1), Event::JobSubmitted(seq_job(1, 1, 1.0).with_width(0))), Err(SchedError::InvalidJob { .. })));
+    assert!(matches!(s.handle(t(1), Event::JobSubmitted(seq_job(1, 1, f64::NAN))), Err(SchedError::InvalidJob { .. })));
+    assert_eq!(s.queue_len(), 0);
+    submit(&mut s, seq_job(1, 1, 10.0));
+    s.pass(t(2));
+    let e = s.handle(t(3), Event::JobFinished { job: JobId(1), machine: MachineId(1), cpu_seconds: -1.0, wall_seconds: 1.0 });
+    assert!(matches!(e, Err(SchedError::InvalidReport { .. })));
+    assert_eq!(s.running_len(), 1);
+}
+
 // ---------------------------------------------------------------------------------------
 // Configuration.
 
