@@ -109,7 +109,11 @@ fn main() {
         "{:<10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>8} {:>10}",
         "algorithm", "min", "median", "p99", "max", "cpu median", "cpu p99", "placed", "reserved"
     );
-    for alg in Algorithm::ALL {
+    // `--only NAME` restricts the bench to one algorithm (for profiling).
+    let args: Vec<String> = std::env::args().collect();
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+    let algorithms: Vec<Algorithm> = Algorithm::ALL.into_iter().filter(|a| only.as_deref().is_none_or(|o| o == a.name())).collect();
+    for &alg in &algorithms {
         let mut times = Vec::with_capacity(REPS);
         let mut cpu = Vec::with_capacity(REPS);
         let mut placed = 0;
@@ -145,13 +149,13 @@ fn main() {
         );
     }
 
-    if std::env::args().any(|a| a == "--pass-only") {
+    if args.iter().any(|a| a == "--pass-only") {
         return;
     }
     println!();
     println!("sustained: {MACHINES} machines busy, 1000 jobs waiting; step = finish the earliest job + submit one + pass");
     println!("{:<10} {:>8} {:>11} {:>12} {:>14} {:>10}", "algorithm", "steps", "steps/s", "events/s", "placements/s", "p99 step");
-    for alg in Algorithm::ALL {
+    for &alg in &algorithms {
         let mut s = base(alg, 7, now);
         let mut r = SplitMix64::new(99);
         let mut next_id = 0u64;

@@ -75,7 +75,7 @@ struct Hold {
 
 impl Scheduler {
     pub(super) fn pass_backfill(&mut self, now: Millis, out: &mut Vec<Assignment>) {
-        let order = self.queue.live_positions();
+        let positions = self.queue.positions();
         let floor = self.config.predict.min_cpu_share;
         // Jobs (width, memory) that cannot be placed at all / off the reserved machines.
         let mut memo = FailMemo::default();
@@ -83,8 +83,8 @@ impl Scheduler {
         // Set once the head is blocked: the head, and what is held back for it (`None`
         // when it cannot fit even on the whole pool).
         let mut blocked: Option<(JobId, Option<Hold>)> = None;
-        for &pos in &order {
-            let q = self.queue.at(pos);
+        for pos in 0..positions {
+            let Some(q) = self.queue.live_at(pos) else { continue };
             let (id, width, mem) = (q.id, q.width, q.mem);
             let Some((head, hold)) = &blocked else {
                 let found = if self.free_len() == 0 { None } else { self.find_machines(width, mem, None) };
@@ -94,7 +94,7 @@ impl Scheduler {
                     continue;
                 }
                 memo.add(width, mem);
-                self.flush_ends();
+                self.flush_placements();
                 self.reservation = self.compute_reservation(now, id);
                 let hold = self.reservation.as_ref().map(|r| Hold {
                     at: r.at,
@@ -183,7 +183,7 @@ impl Scheduler {
                     st.1 = st.1.saturating_add(job_mem);
                     if st.0 >= 1 && st.1 >= mem {
                         counted.insert(m);
-                        avail.push(rank_key_with_guests(&e.m, e.memory_in_use));
+                        avail.push(rank_key_with_guests(&e.m, e.guests.len() as u32, e.memory_in_use));
                     }
                 }
                 if avail.len() >= need {

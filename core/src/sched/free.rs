@@ -1,18 +1,24 @@
-//! The free machines during a pass: the eligible machines with a free slot, in placement
-//! order, as a pass takes them.
+//! The free machines: eligible machines with a free slot, in placement order.
 //!
-//! Between passes they live in `Scheduler::index`, a `BTreeSet<RankKey>`. A pass that may
-//! place many jobs (at least [`VIEW_THRESHOLD`] queued jobs and free machines) works on a
-//! [`FreeView`] instead: a sorted copy with a "next untaken position" forest (union–find
-//! with path compression), so taking a machine is O(1) instead of a B-tree removal with
-//! rebalancing, and skipping taken machines costs nearly nothing. Memory cursors remember,
-//! per memory need, the position before which no untaken machine has enough memory, so
-//! jobs needing much memory do not rescan the machines that have little. At the end of
-//! the pass the index is rebuilt from the view in one sorted bulk load. Small passes use
-//! the index directly.
+//! Kept as a sorted vector of [`RankKey`]s with tombstones, plus a small `BTreeSet` of
+//! keys added since the vector was last rebuilt:
+//! * a pass takes machines from the front of the vector; taking one marks it dead, and a
+//!   "next live position" forest (union–find with path compression) makes skipping dead
+//!   entries nearly free, so a pass that starts thousands of jobs never rebalances a tree
+//!   and never copies the index;
+//! * per power of two of memory, a cursor remembers the position before which no live
+//!   machine has that much free memory, so jobs needing much memory do not rescan
+//!   machines with little (free memory of a live entry only ever goes down until it is
+//!   re-keyed outside a pass, which goes through the pending set; rebuilding the vector
+//!   resets the cursors);
+//! * outside passes, a machine whose key changes (freed slot, new report) is killed in
+//!   the vector and its new key goes to the pending set. A pass walks the vector and the
+//!   pending set together in placement order; only when more than [`MERGE_PENDING`] keys
+//!   are pending, or the dead outnumber the live, does a pass first rebuild the vector
+//!   (one sequential O(n) merge), so a small pass on a large idle pool stays cheap.
 //!
-//! Within a pass the free machines only ever lose slots or memory, which is what makes the
-//! per-pass shortcuts (fail memo, memory cursors, Backfill's speed bound) valid.
+//! Within a pass the free machines only ever lose slots or memory, which is what makes
+//! the per-pass shortcuts (fail memo, memory cursors, Backfill's speed bound) valid.
 
 use super::hash::IdSet;
 use super::job::JobId;
@@ -20,230 +26,306 @@ use super::machine::MachineId;
 use super::placement::{rank_key_with_guests, RankKey};
 use super::scheduler::Scheduler;
 use super::time::Millis;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-/// By default a pass uses a [`FreeView`] when both the queue and the free machines are at
-/// least this many.
-pub(super) const VIEW_THRESHOLD: usize = 64;
+/// A pass merges the pending keys into the sorted vector first when more than this many
+/// are pending.
+pub(super) const MERGE_PENDING: usize = 32;
 
-/// A pass's working copy of the free machines.
+/// The free machines. See the module docs.
 #[derive(Clone, Debug)]
-pub(super) struct FreeView {
+pub(super) struct FreeMachines {
     keys: Vec<RankKey>,
-    taken: Vec<bool>,
-    /// `next[i] == i`: position `i` is untaken (`next[len]` is the end sentinel);
-    /// otherwise a pointer towards the next untaken position.
+    dead: Vec<bool>,
+    /// `next[i] == i`: position `i` is live (`next[len]` is the end sentinel); otherwise
+    /// a pointer towards the next live position.
     next: Vec<u32>,
-    free: usize,
-    dirty: bool,
-    /// Memory need → a position before which no untaken machine has that much memory.
-    mem_cursor: BTreeMap<u64, usize>,
+    live: usize,
+    pending: BTreeSet<RankKey>,
+    /// `mem_cursor[j]`: a position before which no live entry has `2^j` bytes free.
+    mem_cursor: [usize; 64],
+    /// Rebuild at every pass start even without changes (tests compare both ways).
+    always_rebuild: bool,
 }
 
-impl FreeView {
-    fn new(index: &BTreeSet<RankKey>) -> FreeView {
-        let keys: Vec<RankKey> = index.iter().copied().collect();
-        let n = keys.len();
-        FreeView { taken: vec![false; n], next: (0..=n as u32).collect(), free: n, dirty: false, mem_cursor: BTreeMap::new(), keys }
-    }
-
-    /// The first untaken position `≥ i` (`len` if none), compressing the path.
-    fn find(&mut self, i: usize) -> usize {
-        let mut root = i;
-        while self.next[root] as usize != root {
-            root = self.next[root] as usize;
-        }
-        let mut j = i;
-        while self.next[j] as usize != root {
-            let n = self.next[j] as usize;
-            self.next[j] = root as u32;
-            j = n;
-        }
-        root
-    }
-
-    fn take(&mut self, pos: usize) {
-        if !self.taken[pos] {
-            self.taken[pos] = true;
-            self.next[pos] = pos as u32 + 1;
-            self.free -= 1;
-            self.dirty = true;
+impl Default for FreeMachines {
+    fn default() -> Self {
+        FreeMachines {
+            keys: Vec::new(),
+            dead: Vec::new(),
+            next: vec![0],
+            live: 0,
+            pending: BTreeSet::new(),
+            mem_cursor: [0; 64],
+            always_rebuild: false,
         }
     }
+}
 
-    fn rekey(&mut self, pos: usize, key: RankKey) {
-        self.keys[pos] = key;
-        self.dirty = true;
+impl FreeMachines {
+    /// Machines that can take a member now.
+    pub(super) fn len(&self) -> usize {
+        self.live + self.pending.len()
     }
 
-    fn untaken(&self) -> impl Iterator<Item = &RankKey> + '_ {
-        self.keys.iter().zip(&self.taken).filter(|(_, t)| !**t).map(|(k, _)| k)
+    /// Adds a machine's key (outside passes).
+    pub(super) fn insert(&mut self, key: RankKey) {
+        self.pending.insert(key);
     }
+
+    /// Removes a machine's key.
+    pub(super) fn remove(&mut self, key: &RankKey) {
+        if self.pending.remove(key) {
+            return;
+        }
+        if let Ok(p) = self.keys.binary_search(key) {
+            self.kill(p);
+        }
+    }
+
+    fn kill(&mut self, p: usize) {
+        if !self.dead[p] {
+            self.dead[p] = true;
+            self.next[p] = p as u32 + 1;
+            self.live -= 1;
+        }
+    }
+
+    /// Merges the pending keys in and drops the dead ones, if there is anything to do
+    /// (or always, in the test mode).
+    fn settle(&mut self) {
+        let dead = self.keys.len() - self.live;
+        if self.pending.len() <= MERGE_PENDING && dead <= self.live + MERGE_PENDING && !self.always_rebuild {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let mut merged = Vec::with_capacity(self.live + pending.len());
+        let mut old = self.keys.iter().zip(&self.dead).filter(|(_, d)| !**d).map(|(k, _)| *k).peekable();
+        for k in pending {
+            while old.peek().is_some_and(|o| *o < k) {
+                merged.push(old.next().expect("peeked"));
+            }
+            merged.push(k);
+        }
+        merged.extend(old);
+        let n = merged.len();
+        self.keys = merged;
+        self.dead = vec![false; n];
+        self.next = (0..=n as u32).collect();
+        self.live = n;
+        self.mem_cursor = [0; 64];
+    }
+
+    /// All keys, live entries then pending ones (not in placement order).
+    fn all(&self) -> impl Iterator<Item = &RankKey> + '_ {
+        self.keys.iter().zip(&self.dead).filter(|(_, d)| !**d).map(|(k, _)| k).chain(&self.pending)
+    }
+}
+
+/// The first live position `≥ i` in a "next live" forest (`len` if none), compressing
+/// the path.
+fn find_live(next: &mut [u32], i: usize) -> usize {
+    let mut root = i;
+    while next[root] as usize != root {
+        root = next[root] as usize;
+    }
+    let mut j = i;
+    while next[j] as usize != root {
+        let n = next[j] as usize;
+        next[j] = root as u32;
+        j = n;
+    }
+    root
+}
+
+/// Where a found machine's key is.
+#[derive(Clone, Copy)]
+enum Loc {
+    /// At this position of the sorted vector.
+    Vec(usize),
+    /// In the pending set, under this key.
+    Pending(RankKey),
 }
 
 /// Machines found for one job.
 pub(super) struct Found {
     /// One per member, in placement order.
     pub(super) ids: Vec<MachineId>,
-    /// Their positions in the view (empty without a view).
-    pos: Vec<usize>,
+    /// Where the first one's key is.
+    first: Loc,
+    /// Where the others' keys are (empty for one member: no allocation).
+    rest: Vec<Loc>,
     /// The slowest current speed among them.
     pub(super) slowest: f64,
 }
 
 impl Scheduler {
-    /// Sets how many queued jobs and free machines make a pass use a working copy of the
-    /// free machines (default 64; 0 = always, `usize::MAX` = never). Only speed differs:
-    /// the decisions are the same either way, which is what this knob is for (tests).
+    /// Makes every pass start from a freshly rebuilt index (no tombstones, no cursors). Only
+    /// speed differs: decisions are the same either way, which is what this knob is for
+    /// (tests).
     #[doc(hidden)]
-    pub fn set_pass_view_threshold(&mut self, n: usize) {
-        self.view_threshold = n;
+    pub fn set_rebuild_index_every_pass(&mut self, on: bool) {
+        self.free.always_rebuild = on;
     }
 
-    /// Starts a pass's bookkeeping: a view if the pass may place many jobs.
+    /// Starts a pass: merges pending keys into the sorted vector if there are many.
     pub(super) fn begin_pass(&mut self) {
-        self.view = (self.queue.len().min(self.index.len()) >= self.view_threshold).then(|| FreeView::new(&self.index));
+        self.free.settle();
         self.pass_placed.clear();
     }
 
-    /// Ends a pass: writes the view back to the index and removes the placed jobs from
-    /// the queue.
+    /// Ends a pass: writes the jobs started to the tables and removes them from the queue.
     pub(super) fn end_pass(&mut self) {
-        if let Some(v) = self.view.take() {
-            if v.dirty {
-                self.index = v.untaken().copied().collect();
-            }
-        }
-        self.flush_ends();
+        self.flush_placements();
         let mut placed = std::mem::take(&mut self.pass_placed);
         self.queue.remove_all(&mut placed);
         placed.clear();
         self.pass_placed = placed;
     }
 
-    /// Merges the predicted ends of the jobs started so far in this pass into `ends`.
-    pub(super) fn flush_ends(&mut self) {
-        if self.pass_ends.len() >= 16 && self.pass_ends.len() * 4 >= self.ends.len() {
-            self.pass_ends.sort_unstable();
-            let mut batch: BTreeSet<(Millis, JobId)> = self.pass_ends.drain(..).collect();
-            self.ends.append(&mut batch);
-        } else {
-            for e in self.pass_ends.drain(..) {
-                self.ends.insert(e);
-            }
-        }
-    }
-
     /// How many machines can take a member now.
     pub(super) fn free_len(&self) -> usize {
-        self.view.as_ref().map_or(self.index.len(), |v| v.free)
+        self.free.len()
     }
 
     /// The free machines' keys (any order) with at least `mem` bytes free.
     pub(super) fn free_keys_with(&self, mem: u64) -> Vec<RankKey> {
-        match &self.view {
-            Some(v) => v.untaken().filter(|k| k.free_memory >= mem).copied().collect(),
-            None => self.index.iter().filter(|k| k.free_memory >= mem).copied().collect(),
-        }
+        self.free.all().filter(|k| k.free_memory >= mem).copied().collect()
     }
 
     /// The fastest current speed among the free machines (0 if none).
     pub(super) fn max_free_speed(&self, min_cpu_share: f64) -> f64 {
-        let f = |k: &RankKey| k.current_speed(min_cpu_share);
-        match &self.view {
-            Some(v) => v.untaken().map(f).fold(0.0, f64::max),
-            None => self.index.iter().map(f).fold(0.0, f64::max),
-        }
+        self.free.all().map(|k| k.current_speed(min_cpu_share)).fold(0.0, f64::max)
     }
 
-    /// The first `width` free machines in placement order with `mem` bytes free, skipping
-    /// `exclude`; `None` if there are fewer.
+    /// During a pass: the first `width` free machines in placement order with `mem` bytes
+    /// free, skipping `exclude`; `None` if there are fewer.
     pub(super) fn find_machines(&mut self, width: u32, mem: u64, exclude: Option<&IdSet<MachineId>>) -> Option<Found> {
         let width = width as usize;
-        if width > self.free_len() {
+        if width > self.free.len() {
             return None;
         }
         let floor = self.config.predict.min_cpu_share;
-        let mut ids = Vec::with_capacity(width);
-        let mut pos = Vec::new();
+        let FreeMachines { keys, next, pending, mem_cursor, .. } = &mut self.free;
+        let mut ids = Vec::new();
+        let mut first = Loc::Vec(0);
+        let mut rest = Vec::new();
         let mut slowest = f64::INFINITY;
-        let excluded = |id: &MachineId| exclude.is_some_and(|x| x.contains(id));
-        match &mut self.view {
-            None => {
-                for k in &self.index {
-                    if k.free_memory < mem || excluded(&k.id) {
-                        continue;
-                    }
-                    ids.push(k.id);
-                    slowest = slowest.min(k.current_speed(floor));
-                    if ids.len() == width {
-                        return Some(Found { ids, pos, slowest });
-                    }
+        // Memory bucket: 2^bucket <= mem.
+        let bucket = (mem > 0).then(|| mem.ilog2() as usize);
+        let bucket_min = bucket.map_or(0, |b| 1u64 << b);
+        let start = bucket.map_or(0, |b| mem_cursor[b]);
+        let mut first_in_bucket: Option<usize> = None;
+        let n = keys.len();
+        let mut i = find_live(next, start.min(n));
+        let mut pend = pending.iter().peekable();
+        loop {
+            // The next key in placement order, from the vector or the pending set.
+            let from_vec = match (i < n, pend.peek()) {
+                (false, None) => break,
+                (true, None) => true,
+                (false, Some(_)) => false,
+                (true, Some(p)) => keys[i] < **p,
+            };
+            let (k, loc) = if from_vec {
+                let at = i;
+                i = find_live(next, i + 1);
+                (keys[at], Loc::Vec(at))
+            } else {
+                let k = *pend.next().expect("peeked");
+                (k, Loc::Pending(k))
+            };
+            if let Loc::Vec(at) = loc {
+                if k.free_memory >= bucket_min {
+                    first_in_bucket.get_or_insert(at);
                 }
-                None
             }
-            Some(v) => {
-                pos.reserve(width);
-                let start = if mem > 0 { v.mem_cursor.range(..=mem).next_back().map_or(0, |(_, &p)| p) } else { 0 };
-                let mut first_fit: Option<usize> = None;
-                let mut i = v.find(start);
-                let n = v.keys.len();
-                while i < n {
-                    let k = v.keys[i];
-                    if k.free_memory >= mem {
-                        first_fit.get_or_insert(i);
-                        if !excluded(&k.id) {
-                            ids.push(k.id);
-                            pos.push(i);
-                            slowest = slowest.min(k.current_speed(floor));
-                            if ids.len() == width {
-                                break;
-                            }
-                        }
-                    }
-                    i = v.find(i + 1);
+            if k.free_memory < mem || exclude.is_some_and(|x| x.contains(&k.id)) {
+                continue;
+            }
+            if ids.is_empty() {
+                ids.reserve_exact(width);
+                first = loc;
+            } else {
+                rest.push(loc);
+            }
+            ids.push(k.id);
+            slowest = slowest.min(k.current_speed(floor));
+            if ids.len() == width {
+                break;
+            }
+        }
+        if let Some(b) = bucket {
+            // Every live vector position before `first_in_bucket` has less than 2^b free;
+            // all do if the walk reached the end of the vector without one.
+            match first_in_bucket {
+                Some(p) => mem_cursor[b] = p,
+                None if i >= n => mem_cursor[b] = n,
+                None => {}
+            }
+        }
+        (ids.len() == width).then_some(Found { ids, first, rest, slowest })
+    }
+
+    /// During a pass, after a member needing `mem` bytes was placed on `found.ids[i]`:
+    /// takes the machine out of the free machines if that was its last free slot, or
+    /// re-keys it with one slot and `mem` bytes less (in place in the vector: its position
+    /// in the order does not depend on them). Needs no machine look-up.
+    pub(super) fn after_placement(&mut self, found: &Found, i: usize, mem: u64) {
+        let loc = if i == 0 { found.first } else { found.rest[i - 1] };
+        let old = match loc {
+            Loc::Vec(p) => self.free.keys[p],
+            Loc::Pending(k) => k,
+        };
+        let new = (old.free_slots > 1).then(|| RankKey {
+            free_slots: old.free_slots - 1,
+            free_memory: old.free_memory.saturating_sub(mem),
+            ..old
+        });
+        match loc {
+            Loc::Vec(p) => match new {
+                None => self.free.kill(p),
+                Some(k) => self.free.keys[p] = k,
+            },
+            Loc::Pending(k) => {
+                self.free.pending.remove(&k);
+                if let Some(k) = new {
+                    self.free.pending.insert(k);
                 }
-                if mem > 0 {
-                    // Every untaken position before `first_fit` (or all, if none) lacks `mem`.
-                    v.mem_cursor.insert(mem, first_fit.unwrap_or(n));
-                }
-                (ids.len() == width).then_some(Found { ids, pos, slowest })
             }
         }
     }
 
-    /// After a member was placed on `found.ids[i]`: takes the machine out of the free
-    /// machines if it is full, or re-keys it with its smaller free memory.
-    pub(super) fn after_placement(&mut self, found: &Found, i: usize) {
-        let id = found.ids[i];
-        let Some(e) = self.machines.get_mut(&id) else { return };
-        let full = e.guests.len() as u64 >= u64::from(e.m.slots);
-        let old = e.key;
-        let new = (!full).then(|| rank_key_with_guests(&e.m, e.memory_in_use));
-        let same = match (&old, &new) {
-            (Some(a), Some(b)) => a.identical(b),
-            (None, None) => true,
-            _ => false,
-        };
-        if same {
-            return;
-        }
-        e.key = new;
-        match &mut self.view {
-            Some(v) => {
-                let p = found.pos[i];
-                match new {
-                    None => v.take(p),
-                    Some(k) => v.rekey(p, k),
-                }
+    /// Writes the jobs started so far in this pass to the job and machine tables and to
+    /// `ends`. Done in batches of independent look-ups (rather than one placement at a
+    /// time), which lets the processor overlap their cache misses.
+    pub(super) fn flush_placements(&mut self) {
+        let mut runs = std::mem::take(&mut self.pass_runs);
+        let mut ends = Vec::with_capacity(runs.len());
+        for (id, run) in runs.drain(..) {
+            ends.push((run.predicted_end, id));
+            if let Some(e) = self.jobs.get_mut(&id) {
+                e.job.running = Some(run);
             }
-            None => {
-                if let Some(k) = old {
-                    self.index.remove(&k);
-                }
-                if let Some(k) = new {
-                    self.index.insert(k);
-                }
+        }
+        self.pass_runs = runs;
+        let mut members = std::mem::take(&mut self.pass_members);
+        for (m, id, mem) in members.drain(..) {
+            if let Some(e) = self.machines.get_mut(&m) {
+                e.guests.push(id);
+                e.memory_in_use = e.memory_in_use.saturating_add(mem);
+                let full = e.guests.len() as u64 >= u64::from(e.m.slots);
+                e.key = (!full).then(|| rank_key_with_guests(&e.m, e.guests.len() as u32, e.memory_in_use));
+            }
+        }
+        self.pass_members = members;
+        if ends.len() >= 16 && ends.len() * 4 >= self.ends.len() {
+            ends.sort_unstable();
+            let mut batch: BTreeSet<(Millis, JobId)> = ends.into_iter().collect();
+            self.ends.append(&mut batch);
+        } else {
+            for e in ends {
+                self.ends.insert(e);
             }
         }
     }

@@ -8,18 +8,19 @@
 //!   earlier in the pass cannot fit later, so this is the same as repeatedly drawing
 //!   uniformly among the waiting jobs that fit (seed 002 §3.1);
 //! * **spt** / **lpt** try jobs by predicted normtime ascending / descending (ties in
-//!   queue order) and stop at the first that does not fit, as in the paper; the order is
-//!   kept as a `BTreeSet` updated when a job is queued or placed or its program's history
-//!   changes, so a pass does not sort;
+//!   queue order) and stop at the first that does not fit, as in the paper. The order is
+//!   a `BTreeMap` kept up to date when a job is queued or its program's history changes,
+//!   so a pass does not sort; since they block, the jobs a pass starts are a prefix of
+//!   that order, split off in O(log n) at the end;
 //! * **backfill**: see `backfill.rs`.
 //!
-//! Predictions are cached per queued job (refreshed when the program's history changes),
-//! so a pass does no string look-ups. Placement ([`super::placement`]) takes the first
-//! `width` eligible machines with enough free memory from the front of the index. Cost
-//! per placed job: O(width · log M) plus,
-//! for jobs that declare memory, the machines skipped for too little memory. Jobs that
-//! cannot fit are recognised in O(1) when the index has fewer machines than their width,
-//! or when an earlier job no wider and needing no more memory already failed this pass.
+//! Predictions are cached per queued job, so a pass does no string look-ups. Placement
+//! ([`super::placement`]) takes the first `width` eligible machines with enough free
+//! memory from the front of the free machines (`free.rs`). A job that cannot fit is
+//! recognised in O(1) when there are fewer free machines than its width, or when an
+//! earlier job no wider and needing no more memory already failed this pass. The job,
+//! machine and running-job tables, and the queue, are written once at the end of the
+//! pass (or before Backfill computes a reservation), in batches.
 
 use super::assignment::{Assignment, Reason};
 use super::config::Algorithm;
@@ -27,8 +28,9 @@ use super::free::Found;
 use super::job::{JobId, Member, RunningJob};
 use super::predict::{corrected_runtime, runtime_from_speed, Prediction};
 use super::queue::Queued;
-use super::scheduler::Scheduler;
+use super::scheduler::{Scheduler, TimeKey};
 use super::time::Millis;
+use std::ops::Bound;
 
 /// Jobs (width, memory) known not to fit during this pass: resources only shrink within a
 /// pass, so any job at least as wide and needing at least as much memory fails too.
@@ -59,7 +61,7 @@ impl Scheduler {
         self.correct_outlived(now);
         self.reservation = None;
         // At most one job per free machine can start.
-        let mut out = Vec::with_capacity(self.queue.len().min(self.index.len()));
+        let mut out = Vec::with_capacity(self.queue.len().min(self.free_len()));
         if self.queue.is_empty() {
             return out;
         }
@@ -79,55 +81,78 @@ impl Scheduler {
         }
         match algorithm {
             Algorithm::Fifo => {
-                let order = self.queue.live_positions();
-                self.run_in_order(now, &order, true, |_, _| Reason::FifoHead, out);
+                let order = 0..self.queue.positions();
+                self.run_in_order(now, order, true, |_, _| Reason::FifoHead, out);
             }
             Algorithm::FirstFit => {
-                let order = self.queue.live_positions();
-                self.run_in_order(now, &order, false, |passed_over, _| Reason::FirstFit { passed_over }, out);
+                let order = 0..self.queue.positions();
+                self.run_in_order(now, order, false, |passed_over, _| Reason::FirstFit { passed_over }, out);
             }
             Algorithm::Random => {
                 let mut order = self.queue.live_positions();
                 self.rng.shuffle(&mut order);
-                self.run_in_order(now, &order, false, |_, _| Reason::Random, out);
+                self.run_in_order(now, order, false, |_, _| Reason::Random, out);
             }
             Algorithm::Spt | Algorithm::Lpt => {
                 // `by_time` holds the queued jobs by predicted normtime (negated for LPT),
                 // ties in queue order; the first that does not fit blocks the rest.
-                while self.free_len() > 0 {
-                    let Some((_, &q)) = self.by_time.as_ref().and_then(|o| o.first_key_value()) else { break };
-                    let Some(found) = self.find_machines(q.width, q.mem, None) else { break };
-                    let normtime_s = q.prediction.normtime_s;
-                    let runtime = runtime_from_speed(normtime_s, found.ids.len(), found.slowest);
-                    let why = if algorithm == Algorithm::Spt {
-                        Reason::ShortestFirst { normtime_s }
-                    } else {
-                        Reason::LongestFirst { normtime_s }
+                // SPT/LPT block at the first job that cannot start, so the jobs started are
+                // a prefix of the order: walk it in chunks, then split the prefix off.
+                let mut after: Option<TimeKey> = None;
+                let mut first_unplaced: Option<TimeKey> = None;
+                'walk: while let Some(order) = &self.by_time {
+                    let chunk: Vec<(TimeKey, Queued)> = match &after {
+                        None => order.iter().take(64).map(|(k, q)| (*k, *q)).collect(),
+                        Some(a) => order.range((Bound::Excluded(a), Bound::Unbounded)).take(64).map(|(k, q)| (*k, *q)).collect(),
                     };
-                    out.push(self.commit(now, &q, found, runtime, why));
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    for (k, q) in chunk {
+                        let found = if self.free_len() == 0 { None } else { self.find_machines(q.width, q.mem, None) };
+                        let Some(found) = found else {
+                            first_unplaced = Some(k);
+                            break 'walk;
+                        };
+                        let normtime_s = q.prediction.normtime_s;
+                        let runtime = runtime_from_speed(normtime_s, found.ids.len(), found.slowest);
+                        let why = if algorithm == Algorithm::Spt {
+                            Reason::ShortestFirst { normtime_s }
+                        } else {
+                            Reason::LongestFirst { normtime_s }
+                        };
+                        out.push(self.commit(now, &q, found, runtime, why));
+                        after = Some(k);
+                    }
+                }
+                if let Some(order) = &mut self.by_time {
+                    match first_unplaced {
+                        Some(k) => *order = order.split_off(&k),
+                        None => order.clear(),
+                    }
                 }
             }
             Algorithm::Backfill => unreachable!("handled above"),
         }
     }
 
-    /// Tries the queue entries at the positions `order`; `block` stops at the first job
-    /// that does not fit.
+    /// Tries the live queue entries at the positions `order` (the queue does not change
+    /// during a pass); `block` stops at the first job that does not fit.
     fn run_in_order(
         &mut self,
         now: Millis,
-        order: &[u32],
+        order: impl IntoIterator<Item = u32>,
         block: bool,
         reason: impl Fn(u32, &Prediction) -> Reason,
         out: &mut Vec<Assignment>,
     ) {
         let mut memo = FailMemo::default();
         let mut passed_over = 0u32;
-        for &pos in order {
+        for pos in order {
             if self.free_len() == 0 {
                 break;
             }
-            let q = self.queue.at(pos);
+            let Some(q) = self.queue.live_at(pos) else { continue };
             let found = if memo.known_to_fail(q.width, q.mem) { None } else { self.find_machines(q.width, q.mem, None) };
             match found {
                 Some(found) => {
@@ -152,8 +177,9 @@ impl Scheduler {
         (spec.width, spec.memory_needed())
     }
 
-    /// Starts queued job `id` on the machines found, at `now`, with its cached
-    /// prediction. (Its queue entry is removed at the end of the pass.)
+    /// Starts queued job `q` on the machines found, at `now`, with its cached prediction.
+    /// The free machines are updated at once; the job and machine tables, `ends` and the
+    /// queue at the end of the pass (or before a reservation is computed), in one batch.
     pub(super) fn commit(&mut self, now: Millis, q: &Queued, found: Found, runtime_s: f64, reason: Reason) -> Assignment {
         let predicted_end = now.plus_secs_ceil(runtime_s);
         let algorithm = self.config.algorithm;
@@ -172,18 +198,10 @@ impl Scheduler {
             normtime_so_far_s: 0.0,
             wall_s: 0.0,
         });
-        self.jobs.get_mut(&id).expect("a queued job").job.running = Some(run);
-        if self.view.is_some() {
-            self.pass_ends.push((predicted_end, id));
-        } else {
-            self.ends.insert((predicted_end, id));
-        }
+        self.pass_runs.push((id, run));
         for (i, &m) in found.ids.iter().enumerate() {
-            if let Some(e) = self.machines.get_mut(&m) {
-                e.guests.push(id);
-                e.memory_in_use = e.memory_in_use.saturating_add(mem);
-            }
-            self.after_placement(&found, i);
+            self.pass_members.push((m, id, mem));
+            self.after_placement(&found, i, mem);
         }
         let machines = found.ids;
         Assignment { job: id, machines, algorithm, reason, prediction, predicted_runtime_s: runtime_s, predicted_end }

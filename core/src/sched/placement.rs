@@ -39,6 +39,9 @@ pub struct RankKey {
     /// Bytes free for a new guest (not part of the order; kept so a pass can check
     /// memory without looking the machine up).
     pub free_memory: u64,
+    /// Free slots (not part of the order; kept so a pass can tell when the machine is
+    /// full without looking it up).
+    pub free_slots: u32,
 }
 
 impl RankKey {
@@ -50,6 +53,7 @@ impl RankKey {
             && self.idle_since == other.idle_since
             && self.id == other.id
             && self.free_memory == other.free_memory
+            && self.free_slots == other.free_slots
     }
 
     /// The speed a guest gets: `S_b · max(1 − load, min_cpu_share)`, as
@@ -87,11 +91,11 @@ impl Ord for RankKey {
 /// The placement key of `m` with no guests (a NaN speed sorts as 0, i.e. last among the
 /// loaded).
 pub fn rank_key(m: &Machine) -> RankKey {
-    rank_key_with_guests(m, 0)
+    rank_key_with_guests(m, 0, 0)
 }
 
-/// The placement key of `m` whose guests declared `memory_in_use` bytes.
-pub fn rank_key_with_guests(m: &Machine, memory_in_use: u64) -> RankKey {
+/// The placement key of `m` holding `guests` guests that declared `memory_in_use` bytes.
+pub fn rank_key_with_guests(m: &Machine, guests: u32, memory_in_use: u64) -> RankKey {
     let speed = m.effective_speed();
     RankKey {
         speed: if speed.is_nan() { 0.0 } else { speed },
@@ -100,6 +104,7 @@ pub fn rank_key_with_guests(m: &Machine, memory_in_use: u64) -> RankKey {
         id: m.id,
         base_speed: m.base_speed,
         free_memory: m.free_memory.saturating_sub(memory_in_use),
+        free_slots: m.slots.saturating_sub(guests),
     }
 }
 

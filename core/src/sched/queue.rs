@@ -146,13 +146,60 @@ impl Queue {
         self.slots.iter().enumerate().filter(|(_, s)| s.live).map(|(i, _)| i as u32).collect()
     }
 
-    /// The entry at `pos` (see [`Queue::live_positions`]).
-    pub(super) fn at(&self, pos: u32) -> Queued {
-        self.slots[pos as usize].q
+    /// Number of positions, dead ones included.
+    pub(super) fn positions(&self) -> u32 {
+        self.slots.len() as u32
+    }
+
+    /// The entry at `pos`, if live (see [`Queue::live_positions`]).
+    pub(super) fn live_at(&self, pos: u32) -> Option<Queued> {
+        let s = &self.slots[pos as usize];
+        s.live.then_some(s.q)
     }
 
     /// The live entries in queue order.
     pub(super) fn iter(&self) -> impl Iterator<Item = &Queued> + '_ {
         self.slots.iter().filter(|s| s.live).map(|s| &s.q)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::predict::PredictionSource;
+
+    fn q(id: u64) -> Queued {
+        let prediction = Prediction { normtime_s: 1.0, total_normtime_s: 1.0, source: PredictionSource::Default };
+        Queued { id: JobId(id), key: (Millis(id), id), width: 1, mem: 0, prediction }
+    }
+
+    fn ids(queue: &Queue) -> Vec<u64> {
+        queue.iter().map(|q| q.id.0).collect()
+    }
+
+    #[test]
+    fn keeps_key_order_through_removal_revival_batches_and_compaction() {
+        let mut queue = Queue::default();
+        for id in [1, 2, 3, 5] {
+            queue.insert((Millis(id), id), q(id));
+        }
+        queue.insert((Millis(4), 4), q(4)); // in the middle
+        assert_eq!(ids(&queue), vec![1, 2, 3, 4, 5]);
+        queue.remove(&(Millis(2), 2));
+        assert_eq!((ids(&queue), queue.len()), (vec![1, 3, 4, 5], 4));
+        queue.insert((Millis(2), 2), q(2)); // back under its old key: revived
+        assert_eq!(ids(&queue), vec![1, 2, 3, 4, 5]);
+        assert_eq!(queue.get(&(Millis(3), 3)).map(|x| x.id), Some(JobId(3)));
+        // A batch larger than the small-batch path, then enough dead to compact.
+        for id in 6..200 {
+            queue.insert((Millis(id), id), q(id));
+        }
+        let mut gone: Vec<QueueKey> = (1..150).rev().map(|id| (Millis(id), id)).collect();
+        queue.remove_all(&mut gone);
+        assert_eq!(ids(&queue), (150..200).collect::<Vec<_>>());
+        assert_eq!(queue.positions() as usize, 50, "compacted");
+        assert!(queue.get(&(Millis(3), 3)).is_none());
+        queue.insert((Millis(3), 3), q(3));
+        assert_eq!(ids(&queue)[..2], [3, 150]);
     }
 }

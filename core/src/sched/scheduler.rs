@@ -10,7 +10,7 @@
 //! * per machine, the guests the scheduler placed there and the memory they declared
 //!   (`Machine::free_memory` is understood to exclude guests, so a machine's free memory
 //!   for a new member is `free_memory − declared needs of its guests`);
-//! * the eligible machines with a free slot, in placement order (`BTreeSet<RankKey>`);
+//! * the eligible machines with a free slot, in placement order (`free.rs`);
 //! * the running jobs, by predicted end (`BTreeSet<(Millis, JobId)>`);
 //! * each queued job's current prediction, refreshed when its program's history changes
 //!   (program identifiers are interned on first sight and kept for the scheduler's life).
@@ -19,9 +19,9 @@ use super::backfill::Reservation;
 use super::config::{Algorithm, SchedConfig};
 use super::error::SchedError;
 use super::event::{Event, Stop, StopWhy};
-use super::free::{FreeView, VIEW_THRESHOLD};
+use super::free::FreeMachines;
 use super::hash::{IdMap, IdSet};
-use super::job::{Job, JobId, JobSpec};
+use super::job::{Job, JobId, JobSpec, RunningJob};
 use super::machine::{Machine, MachineId};
 use super::placement::{check_eligible, rank_key_with_guests, Ineligible, RankKey};
 use super::predict::{Prediction, Predictor, ProgramStats};
@@ -158,8 +158,8 @@ pub struct Scheduler {
     pub(super) predictor: Predictor,
     pub(super) rng: SplitMix64,
     pub(super) machines: IdMap<MachineId, MachineEntry>,
-    /// Machines whose contract allows guests and that have a free slot.
-    pub(super) index: BTreeSet<RankKey>,
+    /// Machines whose contract allows guests and that have a free slot (`free.rs`).
+    pub(super) free: FreeMachines,
     pub(super) jobs: IdMap<JobId, JobEntry>,
     pub(super) queue: Queue,
     /// Running jobs by predicted end.
@@ -173,15 +173,13 @@ pub struct Scheduler {
     pub(super) queued_of: Vec<IdSet<JobId>>,
     /// Queued jobs by predicted normtime; kept only for SPT and LPT.
     pub(super) by_time: Option<BTreeMap<TimeKey, Queued>>,
-    /// During a pass (see `free.rs`): the working copy of the free machines, if any.
-    pub(super) view: Option<FreeView>,
     /// During a pass: queue positions of the jobs started, removed at its end.
     pub(super) pass_placed: Vec<QueueKey>,
-    /// During a pass with a working copy: predicted ends of the jobs started, not yet in
-    /// `ends` (merged in bulk before a reservation is computed and at the end).
-    pub(super) pass_ends: Vec<(Millis, JobId)>,
-    /// See `Scheduler::set_pass_view_threshold`.
-    pub(super) view_threshold: usize,
+    /// During a pass: the jobs started, not yet written to `jobs`, `machines` and `ends`
+    /// (see `Scheduler::flush_placements`).
+    pub(super) pass_runs: Vec<(JobId, Box<RunningJob>)>,
+    /// During a pass: (machine, job, memory) of each member started, not yet written.
+    pub(super) pass_members: Vec<(MachineId, JobId, u64)>,
 }
 
 impl Scheduler {
@@ -193,7 +191,7 @@ impl Scheduler {
             rng: SplitMix64::new(config.random_seed),
             config: config.clone(),
             machines: IdMap::default(),
-            index: BTreeSet::new(),
+            free: FreeMachines::default(),
             jobs: IdMap::default(),
             queue: Queue::default(),
             ends: BTreeSet::new(),
@@ -202,10 +200,9 @@ impl Scheduler {
             program_ix: IdMap::default(),
             queued_of: Vec::new(),
             by_time: matches!(config.algorithm, Algorithm::Spt | Algorithm::Lpt).then(BTreeMap::new),
-            view: None,
             pass_placed: Vec::new(),
-            pass_ends: Vec::new(),
-            view_threshold: VIEW_THRESHOLD,
+            pass_runs: Vec::new(),
+            pass_members: Vec::new(),
         })
     }
 
@@ -298,11 +295,10 @@ impl Scheduler {
         }
     }
 
-    /// During a pass: takes a job out of the SPT/LPT order now and leaves its queue entry
-    /// for `end_pass` to remove (in bulk when many jobs started).
+    /// During a pass: leaves the job's queue entry for `end_pass` to remove (in bulk when
+    /// many jobs started). (SPT/LPT remove the started prefix of their order themselves.)
     pub(super) fn dequeue_in_pass(&mut self, q: &Queued) {
         self.pass_placed.push(q.key);
-        self.unorder(q);
     }
 
     /// Takes a job out of the SPT/LPT order.
@@ -456,7 +452,7 @@ impl Scheduler {
         }
         if let Some(e) = self.machines.remove(&machine) {
             if let Some(k) = e.key {
-                self.index.remove(&k);
+                self.free.remove(&k);
             }
         }
         Ok(stops)
@@ -466,7 +462,7 @@ impl Scheduler {
     pub(super) fn reindex(&mut self, id: MachineId) {
         let Some(e) = self.machines.get_mut(&id) else { return };
         let wanted = e.m.contract_allows_guests() && (e.guests.len() as u64) < u64::from(e.m.slots);
-        let new_key = wanted.then(|| rank_key_with_guests(&e.m, e.memory_in_use));
+        let new_key = wanted.then(|| rank_key_with_guests(&e.m, e.guests.len() as u32, e.memory_in_use));
         let same = match (&e.key, &new_key) {
             (Some(a), Some(b)) => a.identical(b),
             (None, None) => true,
@@ -474,10 +470,10 @@ impl Scheduler {
         };
         if !same {
             if let Some(k) = e.key {
-                self.index.remove(&k);
+                self.free.remove(&k);
             }
             if let Some(k) = new_key {
-                self.index.insert(k);
+                self.free.insert(k);
             }
             e.key = new_key;
         }
