@@ -260,13 +260,7 @@ pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_b
 }
 
 /// Whether the agent wants guest work now: the policy accepts guests and the machine is
-/// recruitable or already donating.
-pub fn may_lease(status: &control::AgentStatus) -> bool {
-    may_lease_now(status.policy.state, status.policy.directive)
-}
-
-/// [`may_lease`] from the policy's state and directive (what the driver publishes after
-/// each step).
+/// recruitable or already donating (what the driver publishes after each step).
 pub fn may_lease_now(state: crate::policy::StateKind, directive: crate::policy::GuestDirective) -> bool {
     use crate::policy::{GuestDirective, StateKind};
     directive == GuestDirective::Accept && matches!(state, StateKind::Recruitable | StateKind::Donating)
