@@ -9,6 +9,8 @@
 # Prints the .deb's path on the last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Honour a shared target directory (helpers and benches set one); the bundler does too.
+target=${CARGO_TARGET_DIR:-$PWD/target}
 [ -d ui/node_modules ] || (cd ui && npm install --no-audit --no-fund --loglevel=error)
 (cd ui && npm run build)
 cargo build --release -q -p lull
@@ -16,6 +18,6 @@ tauri=$PWD/ui/node_modules/.bin/tauri
 (cd src-tauri && "$tauri" build --no-bundle --ci) >&2
 # The release profile keeps line tables for backtraces; the package ships without them
 # (127 MB → about 25 MB for lull-tray).
-strip --strip-debug target/release/lull-tray target/release/lull-window target/release/lull
+strip --strip-debug "$target"/release/lull-tray "$target"/release/lull-window "$target"/release/lull
 (cd src-tauri && "$tauri" bundle --bundles deb --ci) >&2
-ls -t target/release/bundle/deb/*.deb | head -n1
+ls -t "$target"/release/bundle/deb/*.deb | head -n1
