@@ -5,6 +5,7 @@
 use crate::auth::{digest, hash_secret, kind_of, Principal};
 use crate::model::*;
 use crate::report::{self, By, Period, ReportQuery};
+use crate::scheduling::{Ended, Msg};
 use crate::store::{self, now_ms, StoreError};
 use crate::App;
 use axum::body::Bytes;
@@ -130,6 +131,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/jobs/{id}", get(get_job))
         .route("/api/v1/jobs/{id}/output", get(job_output))
         .route("/api/v1/jobs/{id}/cancel", post(cancel))
+        .route("/api/v1/predictions", get(predictions))
         .route("/api/v1/lease", post(lease))
         .route("/api/v1/tasks/{job}/{rank}/progress", post(progress))
         .route("/api/v1/tasks/{job}/{rank}/complete", post(complete))
@@ -232,6 +234,7 @@ async fn heartbeat(State(app): State<Arc<App>>, Auth(p): Auth, Body(hb): Body<He
         return Err(ApiError(StatusCode::BAD_REQUEST, "speeds must be finite and non-negative".into()));
     }
     store::check_text("state", &hb.state, 1, 32)?;
+    app.scheduling.send(Msg::Heartbeat { agent: agent.to_string(), hb: hb.clone() });
     app.live.heartbeat(agent, hb, now_ms(), app.config.heartbeat_interval.as_millis() as i64);
     app.metrics.heartbeats.fetch_add(1, Ordering::Relaxed);
     Ok(Json(HeartbeatAck { next_heartbeat_s: app.config.heartbeat_interval.as_secs().max(1) as u32 }))
@@ -256,9 +259,7 @@ async fn remove_agent(
     store::check_text("id", &id, 1, 64)?;
     let r = store::remove_agent(&app.db, &id).await?;
     app.live.forget_creds();
-    if r.tasks_requeued > 0 {
-        app.work.notify_waiters();
-    }
+    app.scheduling.send(Msg::AgentRemoved { agent: r.id.clone() });
     tracing::info!(agent = %r.id, owner = %r.owner, machine = %r.machine, requeued = r.tasks_requeued, "machine removed");
     Ok(Json(r))
 }
@@ -322,7 +323,7 @@ async fn pool(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<Pool
 async fn submit(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<SubmitJob>) -> ApiResult<Json<Job>> {
     need_person(&p)?;
     let job = store::submit(&app.db, &p, &req).await?;
-    app.work.notify_waiters();
+    app.scheduling.send(Msg::Job { job: job.id, ended: None });
     tracing::info!(job = job.id, submitter = %job.submitter, program = %job.program, machines = job.machines, "job submitted");
     Ok(Json(job))
 }
@@ -381,7 +382,17 @@ async fn job_output(State(app): State<Arc<App>>, Auth(p): Auth, id: JobPath) -> 
     responses((status = 200, body = Job), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn cancel(State(app): State<Arc<App>>, Auth(p): Auth, id: JobPath) -> ApiResult<Json<Job>> {
     need_person(&p)?;
-    Ok(Json(store::cancel(&app.db, &p, path(id)?).await?))
+    let job = store::cancel(&app.db, &p, path(id)?).await?;
+    app.scheduling.send(Msg::Job { job: job.id, ended: None });
+    Ok(Json(job))
+}
+
+#[utoipa::path(get, path = "/api/v1/predictions", security(("bearer" = [])),
+    responses((status = 200, body = [ProgramPrediction]), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn predictions(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<Vec<ProgramPrediction>>> {
+    need_person(&p)?;
+    let stats = crate::scheduling::sql::program_stats(&app.db).await?;
+    Ok(Json(stats.into_iter().map(ProgramPrediction::from).collect()))
 }
 
 #[utoipa::path(post, path = "/api/v1/lease", request_body = LeaseRequest, security(("bearer" = [])),
@@ -395,25 +406,77 @@ async fn lease(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<Lease
     let deadline = tokio::time::Instant::now() + Duration::from_millis(req.wait_ms as u64);
     let ttl = app.config.lease_ttl.as_millis() as i64;
     let mut shutdown = app.shutdown.clone();
+    // A lease the scheduler already assigned is handed over at once.
+    if let Some(l) = take(&app, &agent, ttl).await? {
+        return Ok(Json(l).into_response());
+    }
+    // Otherwise this poll is a free slot on the machine until it gets a lease or ends
+    // (also when the agent hangs up: the guard tells the scheduler on drop).
+    // (The guard is declared first so it drops last, after `waiter`: see `release_waiter`.)
+    let (mut poll, seq) = PollGuard::open(&app, &agent, req.free_mem_bytes);
+    let waiter = app.scheduling.waiter(&agent);
+    // "No work" is said only after the scheduler had this poll in a pass (when it runs
+    // on this replica), so even `wait_ms = 0` gets what could be placed at once.
+    let mut passed = app.scheduling.passed();
+    let settle = tokio::time::Instant::now() + Duration::from_secs(2);
     loop {
-        // Register for wake-ups before looking, so a submit in between is not missed.
-        let notified = app.work.notified();
-        if let Some(l) = store::claim(&app.db, &agent, req.free_mem_bytes, ttl).await? {
-            app.metrics.leases.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(job = l.job_id, rank = l.rank, lease = l.lease, agent, "task leased");
+        // Register for the wake-up before looking, so a lease assigned in between is not missed.
+        let notified = waiter.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        // Read before looking: a pass that ends after the look is not taken as seen.
+        let seen = seq.is_none_or(|n| *passed.borrow_and_update() >= n);
+        if let Some(l) = take(&app, &agent, ttl).await? {
+            poll.delivered = true;
             return Ok(Json(l).into_response());
         }
         let now = tokio::time::Instant::now();
-        if now >= deadline || *shutdown.borrow() {
+        if (now >= deadline && (seen || now >= settle)) || *shutdown.borrow() {
             return Ok(StatusCode::NO_CONTENT.into_response());
         }
-        // Other replicas' submissions are not notified here: look again at least every 500 ms.
-        let nap = (deadline - now).min(Duration::from_millis(500));
+        // A lost wake-up (another replica's notice) costs at most this nap.
+        let until = if now >= deadline { settle } else { deadline };
+        let nap = (until - now).min(Duration::from_millis(1000));
         tokio::select! {
             _ = notified => {}
+            _ = passed.changed(), if !seen => {}
             _ = tokio::time::sleep(nap) => {}
             _ = shutdown.changed() => {}
         }
+    }
+}
+
+/// Takes a lease waiting for `agent`, counting it.
+async fn take(app: &App, agent: &str, ttl: i64) -> ApiResult<Option<Lease>> {
+    let l = crate::scheduling::sql::take_delivery(&app.db, agent, ttl).await?;
+    if let Some(l) = &l {
+        app.metrics.leases.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(job = l.job_id, rank = l.rank, lease = l.lease, agent, "task leased");
+    }
+    Ok(l)
+}
+
+/// An open long poll, as the scheduler counts it: one free slot on its machine.
+struct PollGuard<'a> {
+    app: &'a App,
+    agent: String,
+    delivered: bool,
+}
+
+impl<'a> PollGuard<'a> {
+    /// Opens the poll; the number is the scheduler's for the message (on a leader).
+    fn open(app: &'a App, agent: &str, free_mem: u64) -> (PollGuard<'a>, Option<u64>) {
+        let hb = app.live.latest(agent).map(|(_, hb)| hb);
+        let seq = app.scheduling.send(Msg::Poll { agent: agent.to_string(), open: true, free_mem, delivered: false, hb });
+        (PollGuard { app, agent: agent.to_string(), delivered: false }, seq)
+    }
+}
+
+impl Drop for PollGuard<'_> {
+    fn drop(&mut self) {
+        let agent = std::mem::take(&mut self.agent);
+        self.app.scheduling.send(Msg::Poll { agent: agent.clone(), open: false, free_mem: 0, delivered: self.delivered, hb: None });
+        self.app.scheduling.release_waiter(&agent);
     }
 }
 
@@ -434,6 +497,8 @@ async fn complete(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(
     let (job, rank) = path(t)?;
     let ack = store::complete(&app.db, agent, job, rank, &req).await?;
     if ack.counted {
+        let ended = Ended { agent: agent.to_string(), rank: rank as u32, cpu_s: req.user_cpu_s + req.sys_cpu_s, completed: true };
+        app.scheduling.send(Msg::Job { job, ended: Some(ended) });
         app.metrics.completions.fetch_add(1, Ordering::Relaxed);
         tracing::info!(job, rank, lease = req.lease, agent, exit_code = req.exit_code, "task completed");
     }
@@ -447,7 +512,8 @@ async fn release(app: &App, p: &Principal, t: TaskPath, req: TaskRelease, evicte
         store::check_text("reason", r, 0, 4096)?;
     }
     let task = store::release(&app.db, agent, job, rank, req.lease, evicted).await?;
-    app.work.notify_waiters();
+    let ended = Ended { agent: agent.to_string(), rank: rank as u32, cpu_s: 0.0, completed: false };
+    app.scheduling.send(Msg::Job { job, ended: Some(ended) });
     tracing::info!(job, rank, agent, evicted, state = %task.state, reason = req.reason.as_deref().unwrap_or(""), "task released");
     Ok(Json(task))
 }
@@ -608,11 +674,11 @@ impl utoipa::Modify for Security {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports."),
-    paths(create_key, create_join_token, enrol, heartbeat, agents, remove_agent, pool, submit, list_jobs, get_job, job_output, cancel, lease, progress, complete, fail, evicted,
+    paths(create_key, create_join_token, enrol, heartbeat, agents, remove_agent, pool, submit, list_jobs, get_job, job_output, cancel, predictions, lease, progress, complete, fail, evicted,
         gang, put_checkpoint, get_checkpoint, records, reports),
     components(schemas(ErrorBody, CreateJoinToken, JoinToken, CreateKey, ApiKey, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, SubmitJob,
         JobSpec, Job, Task, LeaseRequest, Lease, Progress, ProgressAck, Completion, CompletionAck, TaskRelease, Gang, Record, RecordBatch,
-        RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved)),
+        RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved, Placement, ProgramPrediction)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;

@@ -86,12 +86,20 @@ pub enum Dialect {
 pub struct Db {
     pub pool: AnyPool,
     pub dialect: Dialect,
+    /// The full connection URL (with its password): for the scheduler's lock session and
+    /// its LISTEN connection, which need connections of their own. Never shown.
+    url: String,
 }
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 impl Db {
+    /// The connection URL, password included: pass it only to a connector, never to logs.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     /// Connects to `url` and migrates the schema. `sqlite:PATH` (the file is created if
     /// missing) or `postgres://user:pass@host/db`. A bare path is taken as an SQLite file.
     /// A database that does not answer within [`CONNECT_TIMEOUT`] is given up; errors
@@ -149,7 +157,7 @@ impl Db {
             Dialect::Postgres => POSTGRES_MIGRATIONS.run(&pool).await,
         };
         migrated.map_err(|e| DbError::Migrate { url: shown.clone(), reason: scrub(&e.to_string(), url) })?;
-        Ok(Self { pool, dialect })
+        Ok(Self { pool, dialect, url: full })
     }
 
     /// Closes the pool (waits for connections to be returned).

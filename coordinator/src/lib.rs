@@ -16,6 +16,7 @@ pub mod live;
 pub mod metrics;
 pub mod model;
 pub mod report;
+pub mod scheduling;
 pub mod store;
 
 pub use db::{Db, DbError, Dialect};
@@ -41,6 +42,9 @@ pub struct Config {
     /// When set, `/metrics` answers only `Authorization: Bearer <this key>` (401 otherwise);
     /// unset, it is open to anyone who can reach the coordinator.
     pub metrics_key: Option<String>,
+    /// The scheduler's configuration (algorithm, prediction); `lull coordinator serve
+    /// --scheduler`.
+    pub scheduler: lull_core::sched::SchedConfig,
 }
 
 impl Default for Config {
@@ -51,6 +55,7 @@ impl Default for Config {
             flush_interval: Duration::from_secs(1),
             sweep_interval: Duration::from_secs(1),
             metrics_key: None,
+            scheduler: lull_core::sched::SchedConfig::default(),
         }
     }
 }
@@ -63,6 +68,8 @@ pub struct App {
     pub metrics: metrics::Metrics,
     /// Woken when work may have become available (submit, release, re-queue).
     pub work: Notify,
+    /// The scheduler's inbox and the long polls' waiters.
+    pub scheduling: scheduling::Scheduling,
     /// Turns true when shutdown begins (long-polls return at once).
     pub shutdown: watch::Receiver<bool>,
 }
@@ -90,9 +97,11 @@ pub async fn serve(
         live: live::Live::default(),
         metrics: metrics::Metrics::default(),
         work: Notify::new(),
+        scheduling: scheduling::Scheduling::default(),
         shutdown: stop_rx.clone(),
     });
     let background = tokio::spawn(background(app.clone(), stop_rx.clone()));
+    let scheduling = tokio::spawn(scheduling::replicas::run(app.clone(), config.scheduler.clone(), stop_rx.clone()));
     tokio::spawn(async move {
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -109,6 +118,7 @@ pub async fn serve(
         })
         .await?;
     let _ = background.await;
+    let _ = scheduling.await;
     flush(&app).await;
     tracing::info!("coordinator stopped");
     Ok(())
@@ -145,11 +155,13 @@ async fn background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
         tokio::select! {
             _ = flush_tick.tick() => flush(&app).await,
             _ = sweep_tick.tick() => match store::requeue_expired(&app.db).await {
-                Ok(0) => {}
-                Ok(n) => {
-                    app.metrics.requeued.fetch_add(n, Ordering::Relaxed);
-                    tracing::info!(tasks = n, "expired leases re-queued");
-                    app.work.notify_waiters();
+                Ok(jobs) if jobs.is_empty() => {}
+                Ok(jobs) => {
+                    app.metrics.requeued.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+                    tracing::info!(jobs = jobs.len(), "expired leases re-queued");
+                    for job in jobs {
+                        app.scheduling.send(scheduling::Msg::Job { job, ended: None });
+                    }
                 }
                 Err(e) => tracing::warn!(error = %e, "lease sweep failed"),
             },

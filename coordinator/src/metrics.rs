@@ -19,6 +19,10 @@ pub struct Metrics {
     sum_us: AtomicU64,
     pub heartbeats: AtomicU64,
     pub leases: AtomicU64,
+    /// Jobs placed by the scheduler.
+    pub placements: AtomicU64,
+    /// The last scheduling pass's duration (placement only, no database), microseconds.
+    pub last_pass_us: AtomicU64,
     pub completions: AtomicU64,
     pub records_stored: AtomicU64,
     pub requeued: AtomicU64,
@@ -72,6 +76,7 @@ impl Metrics {
         for (name, help, v) in [
             ("lull_heartbeats_total", "Heartbeats received.", &self.heartbeats),
             ("lull_leases_total", "Tasks leased.", &self.leases),
+            ("lull_placements_total", "Jobs placed by the scheduler.", &self.placements),
             ("lull_completions_total", "Task completions counted (retries excluded).", &self.completions),
             ("lull_records_stored_total", "New ledger records stored.", &self.records_stored),
             ("lull_tasks_requeued_total", "Tasks re-queued or failed after their lease expired.", &self.requeued),

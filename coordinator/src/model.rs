@@ -78,6 +78,10 @@ pub struct SubmitJob {
     /// Retries after failures or lost leases (default 3, at most 100).
     #[serde(default)]
     pub max_retries: Option<u32>,
+    /// Your runtime estimate in seconds on an idle reference machine (base speed 1.0),
+    /// used only while the program has no history (0–31536000).
+    #[serde(default)]
+    pub estimate_s: Option<f64>,
 }
 
 fn one() -> u32 {
@@ -101,6 +105,28 @@ pub struct Job {
     pub created_ms: i64,
     pub finished_ms: Option<i64>,
     pub tasks: Vec<Task>,
+    /// The scheduler's latest placement of this job (null before the first).
+    #[serde(default)]
+    pub placement: Option<Placement>,
+}
+
+/// Where and why the scheduler placed a job, and what it predicted.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct Placement {
+    /// The machines (agent ids), one per rank placed.
+    pub agents: Vec<String>,
+    /// The pool's algorithm (`fifo`, `first_fit`, `random`, `spt`, `lpt`, `backfill`).
+    pub algorithm: String,
+    /// Why this job, here, now.
+    pub reason: String,
+    /// Where the prediction came from: `history`, `userestimate` or `default`.
+    pub prediction_source: String,
+    /// Predicted wall time on these machines, seconds.
+    pub predicted_runtime_s: f64,
+    pub placed_ms: i64,
+    /// Actual wall time since this placement, once the job ended (seconds).
+    pub actual_runtime_s: Option<f64>,
 }
 
 /// What a job's tasks wrote: `GET /api/v1/jobs/{id}/output`.
@@ -203,4 +229,38 @@ pub struct PoolSummary {
     pub jobs_total: u32,
     /// Jobs by state (`queued`, `running`, `completed`, `failed`, `cancelled`).
     pub jobs: BTreeMap<String, u32>,
+}
+
+/// How well the scheduler predicts one program's runtime (seed 002 §4):
+/// `GET /api/v1/predictions`.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct ProgramPrediction {
+    pub program: String,
+    /// Completed jobs recorded.
+    pub completed: u64,
+    /// The current prediction: the mean normtime of the last two runs, seconds at speed 1.
+    pub predicted_normtime_s: Option<f64>,
+    /// Mean absolute relative error of the normtime predictions jobs were placed with.
+    pub mean_error: Option<f64>,
+    /// The same for the last-two average (Tsafrir's baseline).
+    pub mean_error_last_two: Option<f64>,
+    /// The same for WINNER's exponential average.
+    pub mean_error_exp_average: Option<f64>,
+    /// Mean absolute relative error of the predicted wall time against the actual one.
+    pub mean_runtime_error: Option<f64>,
+}
+
+impl From<lull_core::sched::ProgramStats> for ProgramPrediction {
+    fn from(s: lull_core::sched::ProgramStats) -> Self {
+        ProgramPrediction {
+            program: s.program,
+            completed: s.completed,
+            predicted_normtime_s: s.last_two_average_s,
+            mean_error: s.mare_used,
+            mean_error_last_two: s.mare_last_two,
+            mean_error_exp_average: s.mare_exp_average,
+            mean_runtime_error: s.mare_runtime,
+        }
+    }
 }

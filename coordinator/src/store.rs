@@ -8,7 +8,7 @@
 //! `UPDATE … WHERE state = … AND lease_epoch = …` that at most one caller can win.
 
 use crate::auth::{hash_secret, new_secret, random_hex, Principal, SecretKind};
-use crate::db::{col, Db, Dialect};
+use crate::db::{col, Db};
 use crate::model::*;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -238,13 +238,16 @@ pub async fn submit(db: &Db, who: &Principal, req: &SubmitJob) -> Result<Job> {
     let program = req.program.clone().unwrap_or_else(|| req.command.rsplit('/').next().unwrap_or(&req.command).to_string());
     check_text("program", &program, 1, 256)?;
     let mem = i64_of(req.mem_bytes, "mem_bytes")?;
+    if req.estimate_s.is_some_and(|e| !(e.is_finite() && (0.0..=31_536_000.0).contains(&e))) {
+        return Err(StoreError::Invalid("estimate_s must be 0–31536000 seconds".into()));
+    }
     let spec = JobSpec { command: req.command.clone(), args: req.args.clone(), env: req.env.clone(), inputs: req.inputs.clone() };
     let spec_json = serde_json::to_string(&spec).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
     let id: i64 = sqlx::query(
-        "INSERT INTO jobs(submitter, program, spec, mem_bytes, checkpointable, gang, max_retries, state, created_ms)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8) RETURNING id",
+        "INSERT INTO jobs(submitter, program, spec, mem_bytes, checkpointable, gang, max_retries, state, created_ms, estimate_s)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9) RETURNING id",
     )
     .bind(who.submitter())
     .bind(&program)
@@ -254,6 +257,7 @@ pub async fn submit(db: &Db, who: &Principal, req: &SubmitJob) -> Result<Job> {
     .bind(req.machines as i64)
     .bind(max_retries as i64)
     .bind(now)
+    .bind(req.estimate_s)
     .fetch_one(&mut *tx)
     .await?
     .try_get("id")?;
@@ -304,6 +308,7 @@ fn job_of(row: &AnyRow, tasks: Vec<Task>) -> Result<Job> {
         created_ms: col(row, "created_ms")?,
         finished_ms: col(row, "finished_ms")?,
         tasks,
+        placement: None,
     })
 }
 
@@ -325,7 +330,32 @@ pub async fn get_job(db: &Db, who: &Principal, id: i64) -> Result<Job> {
         .iter()
         .map(task_of)
         .collect::<Result<Vec<_>>>()?;
-    job_of(&row, tasks)
+    let mut job = job_of(&row, tasks)?;
+    job.placement = placement(db, id, job.finished_ms).await?;
+    Ok(job)
+}
+
+/// A job's latest placement, if the scheduler placed it.
+async fn placement(db: &Db, id: i64, finished_ms: Option<i64>) -> Result<Option<Placement>> {
+    let Some(r) = sqlx::query(
+        "SELECT agents, algorithm, reason, prediction_source, predicted_runtime_s, placed_ms FROM placements WHERE job_id = $1",
+    )
+    .bind(id)
+    .fetch_optional(&db.pool)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let placed_ms: i64 = col(&r, "placed_ms")?;
+    Ok(Some(Placement {
+        agents: col::<String>(&r, "agents")?.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect(),
+        algorithm: col(&r, "algorithm")?,
+        reason: col(&r, "reason")?,
+        prediction_source: col(&r, "prediction_source")?,
+        predicted_runtime_s: col(&r, "predicted_runtime_s")?,
+        placed_ms,
+        actual_runtime_s: finished_ms.map(|f| (f - placed_ms).max(0) as f64 / 1000.0),
+    }))
 }
 
 /// The output tails of a job's tasks, if `who` may see the job (as [`get_job`]): what
@@ -384,7 +414,9 @@ pub async fn list_jobs(db: &Db, who: &Principal, state: Option<&str>, limit: u32
             .iter()
             .map(task_of)
             .collect::<Result<Vec<_>>>()?;
-        out.push(job_of(row, tasks)?);
+        let mut job = job_of(row, tasks)?;
+        job.placement = placement(db, id, job.finished_ms).await?;
+        out.push(job);
     }
     Ok(out)
 }
@@ -431,51 +463,6 @@ pub async fn cancel(db: &Db, who: &Principal, id: i64) -> Result<Job> {
     }
     tx.commit().await?;
     get_job(db, who, id).await
-}
-
-/// Claims the oldest queued task that fits in `free_mem` for `agent_id`, if any (FIFO).
-/// One statement: on SQLite it is atomic by itself; on PostgreSQL the row lock with
-/// `SKIP LOCKED` lets concurrent replicas claim different tasks without waiting.
-pub async fn claim(db: &Db, agent_id: &str, free_mem: u64, ttl_ms: i64) -> Result<Option<Lease>> {
-    let lock = match db.dialect {
-        Dialect::Sqlite => "",
-        Dialect::Postgres => "FOR UPDATE SKIP LOCKED",
-    };
-    let now = now_ms();
-    let free = i64::try_from(free_mem).unwrap_or(i64::MAX);
-    let sql = format!(
-        "UPDATE tasks SET state = 'leased', agent_id = $1, lease_epoch = lease_epoch + 1, lease_expires_ms = $2, attempts = attempts + 1
-         WHERE state = 'queued' AND (job_id, rank) = (
-            SELECT q.job_id, q.rank FROM tasks q WHERE q.state = 'queued' AND q.mem_bytes <= $3
-              AND NOT EXISTS (SELECT 1 FROM tasks o WHERE o.job_id = q.job_id AND o.agent_id = $1 AND o.state = 'leased')
-            ORDER BY q.job_id, q.rank LIMIT 1 {lock})
-         RETURNING job_id, rank, lease_epoch"
-    );
-    let mut tx = db.pool.begin().await?;
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(agent_id).bind(now + ttl_ms).bind(free).fetch_optional(&mut *tx).await?;
-    let Some(row) = row else {
-        tx.commit().await?;
-        return Ok(None);
-    };
-    let job_id: i64 = col(&row, "job_id")?;
-    let rank: i64 = col(&row, "rank")?;
-    let lease: i64 = col(&row, "lease_epoch")?;
-    refresh_job(&mut *tx, job_id, now).await?;
-    let job =
-        sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1"))).bind(job_id).fetch_one(&mut *tx).await?;
-    tx.commit().await?;
-    let job = job_of(&job, vec![])?;
-    Ok(Some(Lease {
-        job_id,
-        rank: rank as u32,
-        lease,
-        expires_ms: now + ttl_ms,
-        machines: job.machines,
-        program: job.program,
-        spec: job.spec,
-        mem_bytes: job.mem_bytes,
-        checkpointable: job.checkpointable,
-    }))
 }
 
 async fn task_row(db: &Db, job_id: i64, rank: i64) -> Result<AnyRow> {
@@ -649,13 +636,16 @@ pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64
 }
 
 /// Re-queues tasks whose lease expired (their agent is lost), or fails them past their
-/// retries. Returns how many tasks changed.
-pub async fn requeue_expired(db: &Db) -> Result<u64> {
+/// retries; a lease its agent never took (`lease_delivered = 0`) uses no retry. Returns
+/// the jobs that changed, each once.
+pub async fn requeue_expired(db: &Db) -> Result<Vec<i64>> {
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
     let rows = sqlx::query(
-        "UPDATE tasks SET state = CASE WHEN attempts > max_retries THEN 'failed' ELSE 'queued' END,
-            agent_id = CASE WHEN attempts > max_retries THEN agent_id ELSE NULL END, lease_expires_ms = NULL
+        "UPDATE tasks SET attempts = attempts - 1 + lease_delivered,
+            state = CASE WHEN attempts - 1 + lease_delivered > max_retries THEN 'failed' ELSE 'queued' END,
+            agent_id = CASE WHEN attempts - 1 + lease_delivered > max_retries THEN agent_id ELSE NULL END, lease_expires_ms = NULL,
+            lease_delivered = 1
          WHERE state = 'leased' AND lease_expires_ms < $1 RETURNING job_id",
     )
     .bind(now)
@@ -663,7 +653,10 @@ pub async fn requeue_expired(db: &Db) -> Result<u64> {
     .await?;
     follow_requeued(&mut tx, &rows, now).await?;
     tx.commit().await?;
-    Ok(rows.len() as u64)
+    let mut jobs: Vec<i64> = rows.iter().map(|r| col(r, "job_id")).collect::<std::result::Result<_, _>>()?;
+    jobs.sort_unstable();
+    jobs.dedup();
+    Ok(jobs)
 }
 
 /// The gang state of the job a task belongs to; only the lease holder may ask.

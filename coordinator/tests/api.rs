@@ -192,15 +192,20 @@ async fn cancel_gang_memory_and_checkpoints_on(b: Backend) {
     let dave = s.owner("dave").await;
     assert_eq!(dave.get(&format!("/api/v1/jobs/{}", big.id)).await.0, 404);
     assert_eq!(dave.post(&format!("/api/v1/jobs/{}/cancel", big.id), json!({})).await.0, 404);
-    // Gang: two ranks on two different machines; ready only once both are leased.
+    // Gang: two ranks on two different machines, placed together only when two machines
+    // ask for work at once (one machine never holds two ranks of a gang).
     let g: Job = owner.post_ok("/api/v1/jobs", json!({"command": "mpi", "machines": 2, "checkpointable": true})).await;
     assert_eq!(g.tasks.len(), 2);
-    let ga = a.lease(0, 0).await.unwrap();
+    assert!(a.lease(0, 0).await.is_none(), "one free machine cannot start a 2-machine gang");
+    let (ga, gb) = tokio::join!(a.lease(0, 5000), b2.lease(0, 5000));
+    let (mut ga, mut gb) = (ga.unwrap(), gb.unwrap());
+    let (mut a, mut b2) = (a, b2);
+    if ga.rank == 1 {
+        // Placement decides which machine gets rank 0; name them so that `a` holds it.
+        std::mem::swap(&mut ga, &mut gb);
+        std::mem::swap(&mut a, &mut b2);
+    }
     assert_eq!((ga.job_id, ga.rank, ga.machines), (g.id, 0, 2));
-    let gang: Gang = a.get_ok(&format!("/api/v1/tasks/{}/0/gang", g.id)).await;
-    assert!(!gang.ready);
-    assert!(a.lease(0, 0).await.is_none(), "one machine never holds two ranks of a gang");
-    let gb = b2.lease(0, 0).await.unwrap();
     assert_eq!(gb.rank, 1);
     let gang: Gang = a.get_ok(&format!("/api/v1/tasks/{}/0/gang", g.id)).await;
     assert!(gang.ready);
@@ -537,33 +542,43 @@ async fn gang_restart_on(b: Backend) {
     let (_, a) = s.enrol("alice", "a").await;
     let (_, b2) = s.enrol("bob", "b").await;
     let g: Job = admin.post_ok("/api/v1/jobs", json!({"command": "mpi", "machines": 2, "max_retries": 1})).await;
-    let la = a.lease(0, 0).await.unwrap();
-    let lb = b2.lease(0, 0).await.unwrap();
-    assert_eq!((la.rank, lb.rank), (0, 1));
-    // The owner of machine a comes back: rank 0 is evicted, and rank 1 goes back with it.
-    let t: Task = a.post_ok(&format!("/api/v1/tasks/{}/0/evicted", g.id), json!({"lease": la.lease})).await;
+    // Both machines ask at once: the scheduler places the two ranks together.
+    let pair = || async { tokio::join!(a.lease(0, 5000), b2.lease(0, 5000)) };
+    let (la, lb) = pair().await;
+    let (la, lb) = (la.unwrap(), lb.unwrap());
+    assert_eq!(la.rank + lb.rank, 1, "one rank each");
+    let task = |l: &Lease, what: &str| format!("/api/v1/tasks/{}/{}/{what}", g.id, l.rank);
+    // The owner of machine a comes back: a's rank is evicted, and b's goes back with it.
+    let t: Task = a.post_ok(&task(&la, "evicted"), json!({"lease": la.lease})).await;
     assert_eq!(t.state, "queued");
-    let (st, _) = b2.post(&format!("/api/v1/tasks/{}/1/progress", g.id), json!({"lease": lb.lease})).await;
+    let (st, _) = b2.post(&task(&lb, "progress"), json!({"lease": lb.lease})).await;
     assert_eq!(st, 409, "the peer's lease was revoked: the gang restarts together");
     let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
     assert!(job.tasks.iter().all(|t| t.state == "queued" && t.attempts == 0), "{job:?}");
-    // Both ranks leased again; now rank 1 fails past its retries: the whole job fails.
-    let lb = b2.lease(0, 0).await.unwrap();
-    let la = a.lease(0, 0).await.unwrap();
-    assert_eq!((lb.rank, la.rank), (0, 1));
-    let t: Task = a.post_ok(&format!("/api/v1/tasks/{}/1/fail", g.id), json!({"lease": la.lease})).await;
+    // Both ranks leased again; now a's rank fails: one retry left, the gang restarts.
+    let (la, lb) = pair().await;
+    let (la, lb) = (la.unwrap(), lb.unwrap());
+    let t: Task = a.post_ok(&task(&la, "fail"), json!({"lease": la.lease})).await;
     assert_eq!((t.state.as_str(), t.attempts), ("queued", 1), "one retry left");
-    assert_eq!(b2.post(&format!("/api/v1/tasks/{}/0/progress", g.id), json!({"lease": lb.lease})).await.0, 409, "restarted together");
-    let lb = b2.lease(0, 0).await.unwrap();
-    let la = a.lease(0, 0).await.unwrap();
-    assert_eq!((lb.rank, la.rank), (0, 1));
-    let t: Task = a.post_ok(&format!("/api/v1/tasks/{}/1/fail", g.id), json!({"lease": la.lease})).await;
+    assert_eq!(b2.post(&task(&lb, "progress"), json!({"lease": lb.lease})).await.0, 409, "restarted together");
+    let (la, lb) = pair().await;
+    let (la, lb) = (la.unwrap(), lb.unwrap());
+    // Whichever machine holds the rank that already failed once fails it for good.
+    let failed_once = job_rank_attempts(&admin, g.id).await;
+    let (fl, fc, sl, sc) = if failed_once[la.rank as usize] == 2 { (&la, &a, &lb, &b2) } else { (&lb, &b2, &la, &a) };
+    let t: Task = fc.post_ok(&task(fl, "fail"), json!({"lease": fl.lease})).await;
     assert_eq!(t.state, "failed");
-    let p: ProgressAck = b2.post_ok(&format!("/api/v1/tasks/{}/0/progress", g.id), json!({"lease": lb.lease})).await;
+    let p: ProgressAck = sc.post_ok(&task(sl, "progress"), json!({"lease": sl.lease})).await;
     assert!(p.cancel, "the surviving rank is told to stop");
     let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
     assert_eq!(job.state, "failed");
     s.stop().await;
+}
+
+/// Each rank's attempts so far, by rank.
+async fn job_rank_attempts(admin: &Client, id: i64) -> Vec<u32> {
+    let job: Job = admin.get_ok(&format!("/api/v1/jobs/{id}")).await;
+    job.tasks.iter().map(|t| t.attempts).collect()
 }
 
 both!(pool_summary_and_limits_for_the_dashboard, pool_summary_on);

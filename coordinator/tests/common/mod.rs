@@ -77,6 +77,7 @@ pub fn test_config() -> Config {
         flush_interval: Duration::from_millis(100),
         sweep_interval: Duration::from_millis(100),
         metrics_key: None,
+        scheduler: Default::default(),
     }
 }
 

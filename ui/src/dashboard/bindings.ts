@@ -43,11 +43,67 @@ export type Task = { rank: number,
  */
 state: string, agent_id: string | null, lease: number, attempts: number, evictions: number, exit_code: number | null, user_cpu_s: number | null, sys_cpu_s: number | null, };
 
+export type Placement = { 
+/**
+ * The machines (agent ids), one per rank placed.
+ */
+agents: Array<string>, 
+/**
+ * The pool's algorithm (`fifo`, `first_fit`, `random`, `spt`, `lpt`, `backfill`).
+ */
+algorithm: string, 
+/**
+ * Why this job, here, now.
+ */
+reason: string, 
+/**
+ * Where the prediction came from: `history`, `userestimate` or `default`.
+ */
+prediction_source: string, 
+/**
+ * Predicted wall time on these machines, seconds.
+ */
+predicted_runtime_s: number, placed_ms: number, 
+/**
+ * Actual wall time since this placement, once the job ended (seconds).
+ */
+actual_runtime_s: number | null, };
+
 export type Job = { id: number, submitter: string, program: string, spec: JobSpec, mem_bytes: number, checkpointable: boolean, machines: number, max_retries: number, 
 /**
  * `queued`, `running`, `completed`, `failed` or `cancelled`.
  */
-state: string, created_ms: number, finished_ms: number | null, tasks: Array<Task>, };
+state: string, created_ms: number, finished_ms: number | null, tasks: Array<Task>, 
+/**
+ * The scheduler's latest placement of this job (null before the first).
+ */
+placement: Placement | null, };
+
+export type ProgramPrediction = { program: string, 
+/**
+ * Completed jobs recorded.
+ */
+completed: number, 
+/**
+ * The current prediction: the mean normtime of the last two runs, seconds at speed 1.
+ */
+predicted_normtime_s: number | null, 
+/**
+ * Mean absolute relative error of the normtime predictions jobs were placed with.
+ */
+mean_error: number | null, 
+/**
+ * The same for the last-two average (Tsafrir's baseline).
+ */
+mean_error_last_two: number | null, 
+/**
+ * The same for WINNER's exponential average.
+ */
+mean_error_exp_average: number | null, 
+/**
+ * Mean absolute relative error of the predicted wall time against the actual one.
+ */
+mean_runtime_error: number | null, };
 
 export type ReportRow = { 
 /**

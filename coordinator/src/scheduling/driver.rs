@@ -1,0 +1,492 @@
+//! The leader's scheduler loop: `lull_core::sched::Scheduler` in memory, fed the
+//! [`Msg`]s of this and the other replicas, one pass per batch of messages.
+//!
+//! The database is the truth; the scheduler mirrors it. A [`Msg::Job`] makes the driver
+//! read that job again and bring the scheduler in line (`reconcile`): a new queued job is
+//! submitted, a completed member finishes (its CPU time feeds the runtime prediction), a
+//! job back in the queue is evicted in the scheduler, a cancelled or failed one leaves it.
+//! Machines are the enrolled agents: *available* while at least one of their long polls
+//! is open (one free slot per open poll), with the owner's budget, speed and load from
+//! the latest heartbeat. Running jobs found at a rebuild (leased by an earlier leader)
+//! are not re-placed: they hold their machines' slots until they end.
+
+use super::sql::{self, JobRow, Planned};
+use super::{Ended, Msg, DELIVERY_WINDOW_MS};
+use crate::model::Heartbeat;
+use crate::store::now_ms;
+use crate::App;
+use lull_core::sched::{Event, JobId, JobSpec, Machine, MachineId, Millis, SchedConfig, Scheduler};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// A pass runs at least this often, to raise outlived predictions (Backfill's
+/// reservations depend on them) even when nothing happens.
+const IDLE_PASS: Duration = Duration::from_secs(30);
+
+/// How the leader sees one agent.
+#[derive(Clone, Debug)]
+struct AgentView {
+    name: String,
+    owner: String,
+    base_speed: f64,
+    load: f64,
+    budget_left: u32,
+    allowed: bool,
+    /// Since when its heartbeats say it has been available (None: not available).
+    idle_since: Option<i64>,
+    /// Long polls open now: one free slot each.
+    polls: u32,
+    /// Leases assigned to it that no poll has taken yet.
+    pending: u32,
+    free_mem: u64,
+    /// Slots held by running tasks the scheduler did not place (found at a rebuild).
+    external: u32,
+}
+
+impl AgentView {
+    fn new(name: &str, owner: &str) -> AgentView {
+        AgentView {
+            name: name.to_string(),
+            owner: owner.to_string(),
+            base_speed: 1.0,
+            load: 0.0,
+            budget_left: 1,
+            allowed: true,
+            idle_since: None,
+            polls: 0,
+            pending: 0,
+            free_mem: 0,
+            external: 0,
+        }
+    }
+
+    fn apply_heartbeat(&mut self, hb: &Heartbeat, now: i64) {
+        self.base_speed = if hb.base_speed.is_finite() && hb.base_speed > 0.0 { hb.base_speed } else { 1.0 };
+        self.load = if hb.current_speed.is_finite() { (1.0 - hb.current_speed / self.base_speed).clamp(0.0, 1.0) } else { 0.0 };
+        self.budget_left = hb.budget_left;
+        self.allowed = !matches!(hb.state.as_str(), "paused" | "not_allowed" | "out_of_budget");
+        self.free_mem = self.free_mem.max(hb.free_mem_bytes);
+        self.idle_since = if hb.available { Some(self.idle_since.unwrap_or(now)) } else { None };
+    }
+}
+
+/// The running leader's state.
+pub struct Driver {
+    app: Arc<App>,
+    sched: Scheduler,
+    ids: HashMap<String, MachineId>,
+    agents: HashMap<MachineId, AgentView>,
+    /// Queued ranks of each job the scheduler holds, in rank order: a placement's
+    /// machines take them in this order.
+    ranks: HashMap<i64, Vec<u32>>,
+    /// Running jobs the scheduler did not place (found at a rebuild) → their machines.
+    external: HashMap<i64, Vec<MachineId>>,
+    next_machine: u64,
+}
+
+impl Driver {
+    /// Builds the scheduler state from the database.
+    pub async fn rebuild(app: Arc<App>, config: SchedConfig) -> Result<Driver, crate::store::StoreError> {
+        let sched = Scheduler::new(config).map_err(|e| crate::store::StoreError::Invalid(e.to_string()))?;
+        let mut d = Driver {
+            app: app.clone(),
+            sched,
+            ids: HashMap::new(),
+            agents: HashMap::new(),
+            ranks: HashMap::new(),
+            external: HashMap::new(),
+            next_machine: 1,
+        };
+        let now = now_ms();
+        for a in sql::agents(&app.db).await? {
+            let id = d.intern(&a.id, &a.owner);
+            let v = d.agents.get_mut(&id).expect("just interned");
+            if let Some((at, hb)) = app.live.latest(&a.id) {
+                v.apply_heartbeat(&hb, at);
+            } else {
+                v.base_speed = a.base_speed.filter(|s| s.is_finite() && *s > 0.0).unwrap_or(1.0);
+                v.budget_left = a.budget_left.map_or(1, |b| b.clamp(0, u32::MAX as i64) as u32);
+                v.free_mem = a.free_mem.map_or(0, |m| m.max(0) as u64);
+                v.allowed = !matches!(a.state.as_deref(), Some("paused" | "not_allowed" | "out_of_budget"));
+                if let (Some(b), Some(c)) = (a.base_speed, a.current_speed) {
+                    if b > 0.0 && c.is_finite() {
+                        v.load = (1.0 - c / b).clamp(0.0, 1.0);
+                    }
+                }
+            }
+            d.update_machine(id, now);
+        }
+        let jobs = sql::open_jobs(&app.db).await?;
+        let n = jobs.len();
+        for j in jobs {
+            d.adopt(j, now);
+        }
+        tracing::info!(jobs = n, machines = d.agents.len(), algorithm = %d.sched.config().algorithm, "scheduler state rebuilt");
+        Ok(d)
+    }
+
+    fn intern(&mut self, name: &str, owner: &str) -> MachineId {
+        if let Some(id) = self.ids.get(name) {
+            return *id;
+        }
+        let id = MachineId(self.next_machine);
+        self.next_machine += 1;
+        self.ids.insert(name.to_string(), id);
+        self.agents.insert(id, AgentView::new(name, owner));
+        id
+    }
+
+    /// Tells the scheduler the machine's current snapshot.
+    fn update_machine(&mut self, id: MachineId, now: i64) {
+        let Some(v) = self.agents.get(&id) else { return };
+        let guests = self.sched.guests_on(id);
+        let declared: u64 = guests.iter().filter_map(|j| self.sched.job(*j)).map(|j| j.spec.memory_needed()).sum();
+        let free_slots = v.polls.saturating_sub(v.pending);
+        let m = Machine {
+            id,
+            owner: v.owner.clone(),
+            base_speed: v.base_speed,
+            load: v.load,
+            free_memory: v.free_mem.saturating_add(declared),
+            interruptions_left: v.budget_left,
+            allowed: v.allowed,
+            available: free_slots > 0,
+            idle_since: Millis(v.idle_since.unwrap_or(now).max(0) as u64),
+            slots: (guests.len() as u32 + free_slots).max(1),
+        };
+        if let Err(e) = self.sched.handle(Millis(now.max(0) as u64), Event::MachineUpdated(m)) {
+            tracing::warn!(machine = %v.name, error = %e, "scheduler refused a machine update");
+        }
+    }
+
+    fn machine_of(&mut self, agent: &str) -> Option<MachineId> {
+        self.ids.get(agent).copied()
+    }
+
+    /// Takes a job read at a rebuild into the scheduler (queued) or as external (running).
+    fn adopt(&mut self, j: JobRow, now: i64) {
+        if j.tasks.iter().any(|t| t.state == "leased") {
+            let machines: Vec<MachineId> = j
+                .tasks
+                .iter()
+                .filter(|t| t.state == "leased")
+                .filter_map(|t| t.agent_id.as_deref())
+                .filter_map(|a| self.ids.get(a).copied())
+                .collect();
+            for m in &machines {
+                if let Some(v) = self.agents.get_mut(m) {
+                    v.external += 1;
+                }
+            }
+            self.external.insert(j.id, machines);
+        } else if j.state == "queued" {
+            self.submit(&j, now);
+        }
+    }
+
+    fn submit(&mut self, j: &JobRow, now: i64) {
+        let ranks: Vec<u32> = j.tasks.iter().filter(|t| t.state == "queued").map(|t| t.rank).collect();
+        if ranks.is_empty() {
+            return;
+        }
+        let spec = JobSpec {
+            id: JobId(j.id as u64),
+            program: j.program.clone(),
+            width: ranks.len() as u32,
+            memory_per_member: (j.mem_bytes > 0).then_some(j.mem_bytes),
+            submitted_at: Millis(j.created_ms.max(0) as u64),
+            user_estimate_s: j.estimate_s.filter(|e| e.is_finite() && *e >= 0.0),
+            checkpointable: j.checkpointable,
+        };
+        match self.sched.handle(Millis(now.max(0) as u64), Event::JobSubmitted(spec)) {
+            Ok(_) => {
+                self.ranks.insert(j.id, ranks);
+            }
+            Err(e) => tracing::warn!(job = j.id, error = %e, "scheduler refused a job"),
+        }
+    }
+
+    /// Ends an external (rebuild-found) job's hold on its machines.
+    fn drop_external(&mut self, job: i64) {
+        if let Some(ms) = self.external.remove(&job) {
+            for m in ms {
+                if let Some(v) = self.agents.get_mut(&m) {
+                    v.external = v.external.saturating_sub(1);
+                }
+            }
+        }
+    }
+
+    /// Brings the scheduler's view of one job in line with the database.
+    async fn reconcile(&mut self, job: i64, ended: Option<Ended>) {
+        let now = now_ms();
+        let t = Millis(now.max(0) as u64);
+        let row = match sql::job(&self.app.db, job).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(job, error = %e, "reading a job for the scheduler failed");
+                return;
+            }
+        };
+        let jid = JobId(job as u64);
+        let held = self.sched.job(jid).map(|j| (j.running.is_some(), j.spec.width));
+        let Some(row) = row else {
+            if held.is_some() {
+                let _ = self.sched.handle(t, Event::JobCancelled { job: jid });
+            }
+            self.ranks.remove(&job);
+            self.drop_external(job);
+            return;
+        };
+        if self.external.contains_key(&job) {
+            if row.tasks.iter().any(|t| t.state == "leased") {
+                return;
+            }
+            self.drop_external(job);
+        }
+        let touched: Vec<MachineId> = self.members(jid);
+        match (row.state.as_str(), held) {
+            ("queued", None) => self.submit(&row, now),
+            ("queued", Some((false, width))) => {
+                let queued = row.tasks.iter().filter(|t| t.state == "queued").count() as u32;
+                if queued != width {
+                    let _ = self.sched.handle(t, Event::JobCancelled { job: jid });
+                    self.submit(&row, now);
+                }
+            }
+            ("queued", Some((true, _))) => {
+                // Back in the queue: a member was evicted, failed or lost its lease (a gang
+                // restarts together). The scheduler re-queues the whole job at its place.
+                let (machine, cpu) = match &ended {
+                    Some(e) if !e.completed => (self.machine_of(&e.agent), e.cpu_s),
+                    _ => (None, 0.0),
+                };
+                let machine = machine.filter(|m| touched.contains(m)).or_else(|| touched.first().copied());
+                if let Some(machine) = machine {
+                    if let Err(e) = self.sched.handle(t, Event::TaskEvicted { job: jid, machine, cpu_seconds: cpu.max(0.0) }) {
+                        tracing::warn!(job, error = %e, "scheduler refused an eviction");
+                    }
+                }
+                let width = self.sched.job(jid).map(|j| j.spec.width);
+                let queued = row.tasks.iter().filter(|t| t.state == "queued").count() as u32;
+                if width != Some(queued) {
+                    let _ = self.sched.handle(t, Event::JobCancelled { job: jid });
+                    self.submit(&row, now);
+                } else {
+                    self.ranks.insert(job, row.tasks.iter().filter(|t| t.state == "queued").map(|t| t.rank).collect());
+                }
+            }
+            ("running" | "completed", Some((true, _))) => {
+                // Completed members: finish them in the scheduler (their CPU time goes
+                // into the program's runtime history when the last one ends).
+                for task in row.tasks.iter().filter(|t| t.state == "completed") {
+                    let Some(m) = task.agent_id.as_deref().and_then(|a| self.ids.get(a).copied()) else { continue };
+                    let still = self
+                        .sched
+                        .job(jid)
+                        .and_then(|j| j.running.as_ref())
+                        .is_some_and(|r| r.members.iter().any(|x| x.machine == m && !x.finished));
+                    if !still {
+                        continue;
+                    }
+                    let wall = self.sched.job(jid).and_then(|j| j.running.as_ref()).map_or(0.0, |r| t.secs_since(r.started_at));
+                    let cpu = match &ended {
+                        Some(e) if e.completed && e.rank == task.rank => e.cpu_s,
+                        _ => task.cpu_s,
+                    };
+                    if let Err(e) =
+                        self.sched.handle(t, Event::JobFinished { job: jid, machine: m, cpu_seconds: cpu.max(0.0), wall_seconds: wall })
+                    {
+                        tracing::warn!(job, error = %e, "scheduler refused a completion");
+                    }
+                }
+                if row.state == "completed" {
+                    if self.sched.job(jid).is_some() {
+                        let _ = self.sched.handle(t, Event::JobCancelled { job: jid });
+                    }
+                    self.ranks.remove(&job);
+                    if let Some(stats) = self.sched.predictor().program_stats(&row.program) {
+                        if let Err(e) = sql::save_program_stats(&self.app.db, &stats).await {
+                            tracing::warn!(program = %row.program, error = %e, "saving prediction stats failed");
+                        }
+                    }
+                }
+            }
+            ("running", None) => {
+                // Leased by someone else (an earlier leader): hold its machines.
+                self.adopt(row, now);
+            }
+            (_, Some(_)) => {
+                // Completed while queued here, failed or cancelled: it leaves.
+                let _ = self.sched.handle(t, Event::JobCancelled { job: jid });
+                self.ranks.remove(&job);
+            }
+            (_, None) => {}
+        }
+        for m in touched {
+            self.update_machine(m, now);
+        }
+    }
+
+    fn members(&self, job: JobId) -> Vec<MachineId> {
+        self.sched.job(job).and_then(|j| j.running.as_ref()).map(|r| r.unfinished_machines().collect()).unwrap_or_default()
+    }
+
+    /// Applies one message; returns whether a pass may now place something.
+    pub async fn apply(&mut self, msg: Msg) {
+        let now = now_ms();
+        match msg {
+            Msg::Job { job, ended } => self.reconcile(job, ended).await,
+            Msg::Poll { agent, open, free_mem, delivered, hb } => {
+                let id = match self.machine_of(&agent) {
+                    Some(id) => id,
+                    None => match sql::agent(&self.app.db, &agent).await {
+                        Ok(Some(a)) => self.intern(&a.id, &a.owner),
+                        _ => return,
+                    },
+                };
+                let v = self.agents.get_mut(&id).expect("interned");
+                if let Some(hb) = hb {
+                    v.apply_heartbeat(&hb, now);
+                }
+                if open {
+                    v.polls += 1;
+                    v.free_mem = free_mem;
+                } else {
+                    v.polls = v.polls.saturating_sub(1);
+                    if delivered {
+                        v.pending = v.pending.saturating_sub(1);
+                    }
+                    if v.polls == 0 {
+                        v.pending = 0;
+                    }
+                }
+                self.update_machine(id, now);
+            }
+            Msg::Heartbeat { agent, hb } => {
+                let Some(id) = self.machine_of(&agent) else {
+                    if let Ok(Some(a)) = sql::agent(&self.app.db, &agent).await {
+                        let id = self.intern(&a.id, &a.owner);
+                        self.agents.get_mut(&id).expect("interned").apply_heartbeat(&hb, now);
+                        self.update_machine(id, now);
+                    }
+                    return;
+                };
+                self.agents.get_mut(&id).expect("interned").apply_heartbeat(&hb, now);
+                self.update_machine(id, now);
+            }
+            Msg::AgentRemoved { agent } => {
+                if let Some(id) = self.ids.remove(&agent) {
+                    let jobs: Vec<JobId> = self.sched.guests_on(id).to_vec();
+                    self.agents.remove(&id);
+                    let _ = self.sched.handle(Millis(now.max(0) as u64), Event::MachineLost { machine: id });
+                    // The store re-queued its tasks: read their jobs again (ranks to place).
+                    for j in jobs {
+                        self.reconcile(j.0 as i64, None).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs a pass and turns its assignments into leases; wakes the agents that got one.
+    pub async fn pass(&mut self) {
+        let now = now_ms();
+        let started = std::time::Instant::now();
+        let assignments = self.sched.pass(Millis(now.max(0) as u64));
+        if assignments.is_empty() {
+            return;
+        }
+        let mut plans = Vec::with_capacity(assignments.len());
+        let mut stale = Vec::new();
+        for a in &assignments {
+            let job = a.job.0 as i64;
+            let ranks = self.ranks.remove(&job).unwrap_or_default();
+            if ranks.len() < a.machines.len() {
+                // The scheduler and the database disagree on this job's open ranks; the
+                // placement is dropped and the job read again below.
+                tracing::warn!(job, ranks = ranks.len(), machines = a.machines.len(), "placement without matching queued ranks");
+                stale.push(job);
+                continue;
+            }
+            let members: Vec<(u32, String)> =
+                ranks.iter().zip(&a.machines).filter_map(|(r, m)| self.agents.get(m).map(|v| (*r, v.name.clone()))).collect();
+            for m in &a.machines {
+                if let Some(v) = self.agents.get_mut(m) {
+                    v.pending += 1;
+                }
+            }
+            plans.push(Planned {
+                job,
+                members,
+                algorithm: a.algorithm.name().to_string(),
+                reason: a.reason.to_string(),
+                prediction_source: format!("{:?}", a.prediction.source).to_lowercase(),
+                predicted_runtime_s: a.predicted_runtime_s,
+            });
+        }
+        let placed = started.elapsed();
+        match sql::assign(&self.app.db, &plans, DELIVERY_WINDOW_MS).await {
+            Ok(conflicts) => {
+                for p in plans.iter().filter(|p| !conflicts.contains(&p.job)) {
+                    tracing::info!(job = p.job, agents = ?p.members.iter().map(|m| &m.1).collect::<Vec<_>>(), algorithm = %p.algorithm, reason = %p.reason, "job placed");
+                    for (_, agent) in &p.members {
+                        self.app.scheduling.wake(agent);
+                        super::replicas::announce_lease(&self.app, agent);
+                    }
+                }
+                self.app.metrics.placements.fetch_add((plans.len() - conflicts.len()) as u64, std::sync::atomic::Ordering::Relaxed);
+                for job in conflicts {
+                    Box::pin(self.reconcile(job, None)).await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, jobs = plans.len(), "writing placements failed; the jobs are re-read");
+                for p in &plans {
+                    Box::pin(self.reconcile(p.job, None)).await;
+                }
+            }
+        }
+        for job in stale {
+            let _ = self.sched.handle(Millis(now.max(0) as u64), Event::JobCancelled { job: JobId(job as u64) });
+            Box::pin(self.reconcile(job, None)).await;
+        }
+        for m in assignments.iter().flat_map(|a| a.machines.iter()).copied().collect::<Vec<_>>() {
+            self.update_machine(m, now);
+        }
+        self.app.metrics.last_pass_us.store(placed.as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Runs the leader's loop until the task is aborted (leadership lost) or the inbox closes.
+pub async fn run(app: Arc<App>, config: SchedConfig, mut inbox: mpsc::UnboundedReceiver<(u64, Msg)>) {
+    let mut backoff = Duration::from_millis(200);
+    let mut d = loop {
+        match Driver::rebuild(app.clone(), config.clone()).await {
+            Ok(d) => break d,
+            Err(e) => {
+                tracing::warn!(error = %e, "rebuilding the scheduler state failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+            }
+        }
+    };
+    d.pass().await;
+    loop {
+        let msg = tokio::select! {
+            m = inbox.recv() => m,
+            _ = tokio::time::sleep(IDLE_PASS) => { d.pass().await; continue; }
+        };
+        let Some((mut last, msg)) = msg else { return };
+        d.apply(msg).await;
+        // Everything that arrived meanwhile joins this batch: one pass for all of it.
+        while let Ok((n, m)) = inbox.try_recv() {
+            d.apply(m).await;
+            last = n;
+        }
+        d.pass().await;
+        app.scheduling.mark_passed(last);
+    }
+}
