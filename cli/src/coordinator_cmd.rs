@@ -91,6 +91,28 @@ pub struct ServeArgs {
     pub log_json: bool,
     #[command(flatten)]
     pub metrics: MetricsKeyArg,
+    #[command(flatten)]
+    pub scheduler: SchedulerArg,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SchedulerArg {
+    /// The pool's scheduling algorithm (seed 002): fifo, first_fit, random, spt, lpt or
+    /// backfill (FIFO with conservative backfilling).
+    #[arg(long = "scheduler", env = "LULL_SCHEDULER", default_value = "backfill", value_name = "ALGORITHM",
+        value_parser = parse_scheduler)]
+    pub algorithm: lull_core::sched::Algorithm,
+}
+
+impl SchedulerArg {
+    /// The scheduler configuration with this algorithm.
+    pub fn config(&self) -> lull_core::sched::SchedConfig {
+        lull_core::sched::SchedConfig::with_algorithm(self.algorithm)
+    }
+}
+
+fn parse_scheduler(s: &str) -> std::result::Result<lull_core::sched::Algorithm, String> {
+    coordinator::scheduling::parse_algorithm(s)
 }
 
 #[derive(Args, Debug, Clone)]
@@ -328,6 +350,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         lease_ttl: Duration::from_secs(a.lease_ttl_s.max(1)),
         heartbeat_interval: Duration::from_secs(a.heartbeat_s.max(1)),
         metrics_key: a.metrics.key()?,
+        scheduler: a.scheduler.config(),
         ..Config::default()
     };
     runtime()?.block_on(async move {

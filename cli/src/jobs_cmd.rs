@@ -60,6 +60,10 @@ pub struct SubmitArgs {
     /// Program name for runtime prediction (default: the command's file name).
     #[arg(long)]
     pub program: Option<String>,
+    /// Your runtime estimate (seconds on an idle reference machine), used only until
+    /// the pool has seen this program finish.
+    #[arg(long, value_name = "SECONDS")]
+    pub estimate: Option<f64>,
     /// Environment variable for the job, NAME=VALUE (repeatable).
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub env: Vec<String>,
@@ -126,6 +130,7 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
         program: a.program.clone(),
         machines: a.machines,
         max_retries: a.retries,
+        estimate_s: a.estimate,
     };
     runtime()?.block_on(async move {
         let http = reqwest::Client::new();
