@@ -116,6 +116,8 @@ pub struct Job {
 pub struct Placement {
     /// The machines (agent ids), one per rank placed.
     pub agents: Vec<String>,
+    /// Their names, as enrolled (same order).
+    pub machines: Vec<String>,
     /// The pool's algorithm (`fifo`, `first_fit`, `random`, `spt`, `lpt`, `backfill`).
     pub algorithm: String,
     /// Why this job, here, now.

@@ -347,8 +347,20 @@ async fn placement(db: &Db, id: i64, finished_ms: Option<i64>) -> Result<Option<
         return Ok(None);
     };
     let placed_ms: i64 = col(&r, "placed_ms")?;
+    let agents: Vec<String> = col::<String>(&r, "agents")?.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
+    let mut machines = Vec::with_capacity(agents.len());
+    for a in &agents {
+        let name: Option<String> = sqlx::query("SELECT name FROM agents WHERE id = $1")
+            .bind(a)
+            .fetch_optional(&db.pool)
+            .await?
+            .map(|r| col(&r, "name"))
+            .transpose()?;
+        machines.push(name.unwrap_or_else(|| a.clone()));
+    }
     Ok(Some(Placement {
-        agents: col::<String>(&r, "agents")?.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect(),
+        agents,
+        machines,
         algorithm: col(&r, "algorithm")?,
         reason: col(&r, "reason")?,
         prediction_source: col(&r, "prediction_source")?,

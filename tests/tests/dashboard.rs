@@ -211,9 +211,12 @@ fn the_dashboard_shows_the_pool_as_the_api_does() {
         let l = lease(&api, &laptop);
         api.post(&laptop, &task(&l, "complete"), json!({"lease": l["lease"], "exit_code": 0, "user_cpu_s": 812.5, "sys_cpu_s": 3.25}));
     }
-    let l = lease(&api, &lab);
-    api.post(&lab, &task(&l, "evicted"), json!({"lease": l["lease"], "reason": "owner came back"}));
+    // bob-lab has no interruption left today: the scheduler never places work there.
+    let none = api.post(&lab, "/api/v1/lease", json!({"free_mem_bytes": 1u64 << 32, "wait_ms": 0}));
+    assert!(none.is_null(), "a machine out of budget gets no work: {none}");
     let l = lease(&api, &ws);
+    api.post(&ws, &task(&l, "evicted"), json!({"lease": l["lease"], "reason": "owner came back"}));
+    let l = lease(&api, &laptop);
     assert_eq!(l["job_id"].as_i64(), Some(4), "the evicted job is leased again");
     let l = lease(&api, &laptop);
     api.post(&laptop, &task(&l, "fail"), json!({"lease": l["lease"], "reason": "exit 127"}));

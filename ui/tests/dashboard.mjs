@@ -145,13 +145,24 @@ await page.click('a[data-page="jobs"]');
 await page.locator('[data-testid="jobs"]').waitFor();
 const jobs = await getJson("/api/v1/jobs?limit=200");
 const shownJobs = await page.$$eval('[data-testid="jobs"] tbody tr', (trs) =>
-  trs.map((tr) => ({ id: Number(tr.dataset.job), state: tr.querySelector(".pill").textContent.trim().toLowerCase(), attempts: Number(tr.querySelector('[data-field="attempts"]').textContent) })),
+  trs.map((tr) => ({
+    id: Number(tr.dataset.job),
+    state: tr.querySelector(".pill").textContent.trim().toLowerCase(),
+    attempts: Number(tr.querySelector('[data-field="attempts"]').textContent),
+    placed: tr.querySelector('[data-field="placement"]')?.textContent.trim() ?? null,
+  })),
 );
 assert.deepEqual(
   shownJobs,
-  jobs.map((j) => ({ id: j.id, state: j.state, attempts: j.tasks.reduce((a, t) => a + t.attempts, 0) })),
-  "the job list is the API's",
+  jobs.map((j) => ({
+    id: j.id,
+    state: j.state,
+    attempts: j.tasks.reduce((a, t) => a + t.attempts, 0),
+    placed: j.placement ? `${j.placement.machines.join(", ")} (${j.placement.algorithm})` : null,
+  })),
+  "the job list is the API's, placements included",
 );
+assert.ok(jobs.some((j) => j.placement), "some job was placed by the scheduler");
 await shot("5-jobs");
 await page.selectOption('[data-testid="job-state"]', "completed");
 await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="jobs"] .pill')].every((p) => p.textContent.trim() === "Completed"));

@@ -49,6 +49,10 @@ export type Placement = {
  */
 agents: Array<string>, 
 /**
+ * Their names, as enrolled (same order).
+ */
+machines: Array<string>, 
+/**
  * The pool's algorithm (`fifo`, `first_fit`, `random`, `spt`, `lpt`, `backfill`).
  */
 algorithm: string, 

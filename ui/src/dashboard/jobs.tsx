@@ -1,5 +1,7 @@
 // The job list: newest first, filterable by state, with each job's owner (submitter),
-// when it was submitted and finished, its machines, attempts, evictions and CPU time.
+// when it was submitted and finished, its machines, attempts, evictions and CPU time, and
+// the scheduler's placement: where, by which algorithm and why (hover), and the predicted
+// runtime beside the actual one.
 import { useState } from "preact/hooks";
 import * as api from "./api";
 import { Empty, JOB_STATES, Loading, Pill, jobState, useLoad } from "./common";
@@ -41,6 +43,9 @@ export function Jobs({ tick }: { tick: number }) {
                     <th class="num">Attempts</th>
                     <th class="num">Evictions</th>
                     <th class="num">CPU time</th>
+                    <th>Placed on</th>
+                    <th class="num">Predicted</th>
+                    <th class="num">Actual</th>
                   </tr>
                 </thead>
                 <tbody>
@@ -66,6 +71,29 @@ export function Jobs({ tick }: { tick: number }) {
                           {evictions}
                         </td>
                         <td class="num">{cpu > 0 ? duration(cpu) : <span class="muted">–</span>}</td>
+                        {j.placement === null ? (
+                          <>
+                            <td class="muted">not yet</td>
+                            <td class="num muted">–</td>
+                            <td class="num muted">–</td>
+                          </>
+                        ) : (
+                          <>
+                            <td data-field="placement" title={`${j.placement.algorithm}: ${j.placement.reason}`}>
+                              {j.placement.machines.join(", ")} <span class="muted">({j.placement.algorithm})</span>
+                            </td>
+                            <td class="num" data-field="predicted" title={`prediction from ${j.placement.prediction_source}`}>
+                              {duration(j.placement.predicted_runtime_s)}
+                            </td>
+                            <td class="num" data-field="actual">
+                              {j.placement.actual_runtime_s === null ? (
+                                <span class="muted">{duration((pool.now_ms - j.placement.placed_ms) / 1000)} so far</span>
+                              ) : (
+                                duration(j.placement.actual_runtime_s)
+                              )}
+                            </td>
+                          </>
+                        )}
                       </tr>
                     );
                   })}
