@@ -53,6 +53,9 @@ pub struct SimJob {
     /// What the scheduler is told: the author's estimate per member (seconds on a
     /// speed-1.0 machine); `None` leaves prediction to history or the default.
     pub estimate_s: Option<f64>,
+    /// Evicted work is kept (checkpoint, then migration, as seed 004's simulator
+    /// assumes): the job resumes with what it had left. Otherwise it starts over.
+    pub checkpointable: bool,
 }
 
 /// A machine of the simulated pool.
@@ -251,6 +254,8 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
     let horizon = cfg.horizon_s.unwrap_or(f64::INFINITY);
 
     let mut runs: HashMap<JobId, Run> = HashMap::new();
+    // Work left of evicted checkpointable jobs.
+    let mut kept: HashMap<JobId, f64> = HashMap::new();
     let mut next_job = 0usize;
     let mut t = 0.0f64;
     let mut done = 0u64;
@@ -283,7 +288,8 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                     st.share = share_of(st);
                 }
                 outcomes[ix].start_s.get_or_insert(t);
-                runs.insert(a.job, Run { members, remaining: jobs[ix].normtime_s, started: t });
+                let remaining = kept.remove(&a.job).unwrap_or(jobs[ix].normtime_s);
+                runs.insert(a.job, Run { members, remaining, started: t });
             }
         }
         // The next event.
@@ -418,6 +424,9 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 let stops = sched.handle(now, Event::TaskEvicted { job, machine: MachineId(mi as u64), cpu_seconds: cpu.max(0.0) })?;
                 outcomes[job_ix[&job.0]].evictions += 1;
                 let r = runs.remove(&job).expect("running");
+                if jobs[job_ix[&job.0]].checkpointable {
+                    kept.insert(job, r.remaining.max(0.0));
+                }
                 for &o in &r.members {
                     release(&mut ms[o], nw, &mut steps);
                 }
@@ -506,7 +515,15 @@ mod tests {
     use lull_core::sched::Algorithm;
 
     fn job(id: u64, submit: f64, width: u32, normtime: f64) -> SimJob {
-        SimJob { id, program: format!("p{id}"), submit_s: submit, width, normtime_s: normtime, estimate_s: Some(normtime / width as f64) }
+        SimJob {
+            id,
+            program: format!("p{id}"),
+            submit_s: submit,
+            width,
+            normtime_s: normtime,
+            estimate_s: Some(normtime / width as f64),
+            checkpointable: false,
+        }
     }
 
     #[test]
@@ -556,6 +573,19 @@ mod tests {
         let mo = &out.machines[0];
         assert_eq!(mo.interruptions.values().sum::<u32>(), 1);
         assert_eq!(mo.owner_delays.values().sum::<u32>(), 1);
+    }
+
+    #[test]
+    fn a_checkpointable_job_resumes_where_it_was_evicted() {
+        let mut m = SimMachine::dedicated("ws", 1.0);
+        m.owner = Some(trace(&[(10, true), (400, false), (30, true), (2000, false)]));
+        m.policy.eviction.mode = lull_core::policy::config::EvictionMode::ImmediateEviction;
+        let mut j = job(1, 0.0, 1, 300.0);
+        j.checkpointable = true;
+        // ~220 s done before the return; the last ~80 s after re-recruitment at ~620 s.
+        let out = run(&[m], &[j], &SimConfig::new(SchedConfig::default()), &mut |_, _| {}).unwrap();
+        let end = out.jobs[0].end_s.unwrap();
+        assert!((690.0..=715.0).contains(&end), "end {end}");
     }
 
     #[test]

@@ -182,6 +182,7 @@ impl SwfLog {
                 width,
                 normtime_s: r.run_time * width as f64,
                 estimate_s: (r.requested_time > 0.0).then_some(r.requested_time),
+                checkpointable: false,
             });
         }
         (out, skipped)

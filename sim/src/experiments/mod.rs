@@ -10,11 +10,13 @@
 //! | name | seed paper | what |
 //! |---|---|---|
 //! | `winner` | 002 (WINNER), §3.3 Figs. 2–8 | the six algorithms on the paper's scenarios, exact and fuzzy runtime estimates |
+//! | `now` | 004 (NOW), Figs. 3, 7, 8 | owner delays per day for CPU-only, Condor-like and Lull's definition; recruitment-threshold and daily-limit sweeps |
 //! | `generator` | 000 §4, 003 §3.1, 004 Fig. 1 | the owner-activity generator's statistics against the published ones |
 //!
 //! The same seed gives the same report, byte for byte.
 
 pub mod generator;
+pub mod now;
 pub mod winner;
 
 use crate::error::{Result, SimError};
@@ -54,13 +56,14 @@ impl Report {
 }
 
 /// The experiments [`run_experiment`] knows.
-pub const EXPERIMENTS: [&str; 2] = ["winner", "generator"];
+pub const EXPERIMENTS: [&str; 3] = ["winner", "now", "generator"];
 
 /// Runs the named experiment from `seed`. `progress(done, total)` is called as work
 /// units (single simulation runs) finish, for a progress bar.
 pub fn run_experiment(name: &str, seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     match name {
         "winner" => winner::run(seed, scale, progress),
+        "now" => now::run(seed, scale, progress),
         "generator" => generator::run(seed, scale, progress),
         _ => Err(SimError::UnknownExperiment(name.into(), EXPERIMENTS.join(", "))),
     }

@@ -216,7 +216,15 @@ impl Scenario {
                 };
                 let f = 1.0 + e.f64() * self.p_err;
                 let t_err = if e.chance(0.5) { t * f } else { t / f };
-                SimJob { id, program: format!("j{id}"), submit_s: submit, width, normtime_s: t, estimate_s: Some(t_err / width as f64) }
+                SimJob {
+                    id,
+                    program: format!("j{id}"),
+                    submit_s: submit,
+                    width,
+                    normtime_s: t,
+                    estimate_s: Some(t_err / width as f64),
+                    checkpointable: false,
+                }
             })
             .collect()
     }
