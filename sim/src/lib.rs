@@ -1,0 +1,27 @@
+//! Lull's simulator: the pure core's policy and scheduler, unchanged, driven in virtual
+//! time by owner-activity traces and job streams.
+//!
+//! * Traces: [`trace`] (the agent's ledger trace, exported as CSV), [`fta`] (the Failure
+//!   Trace Archive's `event_trace`), [`swf`] (the Standard Workload Format for job
+//!   streams) and [`gen`] (a seeded generator whose statistics come from the seeds).
+//! * [`driver`]: per machine a `lull_core::policy::Policy` stepped at each sample, one
+//!   `lull_core::sched::Scheduler` for the pool, guests progressing at their machine's
+//!   speed in virtual time.
+//! * [`experiments`]: the seeds' experiments as named runs, each producing a
+//!   [`Report`] (Markdown with the paper's figures beside ours, plus SVG plots).
+//!   [`run_experiment`] is the entry point the CLI (`lull sim`) calls.
+//!
+//! Every run is reproducible from its seed.
+
+pub mod driver;
+pub mod error;
+pub mod experiments;
+pub mod fta;
+pub mod gen;
+pub mod rng;
+pub mod svg;
+pub mod swf;
+pub mod trace;
+
+pub use error::{Result, SimError, TraceError};
+pub use experiments::{run_experiment, Report, Scale, EXPERIMENTS};

@@ -1,0 +1,188 @@
+//! Per-machine owner activity in virtual time ([`OwnerTrace`]), and the reader of the
+//! agent's own trace as exported from its ledger.
+//!
+//! # The ledger export (CSV)
+//! The agent keeps a calibration trace in its SQLite ledger (`agent-core/src/ledger.rs`,
+//! table `trace(t, owner_cpu, owner_mem, input)`, one row every 2 s, 30 days). This crate
+//! does not link SQLite; it reads the table exported as CSV, which `sqlite3` itself
+//! writes with no Lull code at all:
+//!
+//! ```text
+//! sqlite3 -csv -header ~/.local/share/lull/ledger.db \
+//!   "SELECT t, owner_cpu, owner_mem AS owner_mem_bytes, input FROM trace ORDER BY t" > mine.csv
+//! ```
+//!
+//! Columns (header required, any order): `t` (Unix seconds, UTC), `owner_cpu` (fraction
+//! 0–1 of the machine, guests excluded), `owner_mem_bytes` (also accepted: `owner_mem`),
+//! `input` (`1`/`0` or `true`/`false`: input happened during the row's interval). Lines
+//! starting with `#` are comments; `# mem_total_bytes=N` gives the machine's memory
+//! (default 16 GiB), which the availability definition's memory-growth test needs.
+//! The sampling step is the most common gap between rows; missing rows (the agent was
+//! not running) become *owner present* samples (CPU 1.0), because nobody watched.
+
+use crate::error::TraceError;
+use std::path::Path;
+
+/// One reading of the owner's use of the machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OwnerSample {
+    /// Owner CPU as a fraction of the machine (guests excluded).
+    pub owner_cpu: f32,
+    /// Owner memory in bytes.
+    pub owner_mem_bytes: u64,
+    /// Keyboard or mouse input happened during the sample's interval.
+    pub input: bool,
+}
+
+/// One machine's owner activity: samples every `step_s` seconds from `start_unix`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OwnerTrace {
+    /// The machine's name (host name, FTA node name, or generated).
+    pub machine: String,
+    /// Unix time (UTC seconds) of the first sample.
+    pub start_unix: i64,
+    /// Seconds between samples (≥ 1).
+    pub step_s: u32,
+    /// Physical memory, bytes.
+    pub mem_total_bytes: u64,
+    /// The samples.
+    pub samples: Vec<OwnerSample>,
+}
+
+/// Memory assumed when a trace does not say (16 GiB).
+pub const DEFAULT_MEM_TOTAL: u64 = 16 << 30;
+
+impl OwnerTrace {
+    /// Unix time just after the last sample.
+    pub fn end_unix(&self) -> i64 {
+        self.start_unix + self.samples.len() as i64 * self.step_s as i64
+    }
+    /// The sample in force at Unix time `t`, `None` outside the trace.
+    pub fn at(&self, t: i64) -> Option<&OwnerSample> {
+        if t < self.start_unix {
+            return None;
+        }
+        self.samples.get(((t - self.start_unix) / self.step_s as i64) as usize)
+    }
+}
+
+/// Reads a ledger trace exported as CSV (see the module doc) from a file.
+pub fn read_ledger_csv(path: &Path) -> Result<OwnerTrace, TraceError> {
+    let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io { file: path.to_path_buf(), source })?;
+    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "ledger".into());
+    parse_ledger_csv(path, &name, &text)
+}
+
+/// Parses ledger CSV text; `file` names it in errors.
+pub fn parse_ledger_csv(file: &Path, machine: &str, text: &str) -> Result<OwnerTrace, TraceError> {
+    let mut mem_total = DEFAULT_MEM_TOTAL;
+    let mut cols: Option<[usize; 4]> = None;
+    let mut rows: Vec<(i64, OwnerSample)> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        let line = raw.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(c) = line.strip_prefix('#') {
+            if let Some(v) = c.trim().strip_prefix("mem_total_bytes=") {
+                mem_total =
+                    v.trim().parse().map_err(|_| TraceError::parse(file, n, format!("mem_total_bytes: {v:?} is not a byte count")))?;
+            }
+            continue;
+        }
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let Some(c) = cols else {
+            let find = |names: &[&str]| fields.iter().position(|f| names.contains(f));
+            let need =
+                |names: &[&str]| find(names).ok_or_else(|| TraceError::parse(file, n, format!("header lacks column {:?}", names[0])));
+            cols = Some([need(&["t"])?, need(&["owner_cpu"])?, need(&["owner_mem_bytes", "owner_mem"])?, need(&["input"])?]);
+            continue;
+        };
+        let get =
+            |k: usize, name: &str| fields.get(c[k]).copied().ok_or_else(|| TraceError::parse(file, n, format!("missing field {name}")));
+        let t: i64 = get(0, "t")?.parse().map_err(|_| TraceError::parse(file, n, format!("t: {:?} is not Unix seconds", fields[c[0]])))?;
+        let cpu_s = get(1, "owner_cpu")?;
+        let cpu: f32 = cpu_s
+            .parse()
+            .ok()
+            .filter(|v: &f32| (0.0..=1.0).contains(v))
+            .ok_or_else(|| TraceError::parse(file, n, format!("owner_cpu: {cpu_s:?} is not a fraction between 0 and 1")))?;
+        let mem_s = get(2, "owner_mem_bytes")?;
+        let mem: u64 = mem_s.parse().map_err(|_| TraceError::parse(file, n, format!("owner_mem_bytes: {mem_s:?} is not a byte count")))?;
+        let input = match get(3, "input")? {
+            "1" | "true" => true,
+            "0" | "false" => false,
+            v => return Err(TraceError::parse(file, n, format!("input: {v:?} is not 0/1 or true/false"))),
+        };
+        if rows.last().is_some_and(|(p, _)| *p >= t) {
+            return Err(TraceError::parse(file, n, format!("t: {t} is not after the previous row's")));
+        }
+        rows.push((t, OwnerSample { owner_cpu: cpu, owner_mem_bytes: mem, input }));
+    }
+    if rows.is_empty() {
+        return Err(TraceError::Empty { file: file.to_path_buf(), msg: "no trace rows".into() });
+    }
+    // The step: the most common gap.
+    let mut gaps: Vec<i64> = rows.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    gaps.sort_unstable();
+    let step = mode(&gaps).unwrap_or(2).max(1);
+    let start = rows[0].0;
+    let len = ((rows.last().expect("non-empty").0 - start) / step + 1) as usize;
+    let absent = OwnerSample { owner_cpu: 1.0, owner_mem_bytes: 0, input: false };
+    let mut samples = vec![absent; len];
+    for (t, s) in rows {
+        samples[((t - start) / step) as usize] = s;
+    }
+    Ok(OwnerTrace { machine: machine.to_string(), start_unix: start, step_s: step as u32, mem_total_bytes: mem_total, samples })
+}
+
+fn mode(sorted: &[i64]) -> Option<i64> {
+    let mut best: Option<(i64, usize)> = None;
+    let mut i = 0;
+    while i < sorted.len() {
+        let j = sorted[i..].iter().position(|v| *v != sorted[i]).map_or(sorted.len(), |k| i + k);
+        if best.is_none_or(|(_, c)| j - i > c) {
+            best = Some((sorted[i], j - i));
+        }
+        i = j;
+    }
+    best.map(|(v, _)| v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn testdata(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(name)
+    }
+
+    #[test]
+    fn reads_the_sample_export() {
+        let t = read_ledger_csv(&testdata("ledger-trace.csv")).unwrap();
+        assert_eq!(t.step_s, 2);
+        assert_eq!(t.mem_total_bytes, 8 << 30);
+        assert_eq!(t.start_unix, 1_767_261_600);
+        // 10 rows over 22 s with one missing row: 11 slots, the gap filled as present.
+        assert_eq!(t.samples.len(), 11);
+        assert!(t.samples[0].input);
+        assert_eq!(t.samples[5].owner_cpu, 1.0);
+        assert_eq!(t.at(1_767_261_600 + 3).unwrap().owner_cpu, t.samples[1].owner_cpu);
+        assert!(t.at(1_767_261_600 - 1).is_none());
+    }
+
+    #[test]
+    fn bad_rows_name_file_line_and_field() {
+        let f = Path::new("x.csv");
+        let e = parse_ledger_csv(f, "x", "t,owner_cpu,owner_mem,input\n10,0.1,5,0\n12,1.7,5,0\n").unwrap_err().to_string();
+        assert_eq!(e, "x.csv:3: owner_cpu: \"1.7\" is not a fraction between 0 and 1");
+        let e = parse_ledger_csv(f, "x", "t,owner_cpu,input\n").unwrap_err().to_string();
+        assert!(e.starts_with("x.csv:1: header lacks column \"owner_mem_bytes\""), "{e}");
+        let e = parse_ledger_csv(f, "x", "t,owner_cpu,owner_mem,input\n10,0.1,5,0\n10,0.1,5,yes\n").unwrap_err().to_string();
+        assert_eq!(e, "x.csv:3: input: \"yes\" is not 0/1 or true/false");
+        let e = parse_ledger_csv(f, "x", "t,owner_cpu,owner_mem,input\n10,0.1,5,0\n8,0.1,5,1\n").unwrap_err().to_string();
+        assert_eq!(e, "x.csv:3: t: 8 is not after the previous row's");
+        assert!(matches!(parse_ledger_csv(f, "x", "# nothing\n"), Err(TraceError::Empty { .. })));
+    }
+}
