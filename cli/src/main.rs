@@ -13,6 +13,7 @@ mod jobs_view_cmd;
 mod machines_cmd;
 mod owner_cmd;
 mod run_cmd;
+mod sim_cmd;
 mod spans;
 mod up_cmd;
 
@@ -58,6 +59,9 @@ enum Cmd {
     Report(jobs_cmd::ReportArgs),
     /// Benchmarks with real processes (results go in docs/BENCHMARKS.md).
     Bench(bench_cmd::BenchArgs),
+    /// Replay the seeds' experiments through Lull's own policy and scheduler in virtual
+    /// time; writes a Markdown report with SVG plots: `lull sim winner`.
+    Sim(sim_cmd::SimArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -80,6 +84,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Machines(a) => machines_cmd::run(a),
         Cmd::Report(a) => jobs_cmd::report(a),
         Cmd::Bench(a) => bench_cmd::run(a),
+        Cmd::Sim(a) => sim_cmd::run(a),
         Cmd::Run(a) => match run_cmd::run(a) {
             Ok(code) => return std::process::ExitCode::from(code),
             Err(e) => Err(e),
