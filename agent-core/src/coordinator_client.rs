@@ -386,10 +386,10 @@ const PROGRESS_FIRST: Duration = Duration::from_secs(5);
 /// gang (its leased peers too) and it is tried again later. Two lease TTLs: long enough
 /// for the other ranks' agents to come back from their long-polls.
 pub const GANG_FILL_TIMEOUT: Duration = Duration::from_secs(120);
-/// The gang is asked this soon first, then each wait is 1.5 times the last, up to
-/// [`GANG_POLL_MAX`].
+/// The gang is asked again this soon first, then each wait is 1.5 times the last, up to
+/// [`GANG_POLL_MAX`] — which bounds how far apart the members of a filled gang start.
 const GANG_POLL_FIRST: Duration = Duration::from_millis(500);
-const GANG_POLL_MAX: Duration = Duration::from_secs(5);
+const GANG_POLL_MAX: Duration = Duration::from_secs(2);
 
 /// The renewal interval: [`PROGRESS_EVERY`], or `LULL_PROGRESS_MS` when it is set to a
 /// whole number of milliseconds from 200 to 30,000 (anything else is refused with a
@@ -577,8 +577,8 @@ pub enum GangWait {
     Gone(Stopped),
 }
 
-/// Holds a gang member until every rank of its gang is leased (`GET …/gang`, after
-/// [`GANG_POLL_FIRST`] and then backing off to [`GANG_POLL_MAX`]), renewing its lease
+/// Holds a gang member until every rank of its gang is leased (`GET …/gang` at once,
+/// then after [`GANG_POLL_FIRST`], backing off to [`GANG_POLL_MAX`]), renewing its lease
 /// meanwhile; gives up after [`GANG_FILL_TIMEOUT`], or as soon as the machine stops
 /// accepting guest work.
 pub async fn wait_for_gang(
