@@ -73,6 +73,11 @@ pub trait GuestHost: Send {
     fn stop_guest(&mut self, _id: &str) -> bool {
         false
     }
+    /// Kills one guest at once, checkpointable or not (queued: dropped). False if
+    /// unknown or ended.
+    fn kill_guest(&mut self, _id: &str) -> bool {
+        false
+    }
 }
 
 /// A job the coordinator link hands the driver to run as a guest (the driver owns the
@@ -87,8 +92,19 @@ pub struct JobRequest {
     pub ended: oneshot::Sender<GuestInfo>,
 }
 
-/// The driver's end of the job channel (see [`JobRequest`]).
-pub type JobInbox = mpsc::Receiver<JobRequest>;
+/// What the coordinator link asks of the driver over the job channel.
+#[derive(Debug)]
+pub enum JobMsg {
+    /// Run a job as a guest.
+    Run(JobRequest),
+    /// Kill one job's guest at once (its job was cancelled or its lease lost): no
+    /// checkpoint signal or grace, and no interruption — the policy is not involved. Its
+    /// `ended` is still sent once it is gone.
+    Stop { guest: String },
+}
+
+/// The driver's end of the job channel (see [`JobMsg`]).
+pub type JobInbox = mpsc::Receiver<JobMsg>;
 
 /// No guest runtime: the agent senses, decides and accounts, but runs nothing.
 #[derive(Debug, Default)]
@@ -357,7 +373,8 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
                 let _ = reply.send(resp);
             }
             job = async { match job_rx.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => match job {
-                Some(job) => d.on_job(job),
+                Some(JobMsg::Run(job)) => d.on_job(job),
+                Some(JobMsg::Stop { guest }) => d.stop_job(&guest),
                 None => job_rx = None,
             },
         }
@@ -451,6 +468,16 @@ impl Driver {
             None => {
                 let _ = job.started.send(Err(format!("this agent runs no guest work ({})", self.guests.describe())));
             }
+        }
+    }
+
+    /// Kills a job's guest at the link's request; the next tick notices its end and
+    /// tells the link as for any other end.
+    fn stop_job(&mut self, guest: &str) {
+        if self.guests.kill_guest(guest) {
+            info!(guest = %guest, "job's guest killed: its job was cancelled or its lease lost");
+        } else {
+            debug!(guest = %guest, "asked to stop a job's guest that is not queued or running");
         }
     }
 

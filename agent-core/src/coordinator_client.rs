@@ -11,18 +11,22 @@
 //! Given the driver's job channel, the link also leases tasks while the policy accepts
 //! guest work and hands each to the driver to run as a guest, renewing the lease while
 //! it runs and reporting `complete` (exit code, the guest's CPU from its final ledger
-//! totals) or `evicted` when it ends.
+//! totals) or `evicted` when it ends. Around that it moves checkpoints (a checkpointable
+//! guest writes its state to `$LULL_CHECKPOINT`; the link uploads it with each renewal
+//! and after an eviction, and downloads the last one before a new lease starts), stops
+//! the guest when its job is cancelled or its lease lost, and holds a gang member back
+//! until every rank of its gang is leased.
 //!
 //! The request and answer bodies are the `lull-protocol` types the coordinator serves.
 
-use crate::agent::JobRequest;
+use crate::agent::{JobMsg, JobRequest};
 use crate::control::{self, Request, Response};
 use crate::guest::{GuestPhase, GuestSpec};
 use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
 use lull_protocol::{
-    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Heartbeat, HeartbeatAck, Lease, LeaseRequest, Output, Progress,
-    ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease,
+    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, Heartbeat, HeartbeatAck, Lease, LeaseRequest, Output, Progress,
+    ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, CHECKPOINT_MAX,
 };
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -108,13 +112,18 @@ fn http() -> Result<reqwest::Client> {
 }
 
 async fn answer<T: serde::de::DeserializeOwned>(r: reqwest::Response) -> Result<T> {
-    let status = r.status();
-    if status.is_success() {
+    if r.status().is_success() {
         return Ok(r.json().await?);
     }
+    Err(refusal(r).await)
+}
+
+/// A refusal's status and the message of its error body.
+async fn refusal(r: reqwest::Response) -> ClientError {
+    let status = r.status();
     let text = r.text().await.unwrap_or_default();
     let message = serde_json::from_str::<ErrorBody>(&text).map(|b| b.error).unwrap_or(text);
-    Err(ClientError::Refused { status: status.as_u16(), message })
+    ClientError::Refused { status: status.as_u16(), message }
 }
 
 /// Enrols this machine with a join token; returns the credentials to save. With
@@ -203,6 +212,44 @@ impl CoordinatorClient {
         Ok(a.counted)
     }
 
+    /// Uploads a task's checkpoint under its lease (the coordinator refuses it with 409
+    /// once the lease is lost, and with 413 beyond [`CHECKPOINT_MAX`]).
+    pub async fn put_checkpoint(&self, t: &Lease, data: Vec<u8>) -> Result<()> {
+        let url = format!("{}/api/v1/tasks/{}/{}/checkpoint?lease={}", self.base, t.job_id, t.rank, t.lease);
+        let r = self.http.put(url).bearer_auth(&self.secret).header(reqwest::header::CONTENT_TYPE, "application/octet-stream").body(data);
+        let r = r.send().await?;
+        if r.status().is_success() {
+            return Ok(());
+        }
+        Err(refusal(r).await)
+    }
+
+    /// Downloads a task's last checkpoint; `None` when it has none (404).
+    pub async fn get_checkpoint(&self, t: &Lease) -> Result<Option<Vec<u8>>> {
+        let url = format!("{}/api/v1/tasks/{}/{}/checkpoint", self.base, t.job_id, t.rank);
+        let r = self.http.get(url).bearer_auth(&self.secret).send().await?;
+        if r.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !r.status().is_success() {
+            return Err(refusal(r).await);
+        }
+        let data = r.bytes().await?;
+        if data.len() > CHECKPOINT_MAX {
+            return Err(ClientError::Refused {
+                status: 200,
+                message: format!("the checkpoint is {} bytes, more than the {CHECKPOINT_MAX} a checkpoint may hold", data.len()),
+            });
+        }
+        Ok(Some(data.to_vec()))
+    }
+
+    /// Whether every rank of a task's gang is leased.
+    pub async fn gang(&self, t: &Lease) -> Result<Gang> {
+        let url = format!("{}/api/v1/tasks/{}/{}/gang", self.base, t.job_id, t.rank);
+        answer(self.http.get(url).bearer_auth(&self.secret).send().await?).await
+    }
+
     /// Gives a task back because the owner returned (does not use one of its retries).
     pub async fn evicted(&self, t: &Lease, reason: &str) -> Result<()> {
         let req = TaskRelease { lease: t.lease, reason: Some(reason.into()) };
@@ -267,12 +314,15 @@ pub fn may_lease_now(state: crate::policy::StateKind, directive: crate::policy::
 }
 
 /// A leased task's guest spec: its command, arguments and environment (plus
-/// `LULL_JOB_ID`, `LULL_RANK`, `LULL_MACHINES`), its memory request as the guest's cap,
+/// `LULL_JOB_ID`, `LULL_RANK`, `LULL_MACHINES`, and for a checkpointable job
+/// `LULL_CHECKPOINT`, see [`crate::checkpoint`]), its memory request as the guest's cap,
 /// checkpointable as submitted, the configured network policy, and a work directory
-/// `jobs/<job>-<rank>-<lease>` under `work_root` holding the job's input files.
+/// `jobs/<job>-<rank>-<lease>` under `work_root` (made absolute) holding the job's input
+/// files.
 pub fn guest_spec(task: &Lease, work_root: &Path) -> std::result::Result<GuestSpec, String> {
     let s = &task.spec;
     let workdir = work_root.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
+    let workdir = std::path::absolute(&workdir).map_err(|e| format!("resolving {}: {e}", workdir.display()))?;
     std::fs::create_dir_all(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
     for (name, content) in &s.inputs {
         let plain = Path::new(name).components().all(|c| matches!(c, std::path::Component::Normal(_)));
@@ -290,6 +340,9 @@ pub fn guest_spec(task: &Lease, work_root: &Path) -> std::result::Result<GuestSp
     spec.env.push(("LULL_JOB_ID".into(), task.job_id.to_string()));
     spec.env.push(("LULL_RANK".into(), task.rank.to_string()));
     spec.env.push(("LULL_MACHINES".into(), task.machines.to_string()));
+    if task.checkpointable {
+        spec.env.push(("LULL_CHECKPOINT".into(), crate::checkpoint::path_in(&workdir).display().to_string()));
+    }
     spec.workdir = Some(workdir);
     spec.memory_cap_bytes = (task.mem_bytes > 0).then_some(task.mem_bytes);
     spec.checkpointable = task.checkpointable;
@@ -320,8 +373,40 @@ pub fn guest_output(workdir: &Path) -> Output {
 
 /// How long one lease request waits for work.
 const LEASE_WAIT: Duration = Duration::from_secs(20);
-/// How often a running task's lease is renewed (the coordinator's default TTL is 60 s).
+/// How often a running task's lease is renewed (the coordinator's default TTL is 60 s),
+/// which is also how soon a cancel reaches the guest and how often a changed checkpoint
+/// is uploaded. `LULL_PROGRESS_MS` (200 to 30,000) overrides it, for tests.
 const PROGRESS_EVERY: Duration = Duration::from_secs(15);
+/// The first renewal comes this soon after the guest is handed over, so that a job
+/// cancelled (or a gang re-queued) just as it was leased stops early.
+const PROGRESS_FIRST: Duration = Duration::from_secs(5);
+/// How long a gang member (a lease with `machines` > 1) waits for every rank of its gang
+/// to be leased before giving its lease back ("gang did not fill"), so that a gang bigger
+/// than the free machines does not hold this one idle: the coordinator re-queues the
+/// gang (its leased peers too) and it is tried again later. Two lease TTLs: long enough
+/// for the other ranks' agents to come back from their long-polls.
+pub const GANG_FILL_TIMEOUT: Duration = Duration::from_secs(120);
+/// The gang is asked again this soon first, then each wait is 1.5 times the last, up to
+/// [`GANG_POLL_MAX`] — which bounds how far apart the members of a filled gang start.
+const GANG_POLL_FIRST: Duration = Duration::from_millis(500);
+const GANG_POLL_MAX: Duration = Duration::from_secs(2);
+
+/// The renewal interval: [`PROGRESS_EVERY`], or `LULL_PROGRESS_MS` when it is set to a
+/// whole number of milliseconds from 200 to 30,000 (anything else is refused with a
+/// warning naming it, and the default kept).
+fn progress_every() -> Duration {
+    static EVERY: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *EVERY.get_or_init(|| match std::env::var("LULL_PROGRESS_MS") {
+        Err(_) => PROGRESS_EVERY,
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(ms) if (200..=30_000).contains(&ms) => Duration::from_millis(ms),
+            _ => {
+                tracing::warn!("LULL_PROGRESS_MS={v:?} is not a whole number of milliseconds from 200 to 30000; renewing every 15 s");
+                PROGRESS_EVERY
+            }
+        },
+    })
+}
 
 /// Retries a report to the coordinator while it is unreachable (about a minute in all);
 /// a refusal (lease lost, task gone) is final.
@@ -350,7 +435,7 @@ where
 /// may run at once (`guests.max_jobs`).
 #[derive(Clone, Debug)]
 pub struct JobLink {
-    pub jobs: mpsc::Sender<JobRequest>,
+    pub jobs: mpsc::Sender<JobMsg>,
     pub max_jobs: u32,
     /// Whether the driver wants guest work now ([`may_lease_now`]), updated on every
     /// step: a slot sleeps on it until the machine is recruitable, with no polling.
@@ -362,7 +447,7 @@ pub struct JobLink {
 async fn run_jobs(
     client: &CoordinatorClient,
     paths: &Paths,
-    jobs: mpsc::Sender<JobRequest>,
+    jobs: mpsc::Sender<JobMsg>,
     mut accepting: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_secs(1);
@@ -379,7 +464,7 @@ async fn run_jobs(
                 // The owner may have come back during the long-poll: give the task back
                 // at once rather than hold it while it cannot run.
                 if *accepting.borrow_and_update() {
-                    run_task(client, paths, &jobs, task).await;
+                    run_task(client, paths, &jobs, &accepting, task).await;
                 } else {
                     tracing::info!(job = task.job_id, "the machine stopped accepting guest work during the lease; task given back");
                     retry("giving a task back", || client.evicted(&task, "the machine is no longer available")).await;
@@ -394,11 +479,161 @@ async fn run_jobs(
     }
 }
 
+/// Why the link stopped a guest itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// The progress answer said the job was cancelled.
+    Cancelled,
+    /// The coordinator no longer holds the lease for this agent (409: expired, or the
+    /// gang re-queued because a peer was evicted).
+    LeaseLost,
+}
+
+impl Stopped {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cancelled => "the job was cancelled",
+            Self::LeaseLost => "the lease is no longer held",
+        }
+    }
+}
+
+/// What one renewal said: held, or stopped (cancelled, lease lost), or unknown
+/// (`Err(None)`: the coordinator could not be asked; the guest runs on).
+pub fn renewal(r: Result<bool>) -> std::result::Result<(), Option<Stopped>> {
+    match r {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(Some(Stopped::Cancelled)),
+        Err(ClientError::Refused { status: 409, .. }) => Err(Some(Stopped::LeaseLost)),
+        Err(e) => {
+            tracing::warn!("lease renewal failed: {e}");
+            Err(None)
+        }
+    }
+}
+
+/// Downloads the task's last checkpoint into the guest's work directory (nothing when it
+/// has none); returns the stamp of what was put there. An unreachable coordinator is
+/// retried as any report; a refusal other than 404 is an error.
+pub async fn fetch_checkpoint(
+    client: &CoordinatorClient,
+    task: &Lease,
+    path: &Path,
+) -> std::result::Result<Option<crate::checkpoint::Stamp>, String> {
+    let Some(got) = retry("downloading the checkpoint", || client.get_checkpoint(task)).await else {
+        return Err("its checkpoint could not be downloaded".into());
+    };
+    let Some(data) = got else { return Ok(None) };
+    let stamp = crate::checkpoint::put_in_place(path, &data).map_err(|e| e.to_string())?;
+    tracing::info!(job = task.job_id, rank = task.rank, bytes = data.len(), "checkpoint downloaded: the guest resumes from it");
+    Ok(Some(stamp))
+}
+
+/// Uploads the guest's checkpoint if it is there and changed since `last`; on success
+/// `last` becomes its stamp. Failures are logged: the next renewal (or the caller) tries
+/// again, and the task goes on either way.
+pub async fn upload_checkpoint(
+    client: &CoordinatorClient,
+    task: &Lease,
+    path: &Path,
+    last: &mut Option<crate::checkpoint::Stamp>,
+    retrying: bool,
+) -> bool {
+    let (stamp, data) = match crate::checkpoint::read_changed(path, *last) {
+        Ok(Some(c)) => c,
+        Ok(None) => return true,
+        Err(e) => {
+            tracing::warn!(job = task.job_id, rank = task.rank, "{e}");
+            return false;
+        }
+    };
+    let bytes = data.len();
+    let sent = if retrying {
+        retry("uploading the checkpoint", || client.put_checkpoint(task, data.clone())).await.is_some()
+    } else {
+        match client.put_checkpoint(task, data).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(job = task.job_id, rank = task.rank, "checkpoint upload failed (tried again at the next renewal): {e}");
+                false
+            }
+        }
+    };
+    if sent {
+        tracing::debug!(job = task.job_id, rank = task.rank, bytes, "checkpoint uploaded");
+        *last = Some(stamp);
+    }
+    sent
+}
+
+/// How waiting for a gang ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum GangWait {
+    /// Every rank is leased: start.
+    Ready,
+    /// Give the lease back (evicted) for this reason.
+    GiveBack(String),
+    /// The lease is gone (cancelled or lost): nothing to report.
+    Gone(Stopped),
+}
+
+/// Holds a gang member until every rank of its gang is leased (`GET …/gang` at once,
+/// then after [`GANG_POLL_FIRST`], backing off to [`GANG_POLL_MAX`]), renewing its lease
+/// meanwhile; gives up after [`GANG_FILL_TIMEOUT`], or as soon as the machine stops
+/// accepting guest work.
+pub async fn wait_for_gang(
+    client: &CoordinatorClient,
+    task: &Lease,
+    accepting: &tokio::sync::watch::Receiver<bool>,
+    timeout: Duration,
+) -> GangWait {
+    let t0 = tokio::time::Instant::now();
+    let mut poll = GANG_POLL_FIRST;
+    let mut renew_at = t0 + progress_every().min(PROGRESS_FIRST);
+    tracing::info!(job = task.job_id, rank = task.rank, machines = task.machines, "gang member waiting for its gang to fill");
+    loop {
+        if !*accepting.borrow() {
+            return GangWait::GiveBack("the machine is no longer available".into());
+        }
+        match client.gang(task).await {
+            Ok(g) if g.ready => {
+                tracing::info!(job = task.job_id, rank = task.rank, waited_ms = t0.elapsed().as_millis() as u64, "gang filled: starting");
+                return GangWait::Ready;
+            }
+            Ok(g) => tracing::debug!(job = task.job_id, leased = g.leased, machines = g.machines, "gang not filled yet"),
+            // Only the holder may ask: a 404 is a lost lease.
+            Err(ClientError::Refused { status: 404 | 409, .. }) => return GangWait::Gone(Stopped::LeaseLost),
+            Err(e) => tracing::warn!(job = task.job_id, "asking for the gang failed: {e}"),
+        }
+        if t0.elapsed() >= timeout {
+            return GangWait::GiveBack(format!("gang did not fill within {} s", timeout.as_secs()));
+        }
+        if tokio::time::Instant::now() >= renew_at {
+            renew_at = tokio::time::Instant::now() + progress_every();
+            if let Err(Some(why)) = renewal(client.progress(task).await) {
+                return GangWait::Gone(why);
+            }
+        }
+        tokio::time::sleep(poll.min(timeout.saturating_sub(t0.elapsed()))).await;
+        poll = poll.mul_f64(1.5).min(GANG_POLL_MAX);
+    }
+}
+
 /// Runs one leased task as a guest, renewing its lease, and reports how it ended:
 /// `complete` with the exit code and the guest's user and system CPU from its final
 /// totals (already in the ledger), or `evicted` when the policy evicted it or the agent
-/// stopped, so the coordinator re-queues it.
-async fn run_task(client: &CoordinatorClient, paths: &Paths, jobs: &mpsc::Sender<JobRequest>, task: Lease) {
+/// stopped, so the coordinator re-queues it. A checkpointable task's last checkpoint is
+/// downloaded before the guest starts, its changed checkpoint uploaded with each
+/// renewal and after an eviction (before `evicted` is reported). A gang member starts
+/// only once its gang has filled. A cancel or a lost lease kills the guest at once and
+/// reports nothing (the coordinator already knows).
+async fn run_task(
+    client: &CoordinatorClient,
+    paths: &Paths,
+    jobs: &mpsc::Sender<JobMsg>,
+    accepting: &tokio::sync::watch::Receiver<bool>,
+    task: Lease,
+) {
     tracing::info!(job = task.job_id, rank = task.rank, lease = task.lease, "task leased");
     let spec = match guest_spec(&task, &paths.work_root()) {
         Ok(s) => s,
@@ -410,9 +645,38 @@ async fn run_task(client: &CoordinatorClient, paths: &Paths, jobs: &mpsc::Sender
             return;
         }
     };
+    let checkpoint = spec.workdir.as_deref().filter(|_| spec.checkpointable).map(crate::checkpoint::path_in);
+    let mut uploaded = None;
+    if let Some(path) = &checkpoint {
+        match fetch_checkpoint(client, &task, path).await {
+            Ok(stamp) => uploaded = stamp,
+            Err(why) => {
+                // Starting from nothing would redo what the checkpoint holds: give the
+                // task back for another try instead.
+                tracing::warn!(job = task.job_id, rank = task.rank, "task given back: {why}");
+                let reason = format!("agent: {why}");
+                retry("giving a task back", || client.evicted(&task, &reason)).await;
+                return;
+            }
+        }
+    }
+    if task.machines > 1 {
+        match wait_for_gang(client, &task, accepting, GANG_FILL_TIMEOUT).await {
+            GangWait::Ready => {}
+            GangWait::GiveBack(why) => {
+                tracing::info!(job = task.job_id, rank = task.rank, "gang member gives its lease back: {why}");
+                retry("giving a task back", || client.evicted(&task, &why)).await;
+                return;
+            }
+            GangWait::Gone(why) => {
+                tracing::info!(job = task.job_id, rank = task.rank, "gang member not started: {}", why.as_str());
+                return;
+            }
+        }
+    }
     let (started_tx, started_rx) = oneshot::channel();
     let (ended_tx, ended_rx) = oneshot::channel();
-    let started = match jobs.send(JobRequest { spec, started: started_tx, ended: ended_tx }).await {
+    let started = match jobs.send(JobMsg::Run(JobRequest { spec, started: started_tx, ended: ended_tx })).await {
         Ok(()) => started_rx.await.unwrap_or_else(|_| Err("the agent is stopping".into())),
         Err(_) => Err("the agent is stopping".into()),
     };
@@ -425,17 +689,33 @@ async fn run_task(client: &CoordinatorClient, paths: &Paths, jobs: &mpsc::Sender
         }
     };
     tokio::pin!(ended_rx);
-    let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+    let every = progress_every();
+    let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every.min(PROGRESS_FIRST), every);
+    let mut stopped: Option<Stopped> = None;
     let info = loop {
         tokio::select! {
             info = &mut ended_rx => break info.ok(),
-            _ = renew.tick() => match client.progress(&task).await {
-                Ok(true) => tracing::warn!(job = task.job_id, guest = %guest, "the job was cancelled; its guest runs on to its end"),
-                Ok(false) => {}
-                Err(e) => tracing::warn!(job = task.job_id, "lease renewal failed: {e}"),
+            _ = renew.tick(), if stopped.is_none() => match renewal(client.progress(&task).await) {
+                Ok(()) => {
+                    if let Some(path) = &checkpoint {
+                        upload_checkpoint(client, &task, path, &mut uploaded, false).await;
+                    }
+                }
+                Err(None) => {}
+                Err(Some(why)) => {
+                    tracing::info!(job = task.job_id, rank = task.rank, guest = %guest, "{}: stopping its guest", why.as_str());
+                    stopped = Some(why);
+                    if jobs.send(JobMsg::Stop { guest: guest.clone() }).await.is_err() {
+                        break None;
+                    }
+                }
             },
         }
     };
+    if let Some(why) = stopped {
+        tracing::info!(job = task.job_id, rank = task.rank, guest = %guest, "guest stopped: {}", why.as_str());
+        return;
+    }
     let Some(info) = info else {
         retry("giving a task back", || client.evicted(&task, "agent stopped")).await;
         return;
@@ -443,6 +723,10 @@ async fn run_task(client: &CoordinatorClient, paths: &Paths, jobs: &mpsc::Sender
     let GuestPhase::Ended { code, signal, evicted } = info.phase else { return };
     if evicted {
         tracing::info!(job = task.job_id, guest = %guest, "task evicted; giving it back");
+        if let Some(path) = &checkpoint {
+            // After the grace the guest had to write it; the task goes back either way.
+            upload_checkpoint(client, &task, path, &mut uploaded, true).await;
+        }
         retry("reporting an eviction", || client.evicted(&task, "evicted: the owner returned")).await;
         return;
     }

@@ -11,6 +11,7 @@ pub use lull_core::{policy, sample};
 
 pub mod agent;
 pub mod assembly;
+pub mod checkpoint;
 pub mod clock;
 pub mod config;
 pub mod config_file;

@@ -23,7 +23,7 @@ use utoipa::OpenApi;
 
 /// JSON bodies are small; checkpoints may be larger.
 pub const JSON_LIMIT: usize = 1 << 20;
-pub const CHECKPOINT_LIMIT: usize = 64 << 20;
+pub const CHECKPOINT_LIMIT: usize = lull_protocol::CHECKPOINT_MAX;
 
 /// An API error: a status and a message.
 #[derive(Debug)]
@@ -542,20 +542,22 @@ async fn gang(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath) -> ApiRes
 }
 
 #[utoipa::path(put, path = "/api/v1/tasks/{job}/{rank}/checkpoint", request_body(content = Vec<u8>, content_type = "application/octet-stream"),
-    params(("job" = i64, Path), ("rank" = i64, Path)), security(("bearer" = [])),
+    params(("job" = i64, Path), ("rank" = i64, Path), lull_protocol::CheckpointQuery), security(("bearer" = [])),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
 async fn put_checkpoint(
     State(app): State<Arc<App>>,
     Auth(p): Auth,
     t: TaskPath,
+    q: Result<Query<lull_protocol::CheckpointQuery>, axum::extract::rejection::QueryRejection>,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> ApiResult<StatusCode> {
     let agent = need_agent(&p)?;
     let (job, rank) = path(t)?;
+    let q = query(q)?;
     let body =
         body.map_err(|e| ApiError(if e.status().is_client_error() { e.status() } else { StatusCode::BAD_REQUEST }, e.body_text()))?;
-    store::put_checkpoint(&app.db, agent, job, rank, &body).await?;
+    store::put_checkpoint(&app.db, agent, job, rank, q.lease, &body).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

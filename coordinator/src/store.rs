@@ -693,11 +693,16 @@ pub async fn gang(db: &Db, agent_id: &str, job_id: i64, rank: i64) -> Result<Gan
     Ok(Gang { machines: rows.len() as u32, leased, ready: leased == rows.len() as u32, agents })
 }
 
-/// Stores a checkpoint for a leased task (the holder only).
-pub async fn put_checkpoint(db: &Db, agent_id: &str, job_id: i64, rank: i64, data: &[u8]) -> Result<()> {
+/// Stores a checkpoint for a leased task (the holder only; with `lease`, only under that
+/// lease epoch, so a late upload from a lost lease cannot replace a newer checkpoint).
+pub async fn put_checkpoint(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: Option<i64>, data: &[u8]) -> Result<()> {
     let row = task_row(db, job_id, rank).await?;
     if col::<Option<String>>(&row, "agent_id")?.as_deref() != Some(agent_id) || col::<String>(&row, "state")? != "leased" {
         return Err(StoreError::Conflict("the lease is not held".into()));
+    }
+    let epoch: i64 = col(&row, "lease_epoch")?;
+    if lease.is_some_and(|l| l != epoch) {
+        return Err(StoreError::Conflict("the lease is no longer held".into()));
     }
     sqlx::query(
         "INSERT INTO checkpoints(job_id, rank, data, updated_ms) VALUES ($1, $2, $3, $4)

@@ -253,6 +253,24 @@ pub struct Gang {
     pub agents: Vec<Option<String>>,
 }
 
+// Checkpoints: `PUT/GET /api/v1/tasks/{job}/{rank}/checkpoint` (application/octet-stream)
+
+/// The largest checkpoint the coordinator stores (64 MiB): a bigger upload is refused
+/// with 413, and the agent does not send one.
+pub const CHECKPOINT_MAX: usize = 64 << 20;
+
+/// The query of a checkpoint upload: with `lease`, the coordinator stores it only while
+/// that lease epoch is the task's (a late upload from a lost lease is refused with 409).
+/// Without it (older agents), any upload by the holding agent is stored.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointQuery {
+    /// The uploader's lease epoch.
+    #[serde(default)]
+    pub lease: Option<i64>,
+}
+
 // Ledger records: `POST /api/v1/records`
 
 /// One ledger record of an agent, keyed by its sequence number.

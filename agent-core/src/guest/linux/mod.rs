@@ -468,6 +468,16 @@ impl LinuxRuntime {
     /// kill grace); a queued one is dropped from the queue and ends as evicted at once.
     /// False when no such guest is queued or running.
     pub fn stop_one(&mut self, id: &str) -> bool {
+        self.stop_one_within(id, self.kill_grace)
+    }
+
+    /// Kills one guest at once, checkpointable or not (a cancelled job, a lost lease: a
+    /// checkpoint would be of no use); a queued one is dropped. False as for [`Self::stop_one`].
+    pub fn kill_one(&mut self, id: &str) -> bool {
+        self.stop_one_within(id, Duration::ZERO)
+    }
+
+    fn stop_one_within(&mut self, id: &str, grace: Duration) -> bool {
         if let Some(i) = self.queue.iter().position(|(q, _)| q == id) {
             let (id, spec) = self.queue.remove(i).expect("position() just found this index");
             let workdir = spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(&id));
@@ -476,9 +486,13 @@ impl LinuxRuntime {
             self.ended.push((info, t, true));
             return true;
         }
-        let grace = self.kill_grace;
         let Some(g) = self.guests.iter_mut().find(|g| g.id == id) else { return false };
-        if !g.stopping {
+        if g.stopping {
+            if grace.is_zero() && g.kill_at.take().is_some() {
+                // Stopping within a grace already: end it now.
+                Self::kill_guest(g);
+            }
+        } else {
             g.stopping = true;
             g.evicted = true;
             if g.checkpointable && !grace.is_zero() {
@@ -747,6 +761,10 @@ impl GuestHost for LinuxRuntime {
 
     fn stop_guest(&mut self, id: &str) -> bool {
         self.stop_one(id)
+    }
+
+    fn kill_guest(&mut self, id: &str) -> bool {
+        self.kill_one(id)
     }
 
     fn guest_info(&mut self, id: &str) -> Option<GuestInfo> {

@@ -1,0 +1,165 @@
+//! The agent's job-side client against a real coordinator (SQLite): checkpoints moved
+//! between leases (download into a new work directory, upload only when changed, a
+//! late upload from a lost lease refused, an oversized one never sent), renewals that
+//! learn of a cancel or a lost lease, and a gang member that starts only once its gang
+//! has filled and otherwise gives its lease back.
+
+mod common;
+
+use agent_core::checkpoint;
+use agent_core::coordinator_client::{self, CoordinatorClient, GangWait, Stopped};
+use common::*;
+use coordinator::model::*;
+use serde_json::json;
+use std::time::Duration;
+
+/// An enrolled agent's client (through the real enrolment).
+async fn agent(s: &Server, machine: &str) -> CoordinatorClient {
+    let token: JoinToken = s.admin().post_ok("/api/v1/join-tokens", json!({})).await;
+    let creds = coordinator_client::enrol(&s.base, &token.token, "alice", machine, false).await.unwrap();
+    CoordinatorClient::new(&creds).unwrap()
+}
+
+fn env<'a>(spec: &'a agent_core::guest::GuestSpec, name: &str) -> Option<&'a str> {
+    spec.env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_moves_from_one_lease_to_the_next() {
+    let db = fresh_db(Backend::Sqlite).await.unwrap();
+    let s = Server::start(&db.url, test_config()).await;
+    let (a, b) = (agent(&s, "a").await, agent(&s, "b").await);
+    let job: Job = s.admin().post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"], "checkpointable": true})).await;
+    let plain: Job = s.admin().post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"]})).await;
+
+    // First lease, on A: no checkpoint yet, so nothing is put in the work directory.
+    let root_a = tempfile::tempdir().unwrap();
+    let first = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("a task for A");
+    assert_eq!(first.job_id, job.id);
+    let spec = coordinator_client::guest_spec(&first, root_a.path()).unwrap();
+    let workdir = spec.workdir.clone().unwrap();
+    let ck = env(&spec, "LULL_CHECKPOINT").expect("a checkpointable guest is told where its checkpoint goes");
+    assert_eq!(std::path::Path::new(ck), checkpoint::path_in(&workdir));
+    assert!(std::path::Path::new(ck).is_absolute(), "{ck}");
+    let ck = checkpoint::path_in(&workdir);
+    assert_eq!(coordinator_client::fetch_checkpoint(&a, &first, &ck).await, Ok(None), "404: none");
+    assert!(!ck.exists());
+
+    // Nothing written: nothing uploaded. Then the guest writes its state.
+    let mut last = None;
+    assert!(coordinator_client::upload_checkpoint(&a, &first, &ck, &mut last, false).await);
+    assert!(last.is_none());
+    assert_eq!(a.get_checkpoint(&first).await.unwrap(), None);
+    std::fs::write(&ck, b"count=3").unwrap();
+    assert!(coordinator_client::upload_checkpoint(&a, &first, &ck, &mut last, false).await);
+    assert!(last.is_some());
+    assert_eq!(a.get_checkpoint(&first).await.unwrap().as_deref(), Some(&b"count=3"[..]));
+    // The guest writes again (write + rename): the new state replaces the old.
+    let tmp = workdir.join("ck.tmp");
+    std::fs::write(&tmp, b"count=4").unwrap();
+    std::fs::rename(&tmp, &ck).unwrap();
+    let before = last;
+    assert!(coordinator_client::upload_checkpoint(&a, &first, &ck, &mut last, true).await);
+    assert_ne!(before, last, "the new file was uploaded");
+    assert_eq!(a.get_checkpoint(&first).await.unwrap().as_deref(), Some(&b"count=4"[..]));
+    // Too big for the coordinator: not sent, reported as not uploaded, the last one kept.
+    let f = std::fs::File::create(&ck).unwrap();
+    f.set_len(lull_protocol::CHECKPOINT_MAX as u64 + 1).unwrap();
+    assert!(!coordinator_client::upload_checkpoint(&a, &first, &ck, &mut last, false).await);
+    assert_eq!(a.get_checkpoint(&first).await.unwrap().as_deref(), Some(&b"count=4"[..]));
+
+    // A is evicted; B takes the task under a new lease and finds the checkpoint in its own
+    // new work directory before its guest starts.
+    a.evicted(&first, "evicted: the owner returned").await.unwrap();
+    let root_b = tempfile::tempdir().unwrap();
+    let second = b.lease(1 << 30, Duration::ZERO).await.unwrap().expect("the re-queued task for B");
+    assert_eq!((second.job_id, second.rank), (job.id, 0));
+    assert!(second.lease > first.lease);
+    let spec_b = coordinator_client::guest_spec(&second, root_b.path()).unwrap();
+    let ck_b = checkpoint::path_in(spec_b.workdir.as_deref().unwrap());
+    let stamp = coordinator_client::fetch_checkpoint(&b, &second, &ck_b).await.unwrap();
+    assert!(stamp.is_some());
+    assert_eq!(std::fs::read(&ck_b).unwrap(), b"count=4");
+    // What was downloaded is not uploaded back unchanged.
+    let mut last_b = stamp;
+    assert!(coordinator_client::upload_checkpoint(&b, &second, &ck_b, &mut last_b, false).await);
+    assert_eq!(last_b, stamp);
+
+    // A late upload from A's lost lease is refused and changes nothing.
+    match a.put_checkpoint(&first, b"stale".to_vec()).await {
+        Err(coordinator_client::ClientError::Refused { status: 409, .. }) => {}
+        other => panic!("a stale upload was not refused: {other:?}"),
+    }
+    let mut stale = None;
+    std::fs::write(&ck, b"stale").unwrap();
+    assert!(!coordinator_client::upload_checkpoint(&a, &first, &ck, &mut stale, true).await);
+    assert_eq!(b.get_checkpoint(&second).await.unwrap().as_deref(), Some(&b"count=4"[..]));
+    // B's own renewal holds; and its newer state is stored.
+    assert_eq!(coordinator_client::renewal(b.progress(&second).await), Ok(()));
+    std::fs::write(&ck_b, b"count=9").unwrap();
+    assert!(coordinator_client::upload_checkpoint(&b, &second, &ck_b, &mut last_b, false).await);
+    assert_eq!(b.get_checkpoint(&second).await.unwrap().as_deref(), Some(&b"count=9"[..]));
+
+    // A job that is not checkpointable gets no LULL_CHECKPOINT.
+    let other = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("the plain job");
+    assert_eq!(other.job_id, plain.id);
+    assert_eq!(env(&coordinator_client::guest_spec(&other, root_a.path()).unwrap(), "LULL_CHECKPOINT"), None);
+
+    // Renewals: a cancel is learnt; a lease that moved on is lost (409).
+    let _: Job = s.admin().post_ok(&format!("/api/v1/jobs/{}/cancel", job.id), json!({})).await;
+    assert_eq!(coordinator_client::renewal(b.progress(&second).await), Err(Some(Stopped::Cancelled)));
+    assert_eq!(coordinator_client::renewal(a.progress(&first).await), Err(Some(Stopped::LeaseLost)));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_member_starts_once_its_gang_fills_and_gives_back_a_lease_that_does_not() {
+    let db = fresh_db(Backend::Sqlite).await.unwrap();
+    let s = Server::start(&db.url, test_config()).await;
+    let (a, b) = (agent(&s, "a").await, agent(&s, "b").await);
+    let (_yes, accepting) = tokio::sync::watch::channel(true);
+
+    // A gang of three on two machines never fills: A gives its lease back after the timeout.
+    let big: Job = s.admin().post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"], "machines": 3})).await;
+    let la = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("rank for A");
+    let lb = b.lease(1 << 30, Duration::ZERO).await.unwrap().expect("rank for B");
+    assert_eq!((la.job_id, lb.job_id, la.machines), (big.id, big.id, 3));
+    let t0 = std::time::Instant::now();
+    let w = coordinator_client::wait_for_gang(&a, &la, &accepting, Duration::from_secs(2)).await;
+    assert!(matches!(&w, GangWait::GiveBack(why) if why.contains("gang did not fill")), "{w:?}");
+    assert!(t0.elapsed() >= Duration::from_secs(2) && t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+    a.evicted(&la, "gang did not fill").await.unwrap();
+    // The coordinator re-queues the gang; B's lease is gone with it.
+    let w = coordinator_client::wait_for_gang(&b, &lb, &accepting, Duration::from_secs(2)).await;
+    assert_eq!(w, GangWait::Gone(Stopped::LeaseLost));
+    let (_, _) = s.admin().post(&format!("/api/v1/jobs/{}/cancel", big.id), json!({})).await;
+
+    // A gang of two: A waits until B has leased the other rank, then both start.
+    let pair: Job = s.admin().post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"], "machines": 2})).await;
+    let la = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("rank for A");
+    assert_eq!(la.job_id, pair.id);
+    let waiting = {
+        let (a, la, accepting) = (a.clone(), la.clone(), accepting.clone());
+        tokio::spawn(async move {
+            let t0 = std::time::Instant::now();
+            (coordinator_client::wait_for_gang(&a, &la, &accepting, Duration::from_secs(30)).await, t0.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!waiting.is_finished(), "A started before its gang filled");
+    let lb = b.lease(1 << 30, Duration::ZERO).await.unwrap().expect("rank for B");
+    assert_eq!(lb.job_id, pair.id);
+    let (w, took) = waiting.await.unwrap();
+    assert_eq!(w, GangWait::Ready);
+    assert!(took >= Duration::from_millis(1500) && took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(coordinator_client::wait_for_gang(&b, &lb, &accepting, Duration::from_secs(5)).await, GangWait::Ready);
+
+    // The machine stops accepting guest work while a member waits: it gives the lease back.
+    let lone: Job = s.admin().post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"], "machines": 2})).await;
+    let l = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("a rank of the third gang");
+    assert_eq!(l.job_id, lone.id);
+    let (_no, not_accepting) = tokio::sync::watch::channel(false);
+    let w = coordinator_client::wait_for_gang(&a, &l, &not_accepting, Duration::from_secs(30)).await;
+    assert!(matches!(&w, GangWait::GiveBack(why) if why.contains("no longer available")), "{w:?}");
+    s.stop().await;
+}

@@ -1,0 +1,333 @@
+//! Issue 12 item 6, agent side, with real processes: a checkpointable job evicted on one
+//! machine resumes on another from its checkpoint, and a cancel reaches the guest.
+//!
+//! - `a_checkpointed_job_evicted_on_one_machine_finishes_on_another_doing_each_step_once`:
+//!   `lull up` (coordinator + agent A) runs a counting shell job that keeps its count in
+//!   `$LULL_CHECKPOINT` (write + rename, one step every 0.2 s, each step appended to its
+//!   output). The owner pauses A mid-run: the guest gets SIGTERM, finishes its step and
+//!   exits, A uploads the checkpoint and gives the task back. A second machine (B, enrolled
+//!   with a join token, its own `lull agent`) leases it, downloads the checkpoint and the
+//!   job completes there: A's steps and B's steps together are 1..N, each exactly once.
+//! - `a_cancelled_job_stops_its_guest_within_seconds`: a running job (checkpointable, its
+//!   guest ignoring SIGTERM, a 30-s kill grace) is cancelled through the API; with
+//!   renewals every 0.5 s (`LULL_PROGRESS_MS`) the guest's process is gone from outside
+//!   within 5 s (so it was killed, not signalled and waited for), nothing was reported as
+//!   an eviction, and the owner was not counted as interrupted.
+//!
+//! Both need cgroups (root here; `LULL_REQUIRE_CGROUPS=1` makes them required) and use
+//! their own cgroup bases, purged even when they fail.
+
+use agent_core::control::{call, AgentStatus, Request, Response};
+use agent_core::paths::Paths;
+use agent_core::policy::PauseSpan;
+use lull_e2e::{lull_bin, purge_cgroup_base, required};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// Guest work accepted at once whatever the load, one job slot, and a grace long enough
+/// for the counting job to finish its step.
+const CONFIG: &str = "[sampling]\ninterval_ms = 100\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\
+                      recruitment_threshold_s = 0\n[eviction]\nkill_grace_s = 30\n";
+
+/// Steps the counting job takes in all.
+const STEPS: u32 = 40;
+
+/// The counting job. Its state is the count in `$LULL_CHECKPOINT`, committed by a rename;
+/// a step is printed only once its count is committed (read back with the shell's own
+/// `read`, so a `mv` killed by the eviction's SIGTERM — which reaches every process of the
+/// guest — cannot leave a printed step uncommitted or the reverse). SIGTERM sets a flag:
+/// the step under way ends and the job exits.
+const COUNTER: &str = r#"n=$1; i=0; stop=0; c="$LULL_CHECKPOINT"
+trap 'stop=1' TERM
+[ -n "$c" ] || { echo "no LULL_CHECKPOINT" >&2; exit 2; }
+if [ -s "$c" ]; then read i < "$c"; fi
+echo "start $i"
+while [ "$i" -lt "$n" ] && [ "$stop" = 0 ]; do
+  next=$((i+1))
+  echo "$next" > "$c.tmp"
+  mv -f "$c.tmp" "$c"
+  read i < "$c"
+  [ "$i" = "$next" ] && echo "step $i"
+  sleep 0.2
+done
+[ "$i" -ge "$n" ] || exit 143
+"#;
+
+/// Skips (true) unless cgroups can be managed here; panics when they are required.
+fn skip_without_cgroups() -> bool {
+    let v2_or_hybrid = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() == 0 } && v2_or_hybrid {
+        return false;
+    }
+    assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
+    eprintln!("SKIPPED: needs root to create cgroups (set LULL_REQUIRE_CGROUPS=1 to require)");
+    true
+}
+
+/// One machine: a data directory, a cgroup base and a `lull up` or `lull agent` process;
+/// killed and purged on drop.
+struct Machine {
+    dir: tempfile::TempDir,
+    base: String,
+    child: Option<Child>,
+}
+
+impl Machine {
+    fn new(config: &str) -> Self {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        Self { dir, base: format!("lull-e2e-ckpt-{}-{n}", std::process::id()), child: None }
+    }
+
+    fn lull(&self, args: &[&str]) -> Command {
+        let dir = self.dir.path();
+        let mut c = Command::new(lull_bin());
+        c.args(args).env("LULL_DATA_DIR", dir).env("LULL_CONFIG", dir.join("config.toml")).env("LULL_SOCKET", dir.join("agent.sock"));
+        c.env("LULL_CGROUP", &self.base).env_remove("LULL_COORDINATOR_URL").env_remove("LULL_KEY").env_remove("LULL_WORK_DIR");
+        c
+    }
+
+    /// Starts `lull <args>` in the background, its output in `out.txt` / `err.txt`.
+    fn spawn(&mut self, args: &[&str], env: &[(&str, &str)]) {
+        let mut c = self.lull(args);
+        c.envs(env.iter().copied());
+        let out = std::fs::File::create(self.dir.path().join("out.txt")).unwrap();
+        let err = std::fs::File::create(self.dir.path().join("err.txt")).unwrap();
+        self.child = Some(c.stdout(out).stderr(err).spawn().unwrap());
+    }
+
+    /// `lull up` (coordinator + this machine's agent); returns the coordinator's URL.
+    fn up(&mut self, env: &[(&str, &str)]) -> String {
+        self.spawn(&["up", "--listen", "127.0.0.1:0", "--owner", "alice", "--machine", "box1"], env);
+        let t0 = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(self.dir.path().join("out.txt")).unwrap_or_default();
+            if let Some(line) = text.lines().find(|l| l.trim_start().starts_with("coordinator")) {
+                return line.split_whitespace().nth(1).unwrap().trim_end_matches('/').to_string();
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "lull up did not come up: {text}\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("err.txt")).unwrap_or_default()
+    }
+
+    fn admin(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("coordinator-admin.key")).unwrap().trim().to_string()
+    }
+
+    fn call(&self, req: &Request) -> AgentStatus {
+        match call(&self.dir.path().join("agent.sock"), req) {
+            Ok(Response::Status(s)) => *s,
+            other => panic!("the agent answered {other:?}\n{}", self.log()),
+        }
+    }
+
+    /// The work directories of the job's rank-0 leases on this machine.
+    fn workdirs(&self, job: i64) -> Vec<PathBuf> {
+        let data_dir = self.dir.path().to_path_buf();
+        let paths = Paths {
+            config_file: data_dir.join("config.toml"),
+            ledger: data_dir.join("ledger.db"),
+            log_dir: data_dir.join("logs"),
+            socket: data_dir.join("agent.sock"),
+            data_dir,
+        };
+        let prefix = format!("{job}-0-");
+        let Ok(rd) = std::fs::read_dir(paths.work_root().join("jobs")) else { return Vec::new() };
+        let mut dirs: Vec<PathBuf> =
+            rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).map(|e| e.path()).collect();
+        dirs.sort();
+        dirs
+    }
+
+    /// Stops the process with SIGTERM; it must exit cleanly.
+    fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else { return };
+        // SAFETY: kill with a pid we spawned.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                assert!(st.success(), "lull exited with {st}: {}", self.log());
+                return;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "lull did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        purge_cgroup_base(&self.base);
+    }
+}
+
+fn http() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::new()
+}
+
+fn job(url: &str, admin: &str, id: i64) -> Value {
+    http().get(format!("{url}/api/v1/jobs/{id}")).bearer_auth(admin).send().unwrap().json().unwrap()
+}
+
+/// Waits until `ok` holds of the job.
+fn wait_job(url: &str, admin: &str, id: i64, what: &str, secs: u64, ok: impl Fn(&Value) -> bool, log: impl Fn() -> String) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let j = job(url, admin, id);
+        if ok(&j) {
+            return j;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(secs), "never {what}: {j}\n{}", log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Submits a job through `lull submit` on `m`; returns its id.
+fn submit(m: &Machine, args: &[&str]) -> i64 {
+    let mut all = vec!["submit", "--json"];
+    all.extend_from_slice(args);
+    let out = m.lull(&all).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_i64().unwrap()
+}
+
+/// The step numbers in a job's output, in order.
+fn steps(out: &str) -> Vec<u32> {
+    out.lines().filter_map(|l| l.strip_prefix("step ")).map(|n| n.trim().parse().unwrap()).collect()
+}
+
+#[test]
+fn a_checkpointed_job_evicted_on_one_machine_finishes_on_another_doing_each_step_once() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let mut a = Machine::new(CONFIG);
+    let url = a.up(&[]);
+    let admin = a.admin();
+    let n = STEPS.to_string();
+    let id = submit(&a, &["--checkpointable", "--", "sh", "-c", COUNTER, "counter", &n]);
+
+    // A runs it; the owner comes back (pauses Lull) after a few steps.
+    let t0 = Instant::now();
+    let a_out = loop {
+        let out = a.workdirs(id).first().and_then(|d| std::fs::read_to_string(d.join("stdout.log")).ok()).unwrap_or_default();
+        if steps(&out).len() >= 5 {
+            break out;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "the job never ran on A: {out:?}\n{}", a.log());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(a_out.starts_with("start 0\n"), "a first lease starts from nothing: {a_out:?}");
+    let paused = Instant::now();
+    a.call(&Request::Pause { span: PauseSpan::UntilResumed });
+    let j = wait_job(&url, &admin, id, "given back by A", 60, |j| j["tasks"][0]["evictions"] == 1, || a.log());
+    let back = paused.elapsed();
+    assert_ne!(j["state"], "completed", "evicted before it ended: {j}");
+    assert!(back < Duration::from_secs(10), "the guest finished its step and the task was given back in {back:?}, not after the grace");
+    let dirs_a = a.workdirs(id);
+    assert_eq!(dirs_a.len(), 1, "{dirs_a:?}");
+    let a_out = std::fs::read_to_string(dirs_a[0].join("stdout.log")).unwrap();
+    let a_steps = steps(&a_out);
+    let a_ck = std::fs::read_to_string(dirs_a[0].join("lull-checkpoint")).unwrap();
+    assert_eq!(a_ck.trim(), a_steps.last().unwrap().to_string(), "A's checkpoint holds its last step");
+    assert!((a_steps.len() as u32) < STEPS, "A did not finish: {a_out}");
+
+    // B, a second machine, enrols and takes the task over.
+    let out = a.lull(&["coordinator", "token", "create", "--uses", "1"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut b = Machine::new(CONFIG);
+    let out = b.lull(&["enrol", "--url", &url, "--token", &token, "--owner", "bob", "--machine", "box2"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    b.spawn(&["agent"], &[]);
+    let j = wait_job(&url, &admin, id, "completed on B", 120, |j| j["state"] == "completed", || format!("A: {}\nB: {}", a.log(), b.log()));
+    let t = &j["tasks"][0];
+    assert_eq!((t["exit_code"].as_i64(), t["evictions"].as_u64()), (Some(0), Some(1)), "{j}");
+
+    let dirs_b = b.workdirs(id);
+    assert_eq!(dirs_b.len(), 1, "{dirs_b:?}");
+    let b_out = std::fs::read_to_string(dirs_b[0].join("stdout.log")).unwrap();
+    let last_a = *a_steps.last().unwrap();
+    assert!(b_out.starts_with(&format!("start {last_a}\n")), "B resumed from A's checkpoint ({last_a}): {b_out:?}");
+    // The coordinator's copy of the output is B's.
+    let out = a.lull(&["jobs", "output", &id.to_string()]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), b_out);
+
+    let all: Vec<u32> = a_steps.iter().chain(steps(&b_out).iter()).copied().collect();
+    let want: Vec<u32> = (1..=STEPS).collect();
+    assert_eq!(all, want, "each step done once: A {a_out:?} B {b_out:?}");
+    eprintln!(
+        "A did steps 1..={last_a} and gave the task back {:.2} s after the pause; B did {}..={STEPS}",
+        back.as_secs_f64(),
+        last_a + 1
+    );
+    b.stop();
+    a.stop();
+}
+
+#[test]
+fn a_cancelled_job_stops_its_guest_within_seconds() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let mut a = Machine::new(CONFIG);
+    let url = a.up(&[("LULL_PROGRESS_MS", "500")]);
+    let admin = a.admin();
+    // A guest that ignores SIGTERM: only a kill ends it before the 30-s grace.
+    let id = submit(&a, &["--checkpointable", "--", "sh", "-c", "trap '' TERM; echo $$ > pid; exec sleep 987"]);
+    let t0 = Instant::now();
+    let pid = loop {
+        let pid = a.workdirs(id).first().and_then(|d| std::fs::read_to_string(d.join("pid")).ok()).unwrap_or_default();
+        if let Ok(pid) = pid.trim().parse::<u32>() {
+            break pid;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "the job never ran: {}", a.log());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let cmdline = |pid: u32| std::fs::read(format!("/proc/{pid}/cmdline")).ok();
+    let ours = |c: Option<Vec<u8>>| c.is_some_and(|c| c == b"sleep\x00987\x00");
+    // The exec may not have happened yet.
+    while !ours(cmdline(pid)) {
+        assert!(t0.elapsed() < Duration::from_secs(120), "pid {pid} never became the job's sleep: {:?}", cmdline(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(ours(cmdline(pid)), "the guest runs until it is cancelled");
+
+    let r = http().post(format!("{url}/api/v1/jobs/{id}/cancel")).bearer_auth(&admin).send().unwrap();
+    assert!(r.status().is_success(), "{}", r.text().unwrap_or_default());
+    let cancelled = Instant::now();
+    while ours(cmdline(pid)) {
+        assert!(cancelled.elapsed() < Duration::from_secs(5), "the cancelled job's guest still runs after 5 s\n{}", a.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = cancelled.elapsed();
+    // The agent saw its end; nothing was given back as an eviction or counted against the owner.
+    let t1 = Instant::now();
+    while a.call(&Request::Status).policy.guests_present {
+        assert!(t1.elapsed() < Duration::from_secs(10), "the agent still has the guest\n{}", a.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let j = job(&url, &admin, id);
+    assert_eq!(j["state"], "cancelled", "{j}");
+    assert_eq!(j["tasks"][0]["evictions"].as_u64(), Some(0), "a cancel is not an eviction: {j}");
+    let status = a.call(&Request::Status);
+    assert_eq!(status.policy.interruptions_today, 0, "a cancel does not interrupt the owner");
+    eprintln!("the cancelled job's guest was gone {:.2} s after the cancel", took.as_secs_f64());
+    a.stop();
+}
