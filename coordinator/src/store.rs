@@ -677,13 +677,19 @@ pub async fn gang(db: &Db, agent_id: &str, job_id: i64, rank: i64) -> Result<Gan
     if col::<Option<String>>(&row, "agent_id")?.as_deref() != Some(agent_id) {
         return Err(StoreError::NotFound);
     }
-    let rows = sqlx::query("SELECT state, agent_id FROM tasks WHERE job_id = $1 ORDER BY rank").bind(job_id).fetch_all(&db.pool).await?;
+    // A member counts once its agent took the lease (a lease the scheduler assigned but no
+    // poll has taken yet may still expire).
+    let rows = sqlx::query("SELECT state, agent_id, lease_delivered FROM tasks WHERE job_id = $1 ORDER BY rank")
+        .bind(job_id)
+        .fetch_all(&db.pool)
+        .await?;
     let mut agents = Vec::new();
     let mut leased = 0;
     for r in &rows {
         let state: String = col(r, "state")?;
         let a: Option<String> = col(r, "agent_id")?;
-        if state == "leased" || state == "completed" {
+        let delivered = col::<i64>(r, "lease_delivered")? != 0;
+        if (state == "leased" && delivered) || state == "completed" {
             leased += 1;
             agents.push(a);
         } else {

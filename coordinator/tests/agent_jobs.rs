@@ -118,48 +118,37 @@ async fn a_gang_member_starts_once_its_gang_fills_and_gives_back_a_lease_that_do
     let s = Server::start(&db.url, test_config()).await;
     let (a, b) = (agent(&s, "a").await, agent(&s, "b").await);
     let (_yes, accepting) = tokio::sync::watch::channel(true);
+    let both = || async { tokio::join!(a.lease(1 << 30, Duration::from_secs(3)), b.lease(1 << 30, Duration::from_secs(3))) };
 
-    // A gang of three on two machines never fills: A gives its lease back after the timeout.
+    // A gang of three on a pool of two is never placed: no member waits for a third machine.
     let big: Job = s.admin().post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"], "machines": 3})).await;
-    let la = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("rank for A");
-    let lb = b.lease(1 << 30, Duration::ZERO).await.unwrap().expect("rank for B");
-    assert_eq!((la.job_id, lb.job_id, la.machines), (big.id, big.id, 3));
-    let t0 = std::time::Instant::now();
-    let w = coordinator_client::wait_for_gang(&a, &la, &accepting, Duration::from_secs(2)).await;
-    assert!(matches!(&w, GangWait::GiveBack(why) if why.contains("gang did not fill")), "{w:?}");
-    assert!(t0.elapsed() >= Duration::from_secs(2) && t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
-    a.evicted(&la, "gang did not fill").await.unwrap();
-    // The coordinator re-queues the gang; B's lease is gone with it.
-    let w = coordinator_client::wait_for_gang(&b, &lb, &accepting, Duration::from_secs(2)).await;
-    assert_eq!(w, GangWait::Gone(Stopped::LeaseLost));
+    let (la, lb) = both().await;
+    assert!(la.unwrap().is_none() && lb.unwrap().is_none(), "a gang wider than the pool is not leased");
     let (_, _) = s.admin().post(&format!("/api/v1/jobs/{}/cancel", big.id), json!({})).await;
 
-    // A gang of two: A waits until B has leased the other rank, then both start.
+    // A gang of two: placed on both machines at once; each member is ready once both have
+    // taken their lease.
     let pair: Job = s.admin().post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"], "machines": 2})).await;
-    let la = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("rank for A");
-    assert_eq!(la.job_id, pair.id);
-    let waiting = {
-        let (a, la, accepting) = (a.clone(), la.clone(), accepting.clone());
-        tokio::spawn(async move {
-            let t0 = std::time::Instant::now();
-            (coordinator_client::wait_for_gang(&a, &la, &accepting, Duration::from_secs(30)).await, t0.elapsed())
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(!waiting.is_finished(), "A started before its gang filled");
-    let lb = b.lease(1 << 30, Duration::ZERO).await.unwrap().expect("rank for B");
-    assert_eq!(lb.job_id, pair.id);
-    let (w, took) = waiting.await.unwrap();
-    assert_eq!(w, GangWait::Ready);
-    assert!(took >= Duration::from_millis(1500) && took < Duration::from_secs(10), "{took:?}");
+    let (la, lb) = both().await;
+    let (la, lb) = (la.unwrap().expect("rank for A"), lb.unwrap().expect("rank for B"));
+    assert_eq!((la.job_id, lb.job_id), (pair.id, pair.id));
+    assert_eq!(coordinator_client::wait_for_gang(&a, &la, &accepting, Duration::from_secs(5)).await, GangWait::Ready);
     assert_eq!(coordinator_client::wait_for_gang(&b, &lb, &accepting, Duration::from_secs(5)).await, GangWait::Ready);
+    for (c, l) in [(&a, &la), (&b, &lb)] {
+        assert!(c.complete(l, 0, 0.1, 0.0, None).await.unwrap(), "the completion counts");
+    }
 
-    // The machine stops accepting guest work while a member waits: it gives the lease back.
+    // The machine stops accepting guest work while a member waits: it gives the lease back,
+    // and the coordinator re-queues the gang, so the other member's lease is lost.
     let lone: Job = s.admin().post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"], "machines": 2})).await;
-    let l = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("a rank of the third gang");
-    assert_eq!(l.job_id, lone.id);
+    let (la, lb) = both().await;
+    let (la, lb) = (la.unwrap().expect("a rank of the third gang"), lb.unwrap().expect("the other rank"));
+    assert_eq!(la.job_id, lone.id);
     let (_no, not_accepting) = tokio::sync::watch::channel(false);
-    let w = coordinator_client::wait_for_gang(&a, &l, &not_accepting, Duration::from_secs(30)).await;
+    let w = coordinator_client::wait_for_gang(&a, &la, &not_accepting, Duration::from_secs(30)).await;
     assert!(matches!(&w, GangWait::GiveBack(why) if why.contains("no longer available")), "{w:?}");
+    a.evicted(&la, "the machine is no longer available").await.unwrap();
+    let w = coordinator_client::wait_for_gang(&b, &lb, &accepting, Duration::from_secs(2)).await;
+    assert_eq!(w, GangWait::Gone(Stopped::LeaseLost));
     s.stop().await;
 }
