@@ -467,7 +467,7 @@ impl<'a> PollGuard<'a> {
     /// Opens the poll; the number is the scheduler's for the message (on a leader).
     fn open(app: &'a App, agent: &str, free_mem: u64) -> (PollGuard<'a>, Option<u64>) {
         let hb = app.live.latest(agent).map(|(_, hb)| hb);
-        let seq = app.scheduling.send(Msg::Poll { agent: agent.to_string(), open: true, free_mem, delivered: false, hb });
+        let seq = app.scheduling.open_poll(agent, free_mem, hb);
         (PollGuard { app, agent: agent.to_string(), delivered: false }, seq)
     }
 }
@@ -475,7 +475,7 @@ impl<'a> PollGuard<'a> {
 impl Drop for PollGuard<'_> {
     fn drop(&mut self) {
         let agent = std::mem::take(&mut self.agent);
-        self.app.scheduling.send(Msg::Poll { agent: agent.clone(), open: false, free_mem: 0, delivered: self.delivered, hb: None });
+        self.app.scheduling.close_poll(&agent, self.delivered);
         self.app.scheduling.release_waiter(&agent);
     }
 }

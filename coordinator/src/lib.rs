@@ -101,7 +101,11 @@ pub async fn serve(
         shutdown: stop_rx.clone(),
     });
     let background = tokio::spawn(background(app.clone(), stop_rx.clone()));
-    let scheduling = tokio::spawn(scheduling::replicas::run(app.clone(), config.scheduler.clone(), stop_rx.clone()));
+    let (sched_ready, sched_ready_rx) = tokio::sync::oneshot::channel();
+    let scheduling = tokio::spawn(scheduling::replicas::run(app.clone(), config.scheduler.clone(), stop_rx.clone(), sched_ready));
+    // Serve once the first election was tried (a lone replica then leads from its first
+    // request); a database too slow for that does not hold the server back for long.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), sched_ready_rx).await;
     tokio::spawn(async move {
         shutdown.await;
         let _ = stop_tx.send(true);

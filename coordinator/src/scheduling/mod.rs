@@ -76,6 +76,9 @@ pub struct Scheduling {
     waiters: Mutex<HashMap<String, Arc<Notify>>>,
     /// Messages for the leader elsewhere (PostgreSQL followers), sent by [`replicas`].
     outbox: Mutex<Option<mpsc::UnboundedSender<Msg>>>,
+    /// This replica's open long polls: agent → (how many, the last free memory given), so
+    /// a new leader learns of polls opened before it led ([`Scheduling::reannounce`]).
+    open_polls: Mutex<HashMap<String, (u32, u64)>>,
 }
 
 impl Default for Scheduling {
@@ -87,6 +90,7 @@ impl Default for Scheduling {
             passed: watch::Sender::new(0),
             waiters: Mutex::new(HashMap::new()),
             outbox: Mutex::new(None),
+            open_polls: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -159,6 +163,46 @@ impl Scheduling {
     pub(crate) fn lead(&self, inbox: mpsc::UnboundedSender<(u64, Msg)>) {
         *self.inbox.lock().unwrap_or_else(|e| e.into_inner()) = Some(inbox);
         self.leader.store(true, Ordering::Release);
+        self.reannounce();
+    }
+
+    /// Opens a long poll: counts it here and tells the scheduler. Returns the message's
+    /// number when this replica's driver took it.
+    pub fn open_poll(&self, agent: &str, free_mem: u64, hb: Option<Heartbeat>) -> Option<u64> {
+        {
+            let mut open = self.open_polls.lock().unwrap_or_else(|e| e.into_inner());
+            let e = open.entry(agent.to_string()).or_insert((0, 0));
+            e.0 += 1;
+            e.1 = free_mem;
+        }
+        self.send(Msg::Poll { agent: agent.to_string(), open: true, free_mem, delivered: false, hb })
+    }
+
+    /// Closes a long poll (`delivered`: it took a lease).
+    pub fn close_poll(&self, agent: &str, delivered: bool) {
+        {
+            let mut open = self.open_polls.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(e) = open.get_mut(agent) {
+                e.0 = e.0.saturating_sub(1);
+                if e.0 == 0 {
+                    open.remove(agent);
+                }
+            }
+        }
+        self.send(Msg::Poll { agent: agent.to_string(), open: false, free_mem: 0, delivered, hb: None });
+    }
+
+    /// Tells the (new) leader about every poll open on this replica. A poll announced
+    /// twice in a change of leader counts one slot too many until it closes: at worst a
+    /// lease waits undelivered and expires after [`DELIVERY_WINDOW_MS`], using no retry.
+    pub fn reannounce(&self) {
+        let open: Vec<(String, (u32, u64))> =
+            self.open_polls.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(a, v)| (a.clone(), *v)).collect();
+        for (agent, (n, free_mem)) in open {
+            for _ in 0..n {
+                self.send(Msg::Poll { agent: agent.clone(), open: true, free_mem, delivered: false, hb: None });
+            }
+        }
     }
 
     pub(crate) fn step_down(&self) {

@@ -325,27 +325,42 @@ fn owner_memory_pressure_freezes_then_kills_the_guest() {
     rt.apply(GuestDirective::Accept);
     rt.tick();
     assert!(rt.present() && !rt.frozen(), "admitted and running");
-    let owner_grows = |mib: u64| {
-        let mut v = vec![0u8; (mib * MIB) as usize];
-        for i in (0..v.len()).step_by(4096) {
-            v[i] = 1;
-        }
-        v
-    };
-    let demand = owner_grows(2048);
-    rt.tick();
-    wait_until("frozen with available memory below the owner reserve", Duration::from_secs(10), || rt.frozen());
+    // The owner's demand grows until the runtime sees available memory below the reserve:
+    // the machine is shared (builds start and end), so a fixed allocation is not enough
+    // to know where available memory will be. Grows in 256-MiB steps, never past what
+    // is available, ticking the runtime as the agent would.
+    fn grow_until_frozen(rt: &mut LinuxRuntime, what: &str) -> Vec<Vec<u8>> {
+        let mut demand: Vec<Vec<u8>> = Vec::new();
+        wait_until(what, Duration::from_secs(30), || {
+            rt.tick();
+            if rt.frozen() {
+                return true;
+            }
+            if memory::meminfo().available / MIB > 512 {
+                let mut v = vec![0u8; (256 * MIB) as usize];
+                for i in (0..v.len()).step_by(4096) {
+                    v[i] = 1;
+                }
+                demand.push(v);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            false
+        });
+        demand
+    }
+    let demand = grow_until_frozen(rt, "frozen with available memory below the owner reserve");
     drop(demand);
     wait_until("thaw once the pressure clears", Duration::from_secs(20), || {
         rt.tick();
         !rt.frozen()
     });
-    let demand = owner_grows(2048);
-    rt.tick();
-    wait_until("frozen again", Duration::from_secs(10), || rt.frozen());
+    let demand = grow_until_frozen(rt, "frozen again");
     std::thread::sleep(Duration::from_millis(1100));
     rt.tick();
-    wait_until("the guest to be killed", Duration::from_secs(20), || ended(rt, &id).is_some());
+    wait_until("the guest to be killed", Duration::from_secs(20), || {
+        rt.tick();
+        ended(rt, &id).is_some()
+    });
     drop(demand);
     assert!(matches!(ended(rt, &id), Some(GuestPhase::Ended { evicted: true, .. })));
 }
