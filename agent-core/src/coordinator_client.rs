@@ -303,6 +303,7 @@ pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_b
         base_speed,
         current_speed: base_speed * (1.0 - owner),
         interruption_limit: Some(p.interruption_limit),
+        idle_for_s: Some(p.idle_for_s),
     }
 }
 

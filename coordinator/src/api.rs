@@ -699,6 +699,7 @@ mod tests {
             base_speed: 1.0,
             current_speed: 1.0,
             interruption_limit: None,
+            idle_for_s: None,
         };
         let a = |seen: Option<i64>, hb: Option<Heartbeat>| AgentInfo {
             id: "x".into(),

@@ -150,6 +150,7 @@ mod tests {
             base_speed: 1.0,
             current_speed: 1.0,
             interruption_limit: Some(5),
+            idle_for_s: None,
         }
     }
 

@@ -941,6 +941,8 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
                     base_speed: col::<Option<f64>>(r, "base_speed")?.unwrap_or(0.0),
                     current_speed: col::<Option<f64>>(r, "current_speed")?.unwrap_or(0.0),
                     interruption_limit: col::<Option<i64>>(r, "interruption_limit")?.map(|l| l.clamp(0, u32::MAX as i64) as u32),
+                    // Not stored: the live heartbeat (in memory) carries it.
+                    idle_for_s: None,
                 }),
                 None => None,
             };

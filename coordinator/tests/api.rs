@@ -792,3 +792,46 @@ async fn metrics_may_require_a_key_on(b: Backend) {
     assert!(text.contains("lull_"), "{text}");
     s.stop().await;
 }
+
+both!(the_contract_decides_where_a_job_goes, contract_placement_on);
+/// Placement follows the owners' contract as the heartbeats report it: of two equally
+/// fast machines asking for work at once, the job goes to the one idle for hours rather
+/// than minutes (seed 004 Fig. 7); a machine with no interruption left gets nothing, however
+/// long it has been idle; and the job shows where it went and why.
+async fn contract_placement_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let hb = |budget: u32, idle_s: u64| {
+        json!({"state": "recruitable", "available": true, "budget_left": budget, "free_mem_bytes": 1u64 << 32,
+            "base_speed": 1.0, "current_speed": 1.0, "interruption_limit": 5, "idle_for_s": idle_s})
+    };
+    let (_, minutes) = s.enrol("alice", "idle-minutes").await;
+    let (_, hours) = s.enrol("bob", "idle-hours").await;
+    let _: HeartbeatAck = minutes.post_ok("/api/v1/heartbeat", hb(3, 300)).await;
+    let _: HeartbeatAck = hours.post_ok("/api/v1/heartbeat", hb(3, 4 * 3600)).await;
+    // Both ask first; the job arrives while both wait (an event-driven scheduler gives a
+    // job to the first free machine, so both must be free when it comes).
+    let submit_later = |cmd: &'static str| {
+        let admin = s.admin();
+        async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let j: Job = admin.post_ok("/api/v1/jobs", json!({"command": cmd})).await;
+            j
+        }
+    };
+    let (m, h, j) = tokio::join!(minutes.lease(1 << 30, 3000), hours.lease(1 << 30, 3000), submit_later("sim"));
+    assert!(m.is_none(), "the machine idle for minutes is passed over");
+    assert_eq!(h.expect("the machine idle for hours gets the job").job_id, j.id);
+    let placed: Job = admin.get_ok(&format!("/api/v1/jobs/{}", j.id)).await;
+    let p = placed.placement.expect("placement recorded");
+    assert_eq!((p.machines.clone(), p.algorithm.as_str()), (vec!["idle-hours".to_string()], "backfill"));
+    assert!(p.predicted_runtime_s > 0.0 && !p.reason.is_empty(), "{p:?}");
+
+    // No interruption left: nothing, even idle for eight hours beside one idle for minutes.
+    let (_, spent) = s.enrol("carol", "no-budget").await;
+    let _: HeartbeatAck = spent.post_ok("/api/v1/heartbeat", hb(0, 8 * 3600)).await;
+    let (m, z, j2) = tokio::join!(minutes.lease(1 << 30, 3000), spent.lease(1 << 30, 3000), submit_later("sim"));
+    assert_eq!(m.expect("the machine with budget gets it").job_id, j2.id);
+    assert!(z.is_none(), "a machine with no interruption left gets no work");
+    s.stop().await;
+}

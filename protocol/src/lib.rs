@@ -87,6 +87,11 @@ pub struct Heartbeat {
     /// older agents leave it out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interruption_limit: Option<u32>,
+    /// Seconds the machine has been available without a break (0 when it is not): a
+    /// machine idle for hours is likelier to stay idle than one idle for minutes (seed
+    /// 004 Fig. 7), so the scheduler prefers it. Older agents leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_for_s: Option<u64>,
 }
 
 /// The coordinator's answer to a heartbeat.

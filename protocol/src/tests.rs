@@ -65,6 +65,7 @@ fn heartbeat_with_and_without_the_limit() {
         base_speed: 812.5,
         current_speed: 406.25,
         interruption_limit: Some(3),
+        idle_for_s: None,
     };
     pinned(
         &hb,

@@ -68,7 +68,13 @@ impl AgentView {
         self.budget_left = hb.budget_left;
         self.allowed = !matches!(hb.state.as_str(), "paused" | "not_allowed" | "out_of_budget");
         self.free_mem = self.free_mem.max(hb.free_mem_bytes);
-        self.idle_since = if hb.available { Some(self.idle_since.unwrap_or(now)) } else { None };
+        // Since when it has been available: as the agent counts it when it says (its own
+        // idle time, across coordinator restarts), else since this leader first saw it so.
+        self.idle_since = match (hb.available, hb.idle_for_s) {
+            (false, _) => None,
+            (true, Some(s)) => Some(now - (s.min(365 * 86_400) as i64) * 1000),
+            (true, None) => Some(self.idle_since.unwrap_or(now)),
+        };
     }
 }
 

@@ -31,7 +31,13 @@ current_speed: number,
  * The owner's daily interruption limit in force (sent by agents since the dashboard;
  * older agents leave it out).
  */
-interruption_limit?: number | null, };
+interruption_limit?: number | null, 
+/**
+ * Seconds the machine has been available without a break (0 when it is not): a
+ * machine idle for hours is likelier to stay idle than one idle for minutes (seed
+ * 004 Fig. 7), so the scheduler prefers it. Older agents leave it out.
+ */
+idle_for_s?: number | null, };
 
 export type AgentInfo = { id: string, owner: string, machine: string, enrolled_ms: number, last_seen_ms: number | null, heartbeat: Heartbeat | null, };
 
