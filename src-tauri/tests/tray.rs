@@ -648,14 +648,18 @@ fn a_submitted_job_runs_in_the_tray_app_is_evicted_by_x_input_and_reported() {
     let last = today.interruptions.last().expect("an interruption was counted");
     assert_eq!(last.cause, "input", "{last:?}");
 
-    // The donated time reaches the coordinator's report.
+    // The donated time reaches the coordinator's report: all the CPU time the agent
+    // accounted today (how much the lowest-priority guest got in its 2 s depends on the
+    // machine's load; that it all arrives does not).
+    let donated = today.donated_days.iter().map(|d| d.cpu_s).sum::<f64>();
+    assert!(donated > 0.0, "the guest donated no CPU time: {today:?}");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let out = pool_cmd(&["report", "--by", "machine", "--since", "1d", "--json"]).output().expect("report");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report JSON");
         let cpu = v["rows"].as_array().map(|r| r.iter().filter_map(|r| r["cpu_s"].as_f64()).sum::<f64>()).unwrap_or(0.0);
-        if cpu >= 1.0 {
+        if cpu >= donated - 1e-6 {
             break;
         }
         assert!(Instant::now() < deadline, "the donated time never reached the report: {v}\n{}", tray.log());
