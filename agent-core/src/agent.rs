@@ -3,17 +3,17 @@
 //! socket) and carries out its actions (ledger writes, guest directives). It is the only
 //! part of the agent that touches the world; the tray app runs this same loop in-process.
 
-use crate::clock::{boot_id, mono_now, Now, SystemClock};
+use crate::alarm::Alarm;
+use crate::clock::{boot_id, mono_now, MonoMs, Now, SystemClock};
 use crate::config::Config;
 use crate::control::{self, AgentStatus, Request, Response, TodayReport, MAX_REQUEST_BYTES};
 use crate::guest::{GuestInfo, GuestPhase, GuestSpec};
 use crate::input::{InputBackend, InputSink};
 use crate::ledger::{GuestTotals, Ledger, LedgerError, TraceRow};
 use crate::paths::Paths;
-use crate::policy::{Action, Command, Event, GuestDirective, Policy, StateKind};
+use crate::policy::{Action, Command, Event, GuestDirective, Policy, StateKind, Watch};
 use crate::sample::InputEvent;
 use crate::sensors::{GuestReading, Sensors};
-use crate::ticker::Ticker;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -164,10 +164,10 @@ pub struct AgentSetup {
     /// ([`crate::coordinator_client::may_lease_now`]), after every step: the link's job
     /// slots wait on it instead of asking the agent's status every second.
     pub accepting: Option<tokio::sync::watch::Sender<bool>>,
-    /// The data directory's lock, held for the driver's life; every other sampling tick
-    /// the driver checks the directory is still in place (removed under the agent, it
-    /// says so and stops with [`AgentError::DataDirGone`] rather than account into files
-    /// that no longer exist). No timer of its own: it rides on the sampling tick.
+    /// The data directory's lock, held for the driver's life; on its wake-ups (at most
+    /// every [`DATA_DIR_CHECK`]) the driver checks the directory is still in place
+    /// (removed under the agent, it says so and stops with [`AgentError::DataDirGone`]
+    /// rather than account into files that no longer exist). No timer of its own.
     pub data_lock: Option<crate::data_lock::DataDirLock>,
 }
 
@@ -176,9 +176,17 @@ type ControlMsg = (Request, oneshot::Sender<Response>);
 /// How many trace rows are buffered before they are written (a crash loses at most
 /// this much trace; accounting is never buffered).
 const TRACE_BATCH: usize = 30;
-/// Set (to anything) to drive the sampling tick with tokio's timer instead of the
+/// Set (to anything) to drive the agent's alarm with tokio's timer instead of the
 /// kernel timer: for side-by-side idle-cost measurements (`lull bench idle --tokio-tick`).
 pub const TOKIO_TICK_ENV: &str = "LULL_TOKIO_TICK";
+
+/// The longest the driver sleeps: calendar deadlines are computed with the current
+/// offset between the wall and the boot clock, so a wall clock set meanwhile (or a
+/// daylight-saving change) is noticed within this.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// How often, at most, the driver checks that its data directory is still in place.
+const DATA_DIR_CHECK: Duration = Duration::from_secs(2);
 
 /// Guests' totals are written to the ledger this often while they run.
 const TOTALS_EVERY: Duration = Duration::from_secs(10);
@@ -205,8 +213,14 @@ struct Driver {
     accepting: Option<tokio::sync::watch::Sender<bool>>,
     /// A `lull run --now` job's guest while its unsaved donate-now offer lasts.
     transient_donate: Option<String>,
+    sensors: Sensors,
     /// Whether the sensors have had their first (discarded) reading.
     primed: bool,
+    /// When the last reading was taken (none yet: the first is due at once).
+    last_sample_at: Option<MonoMs>,
+    /// Readings fed to the policy so far (the first after priming comes a sampling
+    /// interval after start-up, whatever the watch).
+    readings: u64,
     // Trace accumulation.
     trace_buf: Vec<TraceRow>,
     trace_start: i64,
@@ -245,7 +259,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         Err(e) => warn!("could not prune the trace: {e}"),
     }
     let _ = &mut ledger;
-    let mut sensors = Sensors::new()?;
+    let sensors = Sensors::new()?;
     if !sensors.has_temperature() {
         info!("no CPU temperature sensor exposed by the OS: the temperature rule cannot apply");
     }
@@ -321,7 +335,10 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         coordinator,
         accepting,
         transient_donate: None,
+        sensors,
         primed: false,
+        last_sample_at: None,
+        readings: 0,
         trace_buf: Vec::new(),
         trace_start: now.utc.timestamp(),
         trace_cpu: (0.0, 0),
@@ -336,24 +353,21 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
     d.notify(&Notice::Started { state: first, input: inputs, guests: gdesc });
     d.step(Event::Tick);
 
-    // One kernel timer wake-up per sample (see `ticker` for why not tokio's interval).
-    let mut tick = if std::env::var_os(TOKIO_TICK_ENV).is_some() {
-        Ticker::with_tokio_timer(d.config.sample_interval())
-    } else {
-        Ticker::new(d.config.sample_interval())
-    };
-    debug!(timer = tick.kind(), "sampling tick");
+    // One kernel timer, set for the next moment anything can change (see `alarm`).
+    let mut alarm = if std::env::var_os(TOKIO_TICK_ENV).is_some() { Alarm::with_tokio_timer() } else { Alarm::new() };
+    debug!(timer = alarm.kind(), "agent alarm");
     tokio::pin!(shutdown);
     let mut input_open = true;
-    let mut ticks = 0u64;
+    let mut dir_checked = std::time::Instant::now();
     let mut gone = None;
     loop {
+        alarm.set(d.next_wake());
         tokio::select! {
             _ = &mut shutdown => break,
-            _ = tick.tick() => {
-                d.on_tick(&mut sensors);
-                ticks += 1;
-                if let Some(lock) = data_lock.as_ref().filter(|_| ticks % 2 == 0) {
+            _ = alarm.wait() => {
+                d.on_tick();
+                if let Some(lock) = data_lock.as_ref().filter(|_| dir_checked.elapsed() >= DATA_DIR_CHECK) {
+                    dir_checked = std::time::Instant::now();
                     if !lock.still_in_place() {
                         error!("the data directory {} was removed while the agent ran: stopping", d.paths.data_dir.display());
                         gone = Some(d.paths.data_dir.display().to_string());
@@ -394,8 +408,39 @@ impl Driver {
         }
     }
 
-    fn on_tick(&mut self, sensors: &mut Sensors) {
+    /// When the loop must next wake with no event: the policy's next deadline or the
+    /// next reading, whichever is first. Readings come every sampling interval while a
+    /// reading can stop guest work ([`Watch::Close`]), every relaxed interval otherwise;
+    /// never more than [`MAX_SLEEP`] apart.
+    fn next_wake(&self) -> MonoMs {
         let now = self.clock.now();
+        let Some(last) = self.last_sample_at else { return now.mono };
+        let every = match self.policy.watch() {
+            _ if self.readings == 0 => self.config.sample_interval(),
+            Watch::Close => self.config.sample_interval(),
+            Watch::Relaxed => self.config.relaxed_sample_interval(),
+        };
+        let mut wake = last.plus(every.min(MAX_SLEEP));
+        if let Some(deadline) = self.policy.next_deadline(now) {
+            wake = wake.min(deadline);
+        }
+        wake
+    }
+
+    /// Takes a reading now unless the last one is younger than the sampling interval:
+    /// guest work starts on a fresh reading, not on one a relaxed interval old.
+    fn fresh_reading(&mut self) {
+        let now = mono_now();
+        if self.last_sample_at.is_none_or(|t| now.since(t) >= self.config.sample_interval()) {
+            self.on_tick();
+        }
+    }
+
+    /// A wake-up of the loop: notes the guests' comings and goings, takes a reading and
+    /// feeds it to the policy (which also lets its deadlines expire).
+    fn on_tick(&mut self) {
+        let now = self.clock.now();
+        self.last_sample_at = Some(now.mono);
         let present = self.guests.present();
         if present != self.guests_present {
             self.guests_present = present;
@@ -407,7 +452,7 @@ impl Driver {
         }
         let t_migr = self.guests.migration_cost();
         self.policy.set_migration_cost(t_migr);
-        let sample = sensors.sample(now.mono, self.guests.reading());
+        let sample = self.sensors.sample(now.mono, self.guests.reading());
         if !self.primed {
             // The first tick comes at once after start-up: its CPU figure covers a few
             // milliseconds since the sensors were opened, too short to mean anything.
@@ -417,6 +462,7 @@ impl Driver {
         self.trace_cpu.0 += sample.owner_cpu;
         self.trace_cpu.1 += 1;
         self.trace_mem = sample.owner_mem_bytes;
+        self.readings += 1;
         self.step(Event::Sample(sample));
         if present && self.last_totals.elapsed() >= TOTALS_EVERY {
             self.write_totals(now);
@@ -452,6 +498,7 @@ impl Driver {
     /// Queues a job's guest; it starts once the policy accepts guest work and the
     /// runtime admits it.
     fn on_job(&mut self, job: JobRequest) {
+        self.fresh_reading();
         match self.guests.start_guest(job.spec) {
             Some(id) => {
                 info!(guest = %id, "job queued as a guest");
@@ -677,6 +724,7 @@ impl Driver {
     /// Queues a `lull run` job; with `donate_now`, offers the machine until the owner
     /// returns for as long as the job lasts, without saving the offer.
     fn run_job(&mut self, spec: GuestSpec, donate_now: bool) -> Response {
+        self.fresh_reading();
         let Some(id) = self.guests.start_guest(spec) else {
             return Response::Error { message: format!("this agent runs no guest work ({})", self.guests.describe()) };
         };

@@ -160,20 +160,28 @@ impl CompleteAgent {
 }
 
 /// Resolves on the first SIGINT, SIGTERM or SIGHUP (a closed terminal): how the
-/// foreground commands and the tray app are told to stop.
-pub async fn stop_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    async fn one(kind: SignalKind) {
-        match signal(kind) {
-            Ok(mut s) => {
+/// foreground commands and the tray app are told to stop. The handlers are installed
+/// by this call, not when the future is first polled: a signal that comes in between
+/// (`lull run` stopped just as its job is handed over) is delivered, not fatal. Must be
+/// called inside a tokio runtime.
+pub fn stop_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, Signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt()).ok();
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut hup = signal(SignalKind::hangup()).ok();
+    async fn recv(s: &mut Option<Signal>) {
+        match s {
+            Some(s) => {
                 s.recv().await;
             }
-            Err(_) => std::future::pending().await,
+            None => std::future::pending().await,
         }
     }
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = one(SignalKind::terminate()) => {}
-        _ = one(SignalKind::hangup()) => {}
+    async move {
+        tokio::select! {
+            _ = recv(&mut int) => {}
+            _ = recv(&mut term) => {}
+            _ = recv(&mut hup) => {}
+        }
     }
 }

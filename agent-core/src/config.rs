@@ -63,8 +63,13 @@ pub struct Config {
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Sampling {
-    /// Milliseconds between samples (default 1000).
+    /// Milliseconds between samples while guest work is present, or an offer, a
+    /// battery or heat rule is in force: anything a reading may stop (default 1000).
     pub interval_ms: u64,
+    /// Milliseconds between samples with no guest work (default 10000): readings then
+    /// only move the idle clock and the status, and a fresh one is taken before guest
+    /// work starts. Set it to `interval_ms` for a dense calibration trace.
+    pub relaxed_interval_ms: u64,
     /// Seconds between rows of the compact trace kept for calibration (default 2).
     pub trace_interval_s: u64,
     /// Days the trace is kept (default 30).
@@ -230,7 +235,7 @@ impl Default for Config {
 }
 impl Default for Sampling {
     fn default() -> Self {
-        Self { interval_ms: 1000, trace_interval_s: 2, trace_retention_days: 30 }
+        Self { interval_ms: 1000, relaxed_interval_ms: 10_000, trace_interval_s: 2, trace_retention_days: 30 }
     }
 }
 impl Default for Caps {
@@ -264,6 +269,7 @@ impl Config {
         let (s, a, b, e, g) = (&self.sampling, &self.availability, &self.budget, &self.eviction, &self.guests);
         vec![
             ("sampling.interval_ms", s.interval_ms as f64, 100.0, 60_000.0),
+            ("sampling.relaxed_interval_ms", s.relaxed_interval_ms as f64, 100.0, 300_000.0),
             ("sampling.trace_interval_s", s.trace_interval_s as f64, 1.0, 3600.0),
             ("sampling.trace_retention_days", s.trace_retention_days as f64, 1.0, 3650.0),
             ("availability.owner_cpu_max", a.owner_cpu_max, 0.01, 1.0),
@@ -383,6 +389,12 @@ impl Config {
     /// Sampling interval as a duration.
     pub fn sample_interval(&self) -> Duration {
         Duration::from_millis(self.sampling.interval_ms)
+    }
+
+    /// The interval between samples with no guest work (never shorter than
+    /// [`Self::sample_interval`]).
+    pub fn relaxed_sample_interval(&self) -> Duration {
+        Duration::from_millis(self.sampling.relaxed_interval_ms.max(self.sampling.interval_ms))
     }
 }
 

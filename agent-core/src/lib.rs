@@ -10,6 +10,7 @@
 pub use lull_core::{policy, sample};
 
 pub mod agent;
+pub mod alarm;
 pub mod assembly;
 pub mod checkpoint;
 pub mod clock;
@@ -28,5 +29,4 @@ pub mod message;
 pub mod paths;
 pub mod retention;
 pub mod sensors;
-pub mod ticker;
 pub mod ts_module;

@@ -4,6 +4,7 @@
 //! database and never create one). Also the defaults the other commands share: where the
 //! coordinator's database, address file and admin key live in the data directory.
 
+use agent_core::assembly::stop_signal;
 use agent_core::paths::Paths;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -217,15 +218,6 @@ fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LULL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = if json { b.json().try_init() } else { b.try_init() };
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn stop_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {},
-    }
 }
 
 pub fn runtime() -> Result<tokio::runtime::Runtime> {

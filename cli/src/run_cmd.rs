@@ -237,6 +237,8 @@ fn guest_of(r: Result<Response, ControlError>) -> Result<GuestInfo> {
 /// Hands `spec` to the agent on `socket` and follows the guest to its end: its output
 /// as it is written (the job's stdout.log and stderr.log), then its exit as the code.
 async fn follow(socket: PathBuf, spec: GuestSpec, now: bool, json: bool) -> Result<u8> {
+    // Listening before the job is handed over: a Ctrl-C as the guest starts stops it.
+    let signal = stop_signal();
     let info = guest_of(request(&socket, Request::RunJob { spec: Box::new(spec), donate_now: now }).await)?;
     let id = info.id.clone();
     if !json {
@@ -246,7 +248,6 @@ async fn follow(socket: PathBuf, spec: GuestSpec, now: bool, json: bool) -> Resu
     let mut err = Tail::new(info.workdir.join("stderr.log"));
     let mut announced = false;
     let mut stop_asked = false;
-    let signal = stop_signal();
     tokio::pin!(signal);
     let mut poll = tokio::time::interval(Duration::from_millis(50));
     let info = loop {

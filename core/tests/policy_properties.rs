@@ -1,7 +1,8 @@
 //! Property tests of the social contract: for any sequence of input, samples, guest
 //! activity, owner commands, clock steps and restarts over any number of days, no local
 //! day has more interruptions counted than the limit in force, numbers never repeat, and
-//! time under "Donate now" never counts.
+//! time under "Donate now" never counts. And a driver that sleeps until
+//! `Policy::next_deadline` between events misses nothing a 1-ms ticker would have seen.
 
 use chrono::{Duration as CDuration, TimeZone, Utc};
 use lull_core::clock::{MonoMs, Now};
@@ -54,6 +55,21 @@ fn mode() -> impl Strategy<Value = EvictionMode> {
 }
 
 fn run(steps: Vec<(u32, Step)>, mode: EvictionMode, limit: u32, threshold_s: u64, fixed_limit: bool) -> Result<u32, TestCaseError> {
+    run_probed(steps, mode, limit, threshold_s, fixed_limit, false)
+}
+
+/// With `probe`, after every event a copy of the policy is ticked at moments between
+/// the event and the earlier of the next event and `next_deadline()`: no such tick may
+/// change anything (an action, the state, the directive, the fast path's arming).
+fn run_probed(
+    steps: Vec<(u32, Step)>,
+    mode: EvictionMode,
+    limit: u32,
+    threshold_s: u64,
+    fixed_limit: bool,
+    probe: bool,
+) -> Result<u32, TestCaseError> {
+    let gaps: Vec<u64> = steps.iter().skip(1).map(|(dt, _)| *dt as u64).chain([u64::MAX / 4]).collect();
     let mut cfg = Config::default();
     cfg.eviction.mode = mode;
     cfg.budget.interruptions_per_day = limit;
@@ -69,7 +85,7 @@ fn run(steps: Vec<(u32, Step)>, mode: EvictionMode, limit: u32, threshold_s: u64
     let mut ledger: BTreeMap<chrono::NaiveDate, u32> = BTreeMap::new();
     let mut saved = Saved::default();
     let mut policy = Policy::new(cfg.clone(), now_at(mono, skew), saved.clone(), 0, "b");
-    for (dt_ms, st) in steps {
+    for ((dt_ms, st), gap) in steps.into_iter().zip(gaps) {
         mono += dt_ms as u64;
         let now = now_at(mono, skew);
         let before = policy.status(now);
@@ -136,6 +152,21 @@ fn run(steps: Vec<(u32, Step)>, mode: EvictionMode, limit: u32, threshold_s: u64
                 _ => {}
             }
         }
+        if probe {
+            let deadline = policy.next_deadline(now).map_or(u64::MAX, |d| d.0);
+            prop_assert!(deadline > mono, "a deadline not in the future: {deadline} at {mono}");
+            let until = deadline.min(mono.saturating_add(gap));
+            for t in [mono + 1, mono + (until - mono) / 2, until - 1] {
+                if t <= mono || t >= until {
+                    continue;
+                }
+                let mut copy = policy.clone();
+                let (state, directive, armed) = (copy.state(), copy.directive(), copy.freeze_on_input());
+                let actions = copy.handle(now_at(t, skew), Event::Tick);
+                prop_assert!(actions.is_empty(), "a tick at {t} before the deadline {deadline} (event at {mono}) changed: {actions:?}");
+                prop_assert_eq!((copy.state(), copy.directive(), copy.freeze_on_input()), (state, directive, armed));
+            }
+        }
     }
     Ok(ledger.values().sum())
 }
@@ -160,6 +191,16 @@ proptest! {
         limit in 0u32..8,
     ) {
         run(steps, mode, limit, 60, false)?;
+    }
+
+    #[test]
+    fn sleeping_to_the_deadline_misses_nothing(
+        steps in proptest::collection::vec((prop_oneof![3 => 0u32..60_000, 1 => 0u32..21_600_000], step()), 1..200),
+        mode in mode(),
+        limit in 0u32..8,
+        threshold_s in prop_oneof![Just(0u64), Just(5), Just(180)],
+    ) {
+        run_probed(steps, mode, limit, threshold_s, false, true)?;
     }
 }
 

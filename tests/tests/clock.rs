@@ -64,12 +64,22 @@ fn midnight_and_clock_set_backwards() {
     set_clock(&a, "2026-11-22T22:10:00Z");
     let s = a.wait_for("the clock step", Duration::from_secs(10), |s| s.local_time.starts_with("2026-11-22T23:1"));
     assert_eq!(s.policy.budget_day.to_string(), "2026-11-23", "budget day stays");
-    std::thread::sleep(Duration::from_millis(800));
-    assert!(a.stdout().contains("wall clock set by"), "{}", a.stdout());
+    // The step is noticed at the agent's next wake-up (its relaxed reading, with no
+    // guest work: 10 s by default).
+    let t0 = std::time::Instant::now();
+    while !a.stdout().contains("wall clock set by") {
+        assert!(t0.elapsed() < Duration::from_secs(15), "the clock step was not noticed: {}", a.stdout());
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // And forward again across midnight: no second "new day" for the same date.
     set_clock(&a, "2026-11-22T23:05:00Z");
     a.wait_for("the clock forward", Duration::from_secs(10), |s| s.local_time.starts_with("2026-11-23T00:0"));
-    std::thread::sleep(Duration::from_millis(800));
+    // Once the agent has seen the step forward (its second clock step), the day is checked.
+    let t0 = std::time::Instant::now();
+    while a.stdout().matches("wall clock set by").count() < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(15), "the step forward was not noticed: {}", a.stdout());
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(a.stdout().matches("new day 2026-11-23").count(), 1, "{}", a.stdout());
 }
 

@@ -280,6 +280,25 @@ enum Donate {
 /// the owner's next activity ends it.
 pub const DONATE_ARM: Duration = Duration::from_secs(10);
 
+/// How closely the driver must read the machine (owner CPU and memory, power, heat) in
+/// the current state: see [`Policy::watch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Watch {
+    /// Guest work is present, an offer is running or a hardware rule must be seen to
+    /// clear: a reading every sampling interval, since any reading may stop guests.
+    Close,
+    /// No guest work: readings only move the idle clock and the status, and a reading
+    /// taken before guest work starts decides its start; a relaxed interval is enough.
+    Relaxed,
+}
+
+/// How long one input event keeps the owner present. The input sink forwards at most
+/// one event per 200 ms (`agent_core::input::COALESCE_MS`), so a longer hold keeps
+/// continuous input in one `owner_active` span instead of flapping to `idle` between
+/// forwarded events; the idle clock starts when the hold ends.
+pub const INPUT_HOLD: Duration = Duration::from_millis(250);
+
 /// The policy state machine.
 #[derive(Clone, Debug)]
 pub struct Policy {
@@ -312,6 +331,9 @@ pub struct Policy {
     /// T_migr as the guest runtime estimates it from the checkpoint size; the configured
     /// `eviction.migration_cost_s` until it does.
     migration_cost: Option<Duration>,
+
+    /// The allowed hours, parsed once per configuration.
+    hours: rules::CompiledHours,
 
     // The owner's settings.
     pause: Option<Pause>,
@@ -356,6 +378,7 @@ impl Policy {
         let mem = Window::new(Duration::from_secs(cfg.availability.memory_window_s));
         let util = Window::new(Duration::from_secs(cfg.eviction.linger_window_s));
         Self {
+            hours: rules::CompiledHours::new(&cfg.rules.hours),
             cfg,
             state: StateKind::OwnerActive,
             state_since: now.mono,
@@ -396,6 +419,7 @@ impl Policy {
     pub fn set_config(&mut self, cfg: PolicyConfig) {
         self.mem = Window::new(Duration::from_secs(cfg.availability.memory_window_s));
         self.util = Window::new(Duration::from_secs(cfg.eviction.linger_window_s));
+        self.hours = rules::CompiledHours::new(&cfg.rules.hours);
         self.cfg = cfg;
     }
 
@@ -484,6 +508,80 @@ impl Policy {
         }
     }
 
+    /// The earliest moment after `now` at which the policy may decide differently with no
+    /// new event (quinn-proto's `poll_timeout`): a timed pause or offer ending, the
+    /// recruitment threshold or the donate-now arming delay being reached, a PM pause or
+    /// a linger time running out, the allowed hours opening or closing, the next local
+    /// day. A driver sleeps until then (or until an event or its next reading, see
+    /// [`Self::watch`]) and feeds [`Event::Tick`]. `None` only if nothing is timed.
+    ///
+    /// Calendar times are converted with the current offset between the local and the
+    /// monotonic clock; a wall clock set meanwhile makes the wake-up early or late, so
+    /// drivers cap their sleep (the property test `sleeping_to_the_deadline_misses_nothing`
+    /// checks that a tick before the deadline never changes anything).
+    pub fn next_deadline(&self, now: Now) -> Option<MonoMs> {
+        let mut next: Option<MonoMs> = None;
+        let mut at = |m: MonoMs| {
+            if m > now.mono {
+                next = Some(next.map_or(m, |n| n.min(m)));
+            }
+        };
+        // Rounded up, plus the millisecond `now.mono` may have been truncated by: a wake-up
+        // a fraction of a millisecond before local midnight would find the old day.
+        let local_to_mono = |t: chrono::NaiveDateTime| {
+            let d = (t - now.local).to_std().unwrap_or_default();
+            MonoMs(now.mono.0 + d.as_micros().div_ceil(1000) as u64 + 1)
+        };
+        let midnight = |d: NaiveDate| d.and_hms_opt(0, 0, 0).map(local_to_mono);
+        match &self.pause {
+            Some(Pause::Until(m)) => at(*m),
+            Some(Pause::UntilDay(d)) => midnight(*d).into_iter().for_each(&mut at),
+            _ => {}
+        }
+        match &self.donate {
+            Some(Donate::Until(m)) => at(*m),
+            Some(Donate::UntilReturn { armed: false }) if self.available => at(self.not_available_at.plus(DONATE_ARM)),
+            _ => {}
+        }
+        if self.available {
+            at(self.not_available_at.plus(self.threshold()));
+        } else if let (Some(ReturnCause::Input), Some(t), false) = (self.busy_cause, self.last_input, self.presence_hold) {
+            // The input hold ends; the machine may be available from then on.
+            at(t.plus(INPUT_HOLD));
+        }
+        if let Some(t) = self.evict_at {
+            at(t);
+        }
+        if let (StateKind::Lingering, EvictionMode::LingerLonger, Some(since)) = (self.state, self.cfg.eviction.mode, self.linger_since) {
+            if let Some(limit) = Self::linger_time(self.util.mean(), 0.0, self.migration_cost()) {
+                at(since.plus(limit));
+            }
+        }
+        // The next local day: the budget starts afresh, a pause until tomorrow ends.
+        if let Some(d) = now.local_date().succ_opt() {
+            midnight(d).into_iter().for_each(&mut at);
+        }
+        if let Some(t) = self.hours.next_change(now.local) {
+            at(local_to_mono(t));
+        }
+        next
+    }
+
+    /// How closely readings matter now. Anything that can stop guest work from a
+    /// reading (owner CPU or memory, battery, heat) needs [`Watch::Close`]; with no
+    /// guest work a reading can only move the idle clock, so [`Watch::Relaxed`].
+    pub fn watch(&self) -> Watch {
+        let close = self.guests_present
+            || matches!(self.state, StateKind::Donating | StateKind::Lingering | StateKind::Evicting)
+            || self.donate.is_some()
+            || matches!(self.not_allowed, Some(NotAllowedReason::Battery | NotAllowedReason::Heat));
+        if close {
+            Watch::Close
+        } else {
+            Watch::Relaxed
+        }
+    }
+
     /// `T_lingr = ((1 − l)/(h − l)) · T_migr` (seed 000, eq. 5) with l = 0 for lack of
     /// knowledge of other nodes: how long to linger at owner utilisation `h`. Infinite
     /// (None) when h ≤ l.
@@ -518,6 +616,17 @@ impl Policy {
             Event::Tick => {}
         }
         self.evaluate(now, &mut out);
+        // One evaluation can leave a state the next one changes at once (an offer that
+        // ended into `evicting` with no guest present becomes `owner_active` or
+        // `out_of_budget`). Settle here, so the state `handle` leaves holds until the
+        // next event or `next_deadline()`: a driver that sleeps until then misses nothing.
+        for _ in 0..4 {
+            let before = out.len();
+            self.evaluate(now, &mut out);
+            if out.len() == before {
+                break;
+            }
+        }
         out
     }
 
@@ -599,7 +708,7 @@ impl Policy {
         if self.inhibited {
             return Some(ReturnCause::Inhibitor);
         }
-        if self.presence_hold || self.input_pending || self.last_input.is_some_and(|t| t >= now.mono) {
+        if self.presence_hold || self.input_pending || self.last_input.is_some_and(|t| t.plus(INPUT_HOLD) > now.mono) {
             return Some(ReturnCause::Input);
         }
         // No reading yet (the agent just started): the owner may be at work, so the
@@ -686,7 +795,11 @@ impl Policy {
         let was_available = self.available;
         self.available = busy.is_none();
         if let Some(cause) = busy {
-            self.not_available_at = now.mono;
+            // Input keeps the owner present until its hold ends: the idle clock starts then.
+            self.not_available_at = match (cause, self.last_input) {
+                (ReturnCause::Input, Some(t)) if !self.presence_hold => now.mono.max(t.plus(INPUT_HOLD)),
+                _ => now.mono,
+            };
             self.busy_cause = Some(cause);
             if was_available {
                 self.sample_after_return = false;
@@ -728,7 +841,7 @@ impl Policy {
             self.direct(GuestDirective::Accept, out);
             return;
         }
-        if !rules::within_hours(&self.cfg.rules, now.local) {
+        if !self.hours.allows(now.local) {
             self.not_allowed = Some(NotAllowedReason::Hours);
             self.set(now, StateKind::NotAllowed, NotAllowedReason::Hours.describe(), out);
             self.direct(GuestDirective::Evict, out);

@@ -1,9 +1,9 @@
 //! "Not allowed now": the owner's calendar, power and heat rules, evaluated on a local
 //! time and a sample handed in by the caller.
 
-use super::config::Rules;
+use super::config::{AllowedHours, MinuteRange, Rules};
 use crate::sample::Sample;
-use chrono::{Datelike, NaiveDateTime, Timelike};
+use chrono::{Datelike, NaiveDateTime, Timelike, Weekday};
 use serde::{Deserialize, Serialize};
 
 /// Why the machine may not be used now.
@@ -30,15 +30,68 @@ impl NotAllowedReason {
     }
 }
 
-/// True when `local` falls inside the allowed hours of its weekday.
-pub fn within_hours(rules: &Rules, local: NaiveDateTime) -> bool {
-    match rules.hours.ranges(local.weekday()) {
-        None => true,
-        Some(ranges) => {
-            let minute = (local.hour() * 60 + local.minute()) as u16;
-            ranges.iter().any(|r| r.start <= minute && minute < r.end)
+/// The allowed hours parsed once per configuration (the policy evaluates them on every
+/// event), with what [`crate::policy::Policy::next_deadline`] needs: the next minute at
+/// which they may change.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompiledHours {
+    /// Per weekday from Monday: `None` is all day, an empty list not at all.
+    days: [Option<Vec<MinuteRange>>; 7],
+}
+
+impl CompiledHours {
+    /// Parses the configured ranges (invalid entries were refused when the
+    /// configuration was loaded; any left are skipped).
+    pub fn new(hours: &AllowedHours) -> Self {
+        const WEEK: [Weekday; 7] = [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri, Weekday::Sat, Weekday::Sun];
+        Self { days: WEEK.map(|wd| hours.ranges(wd)) }
+    }
+
+    fn day(&self, wd: Weekday) -> Option<&[MinuteRange]> {
+        self.days[wd.num_days_from_monday() as usize].as_deref()
+    }
+
+    /// True when `local` falls inside the allowed hours of its weekday.
+    pub fn allows(&self, local: NaiveDateTime) -> bool {
+        match self.day(local.weekday()) {
+            None => true,
+            Some(ranges) => {
+                let minute = (local.hour() * 60 + local.minute()) as u16;
+                ranges.iter().any(|r| r.start <= minute && minute < r.end)
+            }
         }
     }
+
+    /// The first whole minute after `local` at which [`Self::allows`] gives another
+    /// answer, looking at most a week and a day ahead; `None` when it never changes
+    /// (no hours set, or every day the same all-or-nothing).
+    pub fn next_change(&self, local: NaiveDateTime) -> Option<NaiveDateTime> {
+        let now = self.allows(local);
+        let start_of_minute = local.date().and_hms_opt(local.hour(), local.minute(), 0)?;
+        // Candidates are the ranges' edges and midnights; walk them in order.
+        for day in 0..=8i64 {
+            let date = local.date() + chrono::Duration::days(day);
+            let midnight = date.and_hms_opt(0, 0, 0)?;
+            let mut edges: Vec<u16> = vec![0];
+            if let Some(ranges) = self.day(date.weekday()) {
+                edges.extend(ranges.iter().flat_map(|r| [r.start, r.end]).filter(|m| *m < 24 * 60));
+            }
+            edges.sort_unstable();
+            for m in edges {
+                let at = midnight + chrono::Duration::minutes(m as i64);
+                if at > start_of_minute && self.allows(at) != now {
+                    return Some(at);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// True when `local` falls inside the allowed hours of its weekday (parses the rules
+/// each call; the policy keeps a [`CompiledHours`]).
+pub fn within_hours(rules: &Rules, local: NaiveDateTime) -> bool {
+    CompiledHours::new(&rules.hours).allows(local)
 }
 
 /// The hardware rules (battery, heat), which even "Donate now" respects.
@@ -74,6 +127,37 @@ mod tests {
         assert!(within_hours(&r, at(23, 23, 59)));
         assert!(!within_hours(&r, at(24, 10, 0)), "empty list: not at all on Tuesday");
         assert!(within_hours(&r, at(25, 3, 0)), "Wednesday unlisted: all day");
+    }
+
+    #[test]
+    fn the_next_change_of_the_allowed_hours() {
+        let mut r = Rules::default();
+        r.hours.mon = Some(vec!["09:00-12:00".into(), "13:00-24:00".into()]);
+        r.hours.tue = Some(vec![]);
+        let c = CompiledHours::new(&r.hours);
+        let t = |d, h, m| at(d, h, m);
+        assert_eq!(c.next_change(t(23, 8, 59)), Some(t(23, 9, 0)));
+        assert_eq!(c.next_change(t(23, 9, 0)), Some(t(23, 12, 0)));
+        assert_eq!(c.next_change(t(23, 12, 30)), Some(t(23, 13, 0)));
+        // Monday evening runs to midnight; Tuesday is closed all day; Wednesday open.
+        assert_eq!(c.next_change(t(23, 23, 59)), Some(t(24, 0, 0)));
+        assert_eq!(c.next_change(t(24, 10, 0)), Some(t(25, 0, 0)));
+        // Wednesday to Sunday are open all day: the next change is the next Monday 00:00.
+        assert_eq!(c.next_change(t(25, 3, 0)), Some(t(30, 0, 0)));
+        // No hours at all: nothing ever changes.
+        assert_eq!(CompiledHours::new(&Rules::default().hours).next_change(t(25, 3, 0)), None);
+        // Every answer agrees with a minute-by-minute walk over the coming week.
+        let mut x = t(23, 0, 0);
+        while x < t(30, 0, 0) {
+            let next = c.next_change(x).expect("hours change weekly");
+            let mut y = x + chrono::Duration::minutes(1);
+            while y < next {
+                assert_eq!(c.allows(y), c.allows(x), "{x} → {y} changed before {next}");
+                y += chrono::Duration::minutes(1);
+            }
+            assert_ne!(c.allows(next), c.allows(x), "{x}: {next} is no change");
+            x += chrono::Duration::minutes(53);
+        }
     }
 
     #[test]

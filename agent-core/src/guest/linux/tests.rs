@@ -315,8 +315,11 @@ fn owner_memory_pressure_freezes_then_kills_the_guest() {
     let avail_mib = memory::meminfo().available / MIB;
     let Some(mut rig) = rig("pressure", |c| {
         c.guests.owner_reserve_mib = avail_mib.saturating_sub(1024);
-        c.guests.pressure_kill_s = 1;
-        c.guests.pressure_freeze_pct = 10.0;
+        // Long enough that the thaw after the first freeze comes before any kill, even on
+        // a loaded machine; the stall threshold high enough that only the reserve, the
+        // trigger under test, freezes (a build beside the test stalls memory too).
+        c.guests.pressure_kill_s = 4;
+        c.guests.pressure_freeze_pct = 60.0;
     }) else {
         return;
     };
@@ -354,8 +357,9 @@ fn owner_memory_pressure_freezes_then_kills_the_guest() {
         rt.tick();
         !rt.frozen()
     });
+    assert!(ended(rt, &id).is_none(), "the guest was killed before the pressure cleared, not thawed");
     let demand = grow_until_frozen(rt, "frozen again");
-    std::thread::sleep(Duration::from_millis(1100));
+    std::thread::sleep(Duration::from_millis(4100));
     rt.tick();
     wait_until("the guest to be killed", Duration::from_secs(20), || {
         rt.tick();
