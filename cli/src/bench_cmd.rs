@@ -60,6 +60,11 @@ pub struct IdleArgs {
     /// Sampling interval of the agent under test, ms.
     #[arg(long, default_value_t = 1000)]
     pub interval_ms: u64,
+    /// The agents' recruitment threshold, s: short by default, so that what is measured
+    /// is the state an idle machine spends most of its time in (recruitable, and when
+    /// enrolled holding a lease poll); the warm-up waits it out.
+    #[arg(long, default_value_t = 5)]
+    pub recruitment_threshold_s: u64,
     /// Also run, side by side over the same seconds, an agent whose sampling tick is
     /// driven by tokio's timer instead of the kernel timer (LULL_TOKIO_TICK=1).
     #[arg(long)]
@@ -179,14 +184,18 @@ impl IdleAgent {
     fn start(
         label: &'static str,
         kind: &str,
-        interval_ms: u64,
+        args: &IdleArgs,
         tokio_tick: bool,
         pool: Option<&crate::bench_owner_return::Pool>,
         n: usize,
     ) -> Result<Self> {
         use crate::bench_owner_return::{lull_exe, machine_env};
         let dir = tempfile::tempdir().context("temporary agent directory")?;
-        std::fs::write(dir.path().join("config.toml"), format!("[sampling]\ninterval_ms = {interval_ms}\n"))?;
+        let config = format!(
+            "[sampling]\ninterval_ms = {}\n[availability]\nrecruitment_threshold_s = {}\n",
+            args.interval_ms, args.recruitment_threshold_s
+        );
+        std::fs::write(dir.path().join("config.toml"), config)?;
         let lull = lull_exe()?;
         let base = format!("lull-bench-idle-{}-{n}", std::process::id());
         if let Some(pool) = pool {
@@ -301,15 +310,15 @@ fn idle(a: IdleArgs) -> Result<()> {
             "tray" => "lull-tray",
             _ => "lull agent",
         };
-        agents.push(IdleAgent::start(label, kind, a.interval_ms, false, pool.as_ref(), agents.len())?);
+        agents.push(IdleAgent::start(label, kind, &a, false, pool.as_ref(), agents.len())?);
     }
     if a.compare_tokio_tick {
-        agents.push(IdleAgent::start("lull agent, tokio-timer tick", "agent", a.interval_ms, true, pool.as_ref(), agents.len())?);
+        agents.push(IdleAgent::start("lull agent, tokio-timer tick", "agent", &a, true, pool.as_ref(), agents.len())?);
     }
     // Warm-up: start-up costs (opening the ledger, first sysinfo reading, releasing
     // start-up pages after 3 s; the tray's GTK start and first status refresh; the first
     // heartbeat to the coordinator) are not idle.
-    let warm_up = if a.agents.iter().any(|k| k == "tray") || a.enrolled { 15 } else { 5 };
+    let warm_up = if a.agents.iter().any(|k| k == "tray") || a.enrolled { 15 } else { 5 } + a.recruitment_threshold_s;
     std::thread::sleep(Duration::from_secs(warm_up));
     for ag in &mut agents {
         ag.begin()?;
@@ -341,6 +350,7 @@ fn idle(a: IdleArgs) -> Result<()> {
     let result = serde_json::json!({
         "seconds": wall,
         "interval_ms": a.interval_ms,
+        "recruitment_threshold_s": a.recruitment_threshold_s,
         "enrolled": a.enrolled,
         "loadavg": load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
         // 12 MB = 12,000,000 bytes = 11.44 MiB; RSS figures here are KiB.
