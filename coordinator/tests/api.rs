@@ -835,3 +835,47 @@ async fn contract_placement_on(b: Backend) {
     assert!(z.is_none(), "a machine with no interruption left gets no work");
     s.stop().await;
 }
+
+both!(runtime_history_survives_a_restart, runtime_history_survives_a_restart_on);
+/// A program's runtime history is the scheduler's, rebuilt from the database: a job
+/// placed after the coordinator restarts is predicted from the runs before it, not from
+/// the default.
+async fn runtime_history_survives_a_restart_on(b: Backend) {
+    let Some((db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let (_, a) = s.enrol("alice", "a").await;
+    for cpu in [40.0, 60.0] {
+        let j: Job = admin.post_ok("/api/v1/jobs", json!({"command": "/opt/bin/render"})).await;
+        let l = a.lease(0, 5000).await.expect("leased");
+        assert_eq!(l.job_id, j.id);
+        assert_eq!(a.complete(&l, cpu, 0.0).await.0, 200);
+    }
+    // The leader records the history when it hears of the end: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let before = loop {
+        let p: serde_json::Value = admin.get_ok("/api/v1/predictions").await;
+        let render = p.as_array().and_then(|v| v.iter().find(|x| x["program"] == "render").cloned());
+        if let Some(r) = render.filter(|r| r["completed"] == 2) {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no history recorded: {p}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    s.stop().await;
+
+    let s = Server::start(&db.url, test_config()).await;
+    let admin = s.admin();
+    let p: serde_json::Value = admin.get_ok("/api/v1/predictions").await;
+    let after = p.as_array().and_then(|v| v.iter().find(|x| x["program"] == "render").cloned()).expect("kept");
+    assert_eq!(after, before, "the record reads back unchanged");
+    let (_, b2) = s.enrol("bob", "b").await;
+    let j: Job = admin.post_ok("/api/v1/jobs", json!({"command": "/opt/bin/render"})).await;
+    let l = b2.lease(0, 5000).await.expect("leased after the restart");
+    assert_eq!(l.job_id, j.id);
+    let placed: Job = admin.get_ok(&format!("/api/v1/jobs/{}", j.id)).await;
+    let p = placed.placement.expect("placement recorded");
+    assert_eq!(p.prediction_source, "history", "{p:?}");
+    // 50 s of normtime (the last two runs' mean at speed 1) on a speed-1 machine.
+    assert!((p.predicted_runtime_s - 50.0).abs() < 1.0, "{p:?}");
+    s.stop().await;
+}

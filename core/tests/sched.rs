@@ -538,6 +538,43 @@ fn prediction_is_the_last_two_average_with_the_exponential_one_beside() {
 }
 
 #[test]
+fn a_predictor_restored_from_its_records_predicts_and_scores_as_before() {
+    let mut p = Predictor::new(PredictConfig::default());
+    for (i, n) in [12.0, 20.0, 41.0, 39.0, 50.0].into_iter().enumerate() {
+        let used = p.predict("pi", 1, if i == 0 { Some(10.0) } else { None }, 0.0);
+        p.record("pi", n, &used, n * 1.1, n);
+    }
+    let used = p.predict("sort", 2, None, 0.0);
+    p.record("sort", 7.0, &used, 3.0, 4.0);
+    // Through JSON, as the coordinator's database keeps them.
+    let saved: Vec<String> = p.stats().iter().map(|s| serde_json::to_string(s).unwrap()).collect();
+    let mut q = Predictor::new(PredictConfig::default());
+    for s in &saved {
+        q.restore(&serde_json::from_str(s).unwrap());
+    }
+    // Error means come back as sum = mean × n: equal up to rounding.
+    fn same(a: &[ProgramStats], b: &[ProgramStats]) {
+        let round = |v: Option<f64>| v.map(|x| (x * 1e9).round() / 1e9);
+        let key = |s: &ProgramStats| {
+            let mut s = s.clone();
+            (s.mare_used, s.mare_last_two, s.mare_exp_average, s.mare_runtime) =
+                (round(s.mare_used), round(s.mare_last_two), round(s.mare_exp_average), round(s.mare_runtime));
+            s
+        };
+        assert_eq!(a.iter().map(key).collect::<Vec<_>>(), b.iter().map(key).collect::<Vec<_>>());
+    }
+    same(&q.stats(), &p.stats());
+    assert_eq!(q.predict("pi", 1, None, 0.0), p.predict("pi", 1, None, 0.0));
+    // Both go on the same way.
+    let used = p.predict("pi", 1, None, 0.0);
+    p.record("pi", 44.0, &used, 40.0, 44.0);
+    q.record("pi", 44.0, &used, 40.0, 44.0);
+    same(&q.stats(), &p.stats());
+    // And the restore is what made them equal: a predictor that forgot differs.
+    assert_ne!(Predictor::new(PredictConfig::default()).predict("pi", 1, None, 0.0), p.predict("pi", 1, None, 0.0));
+}
+
+#[test]
 fn normtime_and_runtime_follow_the_papers_formulas() {
     assert_eq!(normtime([(2.0, 30.0), (1.0, 40.0)]), 100.0);
     let a = Machine { load: 0.5, ..Machine::new(1, "a", 2.0) }; // current speed 1.0

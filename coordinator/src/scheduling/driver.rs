@@ -124,12 +124,18 @@ impl Driver {
             }
             d.update_machine(id, now);
         }
+        // The runtime history the previous scheduler learnt (another replica's, or this
+        // one's before a restart): predictions go on from it.
+        let programs = sql::program_stats(&app.db).await?;
+        for stats in &programs {
+            d.sched.restore_program_stats(stats);
+        }
         let jobs = sql::open_jobs(&app.db).await?;
         let n = jobs.len();
         for j in jobs {
             d.adopt(j, now);
         }
-        tracing::info!(jobs = n, machines = d.agents.len(), algorithm = %d.sched.config().algorithm, "scheduler state rebuilt");
+        tracing::info!(jobs = n, machines = d.agents.len(), programs = programs.len(), algorithm = %d.sched.config().algorithm, "scheduler state rebuilt");
         Ok(d)
     }
 

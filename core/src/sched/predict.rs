@@ -181,6 +181,16 @@ pub struct ProgramStats {
     /// Mean absolute relative error of the predicted runtime (at placement) against the
     /// wall time (the longest member's).
     pub mare_runtime: Option<f64>,
+    /// How many predictions `mare_last_two` averages (so a record read back restores
+    /// the sums exactly; 0 in records kept before it was).
+    #[serde(default)]
+    pub scored_last_two: u64,
+    /// How many predictions `mare_exp_average` averages.
+    #[serde(default)]
+    pub scored_exp_average: u64,
+    /// How many predictions `mare_runtime` averages.
+    #[serde(default)]
+    pub scored_runtime: u64,
 }
 
 /// Per-program runtime history and predictions.
@@ -262,6 +272,30 @@ impl Predictor {
     pub fn stats(&self) -> Vec<ProgramStats> {
         self.programs.iter().map(|(p, h)| stats_of(p, h)).collect()
     }
+
+    /// Takes back a program's history from its record (as kept by the coordinator's
+    /// database), replacing what this predictor knew of it: a restarted or newly elected
+    /// scheduler predicts as the one before it did. A record older than the `scored_*`
+    /// counts restores each error mean with the `scored` count.
+    pub fn restore(&mut self, stats: &ProgramStats) {
+        let keep = self.config.history_len.max(2);
+        let sum = |mean: Option<f64>, n: u64| ErrorSum { n: if mean.is_some() { n } else { 0 }, sum: mean.unwrap_or(0.0) * n as f64 };
+        let or_scored = |n: u64| if n == 0 { stats.scored } else { n };
+        let mut recent: VecDeque<f64> = stats.recent_normtimes_s.iter().copied().filter(|x| x.is_finite() && *x >= 0.0).collect();
+        while recent.len() > keep {
+            recent.pop_front();
+        }
+        let h = ProgramHistory {
+            recent,
+            exp_average: stats.exp_average_s.filter(|x| x.is_finite()),
+            completed: stats.completed,
+            err_used: sum(stats.mare_used, stats.scored),
+            err_last_two: sum(stats.mare_last_two, or_scored(stats.scored_last_two)),
+            err_exp: sum(stats.mare_exp_average, or_scored(stats.scored_exp_average)),
+            err_runtime: sum(stats.mare_runtime, or_scored(stats.scored_runtime)),
+        };
+        self.programs.insert(stats.program.clone(), h);
+    }
 }
 
 fn stats_of(program: &str, h: &ProgramHistory) -> ProgramStats {
@@ -276,5 +310,8 @@ fn stats_of(program: &str, h: &ProgramHistory) -> ProgramStats {
         mare_last_two: h.err_last_two.mean(),
         mare_exp_average: h.err_exp.mean(),
         mare_runtime: h.err_runtime.mean(),
+        scored_last_two: h.err_last_two.n,
+        scored_exp_average: h.err_exp.n,
+        scored_runtime: h.err_runtime.n,
     }
 }

@@ -491,6 +491,12 @@ impl Scheduler {
         &self.predictor
     }
 
+    /// Takes back a program's runtime history from its kept record (see
+    /// [`Predictor::restore`]): the coordinator does this when it rebuilds the scheduler.
+    pub fn restore_program_stats(&mut self, stats: &crate::sched::ProgramStats) {
+        self.predictor.restore(stats);
+    }
+
     /// Every program's prediction record (for the API), by program identifier.
     pub fn prediction_stats(&self) -> Vec<ProgramStats> {
         self.predictor.stats()
