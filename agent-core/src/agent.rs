@@ -595,7 +595,7 @@ impl Driver {
         for a in actions {
             match &a {
                 Action::StateChanged { from, to, reason } => {
-                    info!(from = from.as_str(), to = to.as_str(), reason = reason.as_str(), "state changed");
+                    info!(from = from.as_str(), to = to.as_str(), reason = %reason, "state changed");
                     if let Err(e) = self.ledger.record_transition(now.utc, *from, *to, reason) {
                         error!("could not record a transition: {e}");
                     }

@@ -171,7 +171,9 @@ pub enum Action {
     StateChanged {
         from: StateKind,
         to: StateKind,
-        reason: String,
+        /// Why, for people and the ledger: one of the policy's fixed phrases (no
+        /// allocation per transition; owned only when read back from JSON).
+        reason: std::borrow::Cow<'static, str>,
     },
     Directive(GuestDirective),
     InterruptionCounted(Interruption),
@@ -526,11 +528,13 @@ impl Policy {
                 next = Some(next.map_or(m, |n| n.min(m)));
             }
         };
-        // Rounded up, plus the millisecond `now.mono` may have been truncated by: a wake-up
-        // a fraction of a millisecond before local midnight would find the old day.
+        // Rounded up to the next millisecond: a calendar moment less than a millisecond
+        // away is still a deadline (rounded down it would be `now` and dropped, and the
+        // driver would sleep past local midnight). A wake-up a fraction of a millisecond
+        // early (`now.mono` is truncated) finds this deadline 1 ms ahead again.
         let local_to_mono = |t: chrono::NaiveDateTime| {
             let d = (t - now.local).to_std().unwrap_or_default();
-            MonoMs(now.mono.0 + d.as_micros().div_ceil(1000) as u64 + 1)
+            MonoMs(now.mono.0 + d.as_micros().div_ceil(1000) as u64)
         };
         let midnight = |d: NaiveDate| d.and_hms_opt(0, 0, 0).map(local_to_mono);
         match &self.pause {
@@ -756,9 +760,9 @@ impl Policy {
         Duration::from_secs(self.cfg.availability.recruitment_threshold_s)
     }
 
-    fn set(&mut self, now: Now, to: StateKind, reason: &str, out: &mut Vec<Action>) {
+    fn set(&mut self, now: Now, to: StateKind, reason: &'static str, out: &mut Vec<Action>) {
         if self.state != to {
-            out.push(Action::StateChanged { from: self.state, to, reason: reason.to_owned() });
+            out.push(Action::StateChanged { from: self.state, to, reason: reason.into() });
             self.state = to;
             self.state_since = now.mono;
         }
