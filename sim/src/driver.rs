@@ -5,10 +5,21 @@
 //! * **Time** is seconds since the run's start (`f64`); the policy sees it as
 //!   [`Now`] (monotonic ms, and UTC = local = `start_unix + t`, shifted by
 //!   `utc_offset_s` for local days), the scheduler as [`Millis`].
-//! * **Owners.** A machine with an [`OwnerTrace`] gets its own policy, stepped at each of
-//!   its samples: input first (when the definition uses input), then the sample. A
+//! * **Owners.** A machine with a trace ([`RunTrace`]) gets its own policy. A step feeds
+//!   one sample: input first (when the definition uses input), then the sample. A
 //!   machine without a trace is *dedicated*: always available, no owner load (seed 002's
 //!   simulator model).
+//! * **Sleeping** ([`Stepping::Sleep`], the default). Like the live agent, a machine's
+//!   policy is only stepped when something can change: at a sample with input, at a
+//!   sample that differs from the one before, at the samples within the policy's windows
+//!   (`memory_window_s`, `linger_window_s`) of such a change, at its last sample, and at
+//!   the first sample at or after `Policy::next_deadline()`; each machine's wake time
+//!   sits in one priority queue. Every skipped sample repeats the last one fed, holds no
+//!   input, comes before the deadline and finds the windows holding only that value, so
+//!   it could not have changed the policy: the outcome is the same as stepping at every
+//!   sample ([`Stepping::EverySample`]; the test
+//!   `sleeping_to_the_deadline_gives_the_same_run_as_every_sample` compares the two).
+//!   Deadlines are rounded up to the trace's next sample, the trace's resolution.
 //! * **The pool.** After every step that changes a machine's availability the scheduler
 //!   gets a `MachineUpdated`; after every arrival, finish, eviction or availability change
 //!   it runs a pass, and each assignment becomes a guest on its machines.
@@ -22,12 +33,9 @@
 //!   returns (input after ≥ 60 s without input, seed 004's "inactive" rule) that found
 //!   guest work on the machine, whatever definition recruited it.
 //!
-//! Stepping is per sample for now. `NEXT_DEADLINE` marks where the driver switches to
-//! stepping each machine only at its next sample *change* or its policy's
-//! `next_deadline()`, once the policy offers it.
 
 use crate::error::Result;
-use crate::trace::OwnerTrace;
+use crate::trace::{OwnerTrace, RunTrace};
 use chrono::{DateTime, NaiveDate, Utc};
 use lull_core::clock::{MonoMs, Now};
 use lull_core::policy::config::PolicyConfig;
@@ -66,7 +74,7 @@ pub struct SimMachine {
     /// Base speed `S_b`.
     pub base_speed: f64,
     /// The owner's activity; `None` = a dedicated machine.
-    pub owner: Option<OwnerTrace>,
+    pub owner: Option<RunTrace>,
     /// The owner's policy configuration.
     pub policy: PolicyConfig,
     /// Whether the availability definition sees keyboard/mouse input (false models a
@@ -79,6 +87,21 @@ impl SimMachine {
     pub fn dedicated(name: impl Into<String>, base_speed: f64) -> SimMachine {
         SimMachine { name: name.into(), base_speed, owner: None, policy: PolicyConfig::default(), sees_input: true }
     }
+    /// A machine of speed 1.0 replaying `trace` under `policy`, seeing input.
+    pub fn traced(trace: &OwnerTrace, policy: PolicyConfig) -> SimMachine {
+        SimMachine { name: trace.machine.clone(), base_speed: 1.0, owner: Some(RunTrace::from(trace)), policy, sees_input: true }
+    }
+}
+
+/// When the driver steps a traced machine's policy (see the module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stepping {
+    /// Only when something can change: input, a changed sample and its windows, the
+    /// policy's next deadline.
+    #[default]
+    Sleep,
+    /// At every sample (the reference the sleeping driver is tested against).
+    EverySample,
 }
 
 /// Run parameters.
@@ -93,12 +116,14 @@ pub struct SimConfig {
     /// Stop at this virtual time even if work remains (default: when every job has
     /// ended, or the last trace ends).
     pub horizon_s: Option<f64>,
+    /// When machines' policies are stepped.
+    pub stepping: Stepping,
 }
 
 impl SimConfig {
     /// The given scheduler configuration, everything else default.
     pub fn new(sched: SchedConfig) -> SimConfig {
-        SimConfig { sched, start_unix: None, utc_offset_s: 0, horizon_s: None }
+        SimConfig { sched, start_unix: None, utc_offset_s: 0, horizon_s: None, stepping: Stepping::Sleep }
     }
 }
 
@@ -141,6 +166,8 @@ pub struct Outcome {
     pub passes: u64,
     /// Policy steps run.
     pub policy_steps: u64,
+    /// Trace samples replayed (fed or skipped as unchanged), over all machines.
+    pub node_samples: u64,
 }
 
 impl Outcome {
@@ -180,8 +207,21 @@ const EPS: f64 = 1e-6;
 
 struct MState {
     policy: Option<Policy>,
-    /// Next sample index to apply.
-    next_sample: usize,
+    /// The sample index the machine wakes at next.
+    next_sample: u32,
+    /// One past the last sample fed.
+    fed: u32,
+    /// Its time (ms); heap entries at other times are stale.
+    wake_ms: u64,
+    /// Index of the run holding the last sample fed.
+    run: usize,
+    /// Where owner memory / owner CPU last changed (sample index + 1; 0 = never).
+    changed: (u32, u32),
+    /// Samples around a change of owner memory / of owner CPU that are always fed (the
+    /// policy's memory-growth and utilisation windows).
+    window: (u32, u32),
+    /// Trace start, ms after the run's start.
+    off_ms: u64,
     guest: Option<JobId>,
     /// Speed share the guest gets now (0 when frozen or absent).
     share: f64,
@@ -228,6 +268,12 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
         let mut st = MState {
             policy: None,
             next_sample: 0,
+            fed: 0,
+            wake_ms: 0,
+            run: 0,
+            changed: (0, 0),
+            window: (0, 0),
+            off_ms: 0,
             guest: None,
             share: 0.0,
             owner_cpu: 0.0,
@@ -242,10 +288,14 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             let t0 = (tr.start_unix - start_unix) as f64;
             st.policy = Some(Policy::new(m.policy.clone(), now_of(t0.max(0.0)), Saved::default(), 0, "sim"));
             st.left = m.policy.budget.interruptions_per_day;
-            st.out.traced_s = tr.samples.len() as f64 * tr.step_s as f64;
+            st.out.traced_s = tr.len as f64 * tr.step_s as f64;
             trace_end = trace_end.max((tr.end_unix() - start_unix) as f64);
-            if !tr.samples.is_empty() {
-                samples.push(Reverse((((tr.start_unix - start_unix).max(0) as u64) * 1000, i)));
+            let w = |span_s: u64| (span_s.div_ceil(tr.step_s as u64) + 2).min(u32::MAX as u64 / 4) as u32;
+            st.window = (w(m.policy.availability.memory_window_s), w(m.policy.eviction.linger_window_s));
+            st.off_ms = ((tr.start_unix - start_unix).max(0) as u64) * 1000;
+            st.wake_ms = st.off_ms;
+            if tr.len > 0 {
+                samples.push(Reverse((st.wake_ms, i)));
             }
         }
         sched.handle(to_millis(0.0), Event::MachineUpdated(machine_of(i, m, &st)))?;
@@ -262,6 +312,22 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
     let total = jobs.len() as u64;
     let mut passes = 0u64;
     let mut steps = 0u64;
+    let mut node_samples = 0u64;
+    // A machine's policy may want an earlier wake after an event outside its samples.
+    let rewake = |mi: usize, st: &mut MState, t: f64, heap: &mut BinaryHeap<Reverse<(u64, usize)>>| {
+        let (Some(tr), Some(p)) = (machines[mi].owner.as_ref(), st.policy.as_ref()) else { return };
+        if st.next_sample >= tr.len {
+            return;
+        }
+        if let Some(dl) = p.next_deadline(now_of(t)) {
+            let ix = index_at(tr, st.off_ms, dl).max(st.fed);
+            if ix < st.next_sample {
+                st.next_sample = ix;
+                st.wake_ms = st.off_ms + ix as u64 * tr.step_s as u64 * 1000;
+                heap.push(Reverse((st.wake_ms, mi)));
+            }
+        }
+    };
     let mut dirty = true;
 
     let rate = |run: &Run, ms: &[MState]| -> f64 {
@@ -286,6 +352,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                         apply_actions(st, &acts, now_of(t));
                     }
                     st.share = share_of(st);
+                    rewake(mi, st, t, &mut samples);
                 }
                 outcomes[ix].start_s.get_or_insert(t);
                 let remaining = kept.remove(&a.job).unwrap_or(jobs[ix].normtime_s);
@@ -335,6 +402,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 let cpu = wall * ms[mi].share.max(0.0);
                 sched.handle(now, Event::JobFinished { job: id, machine: MachineId(mi as u64), cpu_seconds: cpu, wall_seconds: wall })?;
                 release(&mut ms[mi], now_of(t), &mut steps);
+                rewake(mi, &mut ms[mi], t, &mut samples);
             }
             outcomes[job_ix[&id.0]].end_s = Some(t);
             done += 1;
@@ -353,9 +421,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             next_job += 1;
             dirty = true;
         }
-        // Owner samples due now.
-        // NEXT_DEADLINE: step a machine at min(next sample change, policy.next_deadline())
-        // instead of at every sample once the policy offers next_deadline().
+        // Owner samples due now: machines whose wake time has come.
         while let Some(&Reverse((at, mi))) = samples.peek() {
             if at as f64 / 1000.0 > t + EPS {
                 break;
@@ -364,8 +430,25 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             let m = &machines[mi];
             let tr = m.owner.as_ref().expect("traced");
             let st = &mut ms[mi];
-            let s = tr.samples[st.next_sample];
-            let unix = tr.start_unix + (st.next_sample as i64) * tr.step_s as i64;
+            if at != st.wake_ms || st.next_sample >= tr.len {
+                continue; // superseded by an earlier wake
+            }
+            let i = st.next_sample;
+            if i == 0 {
+                st.changed = (1, 1);
+            }
+            while st.run + 1 < tr.runs.len() && tr.runs[st.run + 1].0 <= i {
+                st.run += 1;
+                let (a, b) = (tr.runs[st.run - 1].1, tr.runs[st.run].1);
+                if a.owner_mem_bytes != b.owner_mem_bytes {
+                    st.changed.0 = tr.runs[st.run].0 + 1;
+                }
+                if a.owner_cpu != b.owner_cpu {
+                    st.changed.1 = tr.runs[st.run].0 + 1;
+                }
+            }
+            let s = tr.runs[st.run].1;
+            let unix = tr.start_unix + (i as i64) * tr.step_s as i64;
             let nw = now_of(t);
             if s.input {
                 if st.guest.is_some() && st.last_input.is_none_or(|l| unix - l >= RETURN_AFTER_S) {
@@ -396,10 +479,16 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             steps += 1;
             st.owner_cpu = s.owner_cpu as f64;
             apply_actions(st, &acts, nw);
-            st.next_sample += 1;
-            let ended = st.next_sample >= tr.samples.len();
-            if !ended {
-                samples.push(Reverse((at + tr.step_s as u64 * 1000, mi)));
+            let dl = st.policy.as_ref().and_then(|p| p.next_deadline(nw));
+            let next = next_step(tr, st.run, st.changed, i, st.window, cfg.stepping, dl, st.off_ms);
+            st.fed = i + 1;
+            let prev = st.next_sample;
+            st.next_sample = next.unwrap_or(tr.len);
+            node_samples += (st.next_sample - prev) as u64;
+            let ended = next.is_none();
+            if let Some(ix) = next {
+                st.wake_ms = st.off_ms + ix as u64 * tr.step_s as u64 * 1000;
+                samples.push(Reverse((st.wake_ms, mi)));
             }
             // The pool's view of the machine.
             let p = st.policy.as_ref().expect("policy");
@@ -429,6 +518,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 }
                 for &o in &r.members {
                     release(&mut ms[o], nw, &mut steps);
+                    rewake(o, &mut ms[o], t, &mut samples);
                 }
                 let _ = stops; // every member is released above; the scheduler has requeued the job
                 dirty = true;
@@ -439,7 +529,72 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
         }
     }
     let machines_out = ms.into_iter().map(|s| s.out).collect();
-    Ok(Outcome { jobs: outcomes, machines: machines_out, end_s: t, passes, policy_steps: steps })
+    Ok(Outcome { jobs: outcomes, machines: machines_out, end_s: t, passes, policy_steps: steps, node_samples })
+}
+
+/// The first sample index at or after the policy deadline `dl` (a monotonic reading,
+/// virtual ms + 1), less a millisecond: deadlines on the local calendar (midnight, the
+/// allowed hours) come rounded up by one, and a sample taken exactly at midnight already
+/// sees the new day.
+fn index_at(tr: &RunTrace, off_ms: u64, dl: MonoMs) -> u32 {
+    let ms = dl.0.saturating_sub(2).saturating_sub(off_ms);
+    let step = tr.step_s as u64 * 1000;
+    ms.div_ceil(step).min(u32::MAX as u64) as u32
+}
+
+/// How many samples around the start of run `k` the windows need fed: the memory
+/// window's if owner memory changed there, the utilisation window's if owner CPU did.
+fn reach(tr: &RunTrace, k: usize, window: (u32, u32)) -> u32 {
+    let Some(prev) = k.checked_sub(1).map(|p| tr.runs[p].1) else { return window.0.max(window.1) };
+    let s = tr.runs[k].1;
+    let mem = if s.owner_mem_bytes != prev.owner_mem_bytes { window.0 } else { 0 };
+    let cpu = if s.owner_cpu != prev.owner_cpu { window.1 } else { 0 };
+    mem.max(cpu)
+}
+
+/// After feeding sample `i` (in run `run`): the next sample to feed, `None` when `i`
+/// was the last (see the module doc for why skipping the others changes nothing).
+#[allow(clippy::too_many_arguments)]
+fn next_step(
+    tr: &RunTrace,
+    run: usize,
+    changed: (u32, u32),
+    i: u32,
+    window: (u32, u32),
+    stepping: Stepping,
+    deadline: Option<MonoMs>,
+    off_ms: u64,
+) -> Option<u32> {
+    let n = tr.len;
+    if i + 1 >= n {
+        return None;
+    }
+    let by_trace = match stepping {
+        Stepping::EverySample => i + 1,
+        Stepping::Sleep => {
+            let s = tr.runs[run].1;
+            let next_start = tr.runs.get(run + 1).map_or(n, |r| r.0);
+            let in_window = |c: u32, w: u32| c > 0 && i < c - 1 + w;
+            if (s.input && i + 1 < next_start) || in_window(changed.0, window.0) || in_window(changed.1, window.1) {
+                i + 1
+            } else {
+                // The next change, or earlier: the windows of the changes ahead.
+                let most = window.0.max(window.1);
+                let mut best = if next_start < n { next_start } else { n - 1 };
+                let mut k = run + 1;
+                while let Some(&(c, _)) = tr.runs.get(k) {
+                    if c >= best.saturating_add(most) {
+                        break;
+                    }
+                    best = best.min(c.saturating_sub(reach(tr, k, window)));
+                    k += 1;
+                }
+                best.max(i + 1)
+            }
+        }
+    };
+    let by_deadline = deadline.map_or(u32::MAX, |d| index_at(tr, off_ms, d).max(i + 1));
+    Some(by_trace.min(by_deadline))
 }
 
 fn machine_of(i: usize, m: &SimMachine, st: &MState) -> Machine {
@@ -545,7 +700,7 @@ mod tests {
         assert!((out.jobs[0].end_s.unwrap() - 50.0).abs() < 1e-6);
     }
 
-    fn trace(pattern: &[(u32, bool)]) -> OwnerTrace {
+    fn trace(pattern: &[(u32, bool)]) -> RunTrace {
         // (seconds, owner present) runs at 1-s samples.
         let mut samples = Vec::new();
         for &(n, present) in pattern {
@@ -553,7 +708,7 @@ mod tests {
                 samples.push(OwnerSample { owner_cpu: if present { 0.5 } else { 0.0 }, owner_mem_bytes: 1 << 30, input: present });
             }
         }
-        OwnerTrace { machine: "ws".into(), start_unix: 1_767_254_400, step_s: 1, mem_total_bytes: 16 << 30, samples }
+        RunTrace::from(&OwnerTrace { machine: "ws".into(), start_unix: 1_767_254_400, step_s: 1, mem_total_bytes: 16 << 30, samples })
     }
 
     #[test]
@@ -596,5 +751,53 @@ mod tests {
         assert_eq!(out.jobs[0].start_s, None);
         assert_eq!(out.completed_share(), 0.0);
         assert!(out.end_s >= 300.0);
+    }
+
+    /// Two days of four generated owners, CPU quantised to 25 % so that stretches of
+    /// unchanged samples exist (the generator's background noise changes every second),
+    /// one machine per eviction mode, a stream of jobs: sleeping to the deadlines must
+    /// give exactly the run stepping at every sample gives, with fewer steps.
+    #[test]
+    fn sleeping_to_the_deadline_gives_the_same_run_as_every_sample() {
+        use lull_core::policy::config::EvictionMode;
+        let modes =
+            [EvictionMode::ImmediateEviction, EvictionMode::PauseAndMigrate, EvictionMode::LingerLonger, EvictionMode::LingerForever];
+        let machines: Vec<SimMachine> = modes
+            .iter()
+            .enumerate()
+            .map(|(i, mode)| {
+                let mut t = crate::gen::generate(&crate::gen::GenParams::default(), 7, i as u64, 1_767_225_600, 2);
+                for s in &mut t.samples {
+                    s.owner_cpu = (s.owner_cpu * 4.0).floor() / 4.0;
+                }
+                let mut p = PolicyConfig::default();
+                p.eviction.mode = *mode;
+                p.budget.interruptions_per_day = 3 + i as u32;
+                SimMachine::traced(&t, p)
+            })
+            .collect();
+        let jobs: Vec<SimJob> = (0..60)
+            .map(|k| {
+                let mut j = job(k, k as f64 * 2400.0, if k % 5 == 0 { 2 } else { 1 }, 600.0 + (k % 7) as f64 * 900.0);
+                j.checkpointable = k % 3 == 0;
+                j
+            })
+            .collect();
+        let mut every = SimConfig::new(SchedConfig::default());
+        every.stepping = Stepping::EverySample;
+        let sleep = SimConfig::new(SchedConfig::default());
+        let a = run(&machines, &jobs, &every, &mut |_, _| {}).unwrap();
+        let b = run(&machines, &jobs, &sleep, &mut |_, _| {}).unwrap();
+        assert_eq!(a.jobs, b.jobs);
+        for (x, y) in a.machines.iter().zip(&b.machines) {
+            assert_eq!(x.interruptions, y.interruptions, "{}", x.name);
+            assert_eq!(x.owner_delays, y.owner_delays, "{}", x.name);
+            assert!((x.guest_s - y.guest_s).abs() < 1e-6, "{}: donated {} vs {}", x.name, x.guest_s, y.guest_s);
+        }
+        assert_eq!(a.node_samples, b.node_samples);
+        assert!(a.jobs.iter().filter(|j| j.end_s.is_some()).count() > 10, "the run must do something");
+        assert!(a.machines.iter().map(|m| m.interruptions.values().sum::<u32>()).sum::<u32>() > 0, "and interrupt someone");
+        // Owners type most seconds they are present, so about half the steps remain.
+        assert!(b.policy_steps * 3 < a.policy_steps * 2, "sleeping took {} steps, every sample {}", b.policy_steps, a.policy_steps);
     }
 }

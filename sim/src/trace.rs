@@ -66,6 +66,64 @@ impl OwnerTrace {
     }
 }
 
+/// An [`OwnerTrace`] stored as runs of identical samples: what the driver replays.
+/// Sample `i` lies in the run `k` with `runs[k].0 <= i < runs[k + 1].0` (the last run
+/// ends at `len`). A year of a large pool only fits in memory this way.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunTrace {
+    /// The machine's name.
+    pub machine: String,
+    /// Unix time (UTC seconds) of sample 0.
+    pub start_unix: i64,
+    /// Seconds between samples (≥ 1).
+    pub step_s: u32,
+    /// Physical memory, bytes.
+    pub mem_total_bytes: u64,
+    /// Number of samples.
+    pub len: u32,
+    /// (first sample index, sample) of each run, increasing; the first starts at 0.
+    pub runs: Vec<(u32, OwnerSample)>,
+}
+
+impl RunTrace {
+    /// An empty trace to push runs onto.
+    pub fn new(machine: impl Into<String>, start_unix: i64, step_s: u32, mem_total_bytes: u64) -> RunTrace {
+        RunTrace { machine: machine.into(), start_unix, step_s: step_s.max(1), mem_total_bytes, len: 0, runs: Vec::new() }
+    }
+    /// Appends `n` copies of `s` (merged into the last run when equal).
+    pub fn push(&mut self, s: OwnerSample, n: u32) {
+        if n == 0 {
+            return;
+        }
+        if self.runs.last().is_none_or(|(_, last)| *last != s) {
+            self.runs.push((self.len, s));
+        }
+        self.len += n;
+    }
+    /// The sample at index `i` (binary search; the driver keeps a cursor instead).
+    pub fn sample(&self, i: u32) -> Option<OwnerSample> {
+        if i >= self.len {
+            return None;
+        }
+        let k = self.runs.partition_point(|(start, _)| *start <= i);
+        Some(self.runs[k - 1].1)
+    }
+    /// Unix time just after the last sample.
+    pub fn end_unix(&self) -> i64 {
+        self.start_unix + self.len as i64 * self.step_s as i64
+    }
+}
+
+impl From<&OwnerTrace> for RunTrace {
+    fn from(t: &OwnerTrace) -> RunTrace {
+        let mut r = RunTrace::new(t.machine.clone(), t.start_unix, t.step_s, t.mem_total_bytes);
+        for s in &t.samples {
+            r.push(*s, 1);
+        }
+        r
+    }
+}
+
 /// Reads a ledger trace exported as CSV (see the module doc) from a file.
 pub fn read_ledger_csv(path: &Path) -> Result<OwnerTrace, TraceError> {
     let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io { file: path.to_path_buf(), source })?;
@@ -170,6 +228,19 @@ mod tests {
         assert_eq!(t.samples[5].owner_cpu, 1.0);
         assert_eq!(t.at(1_767_261_600 + 3).unwrap().owner_cpu, t.samples[1].owner_cpu);
         assert!(t.at(1_767_261_600 - 1).is_none());
+    }
+
+    #[test]
+    fn run_traces_keep_every_sample() {
+        let t = read_ledger_csv(&testdata("ledger-trace.csv")).unwrap();
+        let r = RunTrace::from(&t);
+        assert_eq!(r.len as usize, t.samples.len());
+        assert!(r.runs.len() <= t.samples.len());
+        for (i, s) in t.samples.iter().enumerate() {
+            assert_eq!(r.sample(i as u32), Some(*s), "sample {i}");
+        }
+        assert_eq!(r.sample(r.len), None);
+        assert_eq!(r.end_unix(), t.end_unix());
     }
 
     #[test]
