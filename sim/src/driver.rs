@@ -118,12 +118,19 @@ pub struct SimConfig {
     pub horizon_s: Option<f64>,
     /// When machines' policies are stepped.
     pub stepping: Stepping,
+    /// Tell a machine with guest work the cost of moving it as the pool stands: with no
+    /// free available machine, migrating means waiting, so `T_migr` is set to a day
+    /// (`Policy::set_migration_cost`); otherwise the configured estimate. Seed 000's LL
+    /// weighs lingering against the best idle node; the policy alone knows no other node.
+    /// Costs a scan of the pool per step of such a machine (for experiments, not the
+    /// year-long benchmark).
+    pub migration_sees_pool: bool,
 }
 
 impl SimConfig {
     /// The given scheduler configuration, everything else default.
     pub fn new(sched: SchedConfig) -> SimConfig {
-        SimConfig { sched, start_unix: None, utc_offset_s: 0, horizon_s: None, stepping: Stepping::Sleep }
+        SimConfig { sched, start_unix: None, utc_offset_s: 0, horizon_s: None, stepping: Stepping::Sleep, migration_sees_pool: false }
     }
 }
 
@@ -151,6 +158,17 @@ pub struct MachineOutcome {
     pub owner_delays: BTreeMap<NaiveDate, u32>,
     /// Guest wall-seconds on the machine.
     pub guest_s: f64,
+    /// Guest CPU-seconds at speed 1.0 (`S_b × share` integrated): the donated time.
+    pub guest_cpu_s: f64,
+    /// Seconds a guest lingered (directive Linger) beside its owner.
+    pub lingered_s: f64,
+    /// Owner CPU-seconds (owner CPU integrated over the trace).
+    pub owner_cpu_s: f64,
+    /// Owner CPU-seconds during which a guest also ran (share > 0): where lingering can
+    /// delay the owner.
+    pub shared_owner_cpu_s: f64,
+    /// Idle CPU-seconds the owner left (`1 − owner CPU` integrated over the trace).
+    pub idle_cpu_s: f64,
     /// Seconds the owner trace covers (0 for a dedicated machine).
     pub traced_s: f64,
 }
@@ -222,6 +240,10 @@ struct MState {
     window: (u32, u32),
     /// Trace start, ms after the run's start.
     off_ms: u64,
+    /// Time up to which the outcome's integrals are accounted.
+    acct_t: f64,
+    /// Traced (owner CPU and idle time are accounted).
+    traced: bool,
     guest: Option<JobId>,
     /// Speed share the guest gets now (0 when frozen or absent).
     share: f64,
@@ -236,8 +258,31 @@ struct MState {
 
 struct Run {
     members: Vec<usize>,
+    /// Work left at `as_of`.
     remaining: f64,
     started: f64,
+    as_of: f64,
+    /// Progress per second since `as_of`.
+    rate: f64,
+    /// Bumped when the rate changes; completion entries of older versions are stale.
+    version: u64,
+}
+
+/// Completion times: (end time as f64 bits — non-negative, so ordered —, version, job).
+type Ends = BinaryHeap<Reverse<(u64, u64, JobId)>>;
+
+impl Run {
+    /// The rate changes to `v` at `t`: bring the work left up to `t` and schedule the end.
+    fn retime(&mut self, job: JobId, t: f64, v: f64, ends: &mut Ends) {
+        self.remaining -= self.rate * (t - self.as_of);
+        self.as_of = t;
+        self.rate = v;
+        self.version += 1;
+        if v > 0.0 {
+            let end = t + self.remaining.max(0.0) / v;
+            ends.push(Reverse((end.to_bits(), self.version, job)));
+        }
+    }
 }
 
 /// Runs `jobs` on `machines` (see the module doc). `progress(done, total)` is called as
@@ -274,6 +319,8 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             changed: (0, 0),
             window: (0, 0),
             off_ms: 0,
+            acct_t: 0.0,
+            traced: false,
             guest: None,
             share: 0.0,
             owner_cpu: 0.0,
@@ -293,6 +340,8 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             let w = |span_s: u64| (span_s.div_ceil(tr.step_s as u64) + 2).min(u32::MAX as u64 / 4) as u32;
             st.window = (w(m.policy.availability.memory_window_s), w(m.policy.eviction.linger_window_s));
             st.off_ms = ((tr.start_unix - start_unix).max(0) as u64) * 1000;
+            st.acct_t = st.off_ms as f64 / 1000.0;
+            st.traced = true;
             st.wake_ms = st.off_ms;
             if tr.len > 0 {
                 samples.push(Reverse((st.wake_ms, i)));
@@ -304,6 +353,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
     let horizon = cfg.horizon_s.unwrap_or(f64::INFINITY);
 
     let mut runs: HashMap<JobId, Run> = HashMap::new();
+    let mut ends: Ends = BinaryHeap::new();
     // Work left of evicted checkpointable jobs.
     let mut kept: HashMap<JobId, f64> = HashMap::new();
     let mut next_job = 0usize;
@@ -345,6 +395,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 let members: Vec<usize> = a.machines.iter().map(|m| m.0 as usize).collect();
                 for &mi in &members {
                     let st = &mut ms[mi];
+                    settle(st, t, machines[mi].base_speed);
                     st.guest = Some(a.job);
                     if let Some(p) = st.policy.as_mut() {
                         steps += 1;
@@ -356,17 +407,21 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 }
                 outcomes[ix].start_s.get_or_insert(t);
                 let remaining = kept.remove(&a.job).unwrap_or(jobs[ix].normtime_s);
-                runs.insert(a.job, Run { members, remaining, started: t });
+                let mut r = Run { members, remaining, started: t, as_of: t, rate: 0.0, version: 0 };
+                let v = rate(&r, &ms);
+                r.retime(a.job, t, v, &mut ends);
+                runs.insert(a.job, r);
             }
         }
         // The next event.
         let t_arr = order.get(next_job).map_or(f64::INFINITY, |&i| jobs[i].submit_s.max(t));
-        let t_done = runs
-            .values()
-            .map(|r| (r, rate(r, &ms)))
-            .filter(|(_, v)| *v > 0.0)
-            .map(|(r, v)| t + r.remaining / v)
-            .fold(f64::INFINITY, f64::min);
+        while let Some(Reverse((_, ver, job))) = ends.peek() {
+            if runs.get(job).is_some_and(|r| r.version == *ver) {
+                break;
+            }
+            ends.pop(); // stale
+        }
+        let t_done = ends.peek().map_or(f64::INFINITY, |Reverse((at, _, _))| f64::from_bits(*at).max(t));
         let t_samp = samples.peek().map_or(f64::INFINITY, |Reverse((at, _))| *at as f64 / 1000.0);
         let mut t_next = t_arr.min(t_done).min(t_samp);
         let work_left = next_job < order.len() || !runs.is_empty() || sched.queue_len() > 0;
@@ -375,33 +430,31 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
         }
         if !t_next.is_finite() || t_next > horizon {
             t_next = horizon.min(if t_next.is_finite() { t_next } else { t.max(trace_end) });
-            advance(&mut runs, &ms, machines, t_next - t, &rate);
-            account(&mut ms, t_next - t);
             t = t_next;
             break;
         }
-        advance(&mut runs, &ms, machines, t_next - t, &rate);
-        account(&mut ms, t_next - t);
         t = t_next;
         let now = to_millis(t);
 
-        // Completions.
-        // Done when nothing is left, or what is left would not move the clock.
-        let finished: Vec<JobId> = runs
-            .iter()
-            .filter(|(_, r)| {
-                let v = rate(r, &ms);
-                r.remaining <= EPS || (v > 0.0 && t + r.remaining / v <= t)
-            })
-            .map(|(id, _)| *id)
-            .collect();
+        // Completions: the current end entries due by now.
+        let mut finished: Vec<JobId> = Vec::new();
+        while let Some(&Reverse((at, ver, job))) = ends.peek() {
+            if f64::from_bits(at) > t {
+                break;
+            }
+            ends.pop();
+            if runs.get(&job).is_some_and(|r| r.version == ver) {
+                finished.push(job);
+            }
+        }
+        finished.sort_unstable();
         for id in finished {
             let r = runs.remove(&id).expect("running");
             let wall = t - r.started;
             for &mi in &r.members {
                 let cpu = wall * ms[mi].share.max(0.0);
                 sched.handle(now, Event::JobFinished { job: id, machine: MachineId(mi as u64), cpu_seconds: cpu, wall_seconds: wall })?;
-                release(&mut ms[mi], now_of(t), &mut steps);
+                release(&mut ms[mi], t, machines[mi].base_speed, now_of(t), &mut steps);
                 rewake(mi, &mut ms[mi], t, &mut samples);
             }
             outcomes[job_ix[&id.0]].end_s = Some(t);
@@ -434,6 +487,15 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 continue; // superseded by an earlier wake
             }
             let i = st.next_sample;
+            settle(st, t, m.base_speed);
+            if cfg.migration_sees_pool && st.guest.is_some() {
+                let free = ms.iter().any(|o| o.available && o.guest.is_none());
+                let st = &mut ms[mi];
+                if let Some(p) = st.policy.as_mut() {
+                    p.set_migration_cost(if free { None } else { Some(std::time::Duration::from_secs(86_400)) });
+                }
+            }
+            let st = &mut ms[mi];
             if i == 0 {
                 st.changed = (1, 1);
             }
@@ -486,6 +548,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             st.next_sample = next.unwrap_or(tr.len);
             node_samples += (st.next_sample - prev) as u64;
             let ended = next.is_none();
+            st.traced = !ended;
             if let Some(ix) = next {
                 st.wake_ms = st.off_ms + ix as u64 * tr.step_s as u64 * 1000;
                 samples.push(Reverse((st.wake_ms, mi)));
@@ -514,19 +577,31 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 outcomes[job_ix[&job.0]].evictions += 1;
                 let r = runs.remove(&job).expect("running");
                 if jobs[job_ix[&job.0]].checkpointable {
-                    kept.insert(job, r.remaining.max(0.0));
+                    kept.insert(job, (r.remaining - r.rate * (t - r.as_of)).max(0.0));
                 }
                 for &o in &r.members {
-                    release(&mut ms[o], nw, &mut steps);
+                    release(&mut ms[o], t, machines[o].base_speed, nw, &mut steps);
                     rewake(o, &mut ms[o], t, &mut samples);
                 }
                 let _ = stops; // every member is released above; the scheduler has requeued the job
                 dirty = true;
             }
+            // The guest's share changed with the sample: its job's pace too.
+            if let Some(job) = ms[mi].guest {
+                if let Some(r) = runs.get_mut(&job) {
+                    let v = rate(r, &ms);
+                    if v != r.rate {
+                        r.retime(job, t, v, &mut ends);
+                    }
+                }
+            }
         }
         if t >= horizon {
             break;
         }
+    }
+    for (i, st) in ms.iter_mut().enumerate() {
+        settle(st, t, machines[i].base_speed);
     }
     let machines_out = ms.into_iter().map(|s| s.out).collect();
     Ok(Outcome { jobs: outcomes, machines: machines_out, end_s: t, passes, policy_steps: steps, node_samples })
@@ -634,7 +709,8 @@ fn apply_actions(st: &mut MState, acts: &[Action], now: Now) {
 }
 
 /// The guest left the machine: tell its policy.
-fn release(st: &mut MState, now: Now, steps: &mut u64) {
+fn release(st: &mut MState, t: f64, speed: f64, now: Now, steps: &mut u64) {
+    settle(st, t, speed);
     st.guest = None;
     st.share = 0.0;
     if let Some(p) = st.policy.as_mut() {
@@ -644,22 +720,28 @@ fn release(st: &mut MState, now: Now, steps: &mut u64) {
     }
 }
 
-fn advance(runs: &mut HashMap<JobId, Run>, ms: &[MState], machines: &[SimMachine], dt: f64, rate: &dyn Fn(&Run, &[MState]) -> f64) {
-    let _ = machines;
+/// Brings the machine's integrals (guest time, donated CPU, owner CPU) up to `t`; called
+/// before anything they depend on changes, so only machines that change cost anything.
+fn settle(st: &mut MState, t: f64, speed: f64) {
+    let dt = t - st.acct_t;
     if dt <= 0.0 {
         return;
     }
-    for r in runs.values_mut() {
-        r.remaining -= rate(r, ms) * dt;
+    st.acct_t = t;
+    let o = &mut st.out;
+    if st.guest.is_some() {
+        o.guest_s += dt;
+        o.guest_cpu_s += st.share * speed * dt;
+        if st.share > 0.0 {
+            o.shared_owner_cpu_s += st.owner_cpu * dt;
+        }
+        if st.policy.as_ref().is_some_and(|p| p.directive() == GuestDirective::Linger) {
+            o.lingered_s += dt;
+        }
     }
-}
-
-fn account(ms: &mut [MState], dt: f64) {
-    if dt <= 0.0 {
-        return;
-    }
-    for st in ms.iter_mut().filter(|s| s.guest.is_some()) {
-        st.out.guest_s += dt;
+    if st.traced {
+        o.owner_cpu_s += st.owner_cpu * dt;
+        o.idle_cpu_s += (1.0 - st.owner_cpu).max(0.0) * dt;
     }
 }
 
@@ -792,7 +874,10 @@ mod tests {
         for (x, y) in a.machines.iter().zip(&b.machines) {
             assert_eq!(x.interruptions, y.interruptions, "{}", x.name);
             assert_eq!(x.owner_delays, y.owner_delays, "{}", x.name);
-            assert!((x.guest_s - y.guest_s).abs() < 1e-6, "{}: donated {} vs {}", x.name, x.guest_s, y.guest_s);
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+            assert!(close(x.guest_s, y.guest_s), "{}: guest time {} vs {}", x.name, x.guest_s, y.guest_s);
+            assert!(close(x.guest_cpu_s, y.guest_cpu_s), "{}: donated {} vs {}", x.name, x.guest_cpu_s, y.guest_cpu_s);
+            assert!(close(x.owner_cpu_s, y.owner_cpu_s), "{}: owner CPU {} vs {}", x.name, x.owner_cpu_s, y.owner_cpu_s);
         }
         assert_eq!(a.node_samples, b.node_samples);
         assert!(a.jobs.iter().filter(|j| j.end_s.is_some()).count() > 10, "the run must do something");

@@ -17,8 +17,12 @@
 //! `input` (`1`/`0` or `true`/`false`: input happened during the row's interval). Lines
 //! starting with `#` are comments; `# mem_total_bytes=N` gives the machine's memory
 //! (default 16 GiB), which the availability definition's memory-growth test needs.
-//! The sampling step is the most common gap between rows; missing rows (the agent was
-//! not running) become *owner present* samples (CPU 1.0), because nobody watched.
+//! Rows are irregular: the agent writes one every 2 s while a reading may stop guest
+//! work and every 10 s otherwise (`sampling.relaxed_interval_ms`). The sampling step is
+//! the most common gap between rows; a row holds (without its input) until the next one
+//! if that is at most [`HOLD_S`] away; longer gaps (the agent was not running) become
+//! *owner present* samples (CPU 1.0), because nobody watched. [`parse_ledger_rows`]
+//! gives the rows as they are (what `lull calibrate` reads).
 
 use crate::error::TraceError;
 use std::path::Path;
@@ -133,6 +137,40 @@ pub fn read_ledger_csv(path: &Path) -> Result<OwnerTrace, TraceError> {
 
 /// Parses ledger CSV text; `file` names it in errors.
 pub fn parse_ledger_csv(file: &Path, machine: &str, text: &str) -> Result<OwnerTrace, TraceError> {
+    let (rows, mem_total) = rows_of(file, text)?;
+    // The step: the most common gap.
+    let mut gaps: Vec<i64> = rows.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    gaps.sort_unstable();
+    let step = mode(&gaps).unwrap_or(2).max(1);
+    let start = rows[0].0;
+    let len = ((rows.last().expect("non-empty").0 - start) / step + 1) as usize;
+    let absent = OwnerSample { owner_cpu: 1.0, owner_mem_bytes: 0, input: false };
+    let mut samples = vec![absent; len];
+    // A row stands for the time up to the next one if that is at most HOLD_S away (the
+    // agent samples every 10 s with no guest work, every 2 s otherwise); longer gaps
+    // stay absent.
+    for (k, (t, s)) in rows.iter().enumerate() {
+        let from = ((t - start) / step) as usize;
+        let until = rows.get(k + 1).filter(|n| n.0 - t <= HOLD_S).map_or(from + 1, |n| ((n.0 - start) / step) as usize);
+        samples[from] = *s;
+        let held = OwnerSample { input: false, ..*s };
+        for slot in samples.iter_mut().take(until).skip(from + 1) {
+            *slot = held;
+        }
+    }
+    Ok(OwnerTrace { machine: machine.to_string(), start_unix: start, step_s: step as u32, mem_total_bytes: mem_total, samples })
+}
+
+/// A row of a ledger export stands for the time up to the next row if that is at most
+/// this far (s); see [`parse_ledger_csv`].
+pub const HOLD_S: i64 = 30;
+
+/// The rows of ledger CSV text as they are, `(Unix seconds, sample)`, in order.
+pub fn parse_ledger_rows(file: &Path, text: &str) -> Result<Vec<(i64, OwnerSample)>, TraceError> {
+    Ok(rows_of(file, text)?.0)
+}
+
+fn rows_of(file: &Path, text: &str) -> Result<(Vec<(i64, OwnerSample)>, u64), TraceError> {
     let mut mem_total = DEFAULT_MEM_TOTAL;
     let mut cols: Option<[usize; 4]> = None;
     let mut rows: Vec<(i64, OwnerSample)> = Vec::new();
@@ -181,18 +219,7 @@ pub fn parse_ledger_csv(file: &Path, machine: &str, text: &str) -> Result<OwnerT
     if rows.is_empty() {
         return Err(TraceError::Empty { file: file.to_path_buf(), msg: "no trace rows".into() });
     }
-    // The step: the most common gap.
-    let mut gaps: Vec<i64> = rows.windows(2).map(|w| w[1].0 - w[0].0).collect();
-    gaps.sort_unstable();
-    let step = mode(&gaps).unwrap_or(2).max(1);
-    let start = rows[0].0;
-    let len = ((rows.last().expect("non-empty").0 - start) / step + 1) as usize;
-    let absent = OwnerSample { owner_cpu: 1.0, owner_mem_bytes: 0, input: false };
-    let mut samples = vec![absent; len];
-    for (t, s) in rows {
-        samples[((t - start) / step) as usize] = s;
-    }
-    Ok(OwnerTrace { machine: machine.to_string(), start_unix: start, step_s: step as u32, mem_total_bytes: mem_total, samples })
+    Ok((rows, mem_total))
 }
 
 fn mode(sorted: &[i64]) -> Option<i64> {
@@ -222,10 +249,20 @@ mod tests {
         assert_eq!(t.step_s, 2);
         assert_eq!(t.mem_total_bytes, 8 << 30);
         assert_eq!(t.start_unix, 1_767_261_600);
-        // 10 rows over 22 s with one missing row: 11 slots, the gap filled as present.
+        // 10 rows over 22 s with one 4-s gap: 11 slots, the gap holding the row before it
+        // (the agent's relaxed sampling), without its input.
         assert_eq!(t.samples.len(), 11);
         assert!(t.samples[0].input);
-        assert_eq!(t.samples[5].owner_cpu, 1.0);
+        assert_eq!(t.samples[5], t.samples[4]);
+        // A gap longer than HOLD_S is time nobody watched: owner present.
+        let f = Path::new("g.csv");
+        let g = parse_ledger_csv(f, "g", "t,owner_cpu,owner_mem,input\n0,0.1,5,1\n2,0.1,5,0\n12,0.2,5,0\n100,0.0,5,0\n").unwrap();
+        assert_eq!(g.step_s, 2);
+        assert_eq!(g.samples[1].owner_cpu, 0.1);
+        assert!(!g.samples[2].input && g.samples[2].owner_cpu == 0.1, "held across the 10-s gap");
+        assert_eq!(g.samples[6].owner_cpu, 0.2);
+        assert_eq!(g.samples[7].owner_cpu, 1.0, "unwatched");
+        assert_eq!(parse_ledger_rows(f, "t,owner_cpu,owner_mem,input\n0,0.1,5,1\n12,0.2,5,0\n").unwrap().len(), 2);
         assert_eq!(t.at(1_767_261_600 + 3).unwrap().owner_cpu, t.samples[1].owner_cpu);
         assert!(t.at(1_767_261_600 - 1).is_none());
     }
