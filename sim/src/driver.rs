@@ -421,6 +421,11 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             }
             ends.pop(); // stale
         }
+        // Owner CPU that changes every second retimes a guest's job every second: drop the
+        // stale entries before they swamp the heap.
+        if ends.len() > 4 * runs.len() + 64 {
+            ends.retain(|Reverse((_, ver, job))| runs.get(job).is_some_and(|r| r.version == *ver));
+        }
         let t_done = ends.peek().map_or(f64::INFINITY, |Reverse((at, _, _))| f64::from_bits(*at).max(t));
         let t_samp = samples.peek().map_or(f64::INFINITY, |Reverse((at, _))| *at as f64 / 1000.0);
         let mut t_next = t_arr.min(t_done).min(t_samp);
@@ -541,8 +546,10 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             steps += 1;
             st.owner_cpu = s.owner_cpu as f64;
             apply_actions(st, &acts, nw);
-            let dl = st.policy.as_ref().and_then(|p| p.next_deadline(nw));
-            let next = next_step(tr, st.run, st.changed, i, st.window, cfg.stepping, dl, st.off_ms);
+            // The deadline is only asked for when the trace lets the machine sleep.
+            let policy = st.policy.as_ref();
+            let dl = || policy.and_then(|p| p.next_deadline(nw));
+            let next = next_step(tr, st.run, st.changed, i, st.window, cfg.stepping, &dl, st.off_ms);
             st.fed = i + 1;
             let prev = st.next_sample;
             st.next_sample = next.unwrap_or(tr.len);
@@ -637,7 +644,7 @@ fn next_step(
     i: u32,
     window: (u32, u32),
     stepping: Stepping,
-    deadline: Option<MonoMs>,
+    deadline: &dyn Fn() -> Option<MonoMs>,
     off_ms: u64,
 ) -> Option<u32> {
     let n = tr.len;
@@ -668,7 +675,10 @@ fn next_step(
             }
         }
     };
-    let by_deadline = deadline.map_or(u32::MAX, |d| index_at(tr, off_ms, d).max(i + 1));
+    if by_trace == i + 1 {
+        return Some(i + 1); // no deadline can come sooner
+    }
+    let by_deadline = deadline().map_or(u32::MAX, |d| index_at(tr, off_ms, d).max(i + 1));
     Some(by_trace.min(by_deadline))
 }
 
