@@ -337,7 +337,12 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             st.left = m.policy.budget.interruptions_per_day;
             st.out.traced_s = tr.len as f64 * tr.step_s as f64;
             trace_end = trace_end.max((tr.end_unix() - start_unix) as f64);
-            let w = |span_s: u64| (span_s.div_ceil(tr.step_s as u64) + 2).min(u32::MAX as u64 / 4) as u32;
+            // A window of `span` pushed at sample d holds the samples back to d − span
+            // (`Window::push` drops only what is older): ⌊span / step⌋ samples before d.
+            // Feeding that many before a change, and after it, gives every fed step the
+            // window stepping at every sample gives; further out the window holds one
+            // value only, whatever its count.
+            let w = |span_s: u64| (span_s / tr.step_s as u64).min(u32::MAX as u64 / 4) as u32;
             st.window = (w(m.policy.availability.memory_window_s), w(m.policy.eviction.linger_window_s));
             st.off_ms = ((tr.start_unix - start_unix).max(0) as u64) * 1000;
             st.acct_t = st.off_ms as f64 / 1000.0;
