@@ -371,8 +371,10 @@ pub fn run(seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Resul
         md,
         "**Where ours differs, and why.** The paper replays 10-ms traces of the real programs' CPU, memory and I/O activity; we \
          grow each job's working set over its first quarter and time-share in 1-s steps, so our absolute slowdowns are smaller \
-         and the ranking of the choices depends on how fast working sets grow. Without m-m the farm is less loaded than the \
-         paper's. Seed 001 eq. 2 (faults from I/O) has a negative intercept that gives no faults below ~2,900 I/Os per second, \
+         and the ranking of the choices depends on how fast working sets grow: on Trace 1 our worksize choice edges out \
+         combined (the paper has combined best, worksize about 30 % behind), pf-rate is the worst load-sharing choice as in \
+         the paper, and age sits between. Without m-m the farm is less loaded than the paper's: Traces 2 and 3 rarely \
+         overflow a machine, so the four choices hardly differ there while no-LS's blocking still costs 7–16×. Seed 001 eq. 2 (faults from I/O) has a negative intercept that gives no faults below ~2,900 I/Os per second, \
          far above these programs' rates, so I/O enters only through the combined weight. The paper's Fig. 2 and 3 are images \
          we do not have; the \"paper\" column quotes its text.\n"
     );
