@@ -7,6 +7,7 @@ mod bench_cmd;
 mod bench_guest;
 mod bench_heartbeats;
 mod bench_owner_return;
+mod calibrate_cmd;
 mod coordinator_cmd;
 mod jobs_cmd;
 mod jobs_view_cmd;
@@ -59,6 +60,9 @@ enum Cmd {
     Report(jobs_cmd::ReportArgs),
     /// Benchmarks with real processes (results go in docs/BENCHMARKS.md).
     Bench(bench_cmd::BenchArgs),
+    /// Derive this machine's availability and recruitment thresholds from its recorded
+    /// trace (needs 3 days); prints the reasoning and a plot, `--apply` writes them.
+    Calibrate(calibrate_cmd::CalibrateArgs),
     /// Replay the seeds' experiments through Lull's own policy and scheduler in virtual
     /// time; writes a Markdown report with SVG plots: `lull sim winner`.
     Sim(sim_cmd::SimArgs),
@@ -85,6 +89,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Report(a) => jobs_cmd::report(a),
         Cmd::Bench(a) => bench_cmd::run(a),
         Cmd::Sim(a) => sim_cmd::run(a),
+        Cmd::Calibrate(a) => calibrate_cmd::run(a),
         Cmd::Run(a) => match run_cmd::run(a) {
             Ok(code) => return std::process::ExitCode::from(code),
             Err(e) => Err(e),

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 #[derive(Args, Debug)]
 pub struct SimArgs {
     /// The experiment: winner (seed 002's six algorithms), now (seed 004's availability
-    /// definitions and recruitment threshold) or generator (the synthetic owners' statistics).
+    /// definitions and recruitment threshold), linger (seed 000's IE/PM/LL/LF), memory
+    /// (seed 001's migration choices and thresholds), reserve (seed 003's instant
+    /// recruitment with a reserve) or generator (the synthetic owners' statistics).
     #[arg(value_parser = clap::builder::PossibleValuesParser::new(lull_sim::EXPERIMENTS))]
     pub experiment: String,
     /// Seed of every random choice: the same seed gives the same report, byte for byte.

@@ -5,10 +5,21 @@
 //! * **Time** is seconds since the run's start (`f64`); the policy sees it as
 //!   [`Now`] (monotonic ms, and UTC = local = `start_unix + t`, shifted by
 //!   `utc_offset_s` for local days), the scheduler as [`Millis`].
-//! * **Owners.** A machine with an [`OwnerTrace`] gets its own policy, stepped at each of
-//!   its samples: input first (when the definition uses input), then the sample. A
+//! * **Owners.** A machine with a trace ([`RunTrace`]) gets its own policy. A step feeds
+//!   one sample: input first (when the definition uses input), then the sample. A
 //!   machine without a trace is *dedicated*: always available, no owner load (seed 002's
 //!   simulator model).
+//! * **Sleeping** ([`Stepping::Sleep`], the default). Like the live agent, a machine's
+//!   policy is only stepped when something can change: at a sample with input, at a
+//!   sample that differs from the one before, at the samples within the policy's windows
+//!   (`memory_window_s`, `linger_window_s`) of such a change, at its last sample, and at
+//!   the first sample at or after `Policy::next_deadline()`; each machine's wake time
+//!   sits in one priority queue. Every skipped sample repeats the last one fed, holds no
+//!   input, comes before the deadline and finds the windows holding only that value, so
+//!   it could not have changed the policy: the outcome is the same as stepping at every
+//!   sample ([`Stepping::EverySample`]; the test
+//!   `sleeping_to_the_deadline_gives_the_same_run_as_every_sample` compares the two).
+//!   Deadlines are rounded up to the trace's next sample, the trace's resolution.
 //! * **The pool.** After every step that changes a machine's availability the scheduler
 //!   gets a `MachineUpdated`; after every arrival, finish, eviction or availability change
 //!   it runs a pass, and each assignment becomes a guest on its machines.
@@ -22,12 +33,9 @@
 //!   returns (input after ≥ 60 s without input, seed 004's "inactive" rule) that found
 //!   guest work on the machine, whatever definition recruited it.
 //!
-//! Stepping is per sample for now. `NEXT_DEADLINE` marks where the driver switches to
-//! stepping each machine only at its next sample *change* or its policy's
-//! `next_deadline()`, once the policy offers it.
 
 use crate::error::Result;
-use crate::trace::OwnerTrace;
+use crate::trace::{OwnerTrace, RunTrace};
 use chrono::{DateTime, NaiveDate, Utc};
 use lull_core::clock::{MonoMs, Now};
 use lull_core::policy::config::PolicyConfig;
@@ -66,7 +74,7 @@ pub struct SimMachine {
     /// Base speed `S_b`.
     pub base_speed: f64,
     /// The owner's activity; `None` = a dedicated machine.
-    pub owner: Option<OwnerTrace>,
+    pub owner: Option<RunTrace>,
     /// The owner's policy configuration.
     pub policy: PolicyConfig,
     /// Whether the availability definition sees keyboard/mouse input (false models a
@@ -79,6 +87,21 @@ impl SimMachine {
     pub fn dedicated(name: impl Into<String>, base_speed: f64) -> SimMachine {
         SimMachine { name: name.into(), base_speed, owner: None, policy: PolicyConfig::default(), sees_input: true }
     }
+    /// A machine of speed 1.0 replaying `trace` under `policy`, seeing input.
+    pub fn traced(trace: &OwnerTrace, policy: PolicyConfig) -> SimMachine {
+        SimMachine { name: trace.machine.clone(), base_speed: 1.0, owner: Some(RunTrace::from(trace)), policy, sees_input: true }
+    }
+}
+
+/// When the driver steps a traced machine's policy (see the module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stepping {
+    /// Only when something can change: input, a changed sample and its windows, the
+    /// policy's next deadline.
+    #[default]
+    Sleep,
+    /// At every sample (the reference the sleeping driver is tested against).
+    EverySample,
 }
 
 /// Run parameters.
@@ -93,12 +116,21 @@ pub struct SimConfig {
     /// Stop at this virtual time even if work remains (default: when every job has
     /// ended, or the last trace ends).
     pub horizon_s: Option<f64>,
+    /// When machines' policies are stepped.
+    pub stepping: Stepping,
+    /// Tell a machine with guest work the cost of moving it as the pool stands: with no
+    /// free available machine, migrating means waiting, so `T_migr` is set to a day
+    /// (`Policy::set_migration_cost`); otherwise the configured estimate. Seed 000's LL
+    /// weighs lingering against the best idle node; the policy alone knows no other node.
+    /// Costs a scan of the pool per step of such a machine (for experiments, not the
+    /// year-long benchmark).
+    pub migration_sees_pool: bool,
 }
 
 impl SimConfig {
     /// The given scheduler configuration, everything else default.
     pub fn new(sched: SchedConfig) -> SimConfig {
-        SimConfig { sched, start_unix: None, utc_offset_s: 0, horizon_s: None }
+        SimConfig { sched, start_unix: None, utc_offset_s: 0, horizon_s: None, stepping: Stepping::Sleep, migration_sees_pool: false }
     }
 }
 
@@ -126,6 +158,17 @@ pub struct MachineOutcome {
     pub owner_delays: BTreeMap<NaiveDate, u32>,
     /// Guest wall-seconds on the machine.
     pub guest_s: f64,
+    /// Guest CPU-seconds at speed 1.0 (`S_b × share` integrated): the donated time.
+    pub guest_cpu_s: f64,
+    /// Seconds a guest lingered (directive Linger) beside its owner.
+    pub lingered_s: f64,
+    /// Owner CPU-seconds (owner CPU integrated over the trace).
+    pub owner_cpu_s: f64,
+    /// Owner CPU-seconds during which a guest also ran (share > 0): where lingering can
+    /// delay the owner.
+    pub shared_owner_cpu_s: f64,
+    /// Idle CPU-seconds the owner left (`1 − owner CPU` integrated over the trace).
+    pub idle_cpu_s: f64,
     /// Seconds the owner trace covers (0 for a dedicated machine).
     pub traced_s: f64,
 }
@@ -141,6 +184,8 @@ pub struct Outcome {
     pub passes: u64,
     /// Policy steps run.
     pub policy_steps: u64,
+    /// Trace samples replayed (fed or skipped as unchanged), over all machines.
+    pub node_samples: u64,
 }
 
 impl Outcome {
@@ -180,8 +225,25 @@ const EPS: f64 = 1e-6;
 
 struct MState {
     policy: Option<Policy>,
-    /// Next sample index to apply.
-    next_sample: usize,
+    /// The sample index the machine wakes at next.
+    next_sample: u32,
+    /// One past the last sample fed.
+    fed: u32,
+    /// Its time (ms); heap entries at other times are stale.
+    wake_ms: u64,
+    /// Index of the run holding the last sample fed.
+    run: usize,
+    /// Where owner memory / owner CPU last changed (sample index + 1; 0 = never).
+    changed: (u32, u32),
+    /// Samples around a change of owner memory / of owner CPU that are always fed (the
+    /// policy's memory-growth and utilisation windows).
+    window: (u32, u32),
+    /// Trace start, ms after the run's start.
+    off_ms: u64,
+    /// Time up to which the outcome's integrals are accounted.
+    acct_t: f64,
+    /// Traced (owner CPU and idle time are accounted).
+    traced: bool,
     guest: Option<JobId>,
     /// Speed share the guest gets now (0 when frozen or absent).
     share: f64,
@@ -196,8 +258,31 @@ struct MState {
 
 struct Run {
     members: Vec<usize>,
+    /// Work left at `as_of`.
     remaining: f64,
     started: f64,
+    as_of: f64,
+    /// Progress per second since `as_of`.
+    rate: f64,
+    /// Bumped when the rate changes; completion entries of older versions are stale.
+    version: u64,
+}
+
+/// Completion times: (end time as f64 bits — non-negative, so ordered —, version, job).
+type Ends = BinaryHeap<Reverse<(u64, u64, JobId)>>;
+
+impl Run {
+    /// The rate changes to `v` at `t`: bring the work left up to `t` and schedule the end.
+    fn retime(&mut self, job: JobId, t: f64, v: f64, ends: &mut Ends) {
+        self.remaining -= self.rate * (t - self.as_of);
+        self.as_of = t;
+        self.rate = v;
+        self.version += 1;
+        if v > 0.0 {
+            let end = t + self.remaining.max(0.0) / v;
+            ends.push(Reverse((end.to_bits(), self.version, job)));
+        }
+    }
 }
 
 /// Runs `jobs` on `machines` (see the module doc). `progress(done, total)` is called as
@@ -228,6 +313,14 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
         let mut st = MState {
             policy: None,
             next_sample: 0,
+            fed: 0,
+            wake_ms: 0,
+            run: 0,
+            changed: (0, 0),
+            window: (0, 0),
+            off_ms: 0,
+            acct_t: 0.0,
+            traced: false,
             guest: None,
             share: 0.0,
             owner_cpu: 0.0,
@@ -242,10 +335,21 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             let t0 = (tr.start_unix - start_unix) as f64;
             st.policy = Some(Policy::new(m.policy.clone(), now_of(t0.max(0.0)), Saved::default(), 0, "sim"));
             st.left = m.policy.budget.interruptions_per_day;
-            st.out.traced_s = tr.samples.len() as f64 * tr.step_s as f64;
+            st.out.traced_s = tr.len as f64 * tr.step_s as f64;
             trace_end = trace_end.max((tr.end_unix() - start_unix) as f64);
-            if !tr.samples.is_empty() {
-                samples.push(Reverse((((tr.start_unix - start_unix).max(0) as u64) * 1000, i)));
+            // A window of `span` pushed at sample d holds the samples back to d − span
+            // (`Window::push` drops only what is older): ⌊span / step⌋ samples before d.
+            // Feeding that many before a change, and after it, gives every fed step the
+            // window stepping at every sample gives; further out the window holds one
+            // value only, whatever its count.
+            let w = |span_s: u64| (span_s / tr.step_s as u64).min(u32::MAX as u64 / 4) as u32;
+            st.window = (w(m.policy.availability.memory_window_s), w(m.policy.eviction.linger_window_s));
+            st.off_ms = ((tr.start_unix - start_unix).max(0) as u64) * 1000;
+            st.acct_t = st.off_ms as f64 / 1000.0;
+            st.traced = true;
+            st.wake_ms = st.off_ms;
+            if tr.len > 0 {
+                samples.push(Reverse((st.wake_ms, i)));
             }
         }
         sched.handle(to_millis(0.0), Event::MachineUpdated(machine_of(i, m, &st)))?;
@@ -254,6 +358,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
     let horizon = cfg.horizon_s.unwrap_or(f64::INFINITY);
 
     let mut runs: HashMap<JobId, Run> = HashMap::new();
+    let mut ends: Ends = BinaryHeap::new();
     // Work left of evicted checkpointable jobs.
     let mut kept: HashMap<JobId, f64> = HashMap::new();
     let mut next_job = 0usize;
@@ -262,6 +367,22 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
     let total = jobs.len() as u64;
     let mut passes = 0u64;
     let mut steps = 0u64;
+    let mut node_samples = 0u64;
+    // A machine's policy may want an earlier wake after an event outside its samples.
+    let rewake = |mi: usize, st: &mut MState, t: f64, heap: &mut BinaryHeap<Reverse<(u64, usize)>>| {
+        let (Some(tr), Some(p)) = (machines[mi].owner.as_ref(), st.policy.as_ref()) else { return };
+        if st.next_sample >= tr.len {
+            return;
+        }
+        if let Some(dl) = p.next_deadline(now_of(t)) {
+            let ix = index_at(tr, st.off_ms, dl).max(st.fed);
+            if ix < st.next_sample {
+                st.next_sample = ix;
+                st.wake_ms = st.off_ms + ix as u64 * tr.step_s as u64 * 1000;
+                heap.push(Reverse((st.wake_ms, mi)));
+            }
+        }
+    };
     let mut dirty = true;
 
     let rate = |run: &Run, ms: &[MState]| -> f64 {
@@ -279,6 +400,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 let members: Vec<usize> = a.machines.iter().map(|m| m.0 as usize).collect();
                 for &mi in &members {
                     let st = &mut ms[mi];
+                    settle(st, t, machines[mi].base_speed);
                     st.guest = Some(a.job);
                     if let Some(p) = st.policy.as_mut() {
                         steps += 1;
@@ -286,20 +408,30 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                         apply_actions(st, &acts, now_of(t));
                     }
                     st.share = share_of(st);
+                    rewake(mi, st, t, &mut samples);
                 }
                 outcomes[ix].start_s.get_or_insert(t);
                 let remaining = kept.remove(&a.job).unwrap_or(jobs[ix].normtime_s);
-                runs.insert(a.job, Run { members, remaining, started: t });
+                let mut r = Run { members, remaining, started: t, as_of: t, rate: 0.0, version: 0 };
+                let v = rate(&r, &ms);
+                r.retime(a.job, t, v, &mut ends);
+                runs.insert(a.job, r);
             }
         }
         // The next event.
         let t_arr = order.get(next_job).map_or(f64::INFINITY, |&i| jobs[i].submit_s.max(t));
-        let t_done = runs
-            .values()
-            .map(|r| (r, rate(r, &ms)))
-            .filter(|(_, v)| *v > 0.0)
-            .map(|(r, v)| t + r.remaining / v)
-            .fold(f64::INFINITY, f64::min);
+        while let Some(Reverse((_, ver, job))) = ends.peek() {
+            if runs.get(job).is_some_and(|r| r.version == *ver) {
+                break;
+            }
+            ends.pop(); // stale
+        }
+        // Owner CPU that changes every second retimes a guest's job every second: drop the
+        // stale entries before they swamp the heap.
+        if ends.len() > 4 * runs.len() + 64 {
+            ends.retain(|Reverse((_, ver, job))| runs.get(job).is_some_and(|r| r.version == *ver));
+        }
+        let t_done = ends.peek().map_or(f64::INFINITY, |Reverse((at, _, _))| f64::from_bits(*at).max(t));
         let t_samp = samples.peek().map_or(f64::INFINITY, |Reverse((at, _))| *at as f64 / 1000.0);
         let mut t_next = t_arr.min(t_done).min(t_samp);
         let work_left = next_job < order.len() || !runs.is_empty() || sched.queue_len() > 0;
@@ -308,33 +440,32 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
         }
         if !t_next.is_finite() || t_next > horizon {
             t_next = horizon.min(if t_next.is_finite() { t_next } else { t.max(trace_end) });
-            advance(&mut runs, &ms, machines, t_next - t, &rate);
-            account(&mut ms, t_next - t);
             t = t_next;
             break;
         }
-        advance(&mut runs, &ms, machines, t_next - t, &rate);
-        account(&mut ms, t_next - t);
         t = t_next;
         let now = to_millis(t);
 
-        // Completions.
-        // Done when nothing is left, or what is left would not move the clock.
-        let finished: Vec<JobId> = runs
-            .iter()
-            .filter(|(_, r)| {
-                let v = rate(r, &ms);
-                r.remaining <= EPS || (v > 0.0 && t + r.remaining / v <= t)
-            })
-            .map(|(id, _)| *id)
-            .collect();
+        // Completions: the current end entries due by now.
+        let mut finished: Vec<JobId> = Vec::new();
+        while let Some(&Reverse((at, ver, job))) = ends.peek() {
+            if f64::from_bits(at) > t {
+                break;
+            }
+            ends.pop();
+            if runs.get(&job).is_some_and(|r| r.version == ver) {
+                finished.push(job);
+            }
+        }
+        finished.sort_unstable();
         for id in finished {
             let r = runs.remove(&id).expect("running");
             let wall = t - r.started;
             for &mi in &r.members {
                 let cpu = wall * ms[mi].share.max(0.0);
                 sched.handle(now, Event::JobFinished { job: id, machine: MachineId(mi as u64), cpu_seconds: cpu, wall_seconds: wall })?;
-                release(&mut ms[mi], now_of(t), &mut steps);
+                release(&mut ms[mi], t, machines[mi].base_speed, now_of(t), &mut steps);
+                rewake(mi, &mut ms[mi], t, &mut samples);
             }
             outcomes[job_ix[&id.0]].end_s = Some(t);
             done += 1;
@@ -353,9 +484,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             next_job += 1;
             dirty = true;
         }
-        // Owner samples due now.
-        // NEXT_DEADLINE: step a machine at min(next sample change, policy.next_deadline())
-        // instead of at every sample once the policy offers next_deadline().
+        // Owner samples due now: machines whose wake time has come.
         while let Some(&Reverse((at, mi))) = samples.peek() {
             if at as f64 / 1000.0 > t + EPS {
                 break;
@@ -364,8 +493,34 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             let m = &machines[mi];
             let tr = m.owner.as_ref().expect("traced");
             let st = &mut ms[mi];
-            let s = tr.samples[st.next_sample];
-            let unix = tr.start_unix + (st.next_sample as i64) * tr.step_s as i64;
+            if at != st.wake_ms || st.next_sample >= tr.len {
+                continue; // superseded by an earlier wake
+            }
+            let i = st.next_sample;
+            settle(st, t, m.base_speed);
+            if cfg.migration_sees_pool && st.guest.is_some() {
+                let free = ms.iter().any(|o| o.available && o.guest.is_none());
+                let st = &mut ms[mi];
+                if let Some(p) = st.policy.as_mut() {
+                    p.set_migration_cost(if free { None } else { Some(std::time::Duration::from_secs(86_400)) });
+                }
+            }
+            let st = &mut ms[mi];
+            if i == 0 {
+                st.changed = (1, 1);
+            }
+            while st.run + 1 < tr.runs.len() && tr.runs[st.run + 1].0 <= i {
+                st.run += 1;
+                let (a, b) = (tr.runs[st.run - 1].1, tr.runs[st.run].1);
+                if a.owner_mem_bytes != b.owner_mem_bytes {
+                    st.changed.0 = tr.runs[st.run].0 + 1;
+                }
+                if a.owner_cpu != b.owner_cpu {
+                    st.changed.1 = tr.runs[st.run].0 + 1;
+                }
+            }
+            let s = tr.runs[st.run].1;
+            let unix = tr.start_unix + (i as i64) * tr.step_s as i64;
             let nw = now_of(t);
             if s.input {
                 if st.guest.is_some() && st.last_input.is_none_or(|l| unix - l >= RETURN_AFTER_S) {
@@ -396,10 +551,19 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             steps += 1;
             st.owner_cpu = s.owner_cpu as f64;
             apply_actions(st, &acts, nw);
-            st.next_sample += 1;
-            let ended = st.next_sample >= tr.samples.len();
-            if !ended {
-                samples.push(Reverse((at + tr.step_s as u64 * 1000, mi)));
+            // The deadline is only asked for when the trace lets the machine sleep.
+            let policy = st.policy.as_ref();
+            let dl = || policy.and_then(|p| p.next_deadline(nw));
+            let next = next_step(tr, st.run, st.changed, i, st.window, cfg.stepping, &dl, st.off_ms);
+            st.fed = i + 1;
+            let prev = st.next_sample;
+            st.next_sample = next.unwrap_or(tr.len);
+            node_samples += (st.next_sample - prev) as u64;
+            let ended = next.is_none();
+            st.traced = !ended;
+            if let Some(ix) = next {
+                st.wake_ms = st.off_ms + ix as u64 * tr.step_s as u64 * 1000;
+                samples.push(Reverse((st.wake_ms, mi)));
             }
             // The pool's view of the machine.
             let p = st.policy.as_ref().expect("policy");
@@ -425,21 +589,102 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 outcomes[job_ix[&job.0]].evictions += 1;
                 let r = runs.remove(&job).expect("running");
                 if jobs[job_ix[&job.0]].checkpointable {
-                    kept.insert(job, r.remaining.max(0.0));
+                    kept.insert(job, (r.remaining - r.rate * (t - r.as_of)).max(0.0));
                 }
                 for &o in &r.members {
-                    release(&mut ms[o], nw, &mut steps);
+                    release(&mut ms[o], t, machines[o].base_speed, nw, &mut steps);
+                    rewake(o, &mut ms[o], t, &mut samples);
                 }
                 let _ = stops; // every member is released above; the scheduler has requeued the job
                 dirty = true;
+            }
+            // The guest's share changed with the sample: its job's pace too.
+            if let Some(job) = ms[mi].guest {
+                if let Some(r) = runs.get_mut(&job) {
+                    let v = rate(r, &ms);
+                    if v != r.rate {
+                        r.retime(job, t, v, &mut ends);
+                    }
+                }
             }
         }
         if t >= horizon {
             break;
         }
     }
+    for (i, st) in ms.iter_mut().enumerate() {
+        settle(st, t, machines[i].base_speed);
+    }
     let machines_out = ms.into_iter().map(|s| s.out).collect();
-    Ok(Outcome { jobs: outcomes, machines: machines_out, end_s: t, passes, policy_steps: steps })
+    Ok(Outcome { jobs: outcomes, machines: machines_out, end_s: t, passes, policy_steps: steps, node_samples })
+}
+
+/// The first sample index at or after the policy deadline `dl` (a monotonic reading,
+/// virtual ms + 1), less a millisecond: deadlines on the local calendar (midnight, the
+/// allowed hours) come rounded up by one, and a sample taken exactly at midnight already
+/// sees the new day.
+fn index_at(tr: &RunTrace, off_ms: u64, dl: MonoMs) -> u32 {
+    let ms = dl.0.saturating_sub(2).saturating_sub(off_ms);
+    let step = tr.step_s as u64 * 1000;
+    ms.div_ceil(step).min(u32::MAX as u64) as u32
+}
+
+/// How many samples around the start of run `k` the windows need fed: the memory
+/// window's if owner memory changed there, the utilisation window's if owner CPU did.
+fn reach(tr: &RunTrace, k: usize, window: (u32, u32)) -> u32 {
+    let Some(prev) = k.checked_sub(1).map(|p| tr.runs[p].1) else { return window.0.max(window.1) };
+    let s = tr.runs[k].1;
+    let mem = if s.owner_mem_bytes != prev.owner_mem_bytes { window.0 } else { 0 };
+    let cpu = if s.owner_cpu != prev.owner_cpu { window.1 } else { 0 };
+    mem.max(cpu)
+}
+
+/// After feeding sample `i` (in run `run`): the next sample to feed, `None` when `i`
+/// was the last (see the module doc for why skipping the others changes nothing).
+#[allow(clippy::too_many_arguments)]
+fn next_step(
+    tr: &RunTrace,
+    run: usize,
+    changed: (u32, u32),
+    i: u32,
+    window: (u32, u32),
+    stepping: Stepping,
+    deadline: &dyn Fn() -> Option<MonoMs>,
+    off_ms: u64,
+) -> Option<u32> {
+    let n = tr.len;
+    if i + 1 >= n {
+        return None;
+    }
+    let by_trace = match stepping {
+        Stepping::EverySample => i + 1,
+        Stepping::Sleep => {
+            let s = tr.runs[run].1;
+            let next_start = tr.runs.get(run + 1).map_or(n, |r| r.0);
+            let in_window = |c: u32, w: u32| c > 0 && i < c - 1 + w;
+            if (s.input && i + 1 < next_start) || in_window(changed.0, window.0) || in_window(changed.1, window.1) {
+                i + 1
+            } else {
+                // The next change, or earlier: the windows of the changes ahead.
+                let most = window.0.max(window.1);
+                let mut best = if next_start < n { next_start } else { n - 1 };
+                let mut k = run + 1;
+                while let Some(&(c, _)) = tr.runs.get(k) {
+                    if c >= best.saturating_add(most) {
+                        break;
+                    }
+                    best = best.min(c.saturating_sub(reach(tr, k, window)));
+                    k += 1;
+                }
+                best.max(i + 1)
+            }
+        }
+    };
+    if by_trace == i + 1 {
+        return Some(i + 1); // no deadline can come sooner
+    }
+    let by_deadline = deadline().map_or(u32::MAX, |d| index_at(tr, off_ms, d).max(i + 1));
+    Some(by_trace.min(by_deadline))
 }
 
 fn machine_of(i: usize, m: &SimMachine, st: &MState) -> Machine {
@@ -479,7 +724,8 @@ fn apply_actions(st: &mut MState, acts: &[Action], now: Now) {
 }
 
 /// The guest left the machine: tell its policy.
-fn release(st: &mut MState, now: Now, steps: &mut u64) {
+fn release(st: &mut MState, t: f64, speed: f64, now: Now, steps: &mut u64) {
+    settle(st, t, speed);
     st.guest = None;
     st.share = 0.0;
     if let Some(p) = st.policy.as_mut() {
@@ -489,22 +735,28 @@ fn release(st: &mut MState, now: Now, steps: &mut u64) {
     }
 }
 
-fn advance(runs: &mut HashMap<JobId, Run>, ms: &[MState], machines: &[SimMachine], dt: f64, rate: &dyn Fn(&Run, &[MState]) -> f64) {
-    let _ = machines;
+/// Brings the machine's integrals (guest time, donated CPU, owner CPU) up to `t`; called
+/// before anything they depend on changes, so only machines that change cost anything.
+fn settle(st: &mut MState, t: f64, speed: f64) {
+    let dt = t - st.acct_t;
     if dt <= 0.0 {
         return;
     }
-    for r in runs.values_mut() {
-        r.remaining -= rate(r, ms) * dt;
+    st.acct_t = t;
+    let o = &mut st.out;
+    if st.guest.is_some() {
+        o.guest_s += dt;
+        o.guest_cpu_s += st.share * speed * dt;
+        if st.share > 0.0 {
+            o.shared_owner_cpu_s += st.owner_cpu * dt;
+        }
+        if st.policy.as_ref().is_some_and(|p| p.directive() == GuestDirective::Linger) {
+            o.lingered_s += dt;
+        }
     }
-}
-
-fn account(ms: &mut [MState], dt: f64) {
-    if dt <= 0.0 {
-        return;
-    }
-    for st in ms.iter_mut().filter(|s| s.guest.is_some()) {
-        st.out.guest_s += dt;
+    if st.traced {
+        o.owner_cpu_s += st.owner_cpu * dt;
+        o.idle_cpu_s += (1.0 - st.owner_cpu).max(0.0) * dt;
     }
 }
 
@@ -545,7 +797,7 @@ mod tests {
         assert!((out.jobs[0].end_s.unwrap() - 50.0).abs() < 1e-6);
     }
 
-    fn trace(pattern: &[(u32, bool)]) -> OwnerTrace {
+    fn trace(pattern: &[(u32, bool)]) -> RunTrace {
         // (seconds, owner present) runs at 1-s samples.
         let mut samples = Vec::new();
         for &(n, present) in pattern {
@@ -553,7 +805,7 @@ mod tests {
                 samples.push(OwnerSample { owner_cpu: if present { 0.5 } else { 0.0 }, owner_mem_bytes: 1 << 30, input: present });
             }
         }
-        OwnerTrace { machine: "ws".into(), start_unix: 1_767_254_400, step_s: 1, mem_total_bytes: 16 << 30, samples }
+        RunTrace::from(&OwnerTrace { machine: "ws".into(), start_unix: 1_767_254_400, step_s: 1, mem_total_bytes: 16 << 30, samples })
     }
 
     #[test]
@@ -596,5 +848,56 @@ mod tests {
         assert_eq!(out.jobs[0].start_s, None);
         assert_eq!(out.completed_share(), 0.0);
         assert!(out.end_s >= 300.0);
+    }
+
+    /// Two days of four generated owners, CPU quantised to 25 % so that stretches of
+    /// unchanged samples exist (the generator's background noise changes every second),
+    /// one machine per eviction mode, a stream of jobs: sleeping to the deadlines must
+    /// give exactly the run stepping at every sample gives, with fewer steps.
+    #[test]
+    fn sleeping_to_the_deadline_gives_the_same_run_as_every_sample() {
+        use lull_core::policy::config::EvictionMode;
+        let modes =
+            [EvictionMode::ImmediateEviction, EvictionMode::PauseAndMigrate, EvictionMode::LingerLonger, EvictionMode::LingerForever];
+        let machines: Vec<SimMachine> = modes
+            .iter()
+            .enumerate()
+            .map(|(i, mode)| {
+                let mut t = crate::gen::generate(&crate::gen::GenParams::default(), 7, i as u64, 1_767_225_600, 2);
+                for s in &mut t.samples {
+                    s.owner_cpu = (s.owner_cpu * 4.0).floor() / 4.0;
+                }
+                let mut p = PolicyConfig::default();
+                p.eviction.mode = *mode;
+                p.budget.interruptions_per_day = 3 + i as u32;
+                SimMachine::traced(&t, p)
+            })
+            .collect();
+        let jobs: Vec<SimJob> = (0..60)
+            .map(|k| {
+                let mut j = job(k, k as f64 * 2400.0, if k % 5 == 0 { 2 } else { 1 }, 600.0 + (k % 7) as f64 * 900.0);
+                j.checkpointable = k % 3 == 0;
+                j
+            })
+            .collect();
+        let mut every = SimConfig::new(SchedConfig::default());
+        every.stepping = Stepping::EverySample;
+        let sleep = SimConfig::new(SchedConfig::default());
+        let a = run(&machines, &jobs, &every, &mut |_, _| {}).unwrap();
+        let b = run(&machines, &jobs, &sleep, &mut |_, _| {}).unwrap();
+        assert_eq!(a.jobs, b.jobs);
+        for (x, y) in a.machines.iter().zip(&b.machines) {
+            assert_eq!(x.interruptions, y.interruptions, "{}", x.name);
+            assert_eq!(x.owner_delays, y.owner_delays, "{}", x.name);
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+            assert!(close(x.guest_s, y.guest_s), "{}: guest time {} vs {}", x.name, x.guest_s, y.guest_s);
+            assert!(close(x.guest_cpu_s, y.guest_cpu_s), "{}: donated {} vs {}", x.name, x.guest_cpu_s, y.guest_cpu_s);
+            assert!(close(x.owner_cpu_s, y.owner_cpu_s), "{}: owner CPU {} vs {}", x.name, x.owner_cpu_s, y.owner_cpu_s);
+        }
+        assert_eq!(a.node_samples, b.node_samples);
+        assert!(a.jobs.iter().filter(|j| j.end_s.is_some()).count() > 10, "the run must do something");
+        assert!(a.machines.iter().map(|m| m.interruptions.values().sum::<u32>()).sum::<u32>() > 0, "and interrupt someone");
+        // Owners type most seconds they are present, so about half the steps remain.
+        assert!(b.policy_steps * 3 < a.policy_steps * 2, "sleeping took {} steps, every sample {}", b.policy_steps, a.policy_steps);
     }
 }

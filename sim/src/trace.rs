@@ -17,8 +17,12 @@
 //! `input` (`1`/`0` or `true`/`false`: input happened during the row's interval). Lines
 //! starting with `#` are comments; `# mem_total_bytes=N` gives the machine's memory
 //! (default 16 GiB), which the availability definition's memory-growth test needs.
-//! The sampling step is the most common gap between rows; missing rows (the agent was
-//! not running) become *owner present* samples (CPU 1.0), because nobody watched.
+//! Rows are irregular: the agent writes one every 2 s while a reading may stop guest
+//! work and every 10 s otherwise (`sampling.relaxed_interval_ms`). The sampling step is
+//! the most common gap between rows; a row holds (without its input) until the next one
+//! if that is at most [`HOLD_S`] away; longer gaps (the agent was not running) become
+//! *owner present* samples (CPU 1.0), because nobody watched. [`parse_ledger_rows`]
+//! gives the rows as they are (what `lull calibrate` reads).
 
 use crate::error::TraceError;
 use std::path::Path;
@@ -66,6 +70,64 @@ impl OwnerTrace {
     }
 }
 
+/// An [`OwnerTrace`] stored as runs of identical samples: what the driver replays.
+/// Sample `i` lies in the run `k` with `runs[k].0 <= i < runs[k + 1].0` (the last run
+/// ends at `len`). A year of a large pool only fits in memory this way.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunTrace {
+    /// The machine's name.
+    pub machine: String,
+    /// Unix time (UTC seconds) of sample 0.
+    pub start_unix: i64,
+    /// Seconds between samples (≥ 1).
+    pub step_s: u32,
+    /// Physical memory, bytes.
+    pub mem_total_bytes: u64,
+    /// Number of samples.
+    pub len: u32,
+    /// (first sample index, sample) of each run, increasing; the first starts at 0.
+    pub runs: Vec<(u32, OwnerSample)>,
+}
+
+impl RunTrace {
+    /// An empty trace to push runs onto.
+    pub fn new(machine: impl Into<String>, start_unix: i64, step_s: u32, mem_total_bytes: u64) -> RunTrace {
+        RunTrace { machine: machine.into(), start_unix, step_s: step_s.max(1), mem_total_bytes, len: 0, runs: Vec::new() }
+    }
+    /// Appends `n` copies of `s` (merged into the last run when equal).
+    pub fn push(&mut self, s: OwnerSample, n: u32) {
+        if n == 0 {
+            return;
+        }
+        if self.runs.last().is_none_or(|(_, last)| *last != s) {
+            self.runs.push((self.len, s));
+        }
+        self.len += n;
+    }
+    /// The sample at index `i` (binary search; the driver keeps a cursor instead).
+    pub fn sample(&self, i: u32) -> Option<OwnerSample> {
+        if i >= self.len {
+            return None;
+        }
+        let k = self.runs.partition_point(|(start, _)| *start <= i);
+        Some(self.runs[k - 1].1)
+    }
+    /// Unix time just after the last sample.
+    pub fn end_unix(&self) -> i64 {
+        self.start_unix + self.len as i64 * self.step_s as i64
+    }
+}
+
+impl From<&OwnerTrace> for RunTrace {
+    fn from(t: &OwnerTrace) -> RunTrace {
+        let mut r = RunTrace::new(t.machine.clone(), t.start_unix, t.step_s, t.mem_total_bytes);
+        for s in &t.samples {
+            r.push(*s, 1);
+        }
+        r
+    }
+}
+
 /// Reads a ledger trace exported as CSV (see the module doc) from a file.
 pub fn read_ledger_csv(path: &Path) -> Result<OwnerTrace, TraceError> {
     let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io { file: path.to_path_buf(), source })?;
@@ -75,6 +137,40 @@ pub fn read_ledger_csv(path: &Path) -> Result<OwnerTrace, TraceError> {
 
 /// Parses ledger CSV text; `file` names it in errors.
 pub fn parse_ledger_csv(file: &Path, machine: &str, text: &str) -> Result<OwnerTrace, TraceError> {
+    let (rows, mem_total) = rows_of(file, text)?;
+    // The step: the most common gap.
+    let mut gaps: Vec<i64> = rows.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    gaps.sort_unstable();
+    let step = mode(&gaps).unwrap_or(2).max(1);
+    let start = rows[0].0;
+    let len = ((rows.last().expect("non-empty").0 - start) / step + 1) as usize;
+    let absent = OwnerSample { owner_cpu: 1.0, owner_mem_bytes: 0, input: false };
+    let mut samples = vec![absent; len];
+    // A row stands for the time up to the next one if that is at most HOLD_S away (the
+    // agent samples every 10 s with no guest work, every 2 s otherwise); longer gaps
+    // stay absent.
+    for (k, (t, s)) in rows.iter().enumerate() {
+        let from = ((t - start) / step) as usize;
+        let until = rows.get(k + 1).filter(|n| n.0 - t <= HOLD_S).map_or(from + 1, |n| ((n.0 - start) / step) as usize);
+        samples[from] = *s;
+        let held = OwnerSample { input: false, ..*s };
+        for slot in samples.iter_mut().take(until).skip(from + 1) {
+            *slot = held;
+        }
+    }
+    Ok(OwnerTrace { machine: machine.to_string(), start_unix: start, step_s: step as u32, mem_total_bytes: mem_total, samples })
+}
+
+/// A row of a ledger export stands for the time up to the next row if that is at most
+/// this far (s); see [`parse_ledger_csv`].
+pub const HOLD_S: i64 = 30;
+
+/// The rows of ledger CSV text as they are, `(Unix seconds, sample)`, in order.
+pub fn parse_ledger_rows(file: &Path, text: &str) -> Result<Vec<(i64, OwnerSample)>, TraceError> {
+    Ok(rows_of(file, text)?.0)
+}
+
+fn rows_of(file: &Path, text: &str) -> Result<(Vec<(i64, OwnerSample)>, u64), TraceError> {
     let mut mem_total = DEFAULT_MEM_TOTAL;
     let mut cols: Option<[usize; 4]> = None;
     let mut rows: Vec<(i64, OwnerSample)> = Vec::new();
@@ -123,18 +219,7 @@ pub fn parse_ledger_csv(file: &Path, machine: &str, text: &str) -> Result<OwnerT
     if rows.is_empty() {
         return Err(TraceError::Empty { file: file.to_path_buf(), msg: "no trace rows".into() });
     }
-    // The step: the most common gap.
-    let mut gaps: Vec<i64> = rows.windows(2).map(|w| w[1].0 - w[0].0).collect();
-    gaps.sort_unstable();
-    let step = mode(&gaps).unwrap_or(2).max(1);
-    let start = rows[0].0;
-    let len = ((rows.last().expect("non-empty").0 - start) / step + 1) as usize;
-    let absent = OwnerSample { owner_cpu: 1.0, owner_mem_bytes: 0, input: false };
-    let mut samples = vec![absent; len];
-    for (t, s) in rows {
-        samples[((t - start) / step) as usize] = s;
-    }
-    Ok(OwnerTrace { machine: machine.to_string(), start_unix: start, step_s: step as u32, mem_total_bytes: mem_total, samples })
+    Ok((rows, mem_total))
 }
 
 fn mode(sorted: &[i64]) -> Option<i64> {
@@ -164,12 +249,35 @@ mod tests {
         assert_eq!(t.step_s, 2);
         assert_eq!(t.mem_total_bytes, 8 << 30);
         assert_eq!(t.start_unix, 1_767_261_600);
-        // 10 rows over 22 s with one missing row: 11 slots, the gap filled as present.
+        // 10 rows over 22 s with one 4-s gap: 11 slots, the gap holding the row before it
+        // (the agent's relaxed sampling), without its input.
         assert_eq!(t.samples.len(), 11);
         assert!(t.samples[0].input);
-        assert_eq!(t.samples[5].owner_cpu, 1.0);
+        assert_eq!(t.samples[5], t.samples[4]);
+        // A gap longer than HOLD_S is time nobody watched: owner present.
+        let f = Path::new("g.csv");
+        let g = parse_ledger_csv(f, "g", "t,owner_cpu,owner_mem,input\n0,0.1,5,1\n2,0.1,5,0\n12,0.2,5,0\n100,0.0,5,0\n").unwrap();
+        assert_eq!(g.step_s, 2);
+        assert_eq!(g.samples[1].owner_cpu, 0.1);
+        assert!(!g.samples[2].input && g.samples[2].owner_cpu == 0.1, "held across the 10-s gap");
+        assert_eq!(g.samples[6].owner_cpu, 0.2);
+        assert_eq!(g.samples[7].owner_cpu, 1.0, "unwatched");
+        assert_eq!(parse_ledger_rows(f, "t,owner_cpu,owner_mem,input\n0,0.1,5,1\n12,0.2,5,0\n").unwrap().len(), 2);
         assert_eq!(t.at(1_767_261_600 + 3).unwrap().owner_cpu, t.samples[1].owner_cpu);
         assert!(t.at(1_767_261_600 - 1).is_none());
+    }
+
+    #[test]
+    fn run_traces_keep_every_sample() {
+        let t = read_ledger_csv(&testdata("ledger-trace.csv")).unwrap();
+        let r = RunTrace::from(&t);
+        assert_eq!(r.len as usize, t.samples.len());
+        assert!(r.runs.len() <= t.samples.len());
+        for (i, s) in t.samples.iter().enumerate() {
+            assert_eq!(r.sample(i as u32), Some(*s), "sample {i}");
+        }
+        assert_eq!(r.sample(r.len), None);
+        assert_eq!(r.end_unix(), t.end_unix());
     }
 
     #[test]

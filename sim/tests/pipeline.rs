@@ -31,7 +31,7 @@ fn fta_availability_drives_recruitment() {
     let traces = fta::read_fta(&testdata("event_trace.tab"), 1).unwrap();
     let ws01 = traces.into_iter().next().unwrap();
     let mut m = SimMachine::dedicated("ws01", 1.0);
-    m.owner = Some(ws01);
+    m.owner = Some((&ws01).into());
     let job = lull_sim::driver::SimJob {
         id: 1,
         program: "p".into(),

@@ -20,6 +20,10 @@
 //! * **Prediction** ([`predict`]): normtime `Σ S_b · cpu_seconds` per finished job,
 //!   last-two average per program, runtime `T_norm / (n · S_min)`, doubled when outlived,
 //!   error tracked per program ([`ProgramStats`]).
+//! * **Instant recruitment** ([`recruit`], seed 003): up to K machines predicted idle
+//!   for S seconds by a windowed mean of recent load, keeping a reserve back.
+//! * **Memory-centric choice** ([`memory`], seed 001): which job to migrate off a
+//!   machine whose jobs outgrew its memory, and where to.
 //!
 //! # Driving it
 //! ```
@@ -52,10 +56,12 @@ mod free;
 mod hash;
 mod job;
 mod machine;
+pub mod memory;
 mod pass;
 pub mod placement;
 pub mod predict;
 mod queue;
+pub mod recruit;
 mod rng;
 mod scheduler;
 mod time;

@@ -11,12 +11,18 @@
 //! |---|---|---|
 //! | `winner` | 002 (WINNER), §3.3 Figs. 2–8 | the six algorithms on the paper's scenarios, exact and fuzzy runtime estimates |
 //! | `now` | 004 (NOW), Figs. 3, 7, 8 | owner delays per day for CPU-only, Condor-like and Lull's definition; recruitment-threshold and daily-limit sweeps |
+//! | `linger` | 000 (Linger-Longer), Table 1, Figs. 7, 10 | IE, PM, LL, LF on 64 machines: owner delay ratio, harvested fraction, job time, throughput |
+//! | `memory` | 001 (memory-centric), Figs. 2, 3 | migration choice by age, working set, page-fault rate, combined weight; CT/MT thresholds |
+//! | `reserve` | 003 (mpidled), Table 1 | instant recruitment with no reserve vs x % reserve: mean speedup of parallel jobs |
 //! | `generator` | 000 §4, 003 §3.1, 004 Fig. 1 | the owner-activity generator's statistics against the published ones |
 //!
 //! The same seed gives the same report, byte for byte.
 
 pub mod generator;
+pub mod linger;
+pub mod memory;
 pub mod now;
+pub mod reserve;
 pub mod winner;
 
 use crate::error::{Result, SimError};
@@ -56,7 +62,7 @@ impl Report {
 }
 
 /// The experiments [`run_experiment`] knows.
-pub const EXPERIMENTS: [&str; 3] = ["winner", "now", "generator"];
+pub const EXPERIMENTS: [&str; 6] = ["winner", "now", "linger", "memory", "reserve", "generator"];
 
 /// Runs the named experiment from `seed`. `progress(done, total)` is called as work
 /// units (single simulation runs) finish, for a progress bar.
@@ -65,6 +71,9 @@ pub fn run_experiment(name: &str, seed: u64, scale: Scale, progress: &mut dyn Fn
         "winner" => winner::run(seed, scale, progress),
         "now" => now::run(seed, scale, progress),
         "generator" => generator::run(seed, scale, progress),
+        "linger" => linger::run(seed, scale, progress),
+        "memory" => memory::run(seed, scale, progress),
+        "reserve" => reserve::run(seed, scale, progress),
         _ => Err(SimError::UnknownExperiment(name.into(), EXPERIMENTS.join(", "))),
     }
 }

@@ -108,7 +108,7 @@ fn owners(def: Def, traces: &[crate::trace::OwnerTrace], threshold_s: Option<u64
             if let Some(b) = budget {
                 p.budget.interruptions_per_day = b;
             }
-            SimMachine { name: t.machine.clone(), base_speed: 1.0, owner: Some(t.clone()), policy: p, sees_input }
+            SimMachine { name: t.machine.clone(), base_speed: 1.0, owner: Some(crate::trace::RunTrace::from(t)), policy: p, sees_input }
         })
         .collect()
 }
