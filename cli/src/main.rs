@@ -7,6 +7,7 @@ mod bench_cmd;
 mod bench_guest;
 mod bench_heartbeats;
 mod bench_owner_return;
+mod bench_placements;
 mod coordinator_cmd;
 mod jobs_cmd;
 mod jobs_view_cmd;
