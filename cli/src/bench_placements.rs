@@ -49,6 +49,14 @@ pub struct PlacementArgs {
     pub scheduler: String,
     #[command(flatten)]
     pub db: BenchDb,
+    /// Instead of simulated agents: this many real `lull agent` processes (each in a
+    /// directory of its own, enrolled to a `lull coordinator serve` on SQLite), timed from
+    /// their resume (paused → available) to their guest running. Needs root (cgroups).
+    #[arg(long)]
+    pub real_agents: Option<usize>,
+    /// Rounds with `--real-agents`.
+    #[arg(long, default_value_t = 20)]
+    pub rounds: usize,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -221,6 +229,9 @@ fn micros(d: Duration) -> u32 {
 }
 
 pub fn run(a: PlacementArgs) -> Result<()> {
+    if let Some(n) = a.real_agents {
+        return crate::bench_recruit::run(n, a.rounds, a.json);
+    }
     for p in &a.phases {
         if p != "backlog" && p != "stream" {
             bail!("--phases: unknown phase {p:?} (allowed: backlog, stream)");

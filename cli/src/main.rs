@@ -8,6 +8,7 @@ mod bench_guest;
 mod bench_heartbeats;
 mod bench_owner_return;
 mod bench_placements;
+mod bench_recruit;
 mod coordinator_cmd;
 mod jobs_cmd;
 mod jobs_view_cmd;

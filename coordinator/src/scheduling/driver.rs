@@ -368,6 +368,12 @@ impl Driver {
                 if open {
                     v.polls += 1;
                     v.free_mem = free_mem;
+                    // An agent asks for work only while its policy accepts guest work, so
+                    // an open poll outdates a heartbeat that said paused or not allowed
+                    // (else a machine just resumed waited for its next heartbeat, up to
+                    // an interval: `lull bench placements --real-agents`). Its budget
+                    // still counts as last reported.
+                    v.allowed = true;
                 } else {
                     v.polls = v.polls.saturating_sub(1);
                     if delivered {
