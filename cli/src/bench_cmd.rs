@@ -34,6 +34,9 @@ pub enum Which {
     /// Coordinator heartbeats/s and latency with N simulated agents over loopback
     /// (goal on SQLite: ≥ 20,000/s, p99 ≤ 10 ms with 10,000 agents).
     Heartbeats(crate::bench_heartbeats::HeartbeatArgs),
+    /// Coordinator placements/s and recruited → running latency with N simulated agents
+    /// long-polling over loopback (goal: ≥ 5,000 placements/s, p99 ≤ 1 s).
+    Placements(crate::bench_placements::PlacementArgs),
 }
 
 #[derive(Args, Debug)]
@@ -90,6 +93,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Which::Slowdown(s) => crate::bench_guest::slowdown(s),
         Which::Memory(m) => crate::bench_guest::memory_bench(m),
         Which::Heartbeats(h) => crate::bench_heartbeats::run(h),
+        Which::Placements(p) => crate::bench_placements::run(p),
         Which::OwnerReturn(a) => crate::bench_owner_return::run(a),
     }
 }

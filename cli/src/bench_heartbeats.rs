@@ -25,12 +25,8 @@ pub struct HeartbeatArgs {
     /// requests queued inside the server, so higher latency at the same rate).
     #[arg(long, default_value_t = 8)]
     pub connections: usize,
-    /// `sqlite` or `postgres`.
-    #[arg(long, default_value = "sqlite", value_parser = ["sqlite", "postgres"])]
-    pub db: String,
-    /// PostgreSQL server for `--db postgres` (a fresh database is created and dropped).
-    #[arg(long, env = "LULL_TEST_PG_URL", default_value = "postgres://lull:lull@127.0.0.1:5432/lull")]
-    pub pg_url: String,
+    #[command(flatten)]
+    pub db: BenchDb,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -39,58 +35,94 @@ pub struct HeartbeatArgs {
 const BODY: &str =
     r#"{"state":"idle","available":true,"budget_left":5,"free_mem_bytes":1073741824,"base_speed":100.0,"current_speed":90.0}"#;
 
+/// The database a coordinator benchmark runs on.
+#[derive(Args, Debug)]
+pub struct BenchDb {
+    /// `sqlite` or `postgres`.
+    #[arg(long, default_value = "sqlite", value_parser = ["sqlite", "postgres"])]
+    pub db: String,
+    /// PostgreSQL server for `--db postgres` (a fresh database is created and dropped).
+    #[arg(long, env = "LULL_TEST_PG_URL", default_value = "postgres://lull:lull@127.0.0.1:5432/lull")]
+    pub pg_url: String,
+}
+
+/// A keep-alive HTTP/1.1 connection to the coordinator that sends one request at a time
+/// and reads its answer (`content-length` bodies, as the coordinator sends them).
+pub(crate) struct Http {
+    s: tokio::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Http {
+    pub(crate) async fn connect(addr: &str) -> Result<Http> {
+        let s = tokio::net::TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        Ok(Http { s, buf: vec![0u8; 8192] })
+    }
+
+    /// Sends `req` (a whole request, see [`post`]) and returns the answer's status and body.
+    pub(crate) async fn call(&mut self, req: &[u8]) -> Result<(u16, &[u8])> {
+        self.s.write_all(req).await?;
+        let mut have = 0usize;
+        let (status, head_end, body_len) = loop {
+            if have == self.buf.len() {
+                self.buf.resize(have * 2, 0);
+            }
+            let n = self.s.read(&mut self.buf[have..]).await?;
+            if n == 0 {
+                bail!("connection closed by the coordinator");
+            }
+            have += n;
+            if let Some(p) = self.buf[..have].windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = std::str::from_utf8(&self.buf[..p]).unwrap_or("");
+                let cl = head
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                    .unwrap_or(0);
+                let status = head.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+                break (status, p + 4, cl);
+            }
+        };
+        if self.buf.len() < head_end + body_len {
+            self.buf.resize(head_end + body_len, 0);
+        }
+        while have < head_end + body_len {
+            let n = self.s.read(&mut self.buf[have..]).await?;
+            if n == 0 {
+                bail!("connection closed mid-answer");
+            }
+            have += n;
+        }
+        Ok((status, &self.buf[head_end..head_end + body_len]))
+    }
+}
+
+/// A POST request with a bearer secret and a JSON body.
+pub(crate) fn post(addr: &str, path: &str, secret: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {secret}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
 /// One keep-alive connection cycling over its agents; returns latencies (µs) measured
 /// between `from` and `until`, and the count of non-200 answers.
 async fn drive(addr: String, secrets: Vec<String>, from: Instant, until: Instant, stop: Arc<AtomicBool>) -> Result<(Vec<u32>, u64)> {
-    let mut s = tokio::net::TcpStream::connect(&addr).await?;
-    s.set_nodelay(true)?;
-    let reqs: Vec<Vec<u8>> = secrets
-        .iter()
-        .map(|sec| {
-            format!(
-                "POST /api/v1/heartbeat HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {sec}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{BODY}",
-                BODY.len()
-            )
-            .into_bytes()
-        })
-        .collect();
+    let mut http = Http::connect(&addr).await?;
+    let reqs: Vec<Vec<u8>> = secrets.iter().map(|sec| post(&addr, "/api/v1/heartbeat", sec, BODY)).collect();
     let mut lat = Vec::with_capacity(1 << 16);
     let mut bad = 0u64;
-    let mut buf = vec![0u8; 8192];
     let mut i = 0usize;
     while !stop.load(Ordering::Relaxed) {
         let t = Instant::now();
         if t >= until {
             break;
         }
-        s.write_all(&reqs[i % reqs.len()]).await?;
+        let (status, _) = http.call(&reqs[i % reqs.len()]).await?;
         i += 1;
-        // Read one response: headers, then content-length bytes.
-        let mut have = 0usize;
-        let (head_end, body_len) = loop {
-            let n = s.read(&mut buf[have..]).await?;
-            if n == 0 {
-                bail!("connection closed by the coordinator");
-            }
-            have += n;
-            if let Some(p) = buf[..have].windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = std::str::from_utf8(&buf[..p]).unwrap_or("");
-                let cl = head
-                    .lines()
-                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
-                    .unwrap_or(0);
-                if !head.starts_with("HTTP/1.1 200") {
-                    bad += 1;
-                }
-                break (p + 4, cl);
-            }
-        };
-        while have < head_end + body_len {
-            let n = s.read(&mut buf[have..]).await?;
-            if n == 0 {
-                bail!("connection closed mid-answer");
-            }
-            have += n;
+        if status != 200 {
+            bad += 1;
         }
         let done = Instant::now();
         if t >= from {
@@ -100,19 +132,26 @@ async fn drive(addr: String, secrets: Vec<String>, from: Instant, until: Instant
     Ok((lat, bad))
 }
 
-/// The last heartbeat flush (ms, agents) from the coordinator's /metrics.
-fn last_flush(addr: &str) -> (f64, u64) {
+/// The coordinator's `/metrics` text (empty when it does not answer).
+pub(crate) fn metrics_text(addr: &str) -> String {
     use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return (0.0, 0) };
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return String::new() };
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     let _ = write!(s, "GET /metrics HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
-    let val = |name: &str| text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0);
-    (val("lull_heartbeat_flush_seconds ") * 1e3, val("lull_heartbeat_flush_agents ") as u64)
+    text
 }
 
-fn pct(sorted: &[u32], p: f64) -> f64 {
+/// One unlabelled value of a `/metrics` text (0 when absent).
+pub(crate) fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')).and_then(|v| v.trim().parse::<f64>().ok()))
+        .unwrap_or(0.0)
+}
+
+/// Percentile `p` of sorted µs values, in ms.
+pub(crate) fn pct(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -120,7 +159,8 @@ fn pct(sorted: &[u32], p: f64) -> f64 {
     sorted[i] as f64 / 1000.0
 }
 
-fn cpu_s(pid: u32) -> f64 {
+/// CPU seconds (user + system) a process has used.
+pub(crate) fn cpu_s(pid: u32) -> f64 {
     // utime + stime in clock ticks (fields 14 and 15 of /proc/PID/stat).
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let rest = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
@@ -131,66 +171,121 @@ fn cpu_s(pid: u32) -> f64 {
     (tick(11) + tick(12)) / hz
 }
 
-pub fn run(a: HeartbeatArgs) -> Result<()> {
-    let tmp = tempfile::tempdir()?;
-    let rt = crate::coordinator_cmd::runtime()?;
-    let (url, pg_admin) = rt.block_on(async {
-        if a.db == "sqlite" {
-            return Ok::<_, anyhow::Error>((format!("sqlite:{}", tmp.path().join("bench.db").display()), None));
+/// A real `lull coordinator serve` child on a fresh database (a SQLite file in a
+/// temporary directory, or a new PostgreSQL database on `pg_url`, dropped at the end)
+/// with `agents` simulated machines enrolled (through the store, before it starts) and
+/// an admin key, listening on a loopback port.
+pub(crate) struct BenchCoordinator {
+    tmp: tempfile::TempDir,
+    child: std::process::Child,
+    pub(crate) pid: u32,
+    pub(crate) addr: String,
+    /// The agents' secrets, in enrolment order.
+    pub(crate) secrets: Vec<String>,
+    pub(crate) admin_key: String,
+    pg: Option<(String, String)>,
+}
+
+impl BenchCoordinator {
+    /// Creates the database, enrols the agents and starts the coordinator with `extra`
+    /// arguments to `lull coordinator serve`; returns once it accepts connections.
+    pub(crate) fn start(
+        rt: &tokio::runtime::Runtime,
+        bench_db: &BenchDb,
+        agents: usize,
+        extra: &[&str],
+        quiet: bool,
+    ) -> Result<BenchCoordinator> {
+        let (db, pg_url) = (bench_db.db.as_str(), bench_db.pg_url.as_str());
+        let tmp = tempfile::tempdir()?;
+        let (url, pg) = rt.block_on(async {
+            if db == "sqlite" {
+                return Ok::<_, anyhow::Error>((format!("sqlite:{}", tmp.path().join("bench.db").display()), None));
+            }
+            sqlx::any::install_default_drivers();
+            let name = format!("lull_bench_{}", coordinator::auth::random_hex(6));
+            let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(pg_url)
+                .await
+                .with_context(|| format!("connecting to {}", redact(pg_url)))?;
+            sqlx::Executor::execute(&mut conn, sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await?;
+            let i = pg_url.rfind('/').context("--pg-url must be postgres://user:pass@host/db")?;
+            Ok((format!("{}/{name}", &pg_url[..i]), Some((pg_url.to_string(), name))))
+        })?;
+        if !quiet {
+            errln!("enrolling {agents} agents in {} …", redact(&url));
         }
-        sqlx::any::install_default_drivers();
-        let name = format!("lull_bench_{}", coordinator::auth::random_hex(6));
-        let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&a.pg_url)
+        let (secrets, admin_key) = rt.block_on(async {
+            let db = coordinator::Db::connect(&url).await?;
+            let err = |e: coordinator::store::StoreError| anyhow::anyhow!("{e}");
+            let token = coordinator::store::create_join_token(
+                &db,
+                &coordinator::model::CreateJoinToken { uses: Some(agents.clamp(1, 100_000) as u32), ttl_s: Some(3600) },
+            )
             .await
-            .with_context(|| format!("connecting to {}", redact(&a.pg_url)))?;
-        sqlx::Executor::execute(&mut conn, sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await?;
-        let i = a.pg_url.rfind('/').context("--pg-url must be postgres://user:pass@host/db")?;
-        Ok((format!("{}/{name}", &a.pg_url[..i]), Some(name)))
-    })?;
-    if !a.json {
-        errln!("enrolling {} agents in {} …", a.agents, redact(&url));
-    }
-    let secrets: Vec<String> = rt.block_on(async {
-        let db = coordinator::Db::connect(&url).await?;
-        let token = coordinator::store::create_join_token(
-            &db,
-            &coordinator::model::CreateJoinToken { uses: Some(a.agents.min(100_000) as u32), ttl_s: Some(3600) },
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut out = Vec::with_capacity(a.agents);
-        for i in 0..a.agents {
-            let req = coordinator::model::EnrolRequest {
-                token: token.token.clone(),
-                owner: format!("owner{}", i % 100),
-                machine: format!("sim{i}"),
-                replace: false,
-            };
-            out.push(coordinator::store::enrol(&db, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?.secret);
+            .map_err(err)?;
+            let mut out = Vec::with_capacity(agents);
+            for i in 0..agents {
+                let req = coordinator::model::EnrolRequest {
+                    token: token.token.clone(),
+                    owner: format!("owner{}", i % 100),
+                    machine: format!("sim{i}"),
+                    replace: false,
+                };
+                out.push(coordinator::store::enrol(&db, &req).await.map_err(err)?.secret);
+            }
+            let admin = coordinator::store::create_key(&db, "admin", None).await.map_err(err)?.key;
+            db.close().await;
+            Ok::<_, anyhow::Error>((out, admin))
+        })?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let addr = format!("127.0.0.1:{port}");
+        let log = std::fs::File::create(tmp.path().join("coordinator.log"))?;
+        let child = Command::new(std::env::current_exe()?)
+            .args(["coordinator", "serve", "--db", &url, "--listen", &addr])
+            .args(extra)
+            .env("LULL_DATA_DIR", tmp.path())
+            .env("LULL_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("starting lull coordinator serve")?;
+        let mut c = BenchCoordinator { pid: child.id(), child, tmp, addr, secrets, admin_key, pg };
+        let started = Instant::now();
+        while std::net::TcpStream::connect(&c.addr).is_err() {
+            if started.elapsed() > Duration::from_secs(30) || matches!(c.child.try_wait(), Ok(Some(_))) {
+                let log = c.log();
+                c.stop(rt);
+                bail!("the coordinator did not start: {log}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        db.close().await;
-        Ok::<_, anyhow::Error>(out)
-    })?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let addr = format!("127.0.0.1:{port}");
-    let log = std::fs::File::create(tmp.path().join("coordinator.log"))?;
-    let mut child = Command::new(std::env::current_exe()?)
-        .args(["coordinator", "serve", "--db", &url, "--listen", &addr])
-        .env("LULL_DATA_DIR", tmp.path())
-        .env("LULL_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .context("starting lull coordinator serve")?;
-    let pid = child.id();
-    let started = Instant::now();
-    while std::net::TcpStream::connect(&addr).is_err() {
-        if started.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            bail!("the coordinator did not start: {}", std::fs::read_to_string(tmp.path().join("coordinator.log")).unwrap_or_default());
-        }
-        std::thread::sleep(Duration::from_millis(50));
+        Ok(c)
     }
+
+    /// What the coordinator wrote to stderr.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.tmp.path().join("coordinator.log")).unwrap_or_default()
+    }
+
+    /// Stops the coordinator (SIGTERM) and drops the PostgreSQL database.
+    pub(crate) fn stop(mut self, rt: &tokio::runtime::Runtime) {
+        // SAFETY: kill with a pid we spawned.
+        unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+        if let Some((pg_url, name)) = self.pg.take() {
+            let _ = rt.block_on(async {
+                let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&pg_url).await?;
+                sqlx::Executor::execute(&mut conn, sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}"))).await?;
+                Ok::<_, anyhow::Error>(())
+            });
+        }
+    }
+}
+
+pub fn run(a: HeartbeatArgs) -> Result<()> {
+    let rt = crate::coordinator_cmd::runtime()?;
+    let c = BenchCoordinator::start(&rt, &a.db, a.agents, &[], a.json)?;
+    let (addr, pid, secrets) = (c.addr.clone(), c.pid, c.secrets.clone());
     let result = rt.block_on(async {
         let from = Instant::now() + Duration::from_secs(2);
         let until = from + Duration::from_secs(a.seconds);
@@ -212,24 +307,16 @@ pub fn run(a: HeartbeatArgs) -> Result<()> {
         let cpu1 = cpu_s(pid);
         Ok::<_, anyhow::Error>((lat, bad, cpu1 - cpu0))
     });
-    let flush = last_flush(&addr);
-    // SAFETY: kill with a pid we spawned.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-    let _ = child.wait();
-    if let Some(name) = pg_admin {
-        let _ = rt.block_on(async {
-            let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&a.pg_url).await?;
-            sqlx::Executor::execute(&mut conn, sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}"))).await?;
-            Ok::<_, anyhow::Error>(())
-        });
-    }
+    let m = metrics_text(&addr);
+    let flush = (metric(&m, "lull_heartbeat_flush_seconds") * 1e3, metric(&m, "lull_heartbeat_flush_agents") as u64);
+    c.stop(&rt);
     let (mut lat, bad, server_cpu) = result?;
     lat.sort_unstable();
     let n = lat.len();
     let rate = n as f64 / a.seconds as f64;
     let out = serde_json::json!({
         "bench": "heartbeats",
-        "db": a.db,
+        "db": a.db.db,
         "agents": a.agents,
         "connections": a.connections,
         "seconds": a.seconds,
@@ -247,7 +334,7 @@ pub fn run(a: HeartbeatArgs) -> Result<()> {
     if a.json {
         outln!("{out}");
     } else {
-        outln!("heartbeats ({}, {} agents, {} connections, {} s):", a.db, a.agents, a.connections, a.seconds);
+        outln!("heartbeats ({}, {} agents, {} connections, {} s):", a.db.db, a.agents, a.connections, a.seconds);
         outln!(
             "  {rate:.0} heartbeats/s · p50 {:.2} ms · p99 {:.2} ms · p99.9 {:.2} ms · max {:.2} ms",
             pct(&lat, 0.5),

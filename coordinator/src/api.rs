@@ -404,10 +404,9 @@ async fn lease(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<Lease
         return Err(ApiError(StatusCode::BAD_REQUEST, "wait_ms must be at most 30000".into()));
     }
     let deadline = tokio::time::Instant::now() + Duration::from_millis(req.wait_ms as u64);
-    let ttl = app.config.lease_ttl.as_millis() as i64;
     let mut shutdown = app.shutdown.clone();
     // A lease the scheduler already assigned is handed over at once.
-    if let Some(l) = take(&app, &agent, ttl).await? {
+    if let Some(l) = take(&app, &agent).await? {
         return Ok(Json(l).into_response());
     }
     // Otherwise this poll is a free slot on the machine until it gets a lease or ends
@@ -426,7 +425,7 @@ async fn lease(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<Lease
         notified.as_mut().enable();
         // Read before looking: a pass that ends after the look is not taken as seen.
         let seen = seq.is_none_or(|n| *passed.borrow_and_update() >= n);
-        if let Some(l) = take(&app, &agent, ttl).await? {
+        if let Some(l) = take(&app, &agent).await? {
             poll.delivered = true;
             return Ok(Json(l).into_response());
         }
@@ -447,8 +446,8 @@ async fn lease(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<Lease
 }
 
 /// Takes a lease waiting for `agent`, counting it.
-async fn take(app: &App, agent: &str, ttl: i64) -> ApiResult<Option<Lease>> {
-    let l = crate::scheduling::sql::take_delivery(&app.db, agent, ttl).await?;
+async fn take(app: &App, agent: &str) -> ApiResult<Option<Lease>> {
+    let l = app.scheduling.deliveries.take(app, agent).await?;
     if let Some(l) = &l {
         app.metrics.leases.fetch_add(1, Ordering::Relaxed);
         tracing::info!(job = l.job_id, rank = l.rank, lease = l.lease, agent, "task leased");

@@ -101,6 +101,7 @@ pub async fn serve(
         shutdown: stop_rx.clone(),
     });
     let background = tokio::spawn(background(app.clone(), stop_rx.clone()));
+    let deliveries = tokio::spawn(scheduling::delivery::run(app.clone()));
     let (sched_ready, sched_ready_rx) = tokio::sync::oneshot::channel();
     let scheduling = tokio::spawn(scheduling::replicas::run(app.clone(), config.scheduler.clone(), stop_rx.clone(), sched_ready));
     // Serve once the first election was tried (a lone replica then leads from its first
@@ -123,6 +124,7 @@ pub async fn serve(
         .await?;
     let _ = background.await;
     let _ = scheduling.await;
+    let _ = deliveries.await;
     flush(&app).await;
     tracing::info!("coordinator stopped");
     Ok(())

@@ -98,6 +98,11 @@ impl Metrics {
             "# HELP lull_heartbeat_flush_agents Agents written by the last heartbeat flush.\n# TYPE lull_heartbeat_flush_agents gauge\nlull_heartbeat_flush_agents {}",
             self.last_flush_agents.load(Ordering::Relaxed)
         );
+        let _ = writeln!(
+            s,
+            "# HELP lull_sched_last_pass_seconds Duration of the last scheduling pass that placed something (placement only, no database).\n# TYPE lull_sched_last_pass_seconds gauge\nlull_sched_last_pass_seconds {}",
+            self.last_pass_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
         s
     }
 }

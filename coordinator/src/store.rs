@@ -839,7 +839,7 @@ pub struct Snapshot {
 const FLUSH_CHUNK: usize = 500;
 
 /// `($1, $2, …), ($9, …)`: `rows` tuples of `cols` numbered placeholders.
-fn placeholders(rows: usize, cols: usize) -> String {
+pub(crate) fn placeholders(rows: usize, cols: usize) -> String {
     let mut out = String::with_capacity(rows * cols * 5);
     for r in 0..rows {
         if r > 0 {

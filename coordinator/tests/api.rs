@@ -2,28 +2,13 @@
 //! test runs on a fresh SQLite file and, when `LULL_TEST_PG_URL` is set (CI sets it and
 //! `LULL_REQUIRE_POSTGRES=1`), on a fresh PostgreSQL database.
 
+#[macro_use]
 mod common;
 
 use common::*;
 use coordinator::model::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
-
-macro_rules! both {
-    ($name:ident, $body:ident) => {
-        mod $name {
-            use super::*;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                $body(Backend::Sqlite).await;
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                $body(Backend::Postgres).await;
-            }
-        }
-    };
-}
 
 async fn server(b: Backend) -> Option<(TestDb, Server)> {
     server_with(b, test_config()).await

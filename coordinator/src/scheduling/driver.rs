@@ -90,6 +90,9 @@ pub struct Driver {
     /// Running jobs the scheduler did not place (found at a rebuild) → their machines.
     external: HashMap<i64, Vec<MachineId>>,
     next_machine: u64,
+    /// The jobs of the batch being applied, read from the database in one go before it
+    /// (`None`: not found); each is used once, a second look reads again.
+    prefetched: HashMap<i64, Option<JobRow>>,
 }
 
 impl Driver {
@@ -104,6 +107,7 @@ impl Driver {
             ranks: HashMap::new(),
             external: HashMap::new(),
             next_machine: 1,
+            prefetched: HashMap::new(),
         };
         let now = now_ms();
         for a in sql::agents(&app.db).await? {
@@ -235,7 +239,11 @@ impl Driver {
     async fn reconcile(&mut self, job: i64, ended: Option<Ended>) {
         let now = now_ms();
         let t = Millis(now.max(0) as u64);
-        let row = match sql::job(&self.app.db, job).await {
+        let read = match self.prefetched.remove(&job) {
+            Some(row) => Ok(row),
+            None => sql::job(&self.app.db, job).await,
+        };
+        let row = match read {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(job, error = %e, "reading a job for the scheduler failed");
@@ -366,6 +374,12 @@ impl Driver {
                 if open {
                     v.polls += 1;
                     v.free_mem = free_mem;
+                    // An agent asks for work only while its policy accepts guest work, so
+                    // an open poll outdates a heartbeat that said paused or not allowed
+                    // (else a machine just resumed waited for its next heartbeat, up to
+                    // an interval: `lull bench placements --real-agents`). Its budget
+                    // still counts as last reported.
+                    v.allowed = true;
                 } else {
                     v.polls = v.polls.saturating_sub(1);
                     if delivered {
@@ -401,6 +415,29 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Applies a batch of messages: the jobs they name are read first, with a few
+    /// statements for the whole batch.
+    pub async fn apply_batch(&mut self, batch: Vec<Msg>) {
+        let mut ids: Vec<i64> = batch.iter().filter_map(|m| if let Msg::Job { job, .. } = m { Some(*job) } else { None }).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.len() > 1 {
+            match sql::jobs(&self.app.db, &ids).await {
+                Ok(rows) => {
+                    self.prefetched = ids.iter().map(|id| (*id, None)).collect();
+                    for r in rows {
+                        self.prefetched.insert(r.id, Some(r));
+                    }
+                }
+                Err(e) => tracing::warn!(jobs = ids.len(), error = %e, "reading a batch's jobs failed; each is read on its own"),
+            }
+        }
+        for m in batch {
+            self.apply(m).await;
+        }
+        self.prefetched.clear();
     }
 
     /// Runs a pass and turns its assignments into leases; wakes the agents that got one.
@@ -492,12 +529,13 @@ pub async fn run(app: Arc<App>, config: SchedConfig, mut inbox: mpsc::UnboundedR
             _ = tokio::time::sleep(IDLE_PASS) => { d.pass().await; continue; }
         };
         let Some((mut last, msg)) = msg else { return };
-        d.apply(msg).await;
         // Everything that arrived meanwhile joins this batch: one pass for all of it.
+        let mut batch = vec![msg];
         while let Ok((n, m)) = inbox.try_recv() {
-            d.apply(m).await;
+            batch.push(m);
             last = n;
         }
+        d.apply_batch(batch).await;
         d.pass().await;
         app.scheduling.mark_passed(last);
     }

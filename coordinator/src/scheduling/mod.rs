@@ -8,8 +8,9 @@
 //!   the database when it takes the lead, applies the messages in batches and runs a
 //!   pass after each batch (no fixed cycle). A pass's assignments become leases in one
 //!   transaction ([`sql::assign`]); each waits for its agent's long poll, which takes it
-//!   with [`sql::take_delivery`]. A lease that is not taken within
-//!   [`DELIVERY_WINDOW_MS`] goes back to the queue through the ordinary expiry sweep.
+//!   in one transaction with the other polls asking meanwhile ([`delivery`]). A lease
+//!   that is not taken within [`DELIVERY_WINDOW_MS`] goes back to the queue through the
+//!   ordinary expiry sweep.
 //! * With SQLite there is one replica and it leads. With PostgreSQL every replica tries a
 //!   session advisory lock; the holder leads, the others forward their messages with
 //!   `pg_notify` and learn of new leases the same way. A killed leader's session ends,
@@ -18,6 +19,7 @@
 //! A task is leased only through `UPDATE … WHERE state = 'queued'`, so even two replicas
 //! that both believed they led could never lease one task twice.
 
+pub mod delivery;
 pub mod driver;
 pub mod replicas;
 pub mod sql;
@@ -79,6 +81,8 @@ pub struct Scheduling {
     /// This replica's open long polls: agent → (how many, the last free memory given), so
     /// a new leader learns of polls opened before it led ([`Scheduling::reannounce`]).
     open_polls: Mutex<HashMap<String, (u32, u64)>>,
+    /// The long polls' lease hand-over, group-committed.
+    pub deliveries: delivery::Deliveries,
 }
 
 impl Default for Scheduling {
@@ -91,6 +95,7 @@ impl Default for Scheduling {
             waiters: Mutex::new(HashMap::new()),
             outbox: Mutex::new(None),
             open_polls: Mutex::new(HashMap::new()),
+            deliveries: delivery::Deliveries::default(),
         }
     }
 }

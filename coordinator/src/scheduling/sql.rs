@@ -39,6 +39,14 @@ impl JobRow {
     }
 }
 
+/// Ids (or agents) one statement names at most.
+const IN_CHUNK: usize = 400;
+
+/// `$1, $2, …, $n`.
+fn id_list(n: usize) -> String {
+    (1..=n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
 const JOB_COLS: &str = "id, program, state, mem_bytes, checkpointable, estimate_s, created_ms";
 
 fn job_row(r: &AnyRow) -> Result<JobRow> {
@@ -82,27 +90,50 @@ pub async fn job(db: &Db, id: i64) -> Result<Option<JobRow>> {
 
 /// Every queued or running job with its tasks, oldest first (the leader's rebuild).
 pub async fn open_jobs(db: &Db) -> Result<Vec<JobRow>> {
-    let mut jobs: Vec<JobRow> = Vec::new();
-    for r in sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {JOB_COLS} FROM jobs WHERE state IN ('queued', 'running') ORDER BY id")))
+    let jobs = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {JOB_COLS} FROM jobs WHERE state IN ('queued', 'running') ORDER BY id")))
         .fetch_all(&db.pool)
-        .await?
-    {
-        jobs.push(job_row(&r)?);
-    }
-    let ix: std::collections::HashMap<i64, usize> = jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
-    for r in sqlx::query(
+        .await?;
+    let tasks = sqlx::query(
         "SELECT t.job_id, t.rank, t.state, t.agent_id, t.user_cpu_s, t.sys_cpu_s FROM tasks t JOIN jobs j ON j.id = t.job_id
          WHERE j.state IN ('queued', 'running') ORDER BY t.job_id, t.rank",
     )
     .fetch_all(&db.pool)
-    .await?
-    {
-        let (job, t) = task_row(&r)?;
+    .await?;
+    with_tasks(&jobs, &tasks)
+}
+
+/// Jobs with their tasks, by id (ids not found are left out): a batch of messages' jobs
+/// read with a few statements (400 ids each) instead of two per job.
+pub async fn jobs(db: &Db, ids: &[i64]) -> Result<Vec<JobRow>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(IN_CHUNK) {
+        let list = id_list(chunk.len());
+        let mut jq = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {JOB_COLS} FROM jobs WHERE id IN ({list})")));
+        let mut tq = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT job_id, rank, state, agent_id, user_cpu_s, sys_cpu_s FROM tasks WHERE job_id IN ({list}) ORDER BY job_id, rank"
+        )));
+        for id in chunk {
+            jq = jq.bind(*id);
+            tq = tq.bind(*id);
+        }
+        let jobs = jq.fetch_all(&db.pool).await?;
+        let tasks = tq.fetch_all(&db.pool).await?;
+        out.extend(with_tasks(&jobs, &tasks)?);
+    }
+    Ok(out)
+}
+
+/// Job rows with their task rows attached (tasks in the order given).
+fn with_tasks(jobs: &[AnyRow], tasks: &[AnyRow]) -> Result<Vec<JobRow>> {
+    let mut out: Vec<JobRow> = jobs.iter().map(job_row).collect::<Result<_>>()?;
+    let ix: std::collections::HashMap<i64, usize> = out.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+    for r in tasks {
+        let (job, t) = task_row(r)?;
         if let Some(&i) = ix.get(&job) {
-            jobs[i].tasks.push(t);
+            out[i].tasks.push(t);
         }
     }
-    Ok(jobs)
+    Ok(out)
 }
 
 /// An enrolled machine's last flushed heartbeat state.
@@ -164,15 +195,88 @@ pub struct Planned {
     pub predicted_runtime_s: f64,
 }
 
+/// Members (one `(job, rank, agent)` row each) per multi-row statement in [`assign`].
+const ASSIGN_CHUNK: usize = 500;
+
 /// Turns a pass's placements into leases in one transaction: each member's task goes
 /// from `queued` to `leased` (not yet delivered, expiring after `delivery_ms` unless its
 /// agent's poll takes it), the job's state and placement are written. A job whose tasks
 /// are no longer all queued (cancelled meanwhile, say) is left untouched as a whole and
 /// returned, for the caller to reconcile.
+///
+/// The whole pass is first written with a few multi-row statements (500 members each);
+/// only when one of them finds a task no longer queued is that attempt rolled back and
+/// the pass written job by job, each in a savepoint of its own.
 pub async fn assign(db: &Db, plans: &[Planned], delivery_ms: i64) -> Result<Vec<i64>> {
     let now = now_ms();
-    let mut conflicts = Vec::new();
     let mut tx = db.pool.begin().await?;
+    if assign_all(&mut tx, plans, now + delivery_ms, now).await? {
+        tx.commit().await?;
+        return Ok(Vec::new());
+    }
+    tx.rollback().await?;
+    let mut tx = db.pool.begin().await?;
+    let conflicts = assign_each(&mut tx, plans, now + delivery_ms, now).await?;
+    tx.commit().await?;
+    Ok(conflicts)
+}
+
+/// Writes every placement with multi-row statements; `false` (the caller rolls back)
+/// when some task was no longer queued.
+async fn assign_all(tx: &mut sqlx::AnyConnection, plans: &[Planned], expires_ms: i64, now: i64) -> Result<bool> {
+    let members: Vec<(i64, u32, &str)> = plans.iter().flat_map(|p| p.members.iter().map(|(r, a)| (p.job, *r, a.as_str()))).collect();
+    for chunk in members.chunks(ASSIGN_CHUNK) {
+        let sql = format!(
+            "WITH v(job, rnk, agent) AS (VALUES {})
+             UPDATE tasks SET state = 'leased', agent_id = v.agent, lease_epoch = lease_epoch + 1, lease_expires_ms = ${},
+                attempts = attempts + 1, lease_delivered = 0
+             FROM v WHERE tasks.job_id = v.job AND tasks.rank = v.rnk AND tasks.state = 'queued'",
+            crate::store::placeholders(chunk.len(), 3),
+            chunk.len() * 3 + 1
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (job, rank, agent) in chunk {
+            q = q.bind(*job).bind(*rank as i64).bind(agent.to_string());
+        }
+        if q.bind(expires_ms).execute(&mut *tx).await?.rows_affected() != chunk.len() as u64 {
+            return Ok(false);
+        }
+    }
+    for chunk in plans.chunks(ASSIGN_CHUNK) {
+        let ids = id_list(chunk.len());
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE jobs SET state = 'running' WHERE state = 'queued' AND id IN ({ids})")));
+        for p in chunk {
+            q = q.bind(p.job);
+        }
+        q.execute(&mut *tx).await?;
+        let sql = format!(
+            "INSERT INTO placements(job_id, agents, algorithm, reason, prediction_source, predicted_runtime_s, placed_ms)
+             VALUES {}
+             ON CONFLICT(job_id) DO UPDATE SET agents = excluded.agents, algorithm = excluded.algorithm, reason = excluded.reason,
+               prediction_source = excluded.prediction_source, predicted_runtime_s = excluded.predicted_runtime_s,
+               placed_ms = excluded.placed_ms",
+            crate::store::placeholders(chunk.len(), 7)
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for p in chunk {
+            let agents: Vec<&str> = p.members.iter().map(|(_, a)| a.as_str()).collect();
+            q = q
+                .bind(p.job)
+                .bind(agents.join(","))
+                .bind(p.algorithm.clone())
+                .bind(p.reason.clone())
+                .bind(p.prediction_source.clone())
+                .bind(p.predicted_runtime_s)
+                .bind(now);
+        }
+        q.execute(&mut *tx).await?;
+    }
+    Ok(true)
+}
+
+/// Writes the placements job by job, a savepoint each; returns the jobs left untouched.
+async fn assign_each(tx: &mut sqlx::AnyConnection, plans: &[Planned], expires_ms: i64, now: i64) -> Result<Vec<i64>> {
+    let mut conflicts = Vec::new();
     for p in plans {
         let mut sp = sqlx::Connection::begin(&mut *tx).await?;
         let mut ok = true;
@@ -185,7 +289,7 @@ pub async fn assign(db: &Db, plans: &[Planned], delivery_ms: i64) -> Result<Vec<
             .bind(p.job)
             .bind(*rank as i64)
             .bind(agent)
-            .bind(now + delivery_ms)
+            .bind(expires_ms)
             .execute(&mut *sp)
             .await?
             .rows_affected();
@@ -219,45 +323,111 @@ pub async fn assign(db: &Db, plans: &[Planned], delivery_ms: i64) -> Result<Vec<
         .await?;
         sp.commit().await?;
     }
-    tx.commit().await?;
     Ok(conflicts)
 }
 
 /// Hands a lease waiting for `agent` to its poll: marks it delivered and gives it the
 /// full lease time. At most one poll gets each lease.
 pub async fn take_delivery(db: &Db, agent: &str, ttl_ms: i64) -> Result<Option<Lease>> {
+    Ok(take_deliveries(db, &[(agent.to_string(), 1)], ttl_ms).await?.pop().map(|(_, l)| l))
+}
+
+/// Hands waiting leases to many polls in one transaction (one commit): for each
+/// `(agent, n)`, at most `n` of the leases assigned to `agent` and not yet delivered
+/// (lowest job and rank first) are marked delivered and given the full lease time.
+/// Returns them with their agent. Each lease is delivered at most once (the `UPDATE`
+/// re-checks `lease_delivered = 0` on the row it changes), so a lease another replica
+/// took meanwhile is simply not returned.
+pub async fn take_deliveries(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Result<Vec<(String, Lease)>> {
+    if asks.is_empty() {
+        return Ok(Vec::new());
+    }
     let now = now_ms();
-    let row = sqlx::query(
-        "UPDATE tasks SET lease_delivered = 1, lease_expires_ms = $2
-         WHERE lease_delivered = 0 AND state = 'leased' AND agent_id = $1 AND (job_id, rank) = (
-            SELECT q.job_id, q.rank FROM tasks q WHERE q.agent_id = $1 AND q.state = 'leased' AND q.lease_delivered = 0
-            ORDER BY q.job_id, q.rank LIMIT 1)
-         RETURNING job_id, rank, lease_epoch",
+    let mut tx = db.pool.begin().await?;
+    let mut taken: Vec<(String, i64, i64, i64)> = Vec::new();
+    for chunk in asks.chunks(IN_CHUNK) {
+        let sql = format!(
+            "WITH want(agent, n) AS (VALUES {}),
+             ranked AS (
+                SELECT q.job_id, q.rank, w.n, ROW_NUMBER() OVER (PARTITION BY q.agent_id ORDER BY q.job_id, q.rank) AS rn
+                FROM tasks q JOIN want w ON q.agent_id = w.agent
+                WHERE q.state = 'leased' AND q.lease_delivered = 0)
+             UPDATE tasks SET lease_delivered = 1, lease_expires_ms = ${}
+             WHERE state = 'leased' AND lease_delivered = 0 AND (job_id, rank) IN (SELECT job_id, rank FROM ranked WHERE rn <= n)
+             RETURNING job_id, rank, lease_epoch, agent_id",
+            crate::store::placeholders(chunk.len(), 2),
+            chunk.len() * 2 + 1
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (agent, n) in chunk {
+            q = q.bind(agent.clone()).bind(*n as i64);
+        }
+        for r in q.bind(now + ttl_ms).fetch_all(&mut *tx).await? {
+            taken.push((col(&r, "agent_id")?, col(&r, "job_id")?, col(&r, "rank")?, col(&r, "lease_epoch")?));
+        }
+    }
+    let mut jobs: Vec<i64> = taken.iter().map(|t| t.1).collect();
+    jobs.sort_unstable();
+    jobs.dedup();
+    let mut specs = std::collections::HashMap::with_capacity(jobs.len());
+    for chunk in jobs.chunks(IN_CHUNK) {
+        let sql = format!("SELECT id, program, spec, mem_bytes, checkpointable, gang FROM jobs WHERE id IN ({})", id_list(chunk.len()));
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for id in chunk {
+            q = q.bind(*id);
+        }
+        for j in q.fetch_all(&mut *tx).await? {
+            let spec: JobSpec =
+                serde_json::from_str(&col::<String>(&j, "spec")?).map_err(|e| StoreError::Sql(sqlx::Error::Decode(Box::new(e))))?;
+            specs.insert(
+                col::<i64>(&j, "id")?,
+                (
+                    col::<i64>(&j, "gang")? as u32,
+                    col::<String>(&j, "program")?,
+                    spec,
+                    col::<i64>(&j, "mem_bytes")?,
+                    col::<i64>(&j, "checkpointable")?,
+                ),
+            );
+        }
+    }
+    tx.commit().await?;
+    taken.sort_unstable_by_key(|t| (t.1, t.2));
+    let mut out = Vec::with_capacity(taken.len());
+    for (agent, job_id, rank, lease) in taken {
+        let Some((machines, program, spec, mem, checkpointable)) = specs.get(&job_id).cloned() else { continue };
+        out.push((
+            agent,
+            Lease {
+                job_id,
+                rank: rank as u32,
+                lease,
+                expires_ms: now + ttl_ms,
+                machines,
+                program,
+                spec,
+                mem_bytes: mem.max(0) as u64,
+                checkpointable: checkpointable != 0,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// Gives back a delivered lease whose poll was gone before it could be answered: it
+/// waits for the agent's next poll again, for at most `delivery_ms`.
+pub async fn undeliver(db: &Db, lease: &Lease, delivery_ms: i64) -> Result<()> {
+    sqlx::query(
+        "UPDATE tasks SET lease_delivered = 0, lease_expires_ms = $4
+         WHERE job_id = $1 AND rank = $2 AND lease_epoch = $3 AND state = 'leased' AND lease_delivered = 1",
     )
-    .bind(agent)
-    .bind(now + ttl_ms)
-    .fetch_optional(&db.pool)
+    .bind(lease.job_id)
+    .bind(lease.rank as i64)
+    .bind(lease.lease)
+    .bind(now_ms() + delivery_ms)
+    .execute(&db.pool)
     .await?;
-    let Some(row) = row else { return Ok(None) };
-    let job_id: i64 = col(&row, "job_id")?;
-    let rank: i64 = col(&row, "rank")?;
-    let lease: i64 = col(&row, "lease_epoch")?;
-    let j = sqlx::query("SELECT program, spec, mem_bytes, checkpointable, gang FROM jobs WHERE id = $1")
-        .bind(job_id)
-        .fetch_one(&db.pool)
-        .await?;
-    let spec: JobSpec = serde_json::from_str(&col::<String>(&j, "spec")?).map_err(|e| StoreError::Sql(sqlx::Error::Decode(Box::new(e))))?;
-    Ok(Some(Lease {
-        job_id,
-        rank: rank as u32,
-        lease,
-        expires_ms: now + ttl_ms,
-        machines: col::<i64>(&j, "gang")? as u32,
-        program: col(&j, "program")?,
-        spec,
-        mem_bytes: col::<i64>(&j, "mem_bytes")?.max(0) as u64,
-        checkpointable: col::<i64>(&j, "checkpointable")? != 0,
-    }))
+    Ok(())
 }
 
 /// Writes one program's prediction record (the leader, after a job completes).

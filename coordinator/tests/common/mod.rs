@@ -9,6 +9,25 @@ use coordinator::{Config, Db};
 use serde_json::{json, Value};
 use std::time::Duration;
 
+/// `both!(name, body)`: a module `name` with the tests `sqlite` and `postgres`, each
+/// running the async `body(Backend)` (the second skipped without PostgreSQL).
+#[allow(unused_macros)]
+macro_rules! both {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                $body(Backend::Sqlite).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                $body(Backend::Postgres).await;
+            }
+        }
+    };
+}
+
 /// Which database a test runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {

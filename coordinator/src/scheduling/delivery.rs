@@ -1,0 +1,112 @@
+//! Lease delivery with group commit: the long polls of this replica that look for a
+//! waiting lease queue their asks here, and one task hands out the leases of every ask
+//! queued meanwhile in one transaction ([`sql::take_deliveries`]).
+//!
+//! Each delivery is a write (the lease is marked delivered and given its full time), and
+//! a write is durable only once committed: with SQLite that is a `fsync` per commit, so
+//! one transaction per poll capped deliveries at a few hundred a second. Batched, the
+//! commit is shared by every poll that asked while the previous batch was being written,
+//! so the batches grow with the load and nothing waits for a timer. A poll is answered
+//! only after the commit, as before, and each lease still goes to at most one poll.
+
+use super::sql;
+use crate::model::Lease;
+use crate::store::StoreError;
+use crate::App;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+
+/// At most this many asks go into one transaction.
+const BATCH: usize = 2000;
+
+type Answer = oneshot::Sender<Result<Option<Lease>, StoreError>>;
+
+/// The queue of asks, and its receiving end until the batching task takes it.
+#[derive(Debug)]
+pub struct Deliveries {
+    tx: mpsc::UnboundedSender<(String, Answer)>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<(String, Answer)>>>,
+}
+
+impl Default for Deliveries {
+    fn default() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Deliveries { tx, rx: Mutex::new(Some(rx)) }
+    }
+}
+
+impl Deliveries {
+    /// Takes a lease waiting for `agent`, in the next batch (or on its own when no
+    /// batching task runs).
+    pub async fn take(&self, app: &App, agent: &str) -> Result<Option<Lease>, StoreError> {
+        let (answer, answered) = oneshot::channel();
+        let running = self.rx.lock().unwrap_or_else(|e| e.into_inner()).is_none();
+        if running && self.tx.send((agent.to_string(), answer)).is_ok() {
+            if let Ok(r) = answered.await {
+                return r;
+            }
+        }
+        sql::take_delivery(&app.db, agent, app.config.lease_ttl.as_millis() as i64).await
+    }
+}
+
+/// The batching task: runs until shutdown begins (asks after that are answered on their
+/// own).
+pub async fn run(app: Arc<App>) {
+    let Some(mut rx) = app.scheduling.deliveries.rx.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+    let ttl = app.config.lease_ttl.as_millis() as i64;
+    let mut stop = app.shutdown.clone();
+    let mut batch = Vec::with_capacity(64);
+    loop {
+        let n = tokio::select! {
+            n = rx.recv_many(&mut batch, BATCH) => n,
+            _ = stop.wait_for(|s| *s) => 0,
+        };
+        if n == 0 {
+            break;
+        }
+        let mut wants: Vec<(String, u32)> = Vec::new();
+        let mut ix: HashMap<&str, usize> = HashMap::new();
+        for (agent, _) in &batch {
+            match ix.get(agent.as_str()) {
+                Some(&i) => wants[i].1 += 1,
+                None => {
+                    ix.insert(agent, wants.len());
+                    wants.push((agent.clone(), 1));
+                }
+            }
+        }
+        drop(ix);
+        match sql::take_deliveries(&app.db, &wants, ttl).await {
+            Ok(leases) => {
+                let mut by_agent: HashMap<String, Vec<Lease>> = HashMap::new();
+                for (agent, lease) in leases.into_iter().rev() {
+                    by_agent.entry(agent).or_default().push(lease);
+                }
+                for (agent, answer) in batch.drain(..) {
+                    let lease = by_agent.get_mut(&agent).and_then(|l| l.pop());
+                    if let Err(Ok(Some(lease))) = answer.send(Ok(lease)) {
+                        // The poll went away before its answer: the lease was marked
+                        // delivered in vain. Give it back to the delivery window.
+                        requeue_undelivered(&app, &lease).await;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, asks = batch.len(), "delivering leases in one batch failed; each poll is answered on its own");
+                for (agent, answer) in batch.drain(..) {
+                    let _ = answer.send(sql::take_delivery(&app.db, &agent, ttl).await);
+                }
+            }
+        }
+    }
+}
+
+/// Undoes the delivery of a lease whose poll left before it was answered, so that the
+/// agent's next poll takes it (or it expires after the delivery window, using no retry).
+async fn requeue_undelivered(app: &App, lease: &Lease) {
+    if let Err(e) = sql::undeliver(&app.db, lease, super::DELIVERY_WINDOW_MS).await {
+        tracing::warn!(job = lease.job_id, rank = lease.rank, error = %e, "giving back an unanswered delivery failed");
+    }
+}

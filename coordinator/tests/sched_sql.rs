@@ -1,0 +1,86 @@
+//! The scheduler's batched writes on both databases: `assign` writes a whole pass with
+//! multi-row statements and falls back to job-by-job savepoints when a task is no longer
+//! queued (only that job is left untouched); `take_deliveries` hands each waiting lease to
+//! at most one poll, several to one agent when it asks for several, lowest job first.
+
+#[macro_use]
+mod common;
+
+use common::{fresh_db, Backend};
+use coordinator::auth::Principal;
+use coordinator::model::{CreateJoinToken, EnrolRequest, SubmitJob};
+use coordinator::scheduling::sql::{self, Planned};
+use coordinator::{store, Db};
+
+async fn agent(db: &Db, machine: &str) -> String {
+    let token = store::create_join_token(db, &CreateJoinToken { uses: Some(1), ttl_s: Some(60) }).await.unwrap();
+    let req = EnrolRequest { token: token.token, owner: "o".into(), machine: machine.into(), replace: false };
+    store::enrol(db, &req).await.unwrap().agent_id
+}
+
+async fn submit(db: &Db, machines: u32) -> i64 {
+    let req: SubmitJob = serde_json::from_value(serde_json::json!({"command": "true", "machines": machines})).unwrap();
+    store::submit(db, &Principal::Admin, &req).await.unwrap().id
+}
+
+fn plan(job: i64, agents: &[&str]) -> Planned {
+    Planned {
+        job,
+        members: agents.iter().enumerate().map(|(r, a)| (r as u32, a.to_string())).collect(),
+        algorithm: "fifo".into(),
+        reason: "test".into(),
+        prediction_source: "none".into(),
+        predicted_runtime_s: 1.0,
+    }
+}
+
+async fn states(db: &Db, job: i64) -> (String, Vec<(String, Option<String>)>) {
+    let j = sql::job(db, job).await.unwrap().unwrap();
+    (j.state, j.tasks.into_iter().map(|t| (t.state, t.agent_id)).collect())
+}
+
+async fn batched_assign_and_delivery(backend: Backend) {
+    let Some(t) = fresh_db(backend).await else { return };
+    let db = Db::connect(&t.url).await.unwrap();
+    let (a, b) = (agent(&db, "a").await, agent(&db, "b").await);
+    let j1 = submit(&db, 1).await;
+    let j2 = submit(&db, 1).await;
+    let gang = submit(&db, 2).await;
+    let j3 = submit(&db, 1).await;
+
+    // The whole pass in one go.
+    let conflicts = sql::assign(&db, &[plan(j1, &[&a]), plan(gang, &[&a, &b]), plan(j3, &[&a])], 10_000).await.unwrap();
+    assert!(conflicts.is_empty(), "{conflicts:?}");
+    assert_eq!(states(&db, gang).await, ("running".into(), vec![("leased".into(), Some(a.clone())), ("leased".into(), Some(b.clone()))]));
+
+    // A job cancelled meanwhile: left whole and returned, the others of the pass written.
+    store::cancel(&db, &Principal::Admin, j2).await.unwrap();
+    let j4 = submit(&db, 2).await;
+    let conflicts = sql::assign(&db, &[plan(j2, &[&b]), plan(j4, &[&b, &a])], 10_000).await.unwrap();
+    assert_eq!(conflicts, vec![j2]);
+    assert_eq!(states(&db, j2).await.1, vec![("cancelled".into(), None)]);
+    assert_eq!(states(&db, j4).await, ("running".into(), vec![("leased".into(), Some(b.clone())), ("leased".into(), Some(a.clone()))]));
+    // Assigning an already leased job again changes nothing.
+    assert_eq!(sql::assign(&db, &[plan(j1, &[&b])], 10_000).await.unwrap(), vec![j1]);
+    assert_eq!(states(&db, j1).await.1, vec![("leased".into(), Some(a.clone()))]);
+
+    // `a` holds j1, gang rank 0, j3 and j4 rank 1; two asks of `a` and one of `b` in one
+    // batch: `a` gets its two lowest, `b` its lowest.
+    let got = sql::take_deliveries(&db, &[(a.clone(), 2), (b.clone(), 1)], 60_000).await.unwrap();
+    let got: Vec<(String, i64, u32)> = got.into_iter().map(|(ag, l)| (ag, l.job_id, l.rank)).collect();
+    assert_eq!(got, vec![(a.clone(), j1, 0), (a.clone(), gang, 0), (b.clone(), gang, 1)]);
+    // Each lease once: the next asks get the rest, then nothing.
+    let l = sql::take_delivery(&db, &a, 60_000).await.unwrap().unwrap();
+    assert_eq!((l.job_id, l.rank, l.machines), (j3, 0, 1));
+    let got = sql::take_deliveries(&db, &[(a.clone(), 5), (b.clone(), 5)], 60_000).await.unwrap();
+    let got: Vec<(String, i64, u32)> = got.into_iter().map(|(ag, l)| (ag, l.job_id, l.rank)).collect();
+    assert_eq!(got, vec![(b.clone(), j4, 0), (a.clone(), j4, 1)]);
+    assert!(sql::take_deliveries(&db, &[(a.clone(), 1), (b.clone(), 1)], 60_000).await.unwrap().is_empty());
+
+    // A delivery given back waits for the next poll again.
+    sql::undeliver(&db, &l, 10_000).await.unwrap();
+    assert_eq!(sql::take_delivery(&db, &a, 60_000).await.unwrap().map(|l| l.job_id), Some(j3));
+    db.close().await;
+}
+
+both!(assign_and_delivery_in_batches, batched_assign_and_delivery);
