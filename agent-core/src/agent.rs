@@ -214,6 +214,8 @@ struct Driver {
     /// A `lull run --now` job's guest while its unsaved donate-now offer lasts.
     transient_donate: Option<String>,
     sensors: Sensors,
+    /// Finds the owner's exclusive programs for each reading.
+    programs: crate::programs::ProgramWatch,
     /// Whether the sensors have had their first (discarded) reading.
     primed: bool,
     /// When the last reading was taken (none yet: the first is due at once).
@@ -336,6 +338,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         accepting,
         transient_donate: None,
         sensors,
+        programs: Default::default(),
         primed: false,
         last_sample_at: None,
         readings: 0,
@@ -452,7 +455,9 @@ impl Driver {
         }
         let t_migr = self.guests.migration_cost();
         self.policy.set_migration_cost(t_migr);
-        let sample = self.sensors.sample(now.mono, self.guests.reading());
+        let mut sample = self.sensors.sample(now.mono, self.guests.reading());
+        // Folded into the reading: no wake-up of its own, nothing when the list is empty.
+        sample.exclusive_program = self.programs.scan(&self.config.rules.exclusive_programs);
         if !self.primed {
             // The first tick comes at once after start-up: its CPU figure covers a few
             // milliseconds since the sensors were opened, too short to mean anything.
@@ -717,6 +722,7 @@ impl Driver {
                 return Response::Config { config: Box::new(self.config.clone()) };
             }
             Request::Today => return self.today(),
+            Request::RunningPrograms => return Response::Programs { names: self.programs.running() },
         }
         Response::Status(Box::new(self.status()))
     }
