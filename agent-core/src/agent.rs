@@ -216,6 +216,11 @@ struct Driver {
     sensors: Sensors,
     /// Finds the owner's exclusive programs for each reading.
     programs: crate::programs::ProgramWatch,
+    /// The exclusive programs as the process-connector thread matches them.
+    exclusive: Arc<std::sync::RwLock<Vec<String>>>,
+    /// Wakes the loop for a reading when a named program starts or ends; `None` once the
+    /// connector thread has it (started when the list first has an entry).
+    exec_wake: Option<mpsc::UnboundedSender<()>>,
     /// Whether the sensors have had their first (discarded) reading.
     primed: bool,
     /// When the last reading was taken (none yet: the first is due at once).
@@ -313,6 +318,8 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
     }
     drop(sink);
 
+    let (exec_tx, mut exec_rx) = mpsc::unbounded_channel::<()>();
+
     // Control socket.
     let listener =
         control::bind(&paths.socket).map_err(|source| AgentError::Socket { path: paths.socket.display().to_string(), source })?;
@@ -339,6 +346,8 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         transient_donate: None,
         sensors,
         programs: Default::default(),
+        exclusive: Arc::new(std::sync::RwLock::new(Vec::new())),
+        exec_wake: Some(exec_tx),
         primed: false,
         last_sample_at: None,
         readings: 0,
@@ -351,6 +360,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         guests_present: false,
         jobs: Vec::new(),
     };
+    d.watch_execs();
     let first = d.policy.state();
     let (inputs, gdesc) = (d.input_names.iter().map(|(_, n)| n.clone()).collect(), d.guests.describe());
     d.notify(&Notice::Started { state: first, input: inputs, guests: gdesc });
@@ -385,6 +395,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
                 }
                 None => input_open = false,
             },
+            Some(()) = exec_rx.recv() => d.on_tick(),
             Some((req, reply)) = ctl_rx.recv() => {
                 let resp = d.on_request(req);
                 let _ = reply.send(resp);
@@ -760,7 +771,26 @@ impl Driver {
         info!(file = %self.paths.config_file.display(), "configuration changed");
         self.policy.set_config(merged.policy());
         self.config = merged;
+        self.watch_execs();
         Ok(())
+    }
+
+    /// Hands the exclusive programs to the process-connector thread, starting it when
+    /// the list first has an entry (an empty list costs no thread and no wake-up). Where
+    /// it cannot run (no CAP_NET_ADMIN), readings alone find the programs.
+    fn watch_execs(&mut self) {
+        let list = &self.config.rules.exclusive_programs;
+        *self.exclusive.write().unwrap_or_else(|p| p.into_inner()) = list.clone();
+        if list.is_empty() {
+            return;
+        }
+        let Some(tx) = self.exec_wake.take() else { return };
+        match crate::programs::ExecWatch::start(self.exclusive.clone(), move || {
+            let _ = tx.send(());
+        }) {
+            Ok(()) => info!("exclusive programs: watching process starts (netlink process connector)"),
+            Err(e) => info!("exclusive programs: no process connector ({e}); each reading looks for them"),
+        }
     }
 
     fn today(&mut self) -> Response {

@@ -4,6 +4,12 @@
 //! `sampling.relaxed_interval_ms` otherwise), and the list of running programs the
 //! Settings window offers to pick from.
 //!
+//! Event-driven where the kernel lets the agent: [`ExecWatch`] listens to the netlink
+//! process connector (exec and exit of every process; needs CAP_NET_ADMIN, so a root
+//! agent), matches each exec'd process's `comm` against the list on its own thread, and
+//! asks the driver for a reading at once when a named program starts or one it saw ends.
+//! Without it (an ordinary user's agent) the program is found at the next reading.
+//!
 //! A name matches a process's `comm` (the executable's name as the kernel keeps it,
 //! truncated to 15 bytes) or, for longer names, the basename of its `/proc/PID/exe`; an
 //! entry starting with `/` matches the full path of `exe`. Guest processes (in a cgroup
@@ -114,6 +120,113 @@ impl ProgramWatch {
     }
 }
 
+/// The netlink process connector: exec and exit events of every process, matched here
+/// against the exclusive programs so the driver is woken only for a named program.
+pub struct ExecWatch;
+
+/// Where the connector's events are found in a datagram: nlmsghdr (16 bytes), cn_msg (20),
+/// then proc_event { what: u32, cpu: u32, timestamp_ns: u64, pid: u32, tgid: u32, … }.
+const EVENT: usize = 16 + 20;
+const PROC_EVENT_EXEC: u32 = 0x0000_0002;
+const PROC_EVENT_EXIT: u32 = 0x8000_0000;
+const CN_IDX_PROC: u32 = 1;
+const CN_VAL_PROC: u32 = 1;
+const PROC_CN_MCAST_LISTEN: u32 = 1;
+
+fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+    b.get(off..off + 4).map(|x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]]))
+}
+
+/// (event kind, thread group id) of one connector datagram.
+fn parse_event(b: &[u8]) -> Option<(u32, u32)> {
+    Some((u32_at(b, EVENT)?, u32_at(b, EVENT + 20)?))
+}
+
+impl ExecWatch {
+    /// Subscribes to the process connector and starts the thread that calls `wake` when
+    /// a process named in `wanted` (read anew for every event: the configuration may
+    /// change) execs, or one found so exits. Fails without CAP_NET_ADMIN.
+    pub fn start(wanted: std::sync::Arc<std::sync::RwLock<Vec<String>>>, wake: impl Fn() + Send + 'static) -> std::io::Result<()> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let err = std::io::Error::last_os_error;
+        // SAFETY: plain socket(2); a non-negative result is a new descriptor we own.
+        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, libc::NETLINK_CONNECTOR) };
+        if fd < 0 {
+            return Err(err());
+        }
+        // SAFETY: fd was just created and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: an all-zero sockaddr_nl is valid; its fields are set below.
+        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as u16;
+        addr.nl_groups = CN_IDX_PROC;
+        // SAFETY: binds our socket to a correctly sized sockaddr_nl.
+        let rc = unsafe {
+            libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_nl).cast(), std::mem::size_of::<libc::sockaddr_nl>() as u32)
+        };
+        if rc < 0 {
+            return Err(err());
+        }
+        // nlmsghdr + cn_msg + the op: "listen".
+        let mut msg = Vec::with_capacity(40);
+        msg.extend_from_slice(&40u32.to_ne_bytes()); // nlmsg_len
+        msg.extend_from_slice(&(libc::NLMSG_DONE as u16).to_ne_bytes()); // nlmsg_type
+        msg.extend_from_slice(&0u16.to_ne_bytes()); // nlmsg_flags
+        msg.extend_from_slice(&0u32.to_ne_bytes()); // nlmsg_seq
+        msg.extend_from_slice(&std::process::id().to_ne_bytes()); // nlmsg_pid
+        msg.extend_from_slice(&CN_IDX_PROC.to_ne_bytes());
+        msg.extend_from_slice(&CN_VAL_PROC.to_ne_bytes());
+        msg.extend_from_slice(&0u32.to_ne_bytes()); // seq
+        msg.extend_from_slice(&0u32.to_ne_bytes()); // ack
+        msg.extend_from_slice(&4u16.to_ne_bytes()); // len
+        msg.extend_from_slice(&0u16.to_ne_bytes()); // flags
+        msg.extend_from_slice(&PROC_CN_MCAST_LISTEN.to_ne_bytes());
+        // SAFETY: sends our buffer of its own length on our socket.
+        let n = unsafe { libc::send(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
+        if n < 0 {
+            return Err(err());
+        }
+        std::thread::Builder::new().name("exclusive-programs".into()).spawn(move || {
+            let proc_root = Path::new("/proc");
+            let mut seen: BTreeSet<u32> = BTreeSet::new();
+            let mut buf = [0u8; 1024];
+            loop {
+                // SAFETY: receives into our buffer, at most its length.
+                let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+                if n < 0 {
+                    let e = std::io::Error::last_os_error();
+                    match e.raw_os_error() {
+                        // Events dropped under a burst of execs: the next reading scans.
+                        Some(libc::ENOBUFS) | Some(libc::EINTR) => continue,
+                        _ => {
+                            tracing::warn!("exclusive programs: the process connector failed ({e}); readings still scan");
+                            return;
+                        }
+                    }
+                }
+                let Some((what, tgid)) = parse_event(&buf[..n as usize]) else { continue };
+                match what {
+                    PROC_EVENT_EXEC => {
+                        let list = wanted.read().unwrap_or_else(|p| p.into_inner());
+                        if list.is_empty() {
+                            continue;
+                        }
+                        let Some(comm) = read_comm(proc_root, tgid) else { continue };
+                        let exe = || std::fs::read_link(proc_root.join(format!("{tgid}/exe"))).ok();
+                        if list.iter().any(|w| matches(w, &comm, exe)) && !is_guest(proc_root, tgid) {
+                            seen.insert(tgid);
+                            wake();
+                        }
+                    }
+                    PROC_EVENT_EXIT if seen.remove(&tgid) => wake(),
+                    _ => {}
+                }
+            }
+        })?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +246,39 @@ mod tests {
         assert!(matches(long, "a-very-long-gam", || Some(PathBuf::from("/games/a-very-long-game-name"))));
         assert!(!matches(long, "a-very-long-gam", || Some(PathBuf::from("/games/a-very-long-gamble"))));
         assert!(!matches(long, "a-very-long-gam", none));
+    }
+
+    #[test]
+    fn connector_events_are_read_at_their_offsets() {
+        let mut b = vec![0u8; 64];
+        b[36..40].copy_from_slice(&PROC_EVENT_EXEC.to_ne_bytes());
+        b[56..60].copy_from_slice(&4242u32.to_ne_bytes());
+        assert_eq!(parse_event(&b), Some((PROC_EVENT_EXEC, 4242)));
+        assert_eq!(parse_event(&b[..50]), None);
+    }
+
+    /// As root, the connector reports a named program's exec and exit.
+    #[test]
+    fn exec_and_exit_of_a_named_program_wake_the_driver() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED: the process connector needs CAP_NET_ADMIN");
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let wanted = std::sync::Arc::new(std::sync::RwLock::new(vec!["lullexecgame".to_owned()]));
+        ExecWatch::start(wanted, move || {
+            let _ = tx.send(());
+        })
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("lullexecgame");
+        std::fs::copy("/bin/sleep", &exe).unwrap();
+        let mut child = std::process::Command::new(&exe).arg("30").spawn().unwrap();
+        assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok(), "no wake-up for the exec");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok(), "no wake-up for the exit");
     }
 
     #[test]
