@@ -221,6 +221,8 @@ struct Driver {
     /// Wakes the loop for a reading when a named program starts or ends; `None` once the
     /// connector thread has it (started when the list first has an entry).
     exec_wake: Option<mpsc::UnboundedSender<()>>,
+    /// The process connector, subscribed only while guests are present.
+    exec_watch: Option<crate::programs::ExecWatch>,
     /// Whether the sensors have had their first (discarded) reading.
     primed: bool,
     /// When the last reading was taken (none yet: the first is due at once).
@@ -348,6 +350,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         programs: Default::default(),
         exclusive: Arc::new(std::sync::RwLock::new(Vec::new())),
         exec_wake: Some(exec_tx),
+        exec_watch: None,
         primed: false,
         last_sample_at: None,
         readings: 0,
@@ -602,6 +605,9 @@ impl Driver {
     }
 
     fn step(&mut self, event: Event) {
+        if matches!(event, Event::GuestsPresent(_)) {
+            self.subscribe_execs();
+        }
         let now = self.clock.now();
         let command = match &event {
             Event::Command(c) => Some(*c),
@@ -788,8 +794,23 @@ impl Driver {
         match crate::programs::ExecWatch::start(self.exclusive.clone(), move || {
             let _ = tx.send(());
         }) {
-            Ok(()) => info!("exclusive programs: watching process starts (netlink process connector)"),
+            Ok(w) => {
+                info!("exclusive programs: watching process starts while guests run (netlink process connector)");
+                self.exec_watch = Some(w);
+                self.subscribe_execs();
+            }
             Err(e) => info!("exclusive programs: no process connector ({e}); each reading looks for them"),
+        }
+    }
+
+    /// Process starts matter at once only while guests run (see `programs::ExecWatch`).
+    fn subscribe_execs(&mut self) {
+        let on = self.guests_present && !self.config.rules.exclusive_programs.is_empty();
+        if let Some(w) = self.exec_watch.as_mut() {
+            if let Err(e) = w.set_active(on) {
+                warn!("exclusive programs: the process connector refused ({e}); each reading looks for them");
+                self.exec_watch = None;
+            }
         }
     }
 
