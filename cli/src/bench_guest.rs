@@ -111,7 +111,7 @@ pub struct EvictArgs {
 /// The owner's input in `lull bench evict`: XTest motions to an X display, or lines
 /// typed into a pty session.
 enum OwnerInput {
-    X11 { conn: x11rb::rust_connection::RustConnection, root: u32, display: String, _xvfb: Option<Xvfb> },
+    X11 { conn: Box<x11rb::rust_connection::RustConnection>, root: u32, display: String, _xvfb: Option<Xvfb> },
     Pty { script: Child },
 }
 
@@ -139,7 +139,7 @@ impl OwnerInput {
         std::env::set_var("DISPLAY", &display);
         let (conn, screen) = x11rb::connect(Some(&display)).context("connecting to X")?;
         let root = conn.setup().roots[screen].root;
-        Ok(Self::X11 { conn, root, display, _xvfb: xvfb })
+        Ok(Self::X11 { conn: Box::new(conn), root, display, _xvfb: xvfb })
     }
 
     fn backend(&self) -> Box<dyn agent_core::input::InputBackend> {
@@ -157,7 +157,7 @@ impl OwnerInput {
         use x11rb::protocol::xtest::ConnectionExt as _;
         match self {
             Self::X11 { conn, root, .. } => {
-                let x = if i % 2 == 0 { 100 } else { 200 };
+                let x = if i.is_multiple_of(2) { 100 } else { 200 };
                 conn.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 0, x11rb::CURRENT_TIME, *root, x, x, 0)?;
                 conn.flush()?;
             }

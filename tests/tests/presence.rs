@@ -60,10 +60,11 @@ fn start_guest(agent: &Agent) -> (Kid, i32) {
         .stderr(std::fs::File::create(agent.dir.join("run-stderr.txt")).expect("stderr file"))
         .spawn()
         .expect("lull run");
+    let run = Kid(run);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(pid) = read_pid(&wd.join("daemon.pid")) {
-            return (Kid(run), pid);
+            return (run, pid);
         }
         assert!(Instant::now() < deadline, "the guest did not start\n{}", agent.stderr());
         std::thread::sleep(Duration::from_millis(20));
