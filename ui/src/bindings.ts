@@ -114,9 +114,16 @@ export type InputBackendChoice = "auto" | "x11" | "wayland" | "mutter" | "logind
 
 export type Sampling = { 
 /**
- * Milliseconds between samples (default 1000).
+ * Milliseconds between samples while guest work is present, or an offer, a
+ * battery or heat rule is in force: anything a reading may stop (default 1000).
  */
 interval_ms: number, 
+/**
+ * Milliseconds between samples with no guest work (default 10000): readings then
+ * only move the idle clock and the status, and a fresh one is taken before guest
+ * work starts. Set it to `interval_ms` for a dense calibration trace.
+ */
+relaxed_interval_ms: number, 
 /**
  * Seconds between rows of the compact trace kept for calibration (default 2).
  */
