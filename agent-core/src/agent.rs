@@ -214,6 +214,15 @@ struct Driver {
     /// A `lull run --now` job's guest while its unsaved donate-now offer lasts.
     transient_donate: Option<String>,
     sensors: Sensors,
+    /// Finds the owner's exclusive programs for each reading.
+    programs: crate::programs::ProgramWatch,
+    /// The exclusive programs as the process-connector thread matches them.
+    exclusive: Arc<std::sync::RwLock<Vec<String>>>,
+    /// Wakes the loop for a reading when a named program starts or ends; `None` once the
+    /// connector thread has it (started when the list first has an entry).
+    exec_wake: Option<mpsc::UnboundedSender<()>>,
+    /// The process connector, subscribed only while guests are present.
+    exec_watch: Option<crate::programs::ExecWatch>,
     /// Whether the sensors have had their first (discarded) reading.
     primed: bool,
     /// When the last reading was taken (none yet: the first is due at once).
@@ -311,6 +320,8 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
     }
     drop(sink);
 
+    let (exec_tx, mut exec_rx) = mpsc::unbounded_channel::<()>();
+
     // Control socket.
     let listener =
         control::bind(&paths.socket).map_err(|source| AgentError::Socket { path: paths.socket.display().to_string(), source })?;
@@ -336,6 +347,10 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         accepting,
         transient_donate: None,
         sensors,
+        programs: Default::default(),
+        exclusive: Arc::new(std::sync::RwLock::new(Vec::new())),
+        exec_wake: Some(exec_tx),
+        exec_watch: None,
         primed: false,
         last_sample_at: None,
         readings: 0,
@@ -348,6 +363,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         guests_present: false,
         jobs: Vec::new(),
     };
+    d.watch_execs();
     let first = d.policy.state();
     let (inputs, gdesc) = (d.input_names.iter().map(|(_, n)| n.clone()).collect(), d.guests.describe());
     d.notify(&Notice::Started { state: first, input: inputs, guests: gdesc });
@@ -382,6 +398,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
                 }
                 None => input_open = false,
             },
+            Some(()) = exec_rx.recv() => d.on_tick(),
             Some((req, reply)) = ctl_rx.recv() => {
                 let resp = d.on_request(req);
                 let _ = reply.send(resp);
@@ -452,7 +469,9 @@ impl Driver {
         }
         let t_migr = self.guests.migration_cost();
         self.policy.set_migration_cost(t_migr);
-        let sample = self.sensors.sample(now.mono, self.guests.reading());
+        let mut sample = self.sensors.sample(now.mono, self.guests.reading());
+        // Folded into the reading: no wake-up of its own, nothing when the list is empty.
+        sample.exclusive_program = self.programs.scan(&self.config.rules.exclusive_programs);
         if !self.primed {
             // The first tick comes at once after start-up: its CPU figure covers a few
             // milliseconds since the sensors were opened, too short to mean anything.
@@ -586,6 +605,9 @@ impl Driver {
     }
 
     fn step(&mut self, event: Event) {
+        if matches!(event, Event::GuestsPresent(_)) {
+            self.subscribe_execs();
+        }
         let now = self.clock.now();
         let command = match &event {
             Event::Command(c) => Some(*c),
@@ -717,6 +739,7 @@ impl Driver {
                 return Response::Config { config: Box::new(self.config.clone()) };
             }
             Request::Today => return self.today(),
+            Request::RunningPrograms => return Response::Programs { names: self.programs.running() },
         }
         Response::Status(Box::new(self.status()))
     }
@@ -754,7 +777,41 @@ impl Driver {
         info!(file = %self.paths.config_file.display(), "configuration changed");
         self.policy.set_config(merged.policy());
         self.config = merged;
+        self.watch_execs();
         Ok(())
+    }
+
+    /// Hands the exclusive programs to the process-connector thread, starting it when
+    /// the list first has an entry (an empty list costs no thread and no wake-up). Where
+    /// it cannot run (no CAP_NET_ADMIN), readings alone find the programs.
+    fn watch_execs(&mut self) {
+        let list = &self.config.rules.exclusive_programs;
+        *self.exclusive.write().unwrap_or_else(|p| p.into_inner()) = list.clone();
+        if list.is_empty() {
+            return;
+        }
+        let Some(tx) = self.exec_wake.take() else { return };
+        match crate::programs::ExecWatch::start(self.exclusive.clone(), move || {
+            let _ = tx.send(());
+        }) {
+            Ok(w) => {
+                info!("exclusive programs: watching process starts while guests run (netlink process connector)");
+                self.exec_watch = Some(w);
+                self.subscribe_execs();
+            }
+            Err(e) => info!("exclusive programs: no process connector ({e}); each reading looks for them"),
+        }
+    }
+
+    /// Process starts matter at once only while guests run (see `programs::ExecWatch`).
+    fn subscribe_execs(&mut self) {
+        let on = self.guests_present && !self.config.rules.exclusive_programs.is_empty();
+        if let Some(w) = self.exec_watch.as_mut() {
+            if let Err(e) = w.set_active(on) {
+                warn!("exclusive programs: the process connector refused ({e}); each reading looks for them");
+                self.exec_watch = None;
+            }
+        }
     }
 
     fn today(&mut self) -> Response {

@@ -38,6 +38,9 @@ pub enum InputBackendChoice {
     Mutter,
     Logind,
     Polled,
+    /// The owner's text consoles and terminals, local and remote (ssh): `/dev/tty*` and
+    /// `/dev/pts/*` reads, by inotify. `auto` runs it beside the desktop's backend.
+    Terminal,
     /// No input sensing: availability rests on CPU and memory alone.
     None,
 }
@@ -154,6 +157,9 @@ pub struct Input {
     /// Idle-notification backends (Wayland, Mutter) report "idled" after this many
     /// seconds without input, and "resumed" at the next input (default 10).
     pub idle_notify_s: u64,
+    /// The terminal backend counts every user's terminals and ssh sessions, not only the
+    /// owner's (default false: the owner's alone).
+    pub all_users: bool,
 }
 
 /// Caps on guest work, enforced by the guest runtime.
@@ -250,7 +256,7 @@ impl Default for Notifications {
 }
 impl Default for Input {
     fn default() -> Self {
-        Self { backend: InputBackendChoice::Auto, idle_notify_s: 10 }
+        Self { backend: InputBackendChoice::Auto, idle_notify_s: 10, all_users: false }
     }
 }
 
@@ -321,6 +327,9 @@ impl Config {
             }
         }
         if let Some((field, message)) = self.rules.hours.first_invalid() {
+            return Err(ConfigError::Invalid { field, message });
+        }
+        if let Some((field, message)) = self.rules.first_invalid_program() {
             return Err(ConfigError::Invalid { field, message });
         }
         if self.guests.cgroup.is_empty() || self.guests.cgroup.split('/').any(|c| c == "..") {
@@ -549,6 +558,21 @@ mod tests {
     fn bad_hours_name_the_day_and_index() {
         let err = Config::from_toml("[rules.hours]\nmon = [\"09:00-12:00\", \"18:00-17:00\"]\n", "t").unwrap_err().to_string();
         assert!(err.contains("rules.hours.mon[1]"), "{err}");
+    }
+
+    #[test]
+    fn exclusive_programs_name_the_bad_entry() {
+        let c = Config::from_toml("[rules]\nexclusive_programs = [\"steam\", \"/opt/blender/blender\"]\n", "t").unwrap();
+        assert_eq!(c.rules.exclusive_programs, ["steam", "/opt/blender/blender"]);
+        for (bad, why) in [("\"\"", "empty"), ("\" zoom\"", "blanks"), ("\"bin/zoom\"", "relative path"), ("\"/opt/\"", "directory")] {
+            let text = format!("[rules]\nexclusive_programs = [\"steam\", {bad}]\n");
+            let err = Config::from_toml(&text, "t").unwrap_err().to_string();
+            assert!(err.contains("rules.exclusive_programs[1]") && err.contains(why), "{bad}: {err}");
+        }
+        let err = Config::from_toml("[rules]\nexclusive_programs = \"steam\"\n", "t").unwrap_err().to_string();
+        assert!(err.contains("exclusive_programs"), "{err}");
+        let c = Config::from_toml("[input]\nbackend = \"terminal\"\nall_users = true\n", "t").unwrap();
+        assert!(c.input.all_users && c.input.backend == InputBackendChoice::Terminal);
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub enum Request {
     },
     /// Today's timeline, interruptions and the last 7 days' donated time.
     Today,
+    /// The names of the programs running now, for picking `rules.exclusive_programs`.
+    RunningPrograms,
     /// Queue one guest job (`lull run` beside a running agent). With `donate_now`, the
     /// machine is offered until the owner returns for as long as this job lasts: the offer
     /// is never saved and ends with the job (an owner's own command replaces it).
@@ -97,10 +99,18 @@ pub struct TodayReport {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Response {
     Status(Box<AgentStatus>),
-    Config { config: Box<Config> },
+    Config {
+        config: Box<Config>,
+    },
     Today(Box<TodayReport>),
     Guest(Box<GuestInfo>),
-    Error { message: String },
+    /// The names of the running programs (sorted, each once; no paths or arguments).
+    Programs {
+        names: Vec<String>,
+    },
+    Error {
+        message: String,
+    },
 }
 
 /// A client-side failure.

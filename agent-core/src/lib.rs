@@ -27,6 +27,7 @@ pub mod ledger;
 pub mod logging;
 pub mod message;
 pub mod paths;
+pub mod programs;
 pub mod retention;
 pub mod sensors;
 pub mod ts_module;

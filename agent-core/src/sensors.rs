@@ -114,6 +114,7 @@ impl Sensors {
             guest_mem_bytes: guest.mem_bytes,
             on_battery,
             cpu_temp_c: self.temp,
+            exclusive_program: None,
         }
     }
 

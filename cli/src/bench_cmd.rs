@@ -72,6 +72,12 @@ pub struct IdleArgs {
     /// driven by tokio's timer instead of the kernel timer (LULL_TOKIO_TICK=1).
     #[arg(long)]
     pub compare_tokio_tick: bool,
+    /// Owner presence beyond the desktop (issue 15) side by side: the agents measured run
+    /// the terminal backend (`LULL_INPUT=terminal`) and watch three exclusive programs
+    /// (`steam`, `zoom`, `blender`), beside one more `lull agent` with neither
+    /// (`LULL_INPUT=none`, no list).
+    #[arg(long)]
+    pub compare_presence: bool,
     /// Agents to measure side by side: agent (`lull agent`), tray (`lull-tray`, built
     /// beside this binary; needs $DISPLAY with a tray host such as trayer).
     #[arg(long, default_value = "agent", value_delimiter = ',')]
@@ -190,15 +196,19 @@ impl IdleAgent {
         kind: &str,
         args: &IdleArgs,
         tokio_tick: bool,
+        presence: Option<bool>,
         pool: Option<&crate::bench_owner_return::Pool>,
         n: usize,
     ) -> Result<Self> {
         use crate::bench_owner_return::{lull_exe, machine_env};
         let dir = tempfile::tempdir().context("temporary agent directory")?;
-        let config = format!(
+        let mut config = format!(
             "[sampling]\ninterval_ms = {}\n[availability]\nrecruitment_threshold_s = {}\n",
             args.interval_ms, args.recruitment_threshold_s
         );
+        if presence == Some(true) {
+            config.push_str("[rules]\nexclusive_programs = [\"steam\", \"zoom\", \"blender\"]\n");
+        }
         std::fs::write(dir.path().join("config.toml"), config)?;
         let lull = lull_exe()?;
         let base = format!("lull-bench-idle-{}-{n}", std::process::id());
@@ -229,6 +239,11 @@ impl IdleAgent {
         if tokio_tick {
             cmd.env(agent_core::agent::TOKIO_TICK_ENV, "1");
         }
+        match presence {
+            Some(true) => cmd.env(agent_core::input::OVERRIDE_ENV, "terminal"),
+            Some(false) => cmd.env(agent_core::input::OVERRIDE_ENV, "none"),
+            None => &mut cmd,
+        };
         let child = cmd.spawn().with_context(|| format!("starting {label}"))?;
         Ok(Self { label, base, child, _dir: dir, cpu0: 0, threads0: Default::default(), rss: vec![], anon: vec![], file: vec![] })
     }
@@ -312,12 +327,17 @@ fn idle(a: IdleArgs) -> Result<()> {
     for kind in &a.agents {
         let label = match kind.as_str() {
             "tray" => "lull-tray",
+            _ if a.compare_presence => "lull agent, presence on",
             _ => "lull agent",
         };
-        agents.push(IdleAgent::start(label, kind, &a, false, pool.as_ref(), agents.len())?);
+        let presence = a.compare_presence.then_some(true);
+        agents.push(IdleAgent::start(label, kind, &a, false, presence, pool.as_ref(), agents.len())?);
     }
     if a.compare_tokio_tick {
-        agents.push(IdleAgent::start("lull agent, tokio-timer tick", "agent", &a, true, pool.as_ref(), agents.len())?);
+        agents.push(IdleAgent::start("lull agent, tokio-timer tick", "agent", &a, true, None, pool.as_ref(), agents.len())?);
+    }
+    if a.compare_presence {
+        agents.push(IdleAgent::start("lull agent, presence off", "agent", &a, false, Some(false), pool.as_ref(), agents.len())?);
     }
     // Warm-up: start-up costs (opening the ledger, first sysinfo reading, releasing
     // start-up pages after 3 s; the tray's GTK start and first status refresh; the first

@@ -5,7 +5,10 @@
 //! - `evict`: an XTest input event under Xvfb → the agent's X11 input backend (XI2 raw
 //!   events) in process → the
 //!   runtime's fast path (`GuestHost::fast_freeze`) → the kernel reports the guests'
-//!   cgroup frozen. Latency from sending the event to `frozen 1`, p50/p99/max.
+//!   cgroup frozen. Latency from sending the event to `frozen 1`, p50/p99/max. With
+//!   `--source pty` the event is a line written into a `script` session (a pty whose
+//!   program reads it, as a shell reads what the owner types) and the backend is the
+//!   terminal one (inotify on the pty).
 //! - `slowdown`: an owner workload (a fixed CPU task plus a 1 ms periodic wake-up probe)
 //!   alone, with a CPU-bound guest under Lull, and with the same guest at plain nice 19
 //!   (BOINC-style), interleaved round by round in one run: LDR (owner slowdown), wake-up
@@ -96,9 +99,132 @@ pub struct EvictArgs {
     /// X display to use; without one (and without $DISPLAY) an Xvfb is started on :93.
     #[arg(long)]
     pub display: Option<String>,
+    /// Where the owner's input comes from: `x11` (XTest motion, the X11 backend) or `pty`
+    /// (a line typed into a `script -qfc 'cat >/dev/null'` session, the terminal backend).
+    #[arg(long, default_value = "x11", value_parser = ["x11", "pty"])]
+    pub source: String,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The owner's input in `lull bench evict`: XTest motions to an X display, or lines
+/// typed into a pty session.
+enum OwnerInput {
+    X11 { conn: Box<x11rb::rust_connection::RustConnection>, root: u32, display: String, _xvfb: Option<Xvfb> },
+    Pty { script: Child },
+}
+
+impl OwnerInput {
+    fn open(a: &EvictArgs) -> Result<Self> {
+        use x11rb::connection::Connection;
+        if a.source == "pty" {
+            // `cat` in the pty reads each line as a shell reads a typed command.
+            let script = Command::new("script")
+                .args(["-qfc", "cat >/dev/null", "/dev/null"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("starting `script` (util-linux) for a pty session")?;
+            return Ok(Self::Pty { script });
+        }
+        let env_display = std::env::var("DISPLAY").ok().filter(|d| !d.is_empty());
+        let (display, xvfb) = match (a.display.clone(), env_display) {
+            (Some(d), _) => (d, None),
+            (None, Some(d)) => (d, None),
+            (None, None) => (":93".to_string(), Some(start_xvfb(":93")?)),
+        };
+        // SAFETY (edition 2021: safe fn): set before the backend thread reads it.
+        std::env::set_var("DISPLAY", &display);
+        let (conn, screen) = x11rb::connect(Some(&display)).context("connecting to X")?;
+        let root = conn.setup().roots[screen].root;
+        Ok(Self::X11 { conn: Box::new(conn), root, display, _xvfb: xvfb })
+    }
+
+    fn backend(&self) -> Box<dyn agent_core::input::InputBackend> {
+        match self {
+            Self::X11 { .. } => Box::new(agent_core::input::x11::X11Raw),
+            Self::Pty { .. } => Box::new(agent_core::input::terminal::Terminal::new(false)),
+        }
+    }
+
+    /// One input event now.
+    fn send(&mut self, i: usize) -> Result<()> {
+        use std::io::Write;
+        use x11rb::connection::Connection;
+        use x11rb::protocol::xproto;
+        use x11rb::protocol::xtest::ConnectionExt as _;
+        match self {
+            Self::X11 { conn, root, .. } => {
+                let x = if i.is_multiple_of(2) { 100 } else { 200 };
+                conn.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 0, x11rb::CURRENT_TIME, *root, x, x, 0)?;
+                conn.flush()?;
+            }
+            Self::Pty { script } => {
+                let stdin = script.stdin.as_mut().context("script's stdin")?;
+                stdin.write_all(b"x\n")?;
+                stdin.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// For a pty: a watcher of our own, at a real-time priority, on the session's pty
+    /// (inotify `IN_ACCESS`, as the terminal backend watches it): when the kernel says
+    /// the program in the pty read the line. Splits "event → callback" into the
+    /// terminal's part (script and the reader being scheduled) and the backend's.
+    fn kernel_read_watch(&self) -> Option<Arc<Mutex<Option<Instant>>>> {
+        let Self::Pty { script } = self else { return None };
+        let pid = script.id();
+        // script's child runs the reader on the pty.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let tty = loop {
+            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+            let tty = children.split_whitespace().find_map(|c| std::fs::read_link(format!("/proc/{c}/fd/0")).ok());
+            match tty {
+                Some(t) if t.starts_with("/dev/pts/") => break t,
+                _ if Instant::now() > deadline => return None,
+                _ => std::thread::sleep(Duration::from_millis(10)),
+            }
+        };
+        let at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+        let out = at.clone();
+        let path = CString::new(tty.as_os_str().to_string_lossy().into_owned()).ok()?;
+        std::thread::spawn(move || {
+            let p = libc::sched_param { sched_priority: 10 };
+            // SAFETY: sets this thread's policy with a valid parameter; inotify calls on
+            // a descriptor this thread owns, reading into its own buffer.
+            unsafe {
+                libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
+                let fd = libc::inotify_init1(libc::IN_CLOEXEC);
+                if fd < 0 || libc::inotify_add_watch(fd, path.as_ptr(), libc::IN_ACCESS) < 0 {
+                    return;
+                }
+                let mut buf = [0u8; 512];
+                while libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) > 0 {
+                    *at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                }
+            }
+        });
+        Some(out)
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::X11 { display, .. } => format!("XTest motions on {display}"),
+            Self::Pty { .. } => "lines typed into a script(1) pty session".into(),
+        }
+    }
+}
+
+impl Drop for OwnerInput {
+    fn drop(&mut self) {
+        if let Self::Pty { script } = self {
+            let _ = script.kill();
+            let _ = script.wait();
+        }
+    }
 }
 
 pub(crate) struct Xvfb(Option<Child>);
@@ -133,20 +259,8 @@ pub(crate) fn start_xvfb(display: &str) -> Result<Xvfb> {
 }
 
 pub fn evict(a: EvictArgs) -> Result<()> {
-    use x11rb::connection::Connection;
-    use x11rb::protocol::xproto;
-    use x11rb::protocol::xtest::ConnectionExt as _;
-
-    let env_display = std::env::var("DISPLAY").ok().filter(|d| !d.is_empty());
-    let (display, _xvfb) = match (a.display.clone(), env_display) {
-        (Some(d), _) => (d, None),
-        (None, Some(d)) => (d, None),
-        (None, None) => (":93".to_string(), Some(start_xvfb(":93")?)),
-    };
-    // SAFETY (edition 2021: safe fn): set before the backend thread below reads it.
-    std::env::set_var("DISPLAY", &display);
-    let (xtest, screen) = x11rb::connect(Some(&display)).context("connecting to X")?;
-    let root = xtest.setup().roots[screen].root;
+    let mut input = OwnerInput::open(&a)?;
+    let display = input.describe();
 
     let base = format!("lull-bench-evict-{}", std::process::id());
     let (mut rt, _id, _dir) = runtime_with(&base, |_| {}, spinners(1))?;
@@ -158,8 +272,9 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     };
     let freeze = rt.fast_freeze().context("fast path")?;
 
-    // The agent's own X11 input backend (XInput 2 raw events) runs the fast path on every
-    // event, as in the agent; no window of ours selects input, so nothing else flushes.
+    // The agent's own input backend (X11: XInput 2 raw events; pty: the terminal
+    // backend's inotify) runs the fast path on every event, as in the agent; no window of
+    // ours selects input, so nothing else flushes.
     let callback_at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     {
@@ -171,24 +286,24 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         });
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let sink = agent_core::input::InputSink::new(tx, Some(fast));
+        let backend = input.backend();
         std::thread::spawn(move || {
-            use agent_core::input::InputBackend as _;
-            let _ = Box::new(agent_core::input::x11::X11Raw).run(sink);
+            let _ = agent_core::latency::short_slice_for_this_thread();
+            let _ = backend.run(sink);
         });
         std::thread::spawn(move || while rx.blocking_recv().is_some() {});
     }
     // Warm-up: inject until the backend has selected its events and sees one.
     let mut started = false;
     for i in 0..100 {
-        xtest.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 0, x11rb::CURRENT_TIME, root, 10 + (i % 2) as i16, 10, 0)?;
-        xtest.flush()?;
+        input.send(i)?;
         if ready_rx.recv_timeout(Duration::from_millis(100)).is_ok() {
             started = true;
             break;
         }
     }
     if !started {
-        bail!("the X11 input backend saw no injected input within 10 s");
+        bail!("the input backend saw no injected input within 10 s ({display})");
     }
     std::thread::sleep(Duration::from_millis(50));
     while ready_rx.try_recv().is_ok() {}
@@ -203,6 +318,8 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     };
     let mut buf = [0u8; 256];
     let (mut to_frozen, mut to_callback, mut cpu_after) = (Vec::new(), Vec::new(), Vec::new());
+    let kernel_read = input.kernel_read_watch();
+    let mut to_kernel_read = Vec::new();
     let usage = || -> u64 {
         let s = std::fs::read_to_string(cg.unified.join("cpu.stat")).unwrap_or_default();
         s.lines().find_map(|l| l.strip_prefix("usage_usec ")?.trim().parse().ok()).unwrap_or(0)
@@ -222,11 +339,12 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         // The guest runs a little between events (5–25 ms).
         std::thread::sleep(Duration::from_millis(5 + (i as u64 * 7) % 21));
         *callback_at.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        let x = if i % 2 == 0 { 100 } else { 200 };
+        if let Some(k) = &kernel_read {
+            *k.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
         let u0 = usage();
         let t0 = Instant::now();
-        xtest.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 0, x11rb::CURRENT_TIME, root, x, x, 0)?;
-        xtest.flush()?;
+        input.send(i)?;
         // Read cgroup.events every 50 µs (the kernel rate-limits its change notifications
         // on that file to one per 10 ms, too coarse to time a freeze with).
         let mut ok = false;
@@ -250,6 +368,11 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         cpu_after.push(usage().saturating_sub(u0) as f64);
         if let Some(cb) = *callback_at.lock().unwrap_or_else(|p| p.into_inner()) {
             to_callback.push(cb.saturating_duration_since(t0).as_secs_f64() * 1000.0);
+            if let Some(k) = kernel_read.as_ref().and_then(|k| *k.lock().unwrap_or_else(|p| p.into_inner())) {
+                // The backend's own part: from the kernel's read event to the fast path.
+                to_kernel_read
+                    .push((k.saturating_duration_since(t0).as_secs_f64() * 1000.0, cb.saturating_duration_since(k).as_secs_f64() * 1000.0));
+            }
         }
         bar.inc(1);
     }
@@ -261,10 +384,18 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     let (c50, c99, cmax) = (pct(&mut to_callback, 0.5), pct(&mut to_callback, 0.99), pct(&mut to_callback, 1.0));
     let (u50, u99, umax) = (pct(&mut cpu_after, 0.5), pct(&mut cpu_after, 0.99), pct(&mut cpu_after, 1.0));
     let load_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let (mut kr, mut kb): (Vec<f64>, Vec<f64>) = to_kernel_read.into_iter().unzip();
+    let pty_split = (!kr.is_empty()).then(|| {
+        serde_json::json!({
+            "event_to_kernel_read_ms": {"p50": pct(&mut kr, 0.5), "p99": pct(&mut kr, 0.99), "max": pct(&mut kr, 1.0)},
+            "kernel_read_to_callback_ms": {"p50": pct(&mut kb, 0.5), "p99": pct(&mut kb, 0.99), "max": pct(&mut kb, 1.0)},
+        })
+    });
     let result = serde_json::json!({
-        "events": n, "missed": missed, "containment": containment, "display": display,
+        "events": n, "missed": missed, "containment": containment, "source": a.source, "input": display,
         "event_to_frozen_ms": {"p50": f50, "p99": f99, "max": fmax},
         "event_to_input_callback_ms": {"p50": c50, "p99": c99, "max": cmax},
+        "pty_split": pty_split,
         "guest_cpu_us_between_event_and_frozen": {"p50": u50, "p99": u99, "max": umax},
         "loadavg_start": load.trim(), "loadavg_end": load_end.trim(), "measuring_thread_sched_fifo": rt_measure,
         "goal_p99_ms": 5.0, "anchor_boinc_7_20": {"median_s": "0.3-0.6", "max_s": 1.0},
@@ -274,9 +405,16 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     if a.json {
         outln!("{result}");
     } else {
-        outln!("eviction latency over {n} XTest events ({missed} missed), {containment}:");
+        outln!("eviction latency over {n} events ({missed} missed), {display}, {containment}:");
         outln!("  event → cgroup frozen      p50 {f50:.3} ms  p99 {f99:.3} ms  max {fmax:.3} ms   · goal p99 ≤ 5 ms");
-        outln!("  event → XI2 raw callback   p50 {c50:.3} ms  p99 {c99:.3} ms  max {cmax:.3} ms  (fast path runs here)");
+        outln!("  event → backend callback   p50 {c50:.3} ms  p99 {c99:.3} ms  max {cmax:.3} ms  (fast path runs here)");
+        if let Some(split) = &pty_split {
+            outln!(
+                "  pty: event → the reader's read (kernel, SCHED_FIFO watcher) {}; read → backend callback {}",
+                split["event_to_kernel_read_ms"],
+                split["kernel_read_to_callback_ms"]
+            );
+        }
         outln!("  guest CPU between event and frozen  p50 {u50:.0} µs  p99 {u99:.0} µs  max {umax:.0} µs");
         outln!("  load average at start {} · at end {} · measuring thread SCHED_FIFO: {rt_measure}", load.trim(), load_end.trim());
         outln!("  anchor: BOINC 7.20 here, median 0.3–0.6 s, max 1.0 s");

@@ -31,6 +31,10 @@ pub struct Sample {
     pub on_battery: Option<bool>,
     /// Hottest CPU sensor in °C, where the OS exposes one.
     pub cpu_temp_c: Option<f32>,
+    /// A program the owner named in `rules.exclusive_programs` that is running now (the
+    /// first one found, by the name the owner gave): while one runs, no guest does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive_program: Option<String>,
 }
 
 /// The kinds of input signal a backend can deliver. Event-driven backends of the

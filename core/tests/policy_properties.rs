@@ -1,7 +1,8 @@
 //! Property tests of the social contract: for any sequence of input, samples, guest
 //! activity, owner commands, clock steps and restarts over any number of days, no local
 //! day has more interruptions counted than the limit in force, numbers never repeat, and
-//! time under "Donate now" never counts. And a driver that sleeps until
+//! time under "Donate now" never counts, nor does making way for an exclusive program
+//! (`rules.exclusive_programs`). And a driver that sleeps until
 //! `Policy::next_deadline` between events misses nothing a 1-ms ticker would have seen.
 
 use chrono::{Duration as CDuration, TimeZone, Utc};
@@ -14,7 +15,7 @@ use std::collections::BTreeMap;
 
 #[derive(Clone, Debug)]
 enum Step {
-    Sample { cpu: u8, mem_mib: u16 },
+    Sample { cpu: u8, mem_mib: u16, exclusive: bool },
     Input,
     Resumed,
     Idled,
@@ -30,7 +31,7 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        8 => (0u8..40, 0u16..2000).prop_map(|(cpu, mem_mib)| Step::Sample { cpu, mem_mib }),
+        8 => (0u8..40, 0u16..2000, prop::bool::weighted(0.2)).prop_map(|(cpu, mem_mib, exclusive)| Step::Sample { cpu, mem_mib, exclusive }),
         4 => Just(Step::Input),
         1 => Just(Step::Resumed),
         1 => Just(Step::Idled),
@@ -90,14 +91,16 @@ fn run_probed(
         let now = now_at(mono, skew);
         let before = policy.status(now);
         let donate_active = before.donate_now && before.donate_for_s.is_none_or(|s| s > 0);
+        let exclusive_before = before.exclusive_program.is_some();
         let event = match st {
-            Step::Sample { cpu, mem_mib } => Event::Sample(Sample {
+            Step::Sample { cpu, mem_mib, exclusive } => Event::Sample(Sample {
                 at: now.mono,
                 owner_cpu: cpu as f32 / 100.0,
                 owner_mem_bytes: (4u64 << 30) + ((mem_mib as u64) << 20),
                 mem_total_bytes: 16 << 30,
                 mem_available_bytes: 8 << 30,
                 on_battery: Some(false),
+                exclusive_program: exclusive.then(|| "fakegame".to_owned()),
                 ..Default::default()
             }),
             Step::Input => Event::Input(InputEvent { at: now.mono, signal: InputSignal::Activity }),
@@ -134,6 +137,7 @@ fn run_probed(
             }
         };
         let is_command = matches!(event, Event::Command(_));
+        let exclusive_now = matches!(&event, Event::Sample(s) if s.exclusive_program.is_some());
         let now = now_at(mono, skew);
         for a in policy.handle(now, event) {
             match a {
@@ -146,6 +150,7 @@ fn run_probed(
                         prop_assert!(*n <= limit, "day {} has {} > {}", i.day, n, limit);
                     }
                     prop_assert!(!donate_active || is_command, "an interruption was counted during donate-now");
+                    prop_assert!(!exclusive_before && !exclusive_now, "an interruption was counted for an exclusive program: {:?}", i);
                     saved = policy.saved(now, "b");
                 }
                 Action::OwnerSettingsChanged | Action::DayRolled { .. } => saved = policy.saved(now, "b"),
@@ -211,7 +216,7 @@ fn many_returns_in_one_day_stop_at_the_limit() {
     let mut steps = Vec::new();
     for _ in 0..20 {
         for _ in 0..10 {
-            steps.push((1000, Step::Sample { cpu: 1, mem_mib: 0 }));
+            steps.push((1000, Step::Sample { cpu: 1, mem_mib: 0, exclusive: false }));
         }
         steps.push((1, Step::Guests(true)));
         steps.push((1, Step::Input));

@@ -215,6 +215,7 @@ impl Runner {
                         "total" => self.sample.mem_total_bytes = v.parse::<u64>().expect("total MiB") << 20,
                         "battery" => self.sample.on_battery = Some(v == "on"),
                         "temp" => self.sample.cpu_temp_c = Some(v.parse().expect("temp")),
+                        "program" => self.sample.exclusive_program = (v != "none").then_some(v),
                         _ => self.fail(format!("unknown sample field {k}")),
                     }
                 }
@@ -336,6 +337,12 @@ impl Runner {
                     self.fail(format!("expected not_allowed {}, got {got:?}", rest[0]));
                 }
             }
+            "exclusive-program" => {
+                let got = status.exclusive_program.as_deref().unwrap_or("none");
+                if got != rest[0] {
+                    self.fail(format!("expected exclusive program {}, got {got}", rest[0]));
+                }
+            }
             "clock-stepped" => {
                 if !self.actions.iter().any(|a| matches!(a, Action::ClockStepped { .. })) {
                     self.fail("expected a clock step to be noticed".into());
@@ -390,6 +397,7 @@ scenarios!(
     donate_until_return,
     pause_and_resume,
     not_allowed_rules,
+    exclusive_program,
     inhibitor_and_wayland_signals,
     memory_growth,
     clock_midnight_backwards,

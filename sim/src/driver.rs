@@ -546,6 +546,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 guest_mem_bytes: 0,
                 on_battery: None,
                 cpu_temp_c: None,
+                exclusive_program: None,
             };
             acts.extend(p.handle(nw, PEvent::Sample(sample)));
             steps += 1;

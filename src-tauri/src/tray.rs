@@ -12,7 +12,7 @@ use crate::notify::{self, Limiter};
 use crate::windows::{Which, Windows};
 use agent_core::agent::Notice;
 use agent_core::control::{call, AgentStatus, Request, Response};
-use agent_core::policy::{DonateSpan, PauseSpan, StateKind};
+use agent_core::policy::{DonateSpan, NotAllowedReason, PauseSpan, StateKind};
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -47,7 +47,10 @@ pub fn state_phrase(s: &AgentStatus) -> String {
             None => "paused".into(),
         },
         StateKind::OutOfBudget => "out of today's interruptions".into(),
-        StateKind::NotAllowed => format!("not allowed now ({})", p.not_allowed.map(|r| r.describe()).unwrap_or("rules")),
+        StateKind::NotAllowed => match (&p.not_allowed, &p.exclusive_program) {
+            (Some(NotAllowedReason::ExclusiveProgram), Some(program)) => format!("not allowed while {program} runs"),
+            (r, _) => format!("not allowed now ({})", r.map(|r| r.describe()).unwrap_or("rules")),
+        },
     }
 }
 
@@ -345,6 +348,8 @@ mod tests {
         assert!(t.starts_with("Lull: paused, 50 min left\n"), "{t}");
         let t = tooltip(&status("not_allowed", serde_json::json!({"not_allowed": "battery"})));
         assert!(t.starts_with("Lull: not allowed now (on battery)"), "{t}");
+        let t = tooltip(&status("not_allowed", serde_json::json!({"not_allowed": "exclusive_program", "exclusive_program": "steam"})));
+        assert!(t.starts_with("Lull: not allowed while steam runs\n"), "{t}");
     }
 
     #[test]

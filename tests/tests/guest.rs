@@ -11,7 +11,7 @@
 
 use agent_core::control::{call, Request, Response};
 use agent_core::policy::StateKind;
-use lull_e2e::{lull_bin, purge_cgroup_base as purge_base, required};
+use lull_e2e::{alive, cgroup_of, cpu_ticks, instance_frozen, lull_bin, purge_cgroup_base as purge_base, read_pid, required};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -142,46 +142,6 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool, ctx: i
         assert!(Instant::now() < deadline, "timed out waiting for {what}\n{}", ctx());
         std::thread::sleep(Duration::from_millis(5));
     }
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.split_whitespace().next() != Some("Z")))
-        .unwrap_or(false)
-}
-
-fn read_pid(path: &Path) -> Option<i32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-fn cpu_ticks(pid: i32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let f: Vec<u64> = s.rsplit_once(')').map(|(_, r)| r.split_whitespace().filter_map(|v| v.parse().ok()).collect()).unwrap_or_default();
-    f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0)
-}
-
-/// A process's cgroup path in hierarchy `key` ("0::" for v2, "memory" …).
-fn cgroup_of(pid: i32, key: &str) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    text.lines().find_map(|l| {
-        let mut it = l.splitn(3, ':');
-        let (_, ctl, path) = (it.next()?, it.next()?, it.next()?);
-        let hit = if key == "0::" { l.starts_with("0::") } else { ctl.split(',').any(|c| c == key) };
-        hit.then(|| path.to_owned())
-    })
-}
-
-/// The agent instance's frozen flag (parent of the guest's own cgroup), from the kernel.
-fn instance_frozen(daemon: i32) -> bool {
-    let Some(cg) = cgroup_of(daemon, "0::") else { return false };
-    let unified = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        "/sys/fs/cgroup".to_string()
-    } else {
-        "/sys/fs/cgroup/unified".into()
-    };
-    let inst = Path::new(&format!("{unified}{cg}")).parent().map(|p| p.join("cgroup.events"));
-    inst.and_then(|f| std::fs::read_to_string(f).ok()).is_some_and(|t| t.lines().any(|l| l == "frozen 1"))
 }
 
 #[test]

@@ -11,6 +11,8 @@ export const today = () => invoke<TodayReport>("today");
 export const getSettings = () => invoke<Settings>("get_settings");
 /** Saves, or rejects with a FieldError naming the field at fault. */
 export const saveSettings = (settings: Settings) => invoke<Settings>("save_settings", { settings });
+/** The names of the programs running now (for the exclusive-programs picker). */
+export const runningPrograms = () => invoke<string[]>("running_programs");
 /** Why Lull runs without a visible tray icon, if it does. */
 export const fallback = () => invoke<string | null>("fallback");
 export const openWindow = (which: "status" | "settings") => invoke<void>("open_window", { which });

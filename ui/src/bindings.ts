@@ -4,7 +4,7 @@
 
 export type StateKind = "owner_active" | "idle" | "recruitable" | "donating" | "lingering" | "evicting" | "paused" | "out_of_budget" | "not_allowed";
 
-export type NotAllowedReason = "hours" | "battery" | "heat";
+export type NotAllowedReason = "hours" | "battery" | "heat" | "exclusive_program";
 
 export type GuestDirective = "accept" | "linger" | "freeze" | "evict";
 
@@ -46,7 +46,11 @@ owner_utilisation_h: number, eviction_mode: EvictionMode,
 /**
  * Last owner CPU reading (fraction of the machine).
  */
-owner_cpu: number, recruitment_threshold_s: number, };
+owner_cpu: number, recruitment_threshold_s: number, 
+/**
+ * The program from `rules.exclusive_programs` running now, as the owner named it.
+ */
+exclusive_program: string | null, };
 
 export type CoordinatorLink = { url: string, agent_id: string, };
 
@@ -90,7 +94,11 @@ owner_utilisation_h: number, eviction_mode: EvictionMode,
 /**
  * Last owner CPU reading (fraction of the machine).
  */
-owner_cpu: number, recruitment_threshold_s: number, };
+owner_cpu: number, recruitment_threshold_s: number, 
+/**
+ * The program from `rules.exclusive_programs` running now, as the owner named it.
+ */
+exclusive_program: string | null, };
 
 export type TransitionRow = { at_utc: string, from: string, to: string, reason: string, };
 
@@ -102,7 +110,7 @@ export type TodayReport = { day: string, timeline: Array<TransitionRow>, interru
 
 export type EvictionMode = "immediate-eviction" | "pause-and-migrate" | "linger-longer" | "linger-forever";
 
-export type InputBackendChoice = "auto" | "x11" | "wayland" | "mutter" | "logind" | "polled" | "none";
+export type InputBackendChoice = "auto" | "x11" | "wayland" | "mutter" | "logind" | "polled" | "terminal" | "none";
 
 export type Sampling = { 
 /**
@@ -194,14 +202,25 @@ cpu_temp_max_c: number,
  * Allowed hours per weekday, e.g. `mon = ["09:00-12:00", "13:00-17:00"]`. A day
  * not listed is allowed all day; an empty list means not at all that day.
  */
-hours: AllowedHours, };
+hours: AllowedHours, 
+/**
+ * Programs that hold the machine while they run (games, video calls, renders): no
+ * guest work then, and evicting guests for them is no interruption. Matched by
+ * executable name (`steam`), or by full path when the entry starts with `/`.
+ */
+exclusive_programs: Array<string>, };
 
 export type Input = { backend: InputBackendChoice, 
 /**
  * Idle-notification backends (Wayland, Mutter) report "idled" after this many
  * seconds without input, and "resumed" at the next input (default 10).
  */
-idle_notify_s: number, };
+idle_notify_s: number, 
+/**
+ * The terminal backend counts every user's terminals and ssh sessions, not only the
+ * owner's (default false: the owner's alone).
+ */
+all_users: boolean, };
 
 export type NetworkPolicy = "outbound" | "none" | "allowed";
 

@@ -5,7 +5,7 @@ import { useEffect, useState } from "preact/hooks";
 import type { ComponentChildren } from "preact";
 import type { AllowedHours, Config, EvictionMode, FieldError, Settings } from "./bindings";
 import { getCurrentWindow } from "@tauri-apps/api/window";
-import { getSettings, saveSettings } from "./api";
+import { getSettings, runningPrograms, saveSettings } from "./api";
 
 /** The window title says the outcome too (visible in the task bar, and to tests). */
 const title = (t: string) => void getCurrentWindow().setTitle(t).catch(() => {});
@@ -56,6 +56,8 @@ export function SettingsView() {
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [saved, setSaved] = useState<string>("");
   const [loadErr, setLoadErr] = useState<string | null>(null);
+  const [programs, setPrograms] = useState<string[] | null>(null);
+  const [newProgram, setNewProgram] = useState("");
   useEffect(() => {
     getSettings().then(setS, (e) => setLoadErr(String(e)));
   }, []);
@@ -122,6 +124,12 @@ export function SettingsView() {
     }
   };
 
+  const exclusive = c.rules.exclusive_programs;
+  const addProgram = (name: string) => {
+    const n = name.trim();
+    if (n && !exclusive.includes(n)) update(set(c, "rules.exclusive_programs", [...exclusive, n]));
+    setNewProgram("");
+  };
   const mode = c.eviction.mode;
   const hoursErr = (d: Days) => errors[`rules.hours.${d}`];
   return (
@@ -206,6 +214,32 @@ export function SettingsView() {
             Donate while running on battery
           </label>
           {num({ path: "rules.cpu_temp_max_c", label: "Stop guest work when the CPU reaches", unit: "°C", scale: 1 })}
+        </fieldset>
+
+        <fieldset>
+          <legend>Programs that need the whole machine</legend>
+          <p class="help">While one of these runs (a game, a video call, a render), no guest work does; stopping guest work for them is not counted as an interruption.</p>
+          <div class={"field" + (errors["rules.exclusive_programs"] ? " bad" : "")}>
+            <ul class="programs" id="rules.exclusive_programs">
+              {exclusive.map((p) => (
+                <li>
+                  <code>{p}</code>{" "}
+                  <button type="button" aria-label={`Remove ${p}`} onClick={() => update(set(c, "rules.exclusive_programs", exclusive.filter((x) => x !== p)))}>Remove</button>
+                </li>
+              ))}
+              {exclusive.length === 0 && <li class="muted">None</li>}
+            </ul>
+            <div class="input">
+              <input id="exclusive-new" type="text" list="running-programs" placeholder="program name, or its full path" value={newProgram}
+                onFocus={() => programs === null && runningPrograms().then(setPrograms, () => setPrograms([]))}
+                onInput={(e) => setNewProgram((e.target as HTMLInputElement).value)}
+                onKeyDown={(e) => { if (e.key === "Enter") { e.preventDefault(); addProgram(newProgram); } }} />
+              <datalist id="running-programs">{(programs ?? []).map((p) => <option value={p} />)}</datalist>
+              <button type="button" id="exclusive-add" onClick={() => addProgram(newProgram)}>Add</button>
+            </div>
+            {errors["rules.exclusive_programs"] && <p class="err" role="alert">{errors["rules.exclusive_programs"]}</p>}
+            <p class="help">Type a name, or pick one of the programs running now from the list.</p>
+          </div>
         </fieldset>
 
         <fieldset>

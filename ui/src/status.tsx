@@ -127,6 +127,7 @@ function headline(s: AgentStatus): string {
     case "idle":
       return `Idle for ${human(s.idle_for_s)}; guest work may start after ${human(s.recruitment_threshold_s)}`;
     case "not_allowed":
+      if (s.not_allowed === "exclusive_program" && s.exclusive_program) return `Not allowed while ${s.exclusive_program} runs`;
       return `Not allowed now (${(s.not_allowed ?? "rules").replace(/_/g, " ")})`;
     default:
       return STATES[s.state].label;

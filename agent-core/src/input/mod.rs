@@ -14,6 +14,8 @@ pub mod mutter;
 #[cfg(target_os = "linux")]
 pub mod polled;
 #[cfg(target_os = "linux")]
+pub mod terminal;
+#[cfg(target_os = "linux")]
 pub mod wayland;
 #[cfg(target_os = "linux")]
 pub mod x11;
@@ -115,6 +117,7 @@ pub fn parse_choice(name: &str) -> Option<InputBackendChoice> {
         "mutter" => InputBackendChoice::Mutter,
         "logind" => InputBackendChoice::Logind,
         "polled" => InputBackendChoice::Polled,
+        "terminal" => InputBackendChoice::Terminal,
         "none" => InputBackendChoice::None,
         _ => return None,
     })
@@ -126,7 +129,10 @@ pub fn requested(config: &Input, env: Option<&str>) -> Result<Vec<InputBackendCh
     list.split(',')
         .map(|n| {
             parse_choice(n).ok_or_else(|| {
-                format!("{OVERRIDE_ENV}: unknown input backend {:?} (known: auto, x11, wayland, mutter, logind, polled, none)", n.trim())
+                format!(
+                    "{OVERRIDE_ENV}: unknown input backend {:?} (known: auto, x11, wayland, mutter, logind, polled, terminal, none)",
+                    n.trim()
+                )
             })
         })
         .collect()
@@ -134,7 +140,8 @@ pub fn requested(config: &Input, env: Option<&str>) -> Result<Vec<InputBackendCh
 
 /// Picks the input backends at start-up: those asked for by name as they are (their
 /// `run` reports it if they cannot work here), or for `auto` the best this session
-/// offers, probed now. Says in the log why each candidate was passed over; the agent
+/// offers, probed now, plus the terminal backend (consoles and ssh sessions are invisible
+/// to every desktop backend). Says in the log why each candidate was passed over; the agent
 /// logs one line per backend in use with what it cannot see.
 #[cfg(target_os = "linux")]
 pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
@@ -156,7 +163,8 @@ pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
             InputBackendChoice::Wayland => out.push(Box::new(wayland::WaylandIdle { timeout })),
             InputBackendChoice::Mutter => out.push(Box::new(mutter::MutterIdle { bus: logind::Bus::Session, timeout })),
             InputBackendChoice::Logind => out.push(Box::new(logind::Logind::default())),
-            InputBackendChoice::Auto => out.extend(auto(timeout)),
+            InputBackendChoice::Terminal => out.push(Box::new(terminal::Terminal::new(config.all_users))),
+            InputBackendChoice::Auto => out.extend(auto(timeout, config.all_users)),
         }
     }
     out
@@ -175,7 +183,7 @@ fn x11_extensions() -> Result<(bool, bool), String> {
 }
 
 #[cfg(target_os = "linux")]
-fn auto(timeout: std::time::Duration) -> Vec<Box<dyn InputBackend>> {
+fn auto(timeout: std::time::Duration, all_users: bool) -> Vec<Box<dyn InputBackend>> {
     use tracing::info;
     let mut out: Vec<Box<dyn InputBackend>> = Vec::new();
     let on_wayland = std::env::var_os("WAYLAND_DISPLAY").is_some_and(|d| !d.is_empty());
@@ -208,6 +216,11 @@ fn auto(timeout: std::time::Duration) -> Vec<Box<dyn InputBackend>> {
         Ok(()) => out.push(Box::new(logind::Logind::default())),
         Err(e) => info!("input: not using logind (idle hint, inhibitors): {e}"),
     }
+    // The owner's terminals, local and remote, beside whatever the desktop offers.
+    match terminal::Terminal::probe() {
+        Ok(()) => out.push(Box::new(terminal::Terminal::new(all_users))),
+        Err(e) => info!("input: not watching terminals: {e}"),
+    }
     out
 }
 
@@ -222,6 +235,7 @@ mod tests {
         assert_eq!(requested(&cfg, Some("")), Ok(vec![InputBackendChoice::Auto]));
         assert_eq!(requested(&cfg, Some("x11, logind")), Ok(vec![InputBackendChoice::X11, InputBackendChoice::Logind]));
         assert_eq!(requested(&cfg, Some("none")), Ok(vec![InputBackendChoice::None]));
+        assert_eq!(requested(&cfg, Some("x11,terminal")), Ok(vec![InputBackendChoice::X11, InputBackendChoice::Terminal]));
         let err = requested(&cfg, Some("x11,xinput")).unwrap_err();
         assert!(err.contains("\"xinput\"") && err.contains(OVERRIDE_ENV), "{err}");
     }

@@ -105,6 +105,10 @@ pub struct Rules {
     /// Allowed hours per weekday, e.g. `mon = ["09:00-12:00", "13:00-17:00"]`. A day
     /// not listed is allowed all day; an empty list means not at all that day.
     pub hours: AllowedHours,
+    /// Programs that hold the machine while they run (games, video calls, renders): no
+    /// guest work then, and evicting guests for them is no interruption. Matched by
+    /// executable name (`steam`), or by full path when the entry starts with `/`.
+    pub exclusive_programs: Vec<String>,
 }
 
 /// Allowed hours, one list of `HH:MM-HH:MM` ranges per weekday.
@@ -145,7 +149,40 @@ impl Default for Eviction {
 }
 impl Default for Rules {
     fn default() -> Self {
-        Self { allow_on_battery: false, cpu_temp_max_c: 90.0, hours: AllowedHours::default() }
+        Self { allow_on_battery: false, cpu_temp_max_c: 90.0, hours: AllowedHours::default(), exclusive_programs: Vec::new() }
+    }
+}
+
+/// The longest entry of `rules.exclusive_programs` (a path can be long; a name is at
+/// most 255 bytes on Linux).
+pub const EXCLUSIVE_PROGRAM_MAX: usize = 4096;
+
+impl Rules {
+    /// The first entry of `exclusive_programs` that cannot name a program, as (dotted
+    /// field, message): empty, surrounding blanks, control characters, a relative path,
+    /// a path ending in `/`, or longer than [`EXCLUSIVE_PROGRAM_MAX`].
+    pub fn first_invalid_program(&self) -> Option<(String, String)> {
+        for (i, p) in self.exclusive_programs.iter().enumerate() {
+            let why = if p.trim().is_empty() {
+                Some("is empty; give a program's name like \"steam\" or its full path")
+            } else if p.trim() != p {
+                Some("has blanks around the name")
+            } else if p.chars().any(char::is_control) {
+                Some("has control characters")
+            } else if p.len() > EXCLUSIVE_PROGRAM_MAX {
+                Some("is longer than 4096 bytes")
+            } else if p.contains('/') && !p.starts_with('/') {
+                Some("is a relative path; give the executable's name (\"blender\") or its full path (\"/opt/blender/blender\")")
+            } else if p.ends_with('/') {
+                Some("is a directory, not a program")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Some((format!("rules.exclusive_programs[{i}]"), format!("{p:?} {why}")));
+            }
+        }
+        None
     }
 }
 

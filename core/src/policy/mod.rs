@@ -148,6 +148,9 @@ pub enum ReturnCause {
     OwnerMemory,
     /// The owner returned shortly after guest work finished.
     AfterGuest,
+    /// A program named in `rules.exclusive_programs` runs. Guests make way as on a
+    /// return, but this is never counted as an interruption.
+    ExclusiveProgram,
 }
 
 /// A counted interruption.
@@ -259,6 +262,9 @@ pub struct PolicyStatus {
     /// Last owner CPU reading (fraction of the machine).
     pub owner_cpu: f32,
     pub recruitment_threshold_s: u64,
+    /// The program from `rules.exclusive_programs` running now, as the owner named it.
+    #[serde(default)]
+    pub exclusive_program: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -507,6 +513,7 @@ impl Policy {
             eviction_mode: self.cfg.eviction.mode,
             owner_cpu: self.last_sample.as_ref().map_or(0.0, |s| s.owner_cpu),
             recruitment_threshold_s: self.cfg.availability.recruitment_threshold_s,
+            exclusive_program: self.exclusive_program().map(str::to_owned),
         }
     }
 
@@ -707,8 +714,18 @@ impl Policy {
         out.push(Action::OwnerSettingsChanged);
     }
 
+    /// The exclusive program the last reading found running, if any.
+    fn exclusive_program(&self) -> Option<&str> {
+        self.last_sample.as_ref().and_then(|s| s.exclusive_program.as_deref())
+    }
+
     /// Availability now, and the cause when not available.
     fn availability(&self, now: Now) -> Option<ReturnCause> {
+        // The owner's program holds the machine: not available, so the idle clock starts
+        // again (and the recruitment threshold runs) only once it ends.
+        if self.exclusive_program().is_some() {
+            return Some(ReturnCause::ExclusiveProgram);
+        }
         if self.inhibited {
             return Some(ReturnCause::Inhibitor);
         }
@@ -822,6 +839,18 @@ impl Policy {
         if let Some(reason) = rules::hardware_block(&self.cfg.rules, self.last_sample.as_ref()) {
             self.not_allowed = Some(reason);
             self.set(now, StateKind::NotAllowed, reason.describe(), out);
+            self.direct(GuestDirective::Evict, out);
+            return;
+        }
+        if let Some(program) = self.exclusive_program() {
+            // Guests make way as on the owner's return, but the owner chose this program:
+            // nothing is counted, not even a guest that ended just before it started.
+            let why = format!("exclusive program running: {program}");
+            self.not_allowed = Some(NotAllowedReason::ExclusiveProgram);
+            self.unattended_guest_end = None;
+            self.evict_at = None;
+            self.linger_since = None;
+            self.set(now, StateKind::NotAllowed, &why, out);
             self.direct(GuestDirective::Evict, out);
             return;
         }

@@ -17,6 +17,9 @@ pub enum NotAllowedReason {
     Battery,
     /// The CPU is at or above the temperature ceiling.
     Heat,
+    /// A program named in `rules.exclusive_programs` is running (the status names it in
+    /// `exclusive_program`).
+    ExclusiveProgram,
 }
 
 impl NotAllowedReason {
@@ -26,6 +29,7 @@ impl NotAllowedReason {
             Self::Hours => "outside allowed hours",
             Self::Battery => "on battery",
             Self::Heat => "CPU too hot",
+            Self::ExclusiveProgram => "an exclusive program is running",
         }
     }
 }

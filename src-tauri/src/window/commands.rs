@@ -86,6 +86,15 @@ pub async fn save_settings(settings: Settings, ctx: tauri::State<'_, Ctx>) -> Re
     Ok(Settings { config: saved, autostart: autostart::enabled() })
 }
 
+/// The names of the programs running now, for the exclusive-programs picker.
+#[tauri::command]
+pub async fn running_programs(ctx: tauri::State<'_, Ctx>) -> Result<Vec<String>, String> {
+    match ask(ctx.socket.clone(), Request::RunningPrograms).await? {
+        Response::Programs { names } => Ok(names),
+        other => Err(format!("unexpected answer: {other:?}")),
+    }
+}
+
 /// Why the app runs without a visible tray icon (shown atop the status window).
 #[tauri::command]
 pub fn fallback(ctx: tauri::State<'_, Ctx>) -> Option<String> {

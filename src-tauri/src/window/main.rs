@@ -94,6 +94,7 @@ fn run() -> Result<()> {
             commands::today,
             commands::get_settings,
             commands::save_settings,
+            commands::running_programs,
             commands::open_window,
             commands::fallback
         ])
