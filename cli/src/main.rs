@@ -7,12 +7,9 @@ mod bench_cmd;
 mod bench_guest;
 mod bench_heartbeats;
 mod bench_owner_return;
-<<<<<<< HEAD
-mod calibrate_cmd;
-=======
 mod bench_placements;
 mod bench_recruit;
->>>>>>> benchsched
+mod calibrate_cmd;
 mod coordinator_cmd;
 mod jobs_cmd;
 mod jobs_view_cmd;

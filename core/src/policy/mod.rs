@@ -175,7 +175,7 @@ pub enum Action {
         from: StateKind,
         to: StateKind,
         /// Why, for people and the ledger: one of the policy's fixed phrases (no
-        /// allocation per transition; owned only when read back from JSON).
+        /// allocation per transition), or a phrase naming an exclusive program.
         reason: std::borrow::Cow<'static, str>,
     },
     Directive(GuestDirective),
@@ -777,7 +777,7 @@ impl Policy {
         Duration::from_secs(self.cfg.availability.recruitment_threshold_s)
     }
 
-    fn set(&mut self, now: Now, to: StateKind, reason: &'static str, out: &mut Vec<Action>) {
+    fn set(&mut self, now: Now, to: StateKind, reason: impl Into<std::borrow::Cow<'static, str>>, out: &mut Vec<Action>) {
         if self.state != to {
             out.push(Action::StateChanged { from: self.state, to, reason: reason.into() });
             self.state = to;
@@ -850,7 +850,7 @@ impl Policy {
             self.unattended_guest_end = None;
             self.evict_at = None;
             self.linger_since = None;
-            self.set(now, StateKind::NotAllowed, &why, out);
+            self.set(now, StateKind::NotAllowed, why, out);
             self.direct(GuestDirective::Evict, out);
             return;
         }
