@@ -12,6 +12,7 @@ pub use lull_core::{policy, sample};
 pub mod agent;
 pub mod alarm;
 pub mod assembly;
+pub mod calibration;
 pub mod checkpoint;
 pub mod clock;
 pub mod config;

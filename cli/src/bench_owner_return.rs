@@ -17,6 +17,12 @@
 //! Cases: agent (up, tray) × eviction mode (ie, pm, ll, lf) × load (0, 1, 2 cores) with
 //! ordinary recruitment, plus agent × load with *donate until I return* (the mode does
 //! not apply: the return ends the offer).
+//!
+//! `--input pty`: the owner types instead of moving the mouse. The agents run the
+//! terminal input backend only (`[input] backend = "terminal"`), and each round writes one
+//! line into a `script(1)` session this process keeps open (a pty whose program, `cat`,
+//! reads it as a shell reads a typed command), as an owner typing over ssh or in a text
+//! console. Latency runs from the write.
 
 use crate::bench_guest::{pct, unified_root};
 use agent_core::control::{call, Request, Response};
@@ -47,6 +53,10 @@ pub struct OwnerReturnArgs {
     /// Offers: recruit (the recruitment threshold) and donate (donate until I return).
     #[arg(long, default_value = "recruit,donate", value_delimiter = ',')]
     pub offers: Vec<String>,
+    /// The owner's input: `x11` (one XTest motion) or `pty` (a line typed into a
+    /// terminal session; the agents run the terminal backend).
+    #[arg(long, default_value = "x11", value_parser = ["x11", "pty"])]
+    pub input: String,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -278,11 +288,12 @@ pub(crate) fn machine_env(c: &mut Command, d: &Path, base: &str, display: &str) 
 }
 
 /// Starts one instance of `agent` with eviction `mode` and submits the heartbeat job.
-fn start_instance(agent: &str, mode: &str, display: &str, n: usize) -> Result<Instance> {
+fn start_instance(agent: &str, mode: &str, display: &str, input: &str, n: usize) -> Result<Instance> {
     let dir = tempfile::tempdir()?;
+    let backend = if input == "pty" { "terminal" } else { "x11" };
     let config = format!(
         "[availability]\nrecruitment_threshold_s = 1\nowner_cpu_max = 0.9\nmemory_growth_max = 1.0\n\n\
-         [budget]\ninterruptions_per_day = {BUDGET}\n\n[eviction]\nmode = \"{}\"\n\n[input]\nbackend = \"x11\"\n",
+         [budget]\ninterruptions_per_day = {BUDGET}\n\n[eviction]\nmode = \"{}\"\n\n[input]\nbackend = \"{backend}\"\n",
         mode_name(mode)?
     );
     std::fs::write(dir.path().join("config.toml"), config)?;
@@ -398,11 +409,34 @@ impl Load {
 }
 
 /// The returning owner's side of X: the XTest connection that sends the motion and the
-/// listener's clock of when X delivered it.
+/// listener's clock of when X delivered it; or, with `--input pty`, the terminal session
+/// the owner types into.
 struct Returner<C> {
     xtest: C,
     root: u32,
     seen: Arc<AtomicU64>,
+    pty: Option<Child>,
+}
+
+impl<C> Drop for Returner<C> {
+    fn drop(&mut self) {
+        if let Some(mut script) = self.pty.take() {
+            let _ = script.kill();
+            let _ = script.wait();
+        }
+    }
+}
+
+/// A `script(1)` session whose program (`cat`) reads every line written to our end, as a
+/// shell reads what its owner types.
+fn pty_session() -> Result<Child> {
+    Command::new("script")
+        .args(["-qfc", "cat >/dev/null", "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting `script` (util-linux) for a pty session")
 }
 
 /// A separate X client on its own thread at normal priority, selecting XI2 raw input
@@ -427,7 +461,7 @@ fn x_listener(display: &str) -> Result<Arc<AtomicU64>> {
 /// One round: wait for a running guest, send the motion, start the load, time the stop.
 fn round(
     inst: &Instance,
-    x: &Returner<impl x11rb::connection::Connection>,
+    x: &mut Returner<impl x11rb::connection::Connection>,
     load: usize,
     donate: bool,
     i: usize,
@@ -492,9 +526,16 @@ fn round(
     let (xtest, root, x_seen) = (&x.xtest, x.root, &*x.seen);
     x_seen.store(0, Ordering::SeqCst);
     let t0 = mono_ns();
-    let dx = if i % 2 == 0 { 4 } else { -4 };
-    xtest.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 1, x11rb::CURRENT_TIME, root, dx, 0, 0)?;
-    xtest.flush()?;
+    if let Some(script) = x.pty.as_mut() {
+        use std::io::Write as _;
+        let stdin = script.stdin.as_mut().context("the pty session's stdin")?;
+        stdin.write_all(b"x\n")?;
+        stdin.flush()?;
+    } else {
+        let dx = if i.is_multiple_of(2) { 4 } else { -4 };
+        xtest.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 1, x11rb::CURRENT_TIME, root, dx, 0, 0)?;
+        xtest.flush()?;
+    }
     let owner = Load::start(load);
     let mut stopped = None;
     let mut asked = None;
@@ -583,13 +624,17 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     let display = display.as_str();
     let (xtest, screen) = x11rb::connect(Some(display)).context("connecting to the X display")?;
     let root = xtest.setup().roots[screen].root;
-    let returner = Returner { seen: x_listener(display)?, xtest, root };
+    let mut returner = Returner { seen: x_listener(display)?, xtest, root, pty: None };
     // The measuring thread runs SCHED_FIFO so its own wake-ups on a loaded machine do not
     // count. RESET_ON_FORK: the processes it starts (agent, coordinator, hence guests) and
     // the owner's load threads get the normal policy, as on an owner's desktop.
     let p = libc::sched_param { sched_priority: 10 };
     // SAFETY: sets the calling thread's policy with a valid parameter.
     let fifo = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &p) == 0 };
+    // Opened before any agent starts, like an ssh session the owner left open.
+    if a.input == "pty" {
+        returner.pty = Some(pty_session()?);
+    }
 
     let mut cases: Vec<(String, String, usize, bool)> = Vec::new();
     for agent in &a.agents {
@@ -622,10 +667,10 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         for i in 0..a.rounds {
             if i % BUDGET == 0 {
                 drop(inst.take());
-                inst = Some(start_instance(agent, mode, display, n * 1000 + i)?);
+                inst = Some(start_instance(agent, mode, display, &a.input, n * 1000 + i)?);
             }
             let current = inst.as_ref().context("no instance")?;
-            round(current, &returner, *load, *donate, i, &mut r).with_context(|| format!("case {label}, round {i}"))?;
+            round(current, &mut returner, *load, *donate, i, &mut r).with_context(|| format!("case {label}, round {i}"))?;
             bar.inc(1);
         }
         drop(inst);
@@ -638,7 +683,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         let ok = r.missed == 0 && r.no_start == 0 && r.early == 0 && r.wrong_cause == 0 && p99 <= 5.0;
         all_ok &= ok;
         rows.push(serde_json::json!({
-            "agent": agent, "offer": if *donate { "donate-now" } else { "recruit" }, "mode": if *donate { "-" } else { mode.as_str() },
+            "input": a.input, "agent": agent, "offer": if *donate { "donate-now" } else { "recruit" }, "mode": if *donate { "-" } else { mode.as_str() },
             "load_cores": load, "rounds": a.rounds, "measured": measured, "missed": r.missed, "no_start": r.no_start, "stopped_early": r.early,
             "wrong_cause": r.wrong_cause, "p50_ms": p50, "p99_ms": p99, "max_ms": max,
             "frozen_p50_ms": frozen.0, "frozen_p99_ms": frozen.1, "frozen_max_ms": frozen.2,
@@ -661,10 +706,17 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     if a.json {
         outln!("{result}");
     } else {
-        outln!(
-            "owner return: one XTest motion (separate client) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; X p99: when a separate X client got the motion (the X server's part); agent p99: from then to the agent's freeze request; {} rounds per case",
-            a.rounds
-        );
+        if a.input == "pty" {
+            outln!(
+                "owner return: one line typed into a pty session (script(1), terminal backend) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; {} rounds per case",
+                a.rounds
+            );
+        } else {
+            outln!(
+                "owner return: one XTest motion (separate client) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; X p99: when a separate X client got the motion (the X server's part); agent p99: from then to the agent's freeze request; {} rounds per case",
+                a.rounds
+            );
+        }
         outln!(
             "{:<6} {:<10} {:<5} {:>4} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>6} {:>8} {:>7} {:>11}",
             "agent",

@@ -7,7 +7,6 @@
 
 use agent_core::config::Config;
 use agent_core::control::{call, ControlError, Request, Response};
-use agent_core::ledger::Ledger;
 use agent_core::paths::Paths;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -54,15 +53,8 @@ fn rows(a: &CalibrateArgs, paths: &Paths) -> Result<Vec<(i64, OwnerSample)>> {
         let text = std::fs::read_to_string(csv).with_context(|| format!("reading {}", csv.display()))?;
         return lull_sim::trace::parse_ledger_rows(csv, &text).with_context(|| format!("reading {}", csv.display()));
     }
-    if !paths.ledger.exists() {
-        return Ok(Vec::new()); // no history at all: refused below with the days needed
-    }
-    let ledger = Ledger::open(&paths.ledger).with_context(|| format!("opening the ledger {}", paths.ledger.display()))?;
-    let rows = ledger.trace(i64::MIN, i64::MAX).context("reading the trace from the ledger")?;
-    Ok(rows
-        .into_iter()
-        .map(|r| (r.t, OwnerSample { owner_cpu: r.owner_cpu.clamp(0.0, 1.0), owner_mem_bytes: r.owner_mem_bytes, input: r.input }))
-        .collect())
+    // No ledger yet is no history: refused below with the days needed.
+    agent_core::calibration::ledger_rows(&paths.ledger).with_context(|| format!("reading the trace from the ledger {}", paths.ledger.display()))
 }
 
 pub fn run(a: CalibrateArgs) -> Result<()> {

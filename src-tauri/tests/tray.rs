@@ -49,15 +49,22 @@ impl Drop for Proc {
     }
 }
 
-/// An Xvfb server with trayer as tray host.
+/// An Xvfb server with trayer as tray host. One at a time: the tests of this file run
+/// their desktops one after the other (two WebKit windows rendering at once on a 2-core
+/// machine made the windows' timeouts flaky), the headless tests beside them.
 struct Desktop {
     display: String,
     _xvfb: Proc,
     _trayer: Option<Proc>,
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
 }
+
+static DESKTOP: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Desktop {
     fn start(with_tray_host: bool) -> Self {
+        // A test that failed with the lock held poisons it; the next desktop is still fine.
+        let one_at_a_time = DESKTOP.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // A display number no one uses (lock file and socket both absent).
         let n = (60..200)
             .map(|i| i + (std::process::id() % 50))
@@ -83,7 +90,7 @@ impl Desktop {
                 .expect("start trayer");
             Proc(t)
         });
-        let d = Self { display, _xvfb: xvfb, _trayer: trayer };
+        let d = Self { display, _xvfb: xvfb, _trayer: trayer, _one_at_a_time: one_at_a_time };
         if with_tray_host {
             wait_until("trayer window", Duration::from_secs(10), || d.find_window(&["--class", "trayer"]).is_some());
         }
@@ -107,6 +114,16 @@ impl Desktop {
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let get = |k: &str| text.lines().find_map(|l| l.strip_prefix(&format!("{k}="))).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
         (get("X"), get("Y"), get("WIDTH"), get("HEIGHT"))
+    }
+
+    /// Turns the mouse wheel `clicks` notches down over the middle of `win`.
+    fn scroll_down(&self, win: &str, clicks: usize) {
+        let (x, y, w, h) = self.geometry(win);
+        self.xdotool(&["mousemove", &(x + w / 2).to_string(), &(y + h / 2).to_string()]);
+        for _ in 0..clicks {
+            self.xdotool(&["click", "5"]);
+        }
+        std::thread::sleep(Duration::from_millis(500));
     }
 
     fn screenshot(&self, name: &str) -> PathBuf {
@@ -187,6 +204,14 @@ impl Tray {
             std::thread::sleep(Duration::from_millis(100));
         }
         panic!("lull-tray did not answer within 60 s:\n{}", self.output());
+    }
+
+    /// The running agent's configuration.
+    fn config(&self) -> Box<agent_core::config::Config> {
+        match call(&self.socket(), &Request::GetConfig).expect("config") {
+            Response::Config { config } => config,
+            other => panic!("{other:?}"),
+        }
     }
 
     fn output(&self) -> String {
@@ -450,10 +475,7 @@ fn settings_round_trip_and_invalid_value_is_refused_in_the_window() {
     });
     desk.screenshot("settings-refused.png");
     assert!(tray.log().contains("settings refused"), "{}", tray.log());
-    let cfg = match call(&tray.socket(), &Request::GetConfig).expect("config") {
-        Response::Config { config } => config,
-        other => panic!("{other:?}"),
-    };
+    let cfg = tray.config();
     assert_eq!(cfg.budget.interruptions_per_day, 5, "the refused value was not applied");
 
     // A valid value is saved and applied at once.
@@ -461,12 +483,7 @@ fn settings_round_trip_and_invalid_value_is_refused_in_the_window() {
     wait_until("the save", Duration::from_secs(10), || desk.find_window(&["--name", "Lull settings: saved"]).is_some());
     desk.screenshot("settings-saved.png");
     // The rest of the form: scroll down over the window.
-    let (x, y, w, h) = desk.geometry(&win);
-    desk.xdotool(&["mousemove", &(x + w / 2).to_string(), &(y + h / 2).to_string()]);
-    for _ in 0..25 {
-        desk.xdotool(&["click", "5"]);
-    }
-    std::thread::sleep(Duration::from_millis(500));
+    desk.scroll_down(&win, 25);
     desk.screenshot("settings-bottom.png");
     tray.wait_for("limit 3", |s| s.policy.interruption_limit == 3);
 
@@ -478,6 +495,68 @@ fn settings_round_trip_and_invalid_value_is_refused_in_the_window() {
     assert_eq!(s.policy.interruption_limit, 3);
     let text = std::fs::read_to_string(tray.dir.path().join("config.toml")).expect("config file");
     assert!(text.contains("interruptions_per_day = 3"), "{text}");
+    tray.sigterm_and_wait();
+}
+
+/// Four days of the owner's recorded activity, ending now, in the tray's own ledger:
+/// nights away at 2 % CPU, working hours at 60 % with input, a long break at noon.
+fn four_days_of_history(ledger: &std::path::Path) {
+    let mut l = agent_core::ledger::Ledger::open(ledger).expect("ledger");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970").as_secs() as i64;
+    let from = now - 4 * 86_400;
+    let rows: Vec<_> = (from..now)
+        .step_by(10)
+        .map(|t| {
+            let (owner_cpu, input) = match (t % 86_400) / 3600 {
+                9..=11 | 14..=17 => (0.6, true),
+                _ => (0.02, false),
+            };
+            agent_core::ledger::TraceRow { t, owner_cpu, owner_mem_bytes: 1 << 30, input }
+        })
+        .collect();
+    l.append_trace(&rows).expect("trace");
+}
+
+#[test]
+fn settings_calibrates_from_the_recorded_trace_and_saves_it() {
+    if skip_gui() {
+        return;
+    }
+    let desk = Desktop::start(true);
+    let mut tray = Tray::new("[budget]\ninterruptions_per_day = 3\n");
+    four_days_of_history(&tray.dir.path().join("ledger.db"));
+    // What `lull calibrate` derives from the same ledger (the same function).
+    let expected = agent_core::calibration::of_this_machine(&tray.dir.path().join("ledger.db"), 3, {
+        use chrono::Offset as _;
+        chrono::Local::now().offset().fix().local_minus_utc() as i64
+    })
+    .expect("ledger")
+    .expect("four days are enough");
+    tray.display = Some(desk.display.clone());
+    tray.start(&["--open", "settings"]);
+    wait_until("the settings window", Duration::from_secs(30), || desk.find_window(&["--name", "^Lull settings$"]).is_some());
+    std::thread::sleep(Duration::from_secs(3));
+    let win = desk.find_window(&["--name", "^Lull settings$"]).expect("settings window");
+    desk.xdotool(&["windowfocus", "--sync", &win]);
+    // From the limit field (focused): the CPU field, the threshold field, the button.
+    desk.keys(&["Tab", "Tab", "Tab", "space"]);
+    wait_until("the calibration", Duration::from_secs(20), || desk.find_window(&["--name", "Lull settings: calibration ready"]).is_some());
+    std::thread::sleep(Duration::from_millis(500));
+    desk.screenshot("settings-calibration.png");
+    // The plot, below the reasoning (the wheel scrolls; the focus stays on the button).
+    desk.scroll_down(&win, 6);
+    desk.screenshot("settings-calibration-plot.png");
+    // The next button is "Use these values"; back to the threshold field and Enter saves.
+    desk.keys(&["Tab", "space"]);
+    wait_until("the values in the form", Duration::from_secs(10), || {
+        desk.find_window(&["--name", "Lull settings: calibrated values not saved yet"]).is_some()
+    });
+    desk.keys(&["shift+Tab", "shift+Tab", "Return"]);
+    wait_until("the save", Duration::from_secs(10), || desk.find_window(&["--name", "Lull settings: saved"]).is_some());
+    let cfg = tray.config();
+    assert_eq!(cfg.availability.recruitment_threshold_s, expected.recruitment_threshold_s);
+    assert!((cfg.availability.owner_cpu_max - expected.owner_cpu_max).abs() < 1e-6, "{} vs {}", cfg.availability.owner_cpu_max, expected.owner_cpu_max);
+    assert!(tray.log().contains("calibration asked for from the settings window"), "{}", tray.log());
     tray.sigterm_and_wait();
 }
 

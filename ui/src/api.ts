@@ -2,9 +2,9 @@
 // src-tauri/src/commands.rs, which speak the agent's local control protocol. The types
 // come from bindings.ts, generated from the Rust types (never written by hand).
 import { invoke } from "@tauri-apps/api/core";
-import type { AgentStatus, Config, FieldError, Settings, StateKind, TodayReport } from "./bindings";
+import type { AgentStatus, CalibrationView, Config, FieldError, Settings, StateKind, TodayReport } from "./bindings";
 
-export type { AgentStatus, Config, FieldError, Settings, StateKind, TodayReport };
+export type { AgentStatus, CalibrationView, Config, FieldError, Settings, StateKind, TodayReport };
 
 export const status = () => invoke<AgentStatus>("status");
 export const today = () => invoke<TodayReport>("today");
@@ -13,6 +13,8 @@ export const getSettings = () => invoke<Settings>("get_settings");
 export const saveSettings = (settings: Settings) => invoke<Settings>("save_settings", { settings });
 /** The names of the programs running now (for the exclusive-programs picker). */
 export const runningPrograms = () => invoke<string[]>("running_programs");
+/** This machine's thresholds derived from its own recorded trace, for a daily budget (nothing is applied). */
+export const calibrate = (budget: number) => invoke<CalibrationView>("calibrate", { budget });
 /** Why Lull runs without a visible tray icon, if it does. */
 export const fallback = () => invoke<string | null>("fallback");
 export const openWindow = (which: "status" | "settings") => invoke<void>("open_window", { which });

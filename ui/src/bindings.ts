@@ -321,3 +321,38 @@ export type Settings = { config: Config,
 autostart: boolean, };
 
 export type FieldError = { field: string, message: string, range: [number, number] | null, };
+
+export type CalibrationView = { 
+/**
+ * Thresholds were derived (enough history).
+ */
+calibrated: boolean, 
+/**
+ * Days of history recorded.
+ */
+have_days: number, 
+/**
+ * Days still needed before calibration can run (0 once it can).
+ */
+need_days: number, 
+/**
+ * The daily budget it was derived for.
+ */
+budget: number, 
+/**
+ * The derived owner-CPU threshold (`availability.owner_cpu_max`, fraction 0–1).
+ */
+owner_cpu_max: number | null, 
+/**
+ * The derived recruitment threshold (`availability.recruitment_threshold_s`).
+ */
+recruitment_threshold_s: number | null, 
+/**
+ * The reasoning, one line each (or the refusal).
+ */
+reasoning: Array<string>, 
+/**
+ * Donated hours and interruptions per day against the recruitment threshold (SVG
+ * markup made by Lull's own plotter, no scripts).
+ */
+plot_svg: string | null, };

@@ -3,9 +3,9 @@
 // the reason and the allowed range. Nothing here duplicates the ranges.
 import { useEffect, useState } from "preact/hooks";
 import type { ComponentChildren } from "preact";
-import type { AllowedHours, Config, EvictionMode, FieldError, Settings } from "./bindings";
+import type { AllowedHours, CalibrationView, Config, EvictionMode, FieldError, Settings } from "./bindings";
 import { getCurrentWindow } from "@tauri-apps/api/window";
-import { getSettings, runningPrograms, saveSettings } from "./api";
+import { calibrate, getSettings, runningPrograms, saveSettings } from "./api";
 
 /** The window title says the outcome too (visible in the task bar, and to tests). */
 const title = (t: string) => void getCurrentWindow().setTitle(t).catch(() => {});
@@ -58,6 +58,7 @@ export function SettingsView() {
   const [loadErr, setLoadErr] = useState<string | null>(null);
   const [programs, setPrograms] = useState<string[] | null>(null);
   const [newProgram, setNewProgram] = useState("");
+  const [calib, setCalib] = useState<CalibrationView | "asking" | string | null>(null);
   useEffect(() => {
     getSettings().then(setS, (e) => setLoadErr(String(e)));
   }, []);
@@ -130,6 +131,26 @@ export function SettingsView() {
     if (n && !exclusive.includes(n)) update(set(c, "rules.exclusive_programs", [...exclusive, n]));
     setNewProgram("");
   };
+  const askCalibration = () => {
+    setCalib("asking");
+    calibrate(c.budget.interruptions_per_day).then(
+      (v) => {
+        setCalib(v);
+        title(v.calibrated ? "Lull settings: calibration ready" : `Lull settings: calibration needs ${fmt(v.need_days)} more days`);
+      },
+      (e) => setCalib(`Calibration failed: ${e}`),
+    );
+  };
+  /** Puts the derived thresholds into the form; Save applies them like any other edit. */
+  const useCalibration = (v: CalibrationView) => {
+    let cfg = c;
+    if (v.owner_cpu_max != null) cfg = set(cfg, "availability.owner_cpu_max", v.owner_cpu_max);
+    if (v.recruitment_threshold_s != null) cfg = set(cfg, "availability.recruitment_threshold_s", v.recruitment_threshold_s);
+    const { ["availability.owner_cpu_max"]: _a, ["availability.recruitment_threshold_s"]: _b, ...rest } = text;
+    setText(rest);
+    update(cfg);
+    title("Lull settings: calibrated values not saved yet");
+  };
   const mode = c.eviction.mode;
   const hoursErr = (d: Days) => errors[`rules.hours.${d}`];
   return (
@@ -157,6 +178,41 @@ export function SettingsView() {
             },
             true,
           )}
+        </fieldset>
+
+        <fieldset>
+          <legend>When is this machine idle?</legend>
+          {num({
+            path: "availability.owner_cpu_max", label: "Idle while your programs use less than", unit: "% CPU", scale: 100,
+            help: "Above this, Lull counts the machine as in use even without keyboard or mouse activity.",
+          })}
+          {num({
+            path: "availability.recruitment_threshold_s", label: "Offer the machine after it has been idle for", unit: "s", scale: 1,
+            help: "Longer means fewer interruptions and less donated time.",
+          })}
+          <div class="calibration" id="calibration">
+            <button type="button" id="calibrate" onClick={askCalibration} disabled={calib === "asking"}>
+              Calibrate from my machine's history
+            </button>
+            <p class="help">Derives both values from how this machine has actually been used (the activity Lull recorded, at least 3 days), for your daily limit above.</p>
+            {calib === "asking" && <p class="muted">Reading the recorded activity…</p>}
+            {typeof calib === "string" && calib !== "asking" && <p class="err" role="alert">{calib}</p>}
+            {calib && typeof calib === "object" && !calib.calibrated && (
+              <p class="banner" id="calibration-refused">{calib.reasoning[0]}</p>
+            )}
+            {calib && typeof calib === "object" && calib.calibrated && (
+              <div id="calibration-result">
+                <p>
+                  Suggested: idle below <b>{fmt((calib.owner_cpu_max ?? 0) * 100)} % CPU</b>, offer after <b>{calib.recruitment_threshold_s} s</b>{" "}
+                  (from {fmt(calib.have_days)} days, for {calib.budget} interruptions a day).
+                </p>
+                <ul class="reasoning">{calib.reasoning.map((l) => <li>{l}</li>)}</ul>
+                {calib.plot_svg && <div class="plot" aria-label="Donated hours and interruptions per day against the threshold" dangerouslySetInnerHTML={{ __html: calib.plot_svg }} />}
+                <button type="button" id="calibration-use" onClick={() => useCalibration(calib)}>Use these values</button>
+                <span class="muted"> then Save.</span>
+              </div>
+            )}
+          </div>
         </fieldset>
 
         <fieldset>

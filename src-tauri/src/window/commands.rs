@@ -5,6 +5,7 @@
 
 use crate::bindings::{FieldError, Settings};
 use crate::{autostart, windows};
+use agent_core::calibration::CalibrationView;
 use agent_core::config::{Config, ConfigError};
 use agent_core::control::{call, AgentStatus, Request, Response, TodayReport};
 use std::path::PathBuf;
@@ -13,6 +14,8 @@ use tauri::AppHandle;
 /// What the commands need: where the agent listens.
 pub struct Ctx {
     pub socket: PathBuf,
+    /// The agent's ledger, read (never written) for calibration.
+    pub ledger: PathBuf,
     /// Why the app runs without a (visible) tray icon, if it does.
     pub fallback: Option<String>,
 }
@@ -96,6 +99,21 @@ pub async fn running_programs(ctx: tauri::State<'_, Ctx>) -> Result<Vec<String>,
 }
 
 /// Why the app runs without a visible tray icon (shown atop the status window).
+/// This machine's calibration from its own recorded trace, for a daily budget of
+/// `budget` interruptions (`lull calibrate`'s logic; applying is the window's Save).
+#[tauri::command]
+pub async fn calibrate(budget: u32, ctx: tauri::State<'_, Ctx>) -> Result<CalibrationView, String> {
+    let ledger = ctx.ledger.clone();
+    let offset = chrono::Local::now().offset().local_minus_utc() as i64;
+    tauri::async_runtime::spawn_blocking(move || {
+        let result = agent_core::calibration::of_this_machine(&ledger, budget, offset).map_err(|e| format!("reading the trace: {e}"))?;
+        tracing::info!(budget, calibrated = result.is_ok(), "calibration asked for from the settings window");
+        Ok(CalibrationView::new(result, budget))
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
 #[tauri::command]
 pub fn fallback(ctx: tauri::State<'_, Ctx>) -> Option<String> {
     ctx.fallback.clone()

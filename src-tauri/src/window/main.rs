@@ -88,13 +88,14 @@ fn run() -> Result<()> {
     let taken = Arc::new(AtomicU32::new(1));
     let taken_by_follower = taken.clone();
     let app = tauri::Builder::default()
-        .manage(commands::Ctx { socket: paths.socket.clone(), fallback: args.note })
+        .manage(commands::Ctx { socket: paths.socket.clone(), ledger: paths.ledger.clone(), fallback: args.note })
         .invoke_handler(tauri::generate_handler![
             commands::status,
             commands::today,
             commands::get_settings,
             commands::save_settings,
             commands::running_programs,
+            commands::calibrate,
             commands::open_window,
             commands::fallback
         ])
