@@ -138,6 +138,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/tasks/{job}/{rank}/fail", post(fail))
         .route("/api/v1/tasks/{job}/{rank}/evicted", post(evicted))
         .route("/api/v1/tasks/{job}/{rank}/gang", get(gang))
+        .route("/api/v1/tasks/{job}/{rank}/migrate", post(migrate))
         .route("/api/v1/records", post(records))
         .route("/api/v1/reports", get(reports))
         .layer(DefaultBodyLimit::max(JSON_LIMIT))
@@ -540,6 +541,15 @@ async fn gang(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath) -> ApiRes
     Ok(Json(store::gang(&app.db, agent, job, rank).await?))
 }
 
+#[utoipa::path(post, path = "/api/v1/tasks/{job}/{rank}/migrate", request_body = MigrateRequest, params(("job" = i64, Path), ("rank" = i64, Path)),
+    security(("bearer" = [])), responses((status = 200, body = MigrateAnswer, description = "the decision; with `migrate` the task was given back: stop the guest"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn migrate(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<MigrateRequest>) -> ApiResult<Json<MigrateAnswer>> {
+    let agent = need_agent(&p)?;
+    let (job, rank) = path(t)?;
+    Ok(Json(crate::migration::ask(&app, agent, job, rank, &req).await?))
+}
+
 #[utoipa::path(put, path = "/api/v1/tasks/{job}/{rank}/checkpoint", request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     params(("job" = i64, Path), ("rank" = i64, Path), lull_protocol::CheckpointQuery), security(("bearer" = [])),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
@@ -676,10 +686,11 @@ impl utoipa::Modify for Security {
 #[openapi(
     info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports."),
     paths(create_key, create_join_token, enrol, heartbeat, agents, remove_agent, pool, submit, list_jobs, get_job, job_output, cancel, predictions, lease, progress, complete, fail, evicted,
-        gang, put_checkpoint, get_checkpoint, records, reports),
+        gang, migrate, put_checkpoint, get_checkpoint, records, reports),
     components(schemas(ErrorBody, CreateJoinToken, JoinToken, CreateKey, ApiKey, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, SubmitJob,
         JobSpec, Job, Task, LeaseRequest, Lease, Progress, ProgressAck, Completion, CompletionAck, TaskRelease, Gang, Record, RecordBatch,
-        RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved, Placement, ProgramPrediction)),
+        RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved, Placement, ProgramPrediction,
+        MigrateRequest, MigrateAnswer)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;
