@@ -95,7 +95,7 @@ async fn a_checkpoint_moves_from_one_lease_to_the_next() {
     assert!(!coordinator_client::upload_checkpoint(&a, &first, &ck, &mut stale, true).await);
     assert_eq!(b.get_checkpoint(&second).await.unwrap().as_deref(), Some(&b"count=4"[..]));
     // B's own renewal holds; and its newer state is stored.
-    assert_eq!(coordinator_client::renewal(b.progress(&second).await), Ok(()));
+    assert_eq!(coordinator_client::renewal(b.progress(&second).await), Ok(false));
     std::fs::write(&ck_b, b"count=9").unwrap();
     assert!(coordinator_client::upload_checkpoint(&b, &second, &ck_b, &mut last_b, false).await);
     assert_eq!(b.get_checkpoint(&second).await.unwrap().as_deref(), Some(&b"count=9"[..]));
