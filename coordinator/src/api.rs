@@ -511,7 +511,8 @@ async fn release(app: &App, p: &Principal, t: TaskPath, req: TaskRelease, evicte
     if let Some(r) = &req.reason {
         store::check_text("reason", r, 0, 4096)?;
     }
-    let task = store::release(&app.db, agent, job, rank, req.lease, evicted).await?;
+    let why = if evicted { store::GiveBack::Evicted } else { store::GiveBack::Failed };
+    let task = store::release(&app.db, agent, job, rank, req.lease, why).await?;
     let ended = Ended { agent: agent.to_string(), rank: rank as u32, cpu_s: 0.0, completed: false };
     app.scheduling.send(Msg::Job { job, ended: Some(ended) });
     tracing::info!(job, rank, agent, evicted, state = %task.state, reason = req.reason.as_deref().unwrap_or(""), "task released");

@@ -2,7 +2,7 @@
 //! guest lingers asks whether to move the task (seed 000 §5.2). This module gathers what
 //! the pure decision (`lull_core::sched::migrate::decide`) needs from the database and the
 //! live heartbeats, and carries a "yes" out: the task is given back with its last
-//! checkpoint (`store::give_back_migrated`: no retry used, no eviction counted; a gang
+//! checkpoint (`store::release` with `GiveBack::Migrated`: no retry used, no eviction counted; a gang
 //! halts until the rank is replaced) and the scheduler is told, so it places it again.
 //!
 //! Any replica answers: the inputs come from the database (and this replica's latest
@@ -152,7 +152,7 @@ pub async fn ask(app: &App, agent: &str, job: i64, rank: i64, req: &MigrateReque
     };
     let answer = MigrateAnswer { migrate: d.migrates(), reason: d.to_string(), stay_s, move_s };
     if let MigrateDecision::Migrate { to, .. } = &d {
-        store::give_back_migrated(db, agent, job, rank, req.lease).await?;
+        store::release(db, agent, job, rank, req.lease, store::GiveBack::Migrated).await?;
         let ended = Ended { agent: agent.to_string(), rank: rank as u32, cpu_s: req.cpu_s, completed: false };
         app.scheduling.send(Msg::Job { job, ended: Some(ended) });
         tracing::info!(job, rank, agent, to = names.get(to).map_or("", String::as_str), reason = %answer.reason, "task migrates");

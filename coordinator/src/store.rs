@@ -694,56 +694,48 @@ async fn halted_now(db: &Db, job_id: i64) -> Result<bool> {
     Ok(gang > 1 && started == 1 && whole < gang)
 }
 
-/// Gives a leased task back because it moves (the coordinator decided a migration, see
-/// `migration.rs`): no retry used and no eviction counted; its last checkpoint stays for
-/// the next holder; a gang halts until the rank is replaced (as a lost member).
-pub async fn give_back_migrated(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64) -> Result<()> {
-    let now = now_ms();
-    let mut tx = db.pool.begin().await?;
-    let n = sqlx::query(
-        "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
-         WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'",
-    )
-    .bind(job_id)
-    .bind(rank)
-    .bind(agent_id)
-    .bind(lease)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if n != 1 {
-        tx.commit().await?;
-        return Err(StoreError::Conflict("the lease is no longer held".into()));
-    }
-    sqlx::query(
-        "INSERT INTO task_events(job_id, rank, lease_epoch, kind, agent_id, day, at_ms) VALUES ($1, $2, $3, 'migrated', $4, $5, $6) ON CONFLICT DO NOTHING",
-    )
-    .bind(job_id)
-    .bind(rank)
-    .bind(lease)
-    .bind(agent_id)
-    .bind(day_of(now))
-    .bind(now)
-    .execute(&mut *tx)
-    .await?;
-    gang_follow(&mut tx, job_id, true, now).await?;
-    refresh_job(&mut *tx, job_id, now).await?;
-    tx.commit().await?;
-    Ok(())
+/// Why a leased task is given back (see [`release`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GiveBack {
+    /// The agent could not run it, or it failed: uses a retry; past `max_retries` the
+    /// task and job fail.
+    Failed,
+    /// The owner came back: no retry used, one eviction counted.
+    Evicted,
+    /// It moves (the coordinator decided a migration, `migration.rs`): no retry used, no
+    /// eviction counted; its last checkpoint stays for the next holder.
+    Migrated,
 }
 
-/// Gives a leased task back: `evicted` (the owner came back; does not use a retry) or a
-/// failure (uses a retry; past `max_retries` the task and job fail).
-pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, evicted: bool) -> Result<Task> {
+impl GiveBack {
+    fn event(self) -> &'static str {
+        match self {
+            GiveBack::Failed => "failed",
+            GiveBack::Evicted => "evicted",
+            GiveBack::Migrated => "migrated",
+        }
+    }
+}
+
+/// Gives a leased task back (`why`). A rank lost this way (evicted, migrated) halts a
+/// started gang until it is replaced; a failure restarts the gang (see `gang_follow`).
+pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, why: GiveBack) -> Result<Task> {
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
-    let sql = if evicted {
-        "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1, evictions = evictions + 1
-         WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
-    } else {
-        "UPDATE tasks SET state = CASE WHEN attempts > max_retries THEN 'failed' ELSE 'queued' END,
-            agent_id = CASE WHEN attempts > max_retries THEN agent_id ELSE NULL END, lease_expires_ms = NULL
-         WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+    let sql = match why {
+        GiveBack::Evicted => {
+            "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1, evictions = evictions + 1
+             WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+        }
+        GiveBack::Migrated => {
+            "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
+             WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+        }
+        GiveBack::Failed => {
+            "UPDATE tasks SET state = CASE WHEN attempts > max_retries THEN 'failed' ELSE 'queued' END,
+                agent_id = CASE WHEN attempts > max_retries THEN agent_id ELSE NULL END, lease_expires_ms = NULL
+             WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+        }
     };
     let n = sqlx::query(sql).bind(job_id).bind(rank).bind(agent_id).bind(lease).execute(&mut *tx).await?.rows_affected();
     if n != 1 {
@@ -756,13 +748,13 @@ pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64
     .bind(job_id)
     .bind(rank)
     .bind(lease)
-    .bind(if evicted { "evicted" } else { "failed" })
+    .bind(why.event())
     .bind(agent_id)
     .bind(day_of(now))
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    gang_follow(&mut tx, job_id, evicted, now).await?;
+    gang_follow(&mut tx, job_id, why != GiveBack::Failed, now).await?;
     refresh_job(&mut *tx, job_id, now).await?;
     let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLS} FROM tasks WHERE job_id = $1 AND rank = $2")))
         .bind(job_id)
