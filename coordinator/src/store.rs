@@ -489,19 +489,22 @@ async fn task_row(db: &Db, job_id: i64, rank: i64) -> Result<AnyRow> {
 /// Renews a lease. `cancel` tells the agent the job was cancelled.
 pub async fn progress(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, ttl_ms: i64) -> Result<ProgressAck> {
     let expires = now_ms() + ttl_ms;
-    let n = sqlx::query(
-        "UPDATE tasks SET lease_expires_ms = $5 WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'",
+    // The job's width comes back with the renewal, so only a gang's renewal asks whether
+    // it is halted.
+    let renewed = sqlx::query(
+        "UPDATE tasks SET lease_expires_ms = $5 WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'
+         RETURNING (SELECT gang FROM jobs WHERE jobs.id = $1) AS gang",
     )
     .bind(job_id)
     .bind(rank)
     .bind(agent_id)
     .bind(lease)
     .bind(expires)
-    .execute(&db.pool)
-    .await?
-    .rows_affected();
-    if n == 1 {
-        return Ok(ProgressAck { expires_ms: expires, cancel: false, halt: halted_now(db, job_id).await? });
+    .fetch_optional(&db.pool)
+    .await?;
+    if let Some(r) = renewed {
+        let halt = col::<i64>(&r, "gang")? > 1 && halted_now(db, job_id).await?;
+        return Ok(ProgressAck { expires_ms: expires, cancel: false, halt });
     }
     let row = task_row(db, job_id, rank).await?;
     let (state, holder, epoch): (String, Option<String>, i64) = (col(&row, "state")?, col(&row, "agent_id")?, col(&row, "lease_epoch")?);

@@ -1050,3 +1050,67 @@ fn config_round_trips_with_defaults_and_rejects_unknown_fields() {
     let bad = SchedConfig { predict: PredictConfig { exp_alpha: 1.0, ..PredictConfig::default() }, ..SchedConfig::default() };
     assert!(matches!(Scheduler::new(bad), Err(SchedError::InvalidConfig(_))));
 }
+
+// ---------------------------------------------------------------------------------------
+// Migration on request (seed 000 §5.2).
+
+fn migrate_case() -> impl Strategy<Value = (migrate::MigrateAsk, Vec<Machine>)> {
+    let machine = (2u64..9, 0.5f64..3.0, 0.0f64..1.0, any::<bool>(), 0u32..3, 0u64..4);
+    (
+        0.0f64..1.0,
+        0.0f64..600.0,
+        0.0f64..60.0,
+        any::<bool>(),
+        0.0f64..2000.0,
+        proptest::option::of(0.0f64..4000.0),
+        proptest::collection::vec(machine, 0..6),
+        proptest::collection::vec(2u64..9, 0..2),
+    )
+        .prop_map(|(h, busy, cost, ckpt, done, pred, ms, exclude)| {
+            let ask = migrate::MigrateAsk {
+                source: Machine { load: h, ..Machine::new(1, "src", 1.0) },
+                owner_busy_for_s: busy,
+                migration_cost_s: cost,
+                checkpointable: ckpt,
+                done_normtime_s: done,
+                predicted_normtime_s: pred,
+                memory_needed: GB,
+                exclude: exclude.into_iter().map(MachineId).collect(),
+            };
+            let ms = ms
+                .into_iter()
+                .map(|(id, speed, load, available, left, mem)| Machine {
+                    load,
+                    available,
+                    interruptions_left: left,
+                    free_memory: mem * GB / 2,
+                    ..Machine::new(id, "o", speed)
+                })
+                .collect();
+            (ask, ms)
+        })
+}
+
+proptest! {
+    /// The answer never names the source, a gang peer or a machine that could not take the
+    /// task; it migrates exactly when moving is predicted sooner, to the first eligible
+    /// machine in placement order; and with no eligible machine it stays.
+    #[test]
+    fn a_migration_goes_only_to_an_eligible_machine_and_only_when_sooner((ask, ms) in migrate_case()) {
+        let eligible: Vec<&Machine> = ms.iter()
+            .filter(|m| m.id != ask.source.id && !ask.exclude.contains(&m.id) && check_eligible(m, 0, 0, ask.memory_needed).is_ok())
+            .collect();
+        let best = eligible.iter().min_by_key(|m| rank_key(m)).map(|m| m.id);
+        match migrate::decide(&ask, &ms, 0.05) {
+            migrate::MigrateDecision::Migrate { to, stay_s, move_s } => {
+                prop_assert_eq!(Some(to), best);
+                prop_assert!(move_s < stay_s);
+            }
+            migrate::MigrateDecision::Stay(migrate::StayWhy::NotSooner { best: b, stay_s, move_s }) => {
+                prop_assert_eq!(Some(b), best);
+                prop_assert!(move_s >= stay_s);
+            }
+            migrate::MigrateDecision::Stay(migrate::StayWhy::NoFreeMachine) => prop_assert!(best.is_none()),
+        }
+    }
+}
