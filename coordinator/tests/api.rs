@@ -724,6 +724,10 @@ async fn migrate_on(b: Backend) {
     assert_eq!(lc.job_id, j.id);
     let r = c.http.get(format!("{}/api/v1/tasks/{}/0/checkpoint", s.base, j.id)).bearer_auth(&c.secret).send().await.unwrap();
     assert_eq!(r.bytes().await.unwrap().to_vec(), b"step 40".to_vec());
+    let doc: Value = s.client("").get_ok("/api/openapi.json").await;
+    assert!(doc["paths"]["/api/v1/tasks/{job}/{rank}/migrate"]["post"].is_object(), "the route is in the OpenAPI document");
+    assert!(doc["components"]["schemas"]["MigrateRequest"].is_object() && doc["components"]["schemas"]["MigrateAnswer"].is_object());
+    assert!(doc["components"]["schemas"]["ProgressAck"]["properties"]["halt"].is_object());
     s.stop().await;
 }
 
