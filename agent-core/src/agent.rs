@@ -78,6 +78,12 @@ pub trait GuestHost: Send {
     fn kill_guest(&mut self, _id: &str) -> bool {
         false
     }
+    /// Freezes (`hold`) or thaws one running guest on its own, whatever the directive:
+    /// its gang is halted while a lost member is replaced. Not the policy's (no
+    /// interruption, no eviction). False if unknown, ended or not supported.
+    fn hold_guest(&mut self, _id: &str, _hold: bool) -> bool {
+        false
+    }
 }
 
 /// A job the coordinator link hands the driver to run as a guest (the driver owns the
@@ -101,6 +107,10 @@ pub enum JobMsg {
     /// checkpoint signal or grace, and no interruption — the policy is not involved. Its
     /// `ended` is still sent once it is gone.
     Stop { guest: String },
+    /// Freeze (`hold`) or thaw one job's guest: its gang is halted until a lost member is
+    /// replaced. Outside the policy: no interruption, and it stays frozen across the
+    /// directive's thaws until released.
+    Hold { guest: String, hold: bool },
 }
 
 /// The driver's end of the job channel (see [`JobMsg`]).
@@ -406,6 +416,11 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
             job = async { match job_rx.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => match job {
                 Some(JobMsg::Run(job)) => d.on_job(job),
                 Some(JobMsg::Stop { guest }) => d.stop_job(&guest),
+                Some(JobMsg::Hold { guest, hold }) => {
+                    if !d.guests.hold_guest(&guest, hold) {
+                        debug!(guest = %guest, hold, "asked to hold or release a guest that is not running");
+                    }
+                }
                 None => job_rx = None,
             },
         }

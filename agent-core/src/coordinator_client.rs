@@ -25,7 +25,7 @@ use crate::guest::{GuestPhase, GuestSpec};
 use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
 use lull_protocol::{
-    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, Heartbeat, HeartbeatAck, Lease, LeaseRequest, Output, Progress,
+    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, Heartbeat, HeartbeatAck, Lease, LeaseRequest, MigrateAnswer, MigrateRequest, Output, Progress,
     ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, CHECKPOINT_MAX,
 };
 use serde::{Deserialize, Serialize};
@@ -187,10 +187,16 @@ impl CoordinatorClient {
     }
 
     /// Renews a lease; `true` if the job was cancelled and the guest must stop.
-    pub async fn progress(&self, t: &Lease) -> Result<bool> {
+    pub async fn progress(&self, t: &Lease) -> Result<ProgressAck> {
         let req = Progress { lease: t.lease, fraction: None };
-        let a: ProgressAck = answer(self.post(&format!("/api/v1/tasks/{}/{}/progress", t.job_id, t.rank)).json(&req).send().await?).await?;
-        Ok(a.cancel)
+        answer(self.post(&format!("/api/v1/tasks/{}/{}/progress", t.job_id, t.rank)).json(&req).send().await?).await
+    }
+
+    /// Asks the coordinator to move a lingering task (seed 000 §5.2). With `migrate` in
+    /// the answer the task was given back (its last uploaded checkpoint kept): stop the
+    /// guest as for a lost lease.
+    pub async fn migrate(&self, t: &Lease, req: &MigrateRequest) -> Result<MigrateAnswer> {
+        answer(self.post(&format!("/api/v1/tasks/{}/{}/migrate", t.job_id, t.rank)).json(req).send().await?).await
     }
 
     /// Reports completion with the CPU time the OS measured and the tail of the guest's
@@ -381,6 +387,8 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(15);
 /// The first renewal comes this soon after the guest is handed over, so that a job
 /// cancelled (or a gang re-queued) just as it was leased stops early.
 const PROGRESS_FIRST: Duration = Duration::from_secs(5);
+/// How often a halted gang member renews (and so learns its gang is whole again).
+const HALT_POLL: Duration = Duration::from_secs(1);
 /// How long a gang member (a lease with `machines` > 1) waits for every rank of its gang
 /// to be leased before giving its lease back ("gang did not fill"), so that a gang bigger
 /// than the free machines does not hold this one idle: the coordinator re-queues the
@@ -499,12 +507,13 @@ impl Stopped {
     }
 }
 
-/// What one renewal said: held, or stopped (cancelled, lease lost), or unknown
-/// (`Err(None)`: the coordinator could not be asked; the guest runs on).
-pub fn renewal(r: Result<bool>) -> std::result::Result<(), Option<Stopped>> {
+/// What one renewal said: held (`Ok(halt)`: whether the gang is halted, so the guest
+/// must be frozen), or stopped (cancelled, lease lost), or unknown (`Err(None)`: the
+/// coordinator could not be asked; the guest goes on as it is).
+pub fn renewal(r: Result<ProgressAck>) -> std::result::Result<bool, Option<Stopped>> {
     match r {
-        Ok(false) => Ok(()),
-        Ok(true) => Err(Some(Stopped::Cancelled)),
+        Ok(a) if a.cancel => Err(Some(Stopped::Cancelled)),
+        Ok(a) => Ok(a.halt),
         Err(ClientError::Refused { status: 409, .. }) => Err(Some(Stopped::LeaseLost)),
         Err(e) => {
             tracing::warn!("lease renewal failed: {e}");
@@ -692,12 +701,30 @@ async fn run_task(
     tokio::pin!(ended_rx);
     let every = progress_every();
     let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every.min(PROGRESS_FIRST), every);
+    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // While the gang is halted (another rank lost) the guest is frozen and the lease is
+    // renewed every HALT_POLL, so it runs again within about that once the rank is
+    // replaced.
+    let mut halt_poll = tokio::time::interval(HALT_POLL.min(every));
+    let mut halted = false;
     let mut stopped: Option<Stopped> = None;
     let info = loop {
         tokio::select! {
             info = &mut ended_rx => break info.ok(),
-            _ = renew.tick(), if stopped.is_none() => match renewal(client.progress(&task).await) {
-                Ok(()) => {
+            _ = async { if halted { halt_poll.tick().await } else { renew.tick().await } }, if stopped.is_none() => match renewal(client.progress(&task).await) {
+                Ok(halt) => {
+                    if halt != halted {
+                        tracing::info!(job = task.job_id, rank = task.rank, guest = %guest, "{}", if halt {
+                            "gang halted (a member was lost): guest frozen until it is replaced"
+                        } else {
+                            "gang whole again: guest thawed"
+                        });
+                        if jobs.send(JobMsg::Hold { guest: guest.clone(), hold: halt }).await.is_err() {
+                            break None;
+                        }
+                        halted = halt;
+                        halt_poll.reset();
+                    }
                     if let Some(path) = &checkpoint {
                         upload_checkpoint(client, &task, path, &mut uploaded, false).await;
                     }

@@ -87,6 +87,10 @@ pub struct ServeArgs {
     /// Heartbeat interval agents are told to use, seconds.
     #[arg(long, default_value_t = 10)]
     pub heartbeat_s: u64,
+    /// Seconds a started gang that lost a member stays halted (its other members frozen)
+    /// waiting for a replacement before the whole gang is queued again (1–86400).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub gang_halt_timeout_s: u64,
     /// Log JSON lines (structured) instead of text.
     #[arg(long)]
     pub log_json: bool,
@@ -341,6 +345,7 @@ fn serve(a: ServeArgs) -> Result<()> {
     let config = Config {
         lease_ttl: Duration::from_secs(a.lease_ttl_s.max(1)),
         heartbeat_interval: Duration::from_secs(a.heartbeat_s.max(1)),
+        gang_halt_timeout: Duration::from_secs(a.gang_halt_timeout_s),
         metrics_key: a.metrics.key()?,
         scheduler: a.scheduler.config(),
         ..Config::default()

@@ -138,6 +138,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/tasks/{job}/{rank}/fail", post(fail))
         .route("/api/v1/tasks/{job}/{rank}/evicted", post(evicted))
         .route("/api/v1/tasks/{job}/{rank}/gang", get(gang))
+        .route("/api/v1/tasks/{job}/{rank}/migrate", post(migrate))
         .route("/api/v1/records", post(records))
         .route("/api/v1/reports", get(reports))
         .layer(DefaultBodyLimit::max(JSON_LIMIT))
@@ -510,7 +511,8 @@ async fn release(app: &App, p: &Principal, t: TaskPath, req: TaskRelease, evicte
     if let Some(r) = &req.reason {
         store::check_text("reason", r, 0, 4096)?;
     }
-    let task = store::release(&app.db, agent, job, rank, req.lease, evicted).await?;
+    let why = if evicted { store::GiveBack::Evicted } else { store::GiveBack::Failed };
+    let task = store::release(&app.db, agent, job, rank, req.lease, why).await?;
     let ended = Ended { agent: agent.to_string(), rank: rank as u32, cpu_s: 0.0, completed: false };
     app.scheduling.send(Msg::Job { job, ended: Some(ended) });
     tracing::info!(job, rank, agent, evicted, state = %task.state, reason = req.reason.as_deref().unwrap_or(""), "task released");
@@ -538,6 +540,15 @@ async fn gang(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath) -> ApiRes
     let agent = need_agent(&p)?;
     let (job, rank) = path(t)?;
     Ok(Json(store::gang(&app.db, agent, job, rank).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/tasks/{job}/{rank}/migrate", request_body = MigrateRequest, params(("job" = i64, Path), ("rank" = i64, Path)),
+    security(("bearer" = [])), responses((status = 200, body = MigrateAnswer, description = "the decision; with `migrate` the task was given back: stop the guest"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn migrate(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<MigrateRequest>) -> ApiResult<Json<MigrateAnswer>> {
+    let agent = need_agent(&p)?;
+    let (job, rank) = path(t)?;
+    Ok(Json(crate::migration::ask(&app, agent, job, rank, &req).await?))
 }
 
 #[utoipa::path(put, path = "/api/v1/tasks/{job}/{rank}/checkpoint", request_body(content = Vec<u8>, content_type = "application/octet-stream"),
@@ -676,10 +687,11 @@ impl utoipa::Modify for Security {
 #[openapi(
     info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports."),
     paths(create_key, create_join_token, enrol, heartbeat, agents, remove_agent, pool, submit, list_jobs, get_job, job_output, cancel, predictions, lease, progress, complete, fail, evicted,
-        gang, put_checkpoint, get_checkpoint, records, reports),
+        gang, migrate, put_checkpoint, get_checkpoint, records, reports),
     components(schemas(ErrorBody, CreateJoinToken, JoinToken, CreateKey, ApiKey, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, SubmitJob,
         JobSpec, Job, Task, LeaseRequest, Lease, Progress, ProgressAck, Completion, CompletionAck, TaskRelease, Gang, Record, RecordBatch,
-        RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved, Placement, ProgramPrediction)),
+        RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved, Placement, ProgramPrediction,
+        MigrateRequest, MigrateAnswer)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;

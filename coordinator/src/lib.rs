@@ -14,6 +14,7 @@ pub mod dashboard;
 pub mod db;
 pub mod live;
 pub mod metrics;
+pub mod migration;
 pub mod model;
 pub mod report;
 pub mod scheduling;
@@ -45,6 +46,9 @@ pub struct Config {
     /// The scheduler's configuration (algorithm, prediction); `lull coordinator serve
     /// --scheduler`.
     pub scheduler: lull_core::sched::SchedConfig,
+    /// How long a started gang that lost a member stays halted waiting for its
+    /// replacement before the whole gang is re-queued (as the agents' gang fill timeout).
+    pub gang_halt_timeout: Duration,
 }
 
 impl Default for Config {
@@ -56,6 +60,7 @@ impl Default for Config {
             sweep_interval: Duration::from_secs(1),
             metrics_key: None,
             scheduler: lull_core::sched::SchedConfig::default(),
+            gang_halt_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -155,6 +160,8 @@ async fn flush(app: &App) {
 async fn background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
     let mut flush_tick = tokio::time::interval(app.config.flush_interval);
     let mut sweep_tick = tokio::time::interval(app.config.sweep_interval);
+    let mut halt_tick = tokio::time::interval(app.config.sweep_interval);
+    halt_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     flush_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     sweep_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -170,6 +177,16 @@ async fn background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "lease sweep failed"),
+            },
+            _ = halt_tick.tick() => match store::resolve_halts(&app.db, app.config.gang_halt_timeout.as_millis() as i64).await {
+                Ok(jobs) => {
+                    for job in jobs {
+                        app.metrics.requeued.fetch_add(1, Ordering::Relaxed);
+                        tracing::info!(job, timeout_s = app.config.gang_halt_timeout.as_secs(), "halted gang not replaced in time: re-queued whole");
+                        app.scheduling.send(scheduling::Msg::Job { job, ended: None });
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "gang halt sweep failed"),
             },
             _ = stop.changed() => if *stop.borrow() { return },
         }

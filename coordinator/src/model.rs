@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 pub use lull_protocol::{
+    MigrateAnswer, MigrateRequest,
     Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, Heartbeat, HeartbeatAck, JobSpec, Lease, LeaseRequest, Output,
     Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, OUTPUT_TAIL_MAX,
 };

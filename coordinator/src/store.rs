@@ -184,7 +184,7 @@ pub async fn remove_agent(db: &Db, agent_id: &str) -> Result<MachineRemoved> {
     .bind(agent_id)
     .fetch_all(&mut *tx)
     .await?;
-    follow_requeued(&mut tx, &rows, now).await?;
+    follow_requeued(&mut tx, &rows, true, now).await?;
     tx.commit().await?;
     Ok(MachineRemoved {
         id: agent_id.to_string(),
@@ -489,24 +489,27 @@ async fn task_row(db: &Db, job_id: i64, rank: i64) -> Result<AnyRow> {
 /// Renews a lease. `cancel` tells the agent the job was cancelled.
 pub async fn progress(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, ttl_ms: i64) -> Result<ProgressAck> {
     let expires = now_ms() + ttl_ms;
-    let n = sqlx::query(
-        "UPDATE tasks SET lease_expires_ms = $5 WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'",
+    // The job's width comes back with the renewal, so only a gang's renewal asks whether
+    // it is halted.
+    let renewed = sqlx::query(
+        "UPDATE tasks SET lease_expires_ms = $5 WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'
+         RETURNING (SELECT gang FROM jobs WHERE jobs.id = $1) AS gang",
     )
     .bind(job_id)
     .bind(rank)
     .bind(agent_id)
     .bind(lease)
     .bind(expires)
-    .execute(&db.pool)
-    .await?
-    .rows_affected();
-    if n == 1 {
-        return Ok(ProgressAck { expires_ms: expires, cancel: false });
+    .fetch_optional(&db.pool)
+    .await?;
+    if let Some(r) = renewed {
+        let halt = col::<i64>(&r, "gang")? > 1 && halted_now(db, job_id).await?;
+        return Ok(ProgressAck { expires_ms: expires, cancel: false, halt });
     }
     let row = task_row(db, job_id, rank).await?;
     let (state, holder, epoch): (String, Option<String>, i64) = (col(&row, "state")?, col(&row, "agent_id")?, col(&row, "lease_epoch")?);
     if state == "cancelled" && holder.as_deref() == Some(agent_id) && epoch == lease {
-        return Ok(ProgressAck { expires_ms: 0, cancel: true });
+        return Ok(ProgressAck { expires_ms: 0, cancel: true, halt: false });
     }
     Err(StoreError::Conflict("the lease is no longer held".into()))
 }
@@ -569,11 +572,15 @@ pub async fn complete(db: &Db, agent_id: &str, job_id: i64, rank: i64, c: &Compl
     Err(StoreError::Conflict(format!("task is {state} and the lease is no longer held")))
 }
 
-/// After a rank of a job went back to the queue or failed: a gang restarts together, so
-/// its other leased ranks are re-queued too (without using their retries; their holders
-/// learn it from a 409 on their next progress report), and once any rank failed for good
-/// the remaining ranks are cancelled.
-async fn gang_follow(conn: &mut sqlx::AnyConnection, job_id: i64) -> Result<()> {
+/// After a rank of a job went back to the queue or failed. Once any rank failed for
+/// good the remaining ranks are cancelled. A rank `lost` (evicted, lease expired, machine
+/// removed, moved away) from a gang that had started halts the gang: its other leased
+/// ranks keep their leases (their agents freeze them, told by their renewals) from
+/// `halted_ms` until a replacement takes the lost rank (see [`resolve_halts`]).
+/// Otherwise — a failure with retries left, or a gang that never filled — the gang
+/// restarts together: its other leased ranks are re-queued too (without using their
+/// retries; their holders learn it from a 409 on their next progress report).
+async fn gang_follow(conn: &mut sqlx::AnyConnection, job_id: i64, lost: bool, now: i64) -> Result<()> {
     sqlx::query(
         "UPDATE tasks SET state = 'cancelled' WHERE job_id = $1 AND state IN ('queued', 'leased')
            AND EXISTS (SELECT 1 FROM tasks f WHERE f.job_id = $1 AND f.state = 'failed')",
@@ -581,11 +588,33 @@ async fn gang_follow(conn: &mut sqlx::AnyConnection, job_id: i64) -> Result<()> 
     .bind(job_id)
     .execute(&mut *conn)
     .await?;
+    let halted = lost
+        && sqlx::query(
+            "UPDATE jobs SET halted_ms = COALESCE(halted_ms, $2) WHERE id = $1 AND gang > 1 AND gang_started = 1
+               AND EXISTS (SELECT 1 FROM tasks q WHERE q.job_id = $1 AND q.state = 'queued')
+               AND EXISTS (SELECT 1 FROM tasks l WHERE l.job_id = $1 AND l.state = 'leased')",
+        )
+        .bind(job_id)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected()
+            == 1;
+    if !halted {
+        sqlx::query(
+            "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
+             WHERE job_id = $1 AND state = 'leased'
+               AND EXISTS (SELECT 1 FROM tasks q WHERE q.job_id = $1 AND q.state = 'queued')
+               AND (SELECT gang FROM jobs WHERE jobs.id = $1) > 1",
+        )
+        .bind(job_id)
+        .execute(&mut *conn)
+        .await?;
+    }
+    // A gang with no rank leased any more has not started (and is not halted).
     sqlx::query(
-        "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
-         WHERE job_id = $1 AND state = 'leased'
-           AND EXISTS (SELECT 1 FROM tasks q WHERE q.job_id = $1 AND q.state = 'queued')
-           AND (SELECT gang FROM jobs WHERE jobs.id = $1) > 1",
+        "UPDATE jobs SET gang_started = 0, halted_ms = NULL WHERE id = $1 AND (gang_started = 1 OR halted_ms IS NOT NULL)
+           AND NOT EXISTS (SELECT 1 FROM tasks l WHERE l.job_id = $1 AND l.state = 'leased')",
     )
     .bind(job_id)
     .execute(&mut *conn)
@@ -594,30 +623,122 @@ async fn gang_follow(conn: &mut sqlx::AnyConnection, job_id: i64) -> Result<()> 
 }
 
 /// After tasks went back to the queue (or failed): each of their jobs (`rows` carry
-/// `job_id`) has its gang followed and its state recomputed, once.
-async fn follow_requeued(tx: &mut sqlx::Transaction<'_, sqlx::Any>, rows: &[AnyRow], now: i64) -> Result<()> {
+/// `job_id`) has its gang followed (`lost`: see [`gang_follow`]) and its state
+/// recomputed, once.
+async fn follow_requeued(tx: &mut sqlx::Transaction<'_, sqlx::Any>, rows: &[AnyRow], lost: bool, now: i64) -> Result<()> {
     let mut jobs: Vec<i64> = rows.iter().map(|r| col(r, "job_id")).collect::<std::result::Result<_, _>>()?;
     jobs.sort_unstable();
     jobs.dedup();
     for j in &jobs {
-        gang_follow(tx, *j).await?;
+        gang_follow(tx, *j, lost, now).await?;
         refresh_job(&mut **tx, *j, now).await?;
     }
     Ok(())
 }
 
-/// Gives a leased task back: `evicted` (the owner came back; does not use a retry) or a
-/// failure (uses a retry; past `max_retries` the task and job fail).
-pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, evicted: bool) -> Result<Task> {
+/// Halted gangs: a halt whose gang is whole again (every rank's lease taken, or
+/// completed) or that ended (cancelled, failed) is cleared; one older than `timeout_ms`
+/// re-queues the whole gang as before halts existed (its leased ranks without using a
+/// retry; their holders get 409 on their next progress). Returns the jobs re-queued.
+pub async fn resolve_halts(db: &Db, timeout_ms: i64) -> Result<Vec<i64>> {
+    let now = now_ms();
+    sqlx::query(
+        "UPDATE jobs SET halted_ms = NULL WHERE halted_ms IS NOT NULL AND (state NOT IN ('queued', 'running')
+           OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id
+             AND NOT ((t.state = 'leased' AND t.lease_delivered = 1) OR t.state = 'completed')))",
+    )
+    .execute(&db.pool)
+    .await?;
+    let due: Vec<i64> = sqlx::query("SELECT id FROM jobs WHERE halted_ms IS NOT NULL AND halted_ms < $1 ORDER BY id")
+        .bind(now - timeout_ms)
+        .fetch_all(&db.pool)
+        .await?
+        .iter()
+        .map(|r| col(r, "id"))
+        .collect::<std::result::Result<_, _>>()?;
+    let mut requeued = Vec::new();
+    for job in due {
+        let mut tx = db.pool.begin().await?;
+        let n = sqlx::query("UPDATE jobs SET halted_ms = NULL, gang_started = 0 WHERE id = $1 AND halted_ms IS NOT NULL AND halted_ms < $2")
+            .bind(job)
+            .bind(now - timeout_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if n == 1 {
+            sqlx::query(
+                "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
+                 WHERE job_id = $1 AND state = 'leased'",
+            )
+            .bind(job)
+            .execute(&mut *tx)
+            .await?;
+            refresh_job(&mut *tx, job, now).await?;
+            requeued.push(job);
+        }
+        tx.commit().await?;
+    }
+    Ok(requeued)
+}
+
+/// Whether the gang of a job is halted for its holders: started, and not every rank's
+/// lease taken (or completed). Sequential jobs never are.
+async fn halted_now(db: &Db, job_id: i64) -> Result<bool> {
+    let row = sqlx::query(
+        "SELECT j.gang AS gang, j.gang_started AS started,
+            (SELECT COUNT(*) FROM tasks t WHERE t.job_id = j.id AND ((t.state = 'leased' AND t.lease_delivered = 1) OR t.state = 'completed')) AS whole
+         FROM jobs j WHERE j.id = $1",
+    )
+    .bind(job_id)
+    .fetch_optional(&db.pool)
+    .await?;
+    let Some(row) = row else { return Ok(false) };
+    let (gang, started, whole): (i64, i64, i64) = (col(&row, "gang")?, col(&row, "started")?, col(&row, "whole")?);
+    Ok(gang > 1 && started == 1 && whole < gang)
+}
+
+/// Why a leased task is given back (see [`release`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GiveBack {
+    /// The agent could not run it, or it failed: uses a retry; past `max_retries` the
+    /// task and job fail.
+    Failed,
+    /// The owner came back: no retry used, one eviction counted.
+    Evicted,
+    /// It moves (the coordinator decided a migration, `migration.rs`): no retry used, no
+    /// eviction counted; its last checkpoint stays for the next holder.
+    Migrated,
+}
+
+impl GiveBack {
+    fn event(self) -> &'static str {
+        match self {
+            GiveBack::Failed => "failed",
+            GiveBack::Evicted => "evicted",
+            GiveBack::Migrated => "migrated",
+        }
+    }
+}
+
+/// Gives a leased task back (`why`). A rank lost this way (evicted, migrated) halts a
+/// started gang until it is replaced; a failure restarts the gang (see `gang_follow`).
+pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, why: GiveBack) -> Result<Task> {
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
-    let sql = if evicted {
-        "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1, evictions = evictions + 1
-         WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
-    } else {
-        "UPDATE tasks SET state = CASE WHEN attempts > max_retries THEN 'failed' ELSE 'queued' END,
-            agent_id = CASE WHEN attempts > max_retries THEN agent_id ELSE NULL END, lease_expires_ms = NULL
-         WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+    let sql = match why {
+        GiveBack::Evicted => {
+            "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1, evictions = evictions + 1
+             WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+        }
+        GiveBack::Migrated => {
+            "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
+             WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+        }
+        GiveBack::Failed => {
+            "UPDATE tasks SET state = CASE WHEN attempts > max_retries THEN 'failed' ELSE 'queued' END,
+                agent_id = CASE WHEN attempts > max_retries THEN agent_id ELSE NULL END, lease_expires_ms = NULL
+             WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+        }
     };
     let n = sqlx::query(sql).bind(job_id).bind(rank).bind(agent_id).bind(lease).execute(&mut *tx).await?.rows_affected();
     if n != 1 {
@@ -630,13 +751,13 @@ pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64
     .bind(job_id)
     .bind(rank)
     .bind(lease)
-    .bind(if evicted { "evicted" } else { "failed" })
+    .bind(why.event())
     .bind(agent_id)
     .bind(day_of(now))
     .bind(now)
     .execute(&mut *tx)
     .await?;
-    gang_follow(&mut *tx, job_id).await?;
+    gang_follow(&mut tx, job_id, why != GiveBack::Failed, now).await?;
     refresh_job(&mut *tx, job_id, now).await?;
     let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLS} FROM tasks WHERE job_id = $1 AND rank = $2")))
         .bind(job_id)
@@ -663,7 +784,7 @@ pub async fn requeue_expired(db: &Db) -> Result<Vec<i64>> {
     .bind(now)
     .fetch_all(&mut *tx)
     .await?;
-    follow_requeued(&mut tx, &rows, now).await?;
+    follow_requeued(&mut tx, &rows, true, now).await?;
     tx.commit().await?;
     let mut jobs: Vec<i64> = rows.iter().map(|r| col(r, "job_id")).collect::<std::result::Result<_, _>>()?;
     jobs.sort_unstable();
@@ -696,7 +817,16 @@ pub async fn gang(db: &Db, agent_id: &str, job_id: i64, rank: i64) -> Result<Gan
             agents.push(None);
         }
     }
-    Ok(Gang { machines: rows.len() as u32, leased, ready: leased == rows.len() as u32, agents })
+    let ready = leased == rows.len() as u32;
+    if ready {
+        // Whole: it has started (a member lost from now on halts the others rather than
+        // re-queueing them), and any halt is over.
+        sqlx::query("UPDATE jobs SET gang_started = 1, halted_ms = NULL WHERE id = $1 AND (gang_started = 0 OR halted_ms IS NOT NULL)")
+            .bind(job_id)
+            .execute(&db.pool)
+            .await?;
+    }
+    Ok(Gang { machines: rows.len() as u32, leased, ready, agents })
 }
 
 /// Stores a checkpoint for a leased task (the holder only; with `lease`, only under that

@@ -1,8 +1,9 @@
 //! The agent's job-side client against a real coordinator (SQLite): checkpoints moved
 //! between leases (download into a new work directory, upload only when changed, a
 //! late upload from a lost lease refused, an oversized one never sent), renewals that
-//! learn of a cancel or a lost lease, and a gang member that starts only once its gang
-//! has filled and otherwise gives its lease back.
+//! learn of a cancel or a lost lease, a gang member that starts only once its gang
+//! has filled and otherwise gives its lease back, a halted member told so by its
+//! renewals, and migration requests answered.
 
 mod common;
 
@@ -95,7 +96,7 @@ async fn a_checkpoint_moves_from_one_lease_to_the_next() {
     assert!(!coordinator_client::upload_checkpoint(&a, &first, &ck, &mut stale, true).await);
     assert_eq!(b.get_checkpoint(&second).await.unwrap().as_deref(), Some(&b"count=4"[..]));
     // B's own renewal holds; and its newer state is stored.
-    assert_eq!(coordinator_client::renewal(b.progress(&second).await), Ok(()));
+    assert_eq!(coordinator_client::renewal(b.progress(&second).await), Ok(false));
     std::fs::write(&ck_b, b"count=9").unwrap();
     assert!(coordinator_client::upload_checkpoint(&b, &second, &ck_b, &mut last_b, false).await);
     assert_eq!(b.get_checkpoint(&second).await.unwrap().as_deref(), Some(&b"count=9"[..]));
@@ -150,5 +151,50 @@ async fn a_gang_member_starts_once_its_gang_fills_and_gives_back_a_lease_that_do
     a.evicted(&la, "the machine is no longer available").await.unwrap();
     let w = coordinator_client::wait_for_gang(&b, &lb, &accepting, Duration::from_secs(2)).await;
     assert_eq!(w, GangWait::Gone(Stopped::LeaseLost));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is_answered() {
+    let db = fresh_db(Backend::Sqlite).await.unwrap();
+    let s = Server::start(&db.url, test_config()).await;
+    let (a, b) = (agent(&s, "a").await, agent(&s, "b").await);
+    let (_yes, accepting) = tokio::sync::watch::channel(true);
+    let g: Job = s.admin().post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"], "machines": 2, "estimate_s": 1000.0})).await;
+    let (la, lb) = tokio::join!(a.lease(1 << 30, Duration::from_secs(3)), b.lease(1 << 30, Duration::from_secs(3)));
+    let (la, lb) = (la.unwrap().expect("rank for A"), lb.unwrap().expect("rank for B"));
+    assert_eq!(coordinator_client::wait_for_gang(&a, &la, &accepting, Duration::from_secs(5)).await, GangWait::Ready);
+    assert_eq!(coordinator_client::wait_for_gang(&b, &lb, &accepting, Duration::from_secs(5)).await, GangWait::Ready);
+    assert_eq!(coordinator_client::renewal(b.progress(&lb).await), Ok(false), "whole: not halted");
+    // A's owner comes back: B's renewal says halt (freeze the guest), not a lost lease.
+    a.evicted(&la, "evicted: the owner returned").await.unwrap();
+    assert_eq!(coordinator_client::renewal(b.progress(&lb).await), Ok(true));
+    // B's owner comes back too and B asks to move: no machine is free.
+    let ask = MigrateRequest { lease: lb.lease, owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 100.0 };
+    let m = b.migrate(&lb, &ask).await.unwrap();
+    assert!(!m.migrate, "{m:?}");
+    // A is idle again (its heartbeat says available, and it holds no lease): B's rank moves.
+    let hb = Heartbeat {
+        state: "recruitable".into(),
+        available: true,
+        budget_left: 2,
+        free_mem_bytes: 1 << 30,
+        base_speed: 1.0,
+        current_speed: 1.0,
+        interruption_limit: None,
+        idle_for_s: None,
+    };
+    a.heartbeat(&hb).await.unwrap();
+    let m = b.migrate(&lb, &ask).await.unwrap();
+    assert!(m.migrate, "{m:?}");
+    assert_eq!(coordinator_client::renewal(b.progress(&lb).await), Err(Some(Stopped::LeaseLost)), "given back: stop the guest");
+    let job: Job = s.admin().get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
+    assert!(job.tasks.iter().all(|t| t.state == "queued"), "{job:?}");
+    assert_eq!(job.tasks[lb.rank as usize].evictions, 0, "a migration is not an eviction");
+    // A malformed request is refused (a number out of range, named).
+    match b.migrate(&lb, &MigrateRequest { owner_utilization: 7.0, ..ask }).await {
+        Err(coordinator_client::ClientError::Refused { status: 400, message }) => assert!(message.contains("owner_utilization"), "{message}"),
+        other => panic!("{other:?}"),
+    }
     s.stop().await;
 }

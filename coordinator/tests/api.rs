@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use coordinator::model::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 async fn server(b: Backend) -> Option<(TestDb, Server)> {
@@ -377,6 +377,14 @@ async fn bad_requests_on(b: Backend) {
         ("POST", "/api/v1/tasks/1/0/fail", Some(&agent.secret), r#"{"lease":1}"#.into()),
         ("PUT", "/api/v1/tasks/1/0/checkpoint", Some(&agent.secret), "abc".into()),
         ("GET", "/api/v1/tasks/1/0/gang", Some(&agent.secret), String::new()),
+        ("POST", "/api/v1/tasks/1/0/migrate", Some(&agent.secret), r#"{"lease":1}"#.into()),
+        (
+            "POST",
+            "/api/v1/tasks/1/0/migrate",
+            Some(&agent.secret),
+            r#"{"lease":1,"owner_utilization":1.5,"owner_busy_for_s":1,"migration_cost_s":1,"cpu_s":1}"#.into(),
+        ),
+        ("POST", "/api/v1/tasks/1/0/migrate", Some(&s.admin), r#"{"lease":1,"owner_utilization":0.5,"owner_busy_for_s":1,"migration_cost_s":1,"cpu_s":1}"#.into()),
         ("POST", "/api/v1/records", Some(&agent.secret), r#"{"records":[]}"#.into()),
         ("POST", "/api/v1/records", Some(&agent.secret), r#"{"records":[{"seq":0,"kind":"donation","payload":{}}]}"#.into()),
         (
@@ -557,6 +565,169 @@ async fn gang_restart_on(b: Backend) {
     assert!(p.cancel, "the surviving rank is told to stop");
     let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
     assert_eq!(job.state, "failed");
+    s.stop().await;
+}
+
+/// Two machines lease a 2-rank gang together and both see it whole (it has started).
+async fn started_gang(admin: &Client, a: &Client, b: &Client, extra: Value) -> (Job, Lease, Lease) {
+    let mut body = json!({"command": "mpi", "machines": 2, "checkpointable": true});
+    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    let g: Job = admin.post_ok("/api/v1/jobs", body).await;
+    let (la, lb) = tokio::join!(a.lease(0, 5000), b.lease(0, 5000));
+    let (la, lb) = (la.unwrap(), lb.unwrap());
+    assert_eq!(la.rank + lb.rank, 1, "one rank each");
+    for (c, l) in [(a, &la), (b, &lb)] {
+        let gang: Gang = c.get_ok(&format!("/api/v1/tasks/{}/{}/gang", g.id, l.rank)).await;
+        assert!(gang.ready);
+        let p: ProgressAck = c.post_ok(&format!("/api/v1/tasks/{}/{}/progress", g.id, l.rank), json!({"lease": l.lease})).await;
+        assert!(!p.halt, "a whole gang is not halted");
+    }
+    (g, la, lb)
+}
+
+both!(a_started_gang_halts_until_its_lost_rank_is_replaced, gang_halt_on);
+/// Once a gang has started, losing one member (its owner came back) re-queues only that
+/// rank: the other keeps its lease and is told to halt; a third machine asking for work
+/// gets the lost rank alone (the scheduler places only the replacement), the halt ends
+/// when it takes the lease, and the job completes with both ranks.
+async fn gang_halt_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let (_, a) = s.enrol("alice", "a").await;
+    let (_, b2) = s.enrol("bob", "b").await;
+    let (_, c) = s.enrol("carol", "c").await;
+    let (g, la, lb) = started_gang(&admin, &a, &b2, json!({})).await;
+    let task = |rank: u32, what: &str| format!("/api/v1/tasks/{}/{rank}/{what}", g.id);
+    let t: Task = a.post_ok(&task(la.rank, "evicted"), json!({"lease": la.lease})).await;
+    assert_eq!((t.state.as_str(), t.evictions), ("queued", 1));
+    let p: ProgressAck = b2.post_ok(&task(lb.rank, "progress"), json!({"lease": lb.lease})).await;
+    assert!(p.halt && !p.cancel, "the remaining member is halted, not re-queued");
+    let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
+    assert_eq!(job.state, "running");
+    assert_eq!(job.tasks[lb.rank as usize].state, "leased");
+    let gang: Gang = b2.get_ok(&task(lb.rank, "gang")).await;
+    assert!(!gang.ready);
+    let halted: Option<i64> = sqlx::query_scalar("SELECT halted_ms FROM jobs WHERE id = $1").bind(g.id).fetch_one(&s.db.pool).await.unwrap();
+    assert!(halted.is_some());
+    // The third machine gets the lost rank, and only it.
+    let lc = c.lease(0, 5000).await.expect("the replacement is placed");
+    assert_eq!((lc.job_id, lc.rank, lc.machines), (g.id, la.rank, 2));
+    let p: ProgressAck = b2.post_ok(&task(lb.rank, "progress"), json!({"lease": lb.lease})).await;
+    assert!(!p.halt, "the lost rank's lease was taken: the gang is whole again");
+    let gang: Gang = c.get_ok(&task(lc.rank, "gang")).await;
+    assert!(gang.ready);
+    // The halt is cleared (the sweeper or the gang answer), so it never times out.
+    let cleared = async {
+        loop {
+            let h: Option<i64> = sqlx::query_scalar("SELECT halted_ms FROM jobs WHERE id = $1").bind(g.id).fetch_one(&s.db.pool).await.unwrap();
+            if h.is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), cleared).await.expect("halt cleared");
+    assert_eq!(b2.complete(&lb, 1.0, 0.0).await.0, 200);
+    assert_eq!(c.complete(&lc, 1.0, 0.0).await.0, 200);
+    let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
+    assert_eq!(job.state, "completed");
+    assert_eq!(job.tasks[la.rank as usize].evictions, 1);
+    // The placement record is the gang's first placement, not the replacement's.
+    assert_eq!(job.placement.as_ref().map(|p| p.agents.len()), Some(2));
+    // A lost lease (expiry) after the start halts too; before the start it re-queues the
+    // gang (the existing test `a_gang_restarts_together_and_fails_together`).
+    s.stop().await;
+}
+
+both!(a_halted_gang_not_replaced_in_time_is_requeued_whole, gang_halt_timeout_on);
+async fn gang_halt_timeout_on(b: Backend) {
+    let mut c = test_config();
+    c.gang_halt_timeout = Duration::from_millis(800);
+    let Some((_db, s)) = server_with(b, c).await else { return };
+    let admin = s.admin();
+    let (_, a) = s.enrol("alice", "a").await;
+    let (_, b2) = s.enrol("bob", "b").await;
+    let (g, la, lb) = started_gang(&admin, &a, &b2, json!({})).await;
+    let task = |rank: u32, what: &str| format!("/api/v1/tasks/{}/{rank}/{what}", g.id);
+    let _: Task = a.post_ok(&task(la.rank, "evicted"), json!({"lease": la.lease})).await;
+    let p: ProgressAck = b2.post_ok(&task(lb.rank, "progress"), json!({"lease": lb.lease})).await;
+    assert!(p.halt);
+    // Nobody replaces it: after the timeout the whole gang is queued again, as before.
+    let requeued = async {
+        loop {
+            if b2.post(&task(lb.rank, "progress"), json!({"lease": lb.lease})).await.0 == 409 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), requeued).await.expect("re-queued whole after the timeout");
+    let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
+    assert_eq!(job.state, "queued");
+    assert!(job.tasks.iter().all(|t| t.state == "queued"), "{job:?}");
+    assert_eq!(job.tasks[lb.rank as usize].attempts, 0, "the halted rank used no retry");
+    // Both machines ask again: the gang starts again, whole.
+    let (la, lb) = tokio::join!(a.lease(0, 5000), b2.lease(0, 5000));
+    assert_eq!(la.unwrap().rank + lb.unwrap().rank, 1);
+    s.stop().await;
+}
+
+both!(a_lingering_task_migrates_when_a_free_machine_finishes_it_sooner, migrate_on);
+/// `POST …/migrate`: malformed → 4xx naming the field; only the holder; no free machine
+/// or not sooner → stay; a free machine where it finishes sooner → the task is given back
+/// (no eviction counted) with its checkpoint, and leased to that machine.
+async fn migrate_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let (_, a) = s.enrol("alice", "a").await;
+    let (_, c) = s.enrol("carol", "c").await;
+    let j: Job = admin.post_ok("/api/v1/jobs", json!({"command": "sim", "checkpointable": true, "estimate_s": 1000.0})).await;
+    let l = a.lease(0, 5000).await.unwrap();
+    let path = format!("/api/v1/tasks/{}/0/migrate", j.id);
+    let ask = |lease: i64, h: f64, busy: f64| json!({"lease": lease, "owner_utilization": h, "owner_busy_for_s": busy, "migration_cost_s": 5.0, "cpu_s": 100.0});
+    // Malformed.
+    let (st, body) = a.post(&path, json!({"lease": l.lease, "owner_utilization": 1.5, "owner_busy_for_s": 1, "migration_cost_s": 1, "cpu_s": 1})).await;
+    assert_eq!(st, 400);
+    assert!(body.to_string().contains("owner_utilization must be a number from 0 to 1"), "{body}");
+    let (st, _) = a.post(&path, json!({"lease": l.lease, "owner_utilization": 0.5, "owner_busy_for_s": -1, "migration_cost_s": 1, "cpu_s": 1})).await;
+    assert_eq!(st, 400);
+    let (st, _) = a.post(&path, json!({"lease": l.lease})).await;
+    assert!((400..500).contains(&st), "{st}");
+    assert_eq!(c.post(&path, ask(l.lease, 0.9, 300.0)).await.0, 404, "only the holder asks");
+    assert_eq!(a.post(&path, ask(l.lease + 1, 0.9, 300.0)).await.0, 409, "an old lease");
+    assert_eq!(admin.post(&path, ask(l.lease, 0.9, 300.0)).await.0, 403);
+    // No other machine has said it is available: stay.
+    let m: MigrateAnswer = a.post_ok(&path, ask(l.lease, 0.9, 300.0)).await;
+    assert!(!m.migrate);
+    assert_eq!(m.reason, "stay: no other machine can take it now");
+    // c is idle and available.
+    let hb = json!({"state": "recruitable", "available": true, "budget_left": 3, "free_mem_bytes": 1u64 << 30, "base_speed": 1.0, "current_speed": 1.0});
+    let _: HeartbeatAck = c.post_ok("/api/v1/heartbeat", hb).await;
+    // A light, short return: lingering is sooner (1-s episode at 90 %, then full speed).
+    let m: MigrateAnswer = a.post_ok(&path, ask(l.lease, 0.1, 1.0)).await;
+    assert!(!m.migrate, "{m:?}");
+    assert!(m.reason.starts_with("stay: predicted to finish in"), "{}", m.reason);
+    assert!(m.stay_s.unwrap() < m.move_s.unwrap());
+    // The checkpoint the guest wrote last, uploaded before asking.
+    assert_eq!(a.put_bytes(&format!("/api/v1/tasks/{}/0/checkpoint?lease={}", j.id, l.lease), b"step 40".to_vec()).await, 204);
+    // A heavy return that has lasted 5 min: 900 s left, 1170 s here, 905 s on c.
+    let m: MigrateAnswer = a.post_ok(&path, ask(l.lease, 0.9, 300.0)).await;
+    assert!(m.migrate, "{m:?}");
+    assert!(m.reason.starts_with("migrate: "), "{}", m.reason);
+    assert!((m.stay_s.unwrap() - 1170.0).abs() < 1e-6 && (m.move_s.unwrap() - 905.0).abs() < 1e-6, "{m:?}");
+    assert_eq!(a.post(&format!("/api/v1/tasks/{}/0/progress", j.id), json!({"lease": l.lease})).await.0, 409, "given back");
+    assert_eq!(a.post(&path, ask(l.lease, 0.9, 300.0)).await.0, 404, "no longer the holder");
+    let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", j.id)).await;
+    assert_eq!((job.tasks[0].state.as_str(), job.tasks[0].evictions, job.tasks[0].attempts), ("queued", 0, 0));
+    // c takes it, with the checkpoint.
+    let lc = c.lease(0, 5000).await.expect("placed again");
+    assert_eq!(lc.job_id, j.id);
+    let r = c.http.get(format!("{}/api/v1/tasks/{}/0/checkpoint", s.base, j.id)).bearer_auth(&c.secret).send().await.unwrap();
+    assert_eq!(r.bytes().await.unwrap().to_vec(), b"step 40".to_vec());
+    let doc: Value = s.client("").get_ok("/api/openapi.json").await;
+    assert!(doc["paths"]["/api/v1/tasks/{job}/{rank}/migrate"]["post"].is_object(), "the route is in the OpenAPI document");
+    assert!(doc["components"]["schemas"]["MigrateRequest"].is_object() && doc["components"]["schemas"]["MigrateAnswer"].is_object());
+    assert!(doc["components"]["schemas"]["ProgressAck"]["properties"]["halt"].is_object());
     s.stop().await;
 }
 

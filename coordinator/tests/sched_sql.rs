@@ -25,6 +25,7 @@ async fn submit(db: &Db, machines: u32) -> i64 {
 
 fn plan(job: i64, agents: &[&str]) -> Planned {
     Planned {
+        replacement: false,
         job,
         members: agents.iter().enumerate().map(|(r, a)| (r as u32, a.to_string())).collect(),
         algorithm: "fifo".into(),

@@ -739,14 +739,209 @@ fn losing_one_member_requeues_the_whole_gang_and_stops_the_others() {
     // Back in the queue before job 3 (its original order), machines free again.
     assert_eq!(s.queued().map(|j| j.id().0).collect::<Vec<_>>(), vec![2, 3]);
     assert!(s.guests_on(gang[0]).is_empty() && s.guests_on(gang[1]).is_empty());
-    // Losing a machine does the same.
-    let a = s.pass(t(6));
-    assert_eq!(ids(&a), vec![2]);
-    let gang = a[0].machines.clone();
-    let stops = s.handle(t(7), Event::MachineLost { machine: gang[1] }).unwrap();
-    assert_eq!(stops, vec![Stop { job: JobId(2), machine: gang[0], why: StopWhy::GangRequeued }]);
+    assert_eq!(s.job(JobId(2)).unwrap().evictions, 1);
+}
+
+/// Four machines, job 1 on one, gang 2 on two, job 3 queued (submitted before the gang's
+/// loss): returns the gang's machines.
+fn gang_of_two_running(s: &mut Scheduler) -> Vec<MachineId> {
+    for i in 1..=3 {
+        add_machine(s, Machine::new(i, "o", 1.0));
+    }
+    submit(s, seq_job(1, 0, 10.0));
+    submit(s, seq_job(2, 1, 10.0).with_width(2));
+    let started: BTreeSet<u64> = ids(&s.pass(t(2))).into_iter().collect();
+    assert_eq!(started, BTreeSet::from([1, 2]));
+    submit(s, seq_job(3, 3, 10.0));
+    s.job(JobId(2)).unwrap().running.as_ref().unwrap().members.iter().map(|m| m.machine).collect()
+}
+
+#[test]
+fn losing_one_member_halts_the_gang_and_a_pass_places_only_its_replacement() {
+    for alg in Algorithm::ALL {
+        let mut s = sched(alg);
+        let gang = gang_of_two_running(&mut s);
+        // The owner of gang[0] came back: that machine is no longer available.
+        s.handle(t(5), Event::MachineUpdated(Machine { available: false, ..Machine::new(gang[0].0, "o", 1.0) })).unwrap();
+        let stops = s.handle(t(5), Event::MemberLost { job: JobId(2), machine: gang[0], cpu_seconds: 3.0 }).unwrap();
+        assert!(stops.is_empty(), "{alg}: the other member is halted, not stopped");
+        let run = s.job(JobId(2)).unwrap().running.clone().unwrap();
+        assert_eq!((run.vacancies, run.halted_since, run.members.len()), (1, Some(t(5)), 1), "{alg}");
+        assert_eq!(run.members[0].machine, gang[1]);
+        assert_eq!(s.halted().collect::<Vec<_>>(), vec![(JobId(2), 1)]);
+        assert!(s.guests_on(gang[0]).is_empty() && s.guests_on(gang[1]) == [JobId(2)]);
+        assert_eq!(s.job(JobId(2)).unwrap().evictions, 1);
+        assert_eq!(s.queued().map(|j| j.id().0).collect::<Vec<_>>(), vec![3], "{alg}: the gang is not re-queued");
+        // No machine free: nothing placed, still halted.
+        assert!(s.pass(t(6)).is_empty(), "{alg}");
+        // A fourth machine arrives: the replacement takes it before queued job 3.
+        add_machine(&mut s, Machine::new(4, "n", 1.0));
+        let a = s.pass(t(7));
+        assert_eq!(a.len(), 1, "{alg}");
+        assert_eq!((a[0].job, a[0].machines.clone()), (JobId(2), vec![MachineId(4)]), "{alg}");
+        assert!(a[0].is_replacement());
+        assert_eq!(a[0].reason, Reason::ReplacesLostMembers { halted: 1 });
+        assert!(a[0].reason.to_string().contains("replaces lost gang member"));
+        let run = s.job(JobId(2)).unwrap().running.clone().unwrap();
+        assert_eq!((run.vacancies, run.halted_since), (0, None));
+        let on: BTreeSet<MachineId> = run.members.iter().map(|m| m.machine).collect();
+        assert_eq!(on, BTreeSet::from([gang[1], MachineId(4)]));
+        assert_eq!(s.halted().count(), 0);
+        assert_eq!(s.guests_on(MachineId(4)), [JobId(2)]);
+        // Both finish: the job completes and its normtime (the members' runs) is recorded.
+        s.handle(t(20), Event::JobFinished { job: JobId(2), machine: gang[1], cpu_seconds: 10.0, wall_seconds: 18.0 }).unwrap();
+        assert!(s.job(JobId(2)).is_some());
+        s.handle(t(20), Event::JobFinished { job: JobId(2), machine: MachineId(4), cpu_seconds: 10.0, wall_seconds: 13.0 }).unwrap();
+        assert!(s.job(JobId(2)).is_none(), "{alg}");
+        assert_eq!(s.predictor().history("prog2").unwrap().completed(), 1);
+        assert_eq!(s.predictor().history("prog2").unwrap().last_two_average(), Some(20.0));
+    }
+}
+
+#[test]
+fn a_replacement_never_lands_on_a_machine_the_gang_uses_and_a_finished_rest_waits_for_it() {
+    let mut s = sched(Algorithm::Fifo);
+    let gang = gang_of_two_running(&mut s);
+    // The lost member's machine stays available (e.g. its lease expired): it may take
+    // the replacement; the remaining member's machine, with a second slot, may not.
+    s.handle(t(4), Event::MachineUpdated(Machine { slots: 2, ..Machine::new(gang[1].0, "o", 9.0) })).unwrap();
+    s.handle(t(5), Event::MemberLost { job: JobId(2), machine: gang[0], cpu_seconds: 0.0 }).unwrap();
+    // The remaining member finishes while halted: the job is not done.
+    s.handle(t(6), Event::JobFinished { job: JobId(2), machine: gang[1], cpu_seconds: 1.0, wall_seconds: 4.0 }).unwrap();
+    assert_eq!(s.job(JobId(2)).unwrap().running.as_ref().unwrap().vacancies, 1);
+    let a = s.pass(t(7));
+    // gang[1] is the fastest free machine but the gang uses it; gang[0] takes the
+    // replacement; job 3 gets gang[1]'s free slot.
+    assert_eq!(a[0].machines, vec![gang[0]]);
+    assert_eq!(a[0].reason, Reason::ReplacesLostMembers { halted: 0 });
+    assert_eq!((a[1].job, a[1].machines.clone()), (JobId(3), vec![gang[1]]));
+    s.handle(t(9), Event::JobFinished { job: JobId(2), machine: gang[0], cpu_seconds: 1.0, wall_seconds: 2.0 }).unwrap();
+    assert!(s.job(JobId(2)).is_none());
+}
+
+#[test]
+fn a_lost_machine_leaves_a_vacancy_and_a_lone_member_or_sequential_job_is_requeued() {
+    let mut s = sched(Algorithm::Backfill);
+    let gang = gang_of_two_running(&mut s);
+    assert!(s.handle(t(7), Event::MachineLost { machine: gang[1] }).unwrap().is_empty());
     assert!(s.machine(gang[1]).is_none());
+    assert_eq!(s.halted().collect::<Vec<_>>(), vec![(JobId(2), 1)]);
+    // Then the last running member is lost too: nothing is left to halt, the gang goes
+    // back to the queue whole, at its place (before job 3).
+    assert!(s.handle(t(8), Event::MemberLost { job: JobId(2), machine: gang[0], cpu_seconds: 1.0 }).unwrap().is_empty());
+    assert_eq!(s.queued().map(|j| (j.id().0, j.spec.width)).collect::<Vec<_>>(), vec![(2, 2), (3, 1)]);
+    assert_eq!(s.halted().count(), 0);
     assert_eq!(s.job(JobId(2)).unwrap().evictions, 2);
+    // A sequential checkpointable job lost is requeued with its credit, as an eviction.
+    let mut s = sched(Algorithm::Fifo);
+    add_machine(&mut s, Machine::new(1, "a", 2.0));
+    submit(&mut s, seq_job(9, 0, 100.0).checkpointable());
+    s.pass(t(0));
+    s.handle(t(10), Event::MemberLost { job: JobId(9), machine: MachineId(1), cpu_seconds: 20.0 }).unwrap();
+    let j = s.job(JobId(9)).unwrap();
+    assert_eq!((j.running.is_none(), j.credited_normtime_s, j.evictions), (true, 40.0, 1));
+    // Bad reports change nothing.
+    assert!(matches!(
+        s.handle(t(11), Event::MemberLost { job: JobId(9), machine: MachineId(1), cpu_seconds: f64::NAN }),
+        Err(SchedError::InvalidReport { .. })
+    ));
+    assert_eq!(s.handle(t(11), Event::MemberLost { job: JobId(9), machine: MachineId(1), cpu_seconds: 0.0 }), Err(SchedError::NotRunning(JobId(9))));
+}
+
+#[derive(Clone, Debug)]
+enum GangOp {
+    /// Lose the member at this index (mod the members).
+    Lose(usize),
+    /// Toggle this machine's availability (mod the machines).
+    Toggle(usize),
+    /// Remove this machine (mod the machines), if more than one is left.
+    Remove(usize),
+    /// Finish the member at this index.
+    Finish(usize),
+    Pass,
+}
+
+fn gang_op() -> impl Strategy<Value = GangOp> {
+    prop_oneof![
+        (0usize..8).prop_map(GangOp::Lose),
+        (0usize..8).prop_map(GangOp::Toggle),
+        (0usize..8).prop_map(GangOp::Remove),
+        (0usize..8).prop_map(GangOp::Finish),
+        Just(GangOp::Pass),
+        Just(GangOp::Pass),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Whatever members are lost, machines come, go or are removed: a running gang's
+    /// placed members plus its vacancies always equal its width, its members sit on
+    /// distinct machines that hold it as a guest, a replacement is never on a machine the
+    /// gang already uses, and a halted gang is listed as such.
+    #[test]
+    fn a_halted_gang_keeps_its_width_and_replacements_stay_distinct(
+        machines in 3u64..8, width in 2u32..4, ops in proptest::collection::vec(gang_op(), 1..40),
+    ) {
+        let mut s = sched(Algorithm::Backfill);
+        for i in 1..=machines {
+            add_machine(&mut s, Machine::new(i, "o", 1.0 + i as f64 / 10.0));
+        }
+        submit(&mut s, seq_job(1, 0, 100.0).with_width(width));
+        s.pass(t(0));
+        let mut avail: HashMap<u64, bool> = (1..=machines).map(|i| (i, true)).collect();
+        for (step, op) in ops.into_iter().enumerate() {
+            let now = t(step as u64 + 1);
+            let members: Vec<MachineId> = s.job(JobId(1)).and_then(|j| j.running.as_ref())
+                .map(|r| r.unfinished_machines().collect()).unwrap_or_default();
+            match op {
+                GangOp::Lose(i) if !members.is_empty() => {
+                    let m = members[i % members.len()];
+                    s.handle(now, Event::MemberLost { job: JobId(1), machine: m, cpu_seconds: 1.0 }).unwrap();
+                }
+                GangOp::Finish(i) if !members.is_empty() => {
+                    let m = members[i % members.len()];
+                    s.handle(now, Event::JobFinished { job: JobId(1), machine: m, cpu_seconds: 1.0, wall_seconds: 1.0 }).unwrap();
+                }
+                GangOp::Toggle(i) => {
+                    let keys: Vec<u64> = { let mut k: Vec<u64> = avail.keys().copied().collect(); k.sort(); k };
+                    let id = keys[i % keys.len()];
+                    let a = avail.get_mut(&id).unwrap();
+                    *a = !*a;
+                    s.handle(now, Event::MachineUpdated(Machine { available: *a, ..Machine::new(id, "o", 1.0 + id as f64 / 10.0) })).unwrap();
+                }
+                GangOp::Remove(i) if avail.len() > 1 => {
+                    let keys: Vec<u64> = { let mut k: Vec<u64> = avail.keys().copied().collect(); k.sort(); k };
+                    let id = keys[i % keys.len()];
+                    avail.remove(&id);
+                    s.handle(now, Event::MachineLost { machine: MachineId(id) }).unwrap();
+                }
+                GangOp::Pass => {
+                    let before: Vec<MachineId> = s.job(JobId(1)).and_then(|j| j.running.as_ref())
+                        .map(|r| r.members.iter().map(|m| m.machine).collect()).unwrap_or_default();
+                    for a in s.pass(now) {
+                        if a.is_replacement() {
+                            for m in &a.machines {
+                                prop_assert!(!before.contains(m), "replacement on {m}, which the gang uses");
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+            let Some(job) = s.job(JobId(1)) else { break };
+            if let Some(run) = &job.running {
+                prop_assert_eq!(run.members.len() as u32 + run.vacancies, width);
+                let distinct: BTreeSet<MachineId> = run.members.iter().map(|m| m.machine).collect();
+                prop_assert_eq!(distinct.len(), run.members.len());
+                for m in run.unfinished_machines() {
+                    prop_assert!(s.guests_on(m).contains(&JobId(1)));
+                }
+                prop_assert_eq!(run.halted(), run.halted_since.is_some());
+                prop_assert_eq!(s.halted().any(|(j, _)| j == JobId(1)), run.halted());
+            }
+        }
+    }
 }
 
 #[test]
@@ -854,4 +1049,68 @@ fn config_round_trips_with_defaults_and_rejects_unknown_fields() {
     assert!(serde_json::from_str::<SchedConfig>(r#"{"algorithm":"FirstFit"}"#).is_err());
     let bad = SchedConfig { predict: PredictConfig { exp_alpha: 1.0, ..PredictConfig::default() }, ..SchedConfig::default() };
     assert!(matches!(Scheduler::new(bad), Err(SchedError::InvalidConfig(_))));
+}
+
+// ---------------------------------------------------------------------------------------
+// Migration on request (seed 000 §5.2).
+
+fn migrate_case() -> impl Strategy<Value = (migrate::MigrateAsk, Vec<Machine>)> {
+    let machine = (2u64..9, 0.5f64..3.0, 0.0f64..1.0, any::<bool>(), 0u32..3, 0u64..4);
+    (
+        0.0f64..1.0,
+        0.0f64..600.0,
+        0.0f64..60.0,
+        any::<bool>(),
+        0.0f64..2000.0,
+        proptest::option::of(0.0f64..4000.0),
+        proptest::collection::vec(machine, 0..6),
+        proptest::collection::vec(2u64..9, 0..2),
+    )
+        .prop_map(|(h, busy, cost, ckpt, done, pred, ms, exclude)| {
+            let ask = migrate::MigrateAsk {
+                source: Machine { load: h, ..Machine::new(1, "src", 1.0) },
+                owner_busy_for_s: busy,
+                migration_cost_s: cost,
+                checkpointable: ckpt,
+                done_normtime_s: done,
+                predicted_normtime_s: pred,
+                memory_needed: GB,
+                exclude: exclude.into_iter().map(MachineId).collect(),
+            };
+            let ms = ms
+                .into_iter()
+                .map(|(id, speed, load, available, left, mem)| Machine {
+                    load,
+                    available,
+                    interruptions_left: left,
+                    free_memory: mem * GB / 2,
+                    ..Machine::new(id, "o", speed)
+                })
+                .collect();
+            (ask, ms)
+        })
+}
+
+proptest! {
+    /// The answer never names the source, a gang peer or a machine that could not take the
+    /// task; it migrates exactly when moving is predicted sooner, to the first eligible
+    /// machine in placement order; and with no eligible machine it stays.
+    #[test]
+    fn a_migration_goes_only_to_an_eligible_machine_and_only_when_sooner((ask, ms) in migrate_case()) {
+        let eligible: Vec<&Machine> = ms.iter()
+            .filter(|m| m.id != ask.source.id && !ask.exclude.contains(&m.id) && check_eligible(m, 0, 0, ask.memory_needed).is_ok())
+            .collect();
+        let best = eligible.iter().min_by_key(|m| rank_key(m)).map(|m| m.id);
+        match migrate::decide(&ask, &ms, 0.05) {
+            migrate::MigrateDecision::Migrate { to, stay_s, move_s } => {
+                prop_assert_eq!(Some(to), best);
+                prop_assert!(move_s < stay_s);
+            }
+            migrate::MigrateDecision::Stay(migrate::StayWhy::NotSooner { best: b, stay_s, move_s }) => {
+                prop_assert_eq!(Some(b), best);
+                prop_assert!(move_s >= stay_s);
+            }
+            migrate::MigrateDecision::Stay(migrate::StayWhy::NoFreeMachine) => prop_assert!(best.is_none()),
+        }
+    }
 }

@@ -162,6 +162,45 @@ pub struct ProgressAck {
     pub expires_ms: i64,
     /// The job was cancelled: stop the guest.
     pub cancel: bool,
+    /// The task's gang is halted: another rank was lost and waits for its replacement.
+    /// Freeze the guest (not an interruption) and renew more often; thaw when a renewal
+    /// says `false` again. Absent from older coordinators (= false).
+    #[serde(default)]
+    pub halt: bool,
+}
+
+/// A lease holder whose owner came back while its guest lingers asks the coordinator to
+/// move the task (`POST /api/v1/tasks/{job}/{rank}/migrate`, seed 000 §5.2).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MigrateRequest {
+    pub lease: i64,
+    /// The owner's CPU utilisation now, `h`, 0–1 (guests excluded).
+    pub owner_utilization: f64,
+    /// How long the owner has been back, seconds (0–604800).
+    pub owner_busy_for_s: f64,
+    /// `T_migr` = suspend + checkpoint size / bandwidth + resume, seconds (0–86400).
+    pub migration_cost_s: f64,
+    /// CPU seconds the guest has used (user + system, 0–31536000).
+    pub cpu_s: f64,
+}
+
+/// The coordinator's answer to a migration request. With `migrate`, the task was given
+/// back (its last uploaded checkpoint kept, no retry used, no eviction counted): stop
+/// the guest as for a lease taken back. Otherwise keep lingering.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MigrateAnswer {
+    pub migrate: bool,
+    /// Why, in words.
+    pub reason: String,
+    /// Predicted seconds to finish if it stays (absent when no machine was free).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stay_s: Option<f64>,
+    /// Predicted seconds to finish on the best free machine, `T_migr` included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub move_s: Option<f64>,
 }
 
 /// A task finished (whatever its exit code).

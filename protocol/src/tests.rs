@@ -113,7 +113,31 @@ fn progress_and_its_ack() {
     let p: Progress = serde_json::from_str(r#"{"lease":3}"#).unwrap();
     assert_eq!((p.lease, p.fraction), (3, None), "fraction is optional");
     refused::<Progress>(r#"{"lease":3,"done":true}"#);
-    pinned(&ProgressAck { expires_ms: 1700000075000, cancel: false }, r#"{"expires_ms":1700000075000,"cancel":false}"#);
+    pinned(
+        &ProgressAck { expires_ms: 1700000075000, cancel: false, halt: true },
+        r#"{"expires_ms":1700000075000,"cancel":false,"halt":true}"#,
+    );
+    // A coordinator from before gang halts sends no `halt`: not halted.
+    let a: ProgressAck = serde_json::from_str(r#"{"expires_ms":1700000075000,"cancel":false}"#).unwrap();
+    assert!(!a.halt);
+}
+
+#[test]
+fn migration_request_and_answer() {
+    pinned(
+        &MigrateRequest { lease: 4, owner_utilization: 0.5, owner_busy_for_s: 90.0, migration_cost_s: 2.5, cpu_s: 120.25 },
+        r#"{"lease":4,"owner_utilization":0.5,"owner_busy_for_s":90.0,"migration_cost_s":2.5,"cpu_s":120.25}"#,
+    );
+    refused::<MigrateRequest>(r#"{"lease":4,"owner_utilization":0.5,"owner_busy_for_s":90.0,"migration_cost_s":2.5}"#);
+    refused::<MigrateRequest>(r#"{"lease":4,"owner_utilization":0.5,"owner_busy_for_s":90.0,"migration_cost_s":2.5,"cpu_s":1.0,"x":1}"#);
+    pinned(
+        &MigrateAnswer { migrate: true, reason: "migrate: free".into(), stay_s: Some(770.0), move_s: Some(260.0) },
+        r#"{"migrate":true,"reason":"migrate: free","stay_s":770.0,"move_s":260.0}"#,
+    );
+    pinned(
+        &MigrateAnswer { migrate: false, reason: "stay: none".into(), stay_s: None, move_s: None },
+        r#"{"migrate":false,"reason":"stay: none"}"#,
+    );
 }
 
 #[test]

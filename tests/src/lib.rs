@@ -3,6 +3,8 @@
 //! talking to them over their real control socket, and requiring or skipping
 //! environment-dependent tests.
 
+pub mod pool;
+
 use agent_core::control::{call, AgentStatus, Request, Response};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -290,6 +292,28 @@ impl Xvfb {
             panic!("Xvfb did not report a display number within 20 s");
         };
         Self { child, display: format!(":{n}") }
+    }
+
+    /// A real Xvfb on the `i`-th display listed in `LULL_E2E_DISPLAYS` (e.g. `:65,:66`,
+    /// for runs that must keep to given display numbers), or on a free one it picks.
+    pub fn start_listed(i: usize) -> Self {
+        let listed = std::env::var("LULL_E2E_DISPLAYS").unwrap_or_default();
+        let Some(display) = listed.split(',').map(str::trim).filter(|d| !d.is_empty()).nth(i).map(str::to_string) else {
+            return Self::start();
+        };
+        let child = Command::new("Xvfb")
+            .args([display.as_str(), "-noreset", "-nolisten", "tcp", "-screen", "0", "800x600x24"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn Xvfb");
+        let socket = format!("/tmp/.X11-unix/X{}", display.trim_start_matches(':'));
+        let t0 = Instant::now();
+        while !Path::new(&socket).exists() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "Xvfb {display} did not come up (is the display taken?)");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { child, display }
     }
 
     /// Runs `xdotool ARGS` against this display and asserts it succeeded.

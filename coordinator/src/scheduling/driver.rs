@@ -299,6 +299,42 @@ impl Driver {
                 }
             }
             ("running" | "completed", Some((true, _))) => {
+                // Members whose machine no longer holds their rank (leased or completed)
+                // were lost while the rest of the gang holds: the scheduler keeps the
+                // others placed (halted) and places a replacement for the queued rank.
+                let holds = |m: MachineId, ids: &HashMap<String, MachineId>| {
+                    row.tasks.iter().any(|t| {
+                        (t.state == "leased" || t.state == "completed") && t.agent_id.as_deref().and_then(|a| ids.get(a)) == Some(&m)
+                    })
+                };
+                let mut lost = false;
+                for m in touched.clone() {
+                    if holds(m, &self.ids) {
+                        continue;
+                    }
+                    let cpu = match &ended {
+                        Some(e) if !e.completed && self.ids.get(&e.agent) == Some(&m) => e.cpu_s,
+                        _ => 0.0,
+                    };
+                    match self.sched.handle(t, Event::MemberLost { job: jid, machine: m, cpu_seconds: cpu.max(0.0) }) {
+                        Ok(_) => lost = true,
+                        Err(e) => tracing::warn!(job, error = %e, "scheduler refused a lost member"),
+                    }
+                }
+                let queued: Vec<u32> = row.tasks.iter().filter(|t| t.state == "queued").map(|t| t.rank).collect();
+                let vacancies = self.sched.job(jid).and_then(|j| j.running.as_ref()).map_or(0, |r| r.vacancies);
+                if lost || vacancies > 0 {
+                    if vacancies as usize == queued.len() {
+                        self.ranks.insert(job, queued);
+                    } else if self.sched.job(jid).is_some_and(|j| j.running.is_none()) {
+                        // Nothing left running: the scheduler re-queued the whole job.
+                        let _ = self.sched.handle(t, Event::JobCancelled { job: jid });
+                        self.submit(&row, now);
+                    } else {
+                        tracing::warn!(job, vacancies, queued = queued.len(), "a halted gang's vacancies and queued ranks differ");
+                        self.ranks.insert(job, queued);
+                    }
+                }
                 // Completed members: finish them in the scheduler (their CPU time goes
                 // into the program's runtime history when the last one ends).
                 for task in row.tasks.iter().filter(|t| t.state == "completed") {
@@ -469,6 +505,7 @@ impl Driver {
             }
             plans.push(Planned {
                 job,
+                replacement: a.is_replacement(),
                 members,
                 algorithm: a.algorithm.name().to_string(),
                 reason: a.reason.to_string(),
@@ -480,7 +517,7 @@ impl Driver {
         match sql::assign(&self.app.db, &plans, DELIVERY_WINDOW_MS).await {
             Ok(conflicts) => {
                 for p in plans.iter().filter(|p| !conflicts.contains(&p.job)) {
-                    tracing::info!(job = p.job, agents = ?p.members.iter().map(|m| &m.1).collect::<Vec<_>>(), algorithm = %p.algorithm, reason = %p.reason, "job placed");
+                    tracing::info!(job = p.job, agents = ?p.members.iter().map(|m| &m.1).collect::<Vec<_>>(), algorithm = %p.algorithm, reason = %p.reason, replacement = p.replacement, "job placed");
                     for (_, agent) in &p.members {
                         self.app.scheduling.wake(agent);
                         super::replicas::announce_lease(&self.app, agent);

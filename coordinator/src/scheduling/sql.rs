@@ -187,6 +187,9 @@ pub async fn agent(db: &Db, id: &str) -> Result<Option<AgentRow>> {
 #[derive(Clone, Debug)]
 pub struct Planned {
     pub job: i64,
+    /// Replacements for a halted gang's lost ranks: the job's placement record (its
+    /// first placement's machines, algorithm and prediction) is left as it is.
+    pub replacement: bool,
     /// (rank, agent) for each member.
     pub members: Vec<(u32, String)>,
     pub algorithm: String,
@@ -242,7 +245,8 @@ async fn assign_all(tx: &mut sqlx::AnyConnection, plans: &[Planned], expires_ms:
             return Ok(false);
         }
     }
-    for chunk in plans.chunks(ASSIGN_CHUNK) {
+    let placed: Vec<&Planned> = plans.iter().filter(|p| !p.replacement).collect();
+    for chunk in placed.chunks(ASSIGN_CHUNK) {
         let ids = id_list(chunk.len());
         let mut q = sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE jobs SET state = 'running' WHERE state = 'queued' AND id IN ({ids})")));
         for p in chunk {
@@ -304,6 +308,10 @@ async fn assign_each(tx: &mut sqlx::AnyConnection, plans: &[Planned], expires_ms
             continue;
         }
         sqlx::query("UPDATE jobs SET state = 'running' WHERE id = $1 AND state = 'queued'").bind(p.job).execute(&mut *sp).await?;
+        if p.replacement {
+            sp.commit().await?;
+            continue;
+        }
         let agents: Vec<&str> = p.members.iter().map(|(_, a)| a.as_str()).collect();
         sqlx::query(
             "INSERT INTO placements(job_id, agents, algorithm, reason, prediction_source, predicted_runtime_s, placed_ms)

@@ -9,12 +9,14 @@ use super::time::Millis;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// One job started by a pass.
+/// One job started by a pass, or (reason [`Reason::ReplacesLostMembers`]) the
+/// replacements of a running gang's lost members.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Assignment {
     /// The job.
     pub job: JobId,
-    /// One machine per member, distinct, fastest first.
+    /// One machine per member started, distinct, fastest first (for a replacement: one
+    /// per lost member, none of them a machine the gang still uses).
     pub machines: Vec<MachineId>,
     /// The algorithm that chose the job.
     pub algorithm: Algorithm,
@@ -26,6 +28,14 @@ pub struct Assignment {
     pub predicted_runtime_s: f64,
     /// `now + predicted_runtime_s`, rounded up to the millisecond.
     pub predicted_end: Millis,
+}
+
+impl Assignment {
+    /// Whether this places replacements for a running gang's lost members (rather than
+    /// starting a queued job).
+    pub fn is_replacement(&self) -> bool {
+        matches!(self.reason, Reason::ReplacesLostMembers { .. })
+    }
 }
 
 /// Why a pass started a job. `Display` gives the sentence for logs and the dashboard.
@@ -75,6 +85,14 @@ pub enum Reason {
         /// The blocked head job.
         head: JobId,
     },
+    /// A running gang lost members and its others are halted: these machines replace
+    /// the lost ones (placed before any queued job, whatever the algorithm, since the
+    /// halted members hold their machines idle meanwhile). The assignment's machines are
+    /// the replacements only.
+    ReplacesLostMembers {
+        /// Members still placed and halted, waiting for these.
+        halted: u32,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -92,6 +110,9 @@ impl fmt::Display for Reason {
             }
             Reason::OffReservedMachines { head, reservation } => {
                 write!(f, "backfilled: uses only machines {head} will not need at its reservation at {reservation}")
+            }
+            Reason::ReplacesLostMembers { halted } => {
+                write!(f, "replaces lost gang member(s): {halted} halted member(s) resume when it runs")
             }
             Reason::HeadCannotFit { head } => {
                 write!(f, "backfilled: {head} cannot fit on the pool even when every running job ends, so nothing is held back for it")

@@ -4,9 +4,12 @@
 //!
 //! A *task* is one member of a job on one machine. Job-level events about a running job
 //! name the member's machine. A gang runs all together or not at all, so when one member
-//! fails, is evicted or is lost with its machine, the whole job goes back to the queue and
-//! `handle` returns a [`Stop`] for each other member still running: the driver must end
-//! those leases.
+//! fails or is evicted (`TaskEvicted`), the whole job goes back to the queue and `handle`
+//! returns a [`Stop`] for each other member still running: the driver must end those
+//! leases. A gang member *lost* while the others hold ([`Event::MemberLost`], and a gang
+//! member on a machine that leaves, [`Event::MachineLost`]) instead leaves a *vacancy*:
+//! the others stay placed (halted by their agents) and the next pass places a
+//! replacement for the lost member alone.
 
 use super::job::{JobId, JobSpec};
 use super::machine::{Machine, MachineId};
@@ -48,6 +51,19 @@ pub enum Event {
         /// The member's machine.
         machine: MachineId,
         /// CPU seconds the member had used when evicted (user + system).
+        cpu_seconds: f64,
+    },
+    /// One member of a running gang was lost (its owner came back and it was evicted, its
+    /// lease expired, or it moved away): the others stay placed, halted, and the job gets
+    /// a *vacancy* the next pass fills with a replacement on a machine the gang does not
+    /// use (see [`super::Scheduler::pass`]). For a sequential job, or a gang with no other
+    /// member still running, this is the same as `TaskEvicted`. Counts as an eviction.
+    MemberLost {
+        /// The job.
+        job: JobId,
+        /// The lost member's machine.
+        machine: MachineId,
+        /// CPU seconds the member had used (user + system).
         cpu_seconds: f64,
     },
     /// The job is withdrawn, queued or running.

@@ -170,12 +170,24 @@ pub struct RunningJob {
     pub normtime_so_far_s: f64,
     /// Longest wall time reported by a finished member, seconds.
     pub wall_s: f64,
+    /// Members of a gang lost while the others ran (`Event::MemberLost`), not yet
+    /// replaced: their slots wait for a pass to place a replacement (see
+    /// [`super::Scheduler::pass`]); meanwhile the remaining members are halted (their
+    /// agents freeze them). 0 for a job running whole.
+    pub vacancies: u32,
+    /// Since when the gang has been halted waiting for replacements (`None`: not halted).
+    pub halted_since: Option<Millis>,
 }
 
 impl RunningJob {
     /// Machines of members still running.
     pub fn unfinished_machines(&self) -> impl Iterator<Item = MachineId> + '_ {
         self.members.iter().filter(|m| !m.finished).map(|m| m.machine)
+    }
+
+    /// Whether the job waits for replacements of lost members (its others halted).
+    pub fn halted(&self) -> bool {
+        self.vacancies > 0
     }
 }
 

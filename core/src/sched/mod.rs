@@ -24,6 +24,11 @@
 //!   for S seconds by a windowed mean of recent load, keeping a reserve back.
 //! * **Memory-centric choice** ([`memory`], seed 001): which job to migrate off a
 //!   machine whose jobs outgrew its memory, and where to.
+//! * **Lingering migration** ([`migrate`], seed 000 §5.2): whether to move a task whose
+//!   agent asks (its owner is back and it lingers): a free machine, and sooner there.
+//! * **Gangs that hold**: a gang member lost while the others run leaves a vacancy
+//!   (`Event::MemberLost`); the others stay placed, halted, and the next pass places the
+//!   replacement alone, before any queued job ([`Reason::ReplacesLostMembers`]).
 //!
 //! # Driving it
 //! ```
@@ -57,6 +62,7 @@ mod hash;
 mod job;
 mod machine;
 pub mod memory;
+pub mod migrate;
 mod pass;
 pub mod placement;
 pub mod predict;

@@ -27,7 +27,9 @@ use super::config::Algorithm;
 use super::free::Found;
 use super::job::{JobId, Member, RunningJob};
 use super::predict::{corrected_runtime, runtime_from_speed, Prediction};
-use super::queue::Queued;
+use super::hash::IdSet;
+use super::machine::MachineId;
+use super::queue::{QueueKey, Queued};
 use super::scheduler::{Scheduler, TimeKey};
 use super::time::Millis;
 use std::ops::Bound;
@@ -62,13 +64,64 @@ impl Scheduler {
         self.reservation = None;
         // At most one job per free machine can start.
         let mut out = Vec::with_capacity(self.queue.len().min(self.free_len()));
-        if self.queue.is_empty() {
+        if self.queue.is_empty() && self.vacant.is_empty() {
             return out;
         }
         self.begin_pass();
-        self.select(now, &mut out);
+        self.place_replacements(&mut out);
+        if !self.queue.is_empty() {
+            self.select(now, &mut out);
+        }
         self.end_pass();
         out
+    }
+
+    /// Places replacements for the lost members of halted gangs, oldest submission
+    /// first, before any queued job: the halted members hold their machines idle until
+    /// then. Each gang gets all its vacancies filled at once (on machines it does not
+    /// use, by the usual placement order) or waits for a later pass.
+    fn place_replacements(&mut self, out: &mut Vec<Assignment>) {
+        if self.vacant.is_empty() {
+            return;
+        }
+        let algorithm = self.config.algorithm;
+        let entries: Vec<(QueueKey, JobId)> = self.vacant.iter().copied().collect();
+        for entry in entries {
+            let id = entry.1;
+            let wanted = self.jobs.get(&id).and_then(|e| {
+                let run = e.job.running.as_ref().filter(|r| r.vacancies > 0)?;
+                let exclude: IdSet<MachineId> = run.members.iter().map(|m| m.machine).collect();
+                Some((run.vacancies, e.job.spec.memory_needed(), exclude))
+            });
+            let Some((need, mem, exclude)) = wanted else {
+                self.vacant.remove(&entry);
+                continue;
+            };
+            if self.free_len() < need as usize {
+                continue;
+            }
+            let Some(found) = self.find_machines(need, mem, Some(&exclude)) else { continue };
+            for (i, &m) in found.ids.iter().enumerate() {
+                self.pass_members.push((m, id, mem));
+                self.after_placement(&found, i, mem);
+            }
+            self.vacant.remove(&entry);
+            let e = self.jobs.get_mut(&id).expect("looked up above");
+            let run = e.job.running.as_mut().expect("running, looked up above");
+            let halted = run.members.iter().filter(|m| !m.finished).count() as u32;
+            run.members.extend(found.ids.iter().map(|&machine| Member { machine, finished: false }));
+            run.vacancies = 0;
+            run.halted_since = None;
+            out.push(Assignment {
+                job: id,
+                machines: found.ids,
+                algorithm,
+                reason: Reason::ReplacesLostMembers { halted },
+                prediction: e.prediction,
+                predicted_runtime_s: run.predicted_runtime_s,
+                predicted_end: run.predicted_end,
+            });
+        }
     }
 
     fn select(&mut self, now: Millis, out: &mut Vec<Assignment>) {
@@ -197,6 +250,8 @@ impl Scheduler {
             reason,
             normtime_so_far_s: 0.0,
             wall_s: 0.0,
+            vacancies: 0,
+            halted_since: None,
         });
         self.pass_runs.push((id, run));
         for (i, &m) in found.ids.iter().enumerate() {

@@ -180,6 +180,9 @@ pub struct Scheduler {
     pub(super) pass_runs: Vec<(JobId, Box<RunningJob>)>,
     /// During a pass: (machine, job, memory) of each member started, not yet written.
     pub(super) pass_members: Vec<(MachineId, JobId, u64)>,
+    /// Running gangs with lost members to replace, oldest submission first (pruned
+    /// lazily: an entry whose job no longer runs with vacancies is skipped and dropped).
+    pub(super) vacant: BTreeSet<(QueueKey, JobId)>,
 }
 
 impl Scheduler {
@@ -203,6 +206,7 @@ impl Scheduler {
             pass_placed: Vec::new(),
             pass_runs: Vec::new(),
             pass_members: Vec::new(),
+            vacant: BTreeSet::new(),
         })
     }
 
@@ -233,9 +237,16 @@ impl Scheduler {
                 }
                 Ok(self.requeue(job, Some(machine)))
             }
+            Event::MemberLost { job, machine, cpu_seconds } => {
+                if !(cpu_seconds.is_finite() && cpu_seconds >= 0.0) {
+                    return Err(SchedError::InvalidReport { job, why: "cpu_seconds must be a non-negative number" });
+                }
+                self.check_member(job, machine)?;
+                Ok(self.lose_member(now, job, machine, cpu_seconds))
+            }
             Event::JobCancelled { job } => self.cancel(job),
             Event::MachineUpdated(m) => self.update_machine(now, m).map(|()| Vec::new()),
-            Event::MachineLost { machine } => self.lose_machine(machine),
+            Event::MachineLost { machine } => self.lose_machine(now, machine),
             Event::Heartbeat { machine } => {
                 let e = self.machines.get_mut(&machine).ok_or(SchedError::UnknownMachine(machine))?;
                 e.last_seen = e.last_seen.max(now);
@@ -360,7 +371,8 @@ impl Scheduler {
         }
         run.normtime_so_far_s += s_b * cpu;
         run.wall_s = run.wall_s.max(wall);
-        let done = run.members.iter().all(|m| m.finished);
+        // A gang waiting for a replacement is not done when its remaining members are.
+        let done = run.members.iter().all(|m| m.finished) && run.vacancies == 0;
         self.release(machine, job, mem);
         if done {
             let entry = self.jobs.remove(&job).expect("checked");
@@ -399,6 +411,36 @@ impl Scheduler {
             }
         }
         stops
+    }
+
+    /// One member of a running job was lost. A gang with another member still running
+    /// keeps its place: the member's machine is freed, the job gets a vacancy (filled by
+    /// the next pass that finds a machine, see `pass.rs`) and is halted from `now` (if
+    /// not already). Otherwise the job goes back to the queue as on an eviction (with a
+    /// sequential checkpointable job's credit). Counts as an eviction either way.
+    fn lose_member(&mut self, now: Millis, job: JobId, machine: MachineId, cpu_seconds: f64) -> Vec<Stop> {
+        let s_b = self.machines.get(&machine).map_or(0.0, |e| e.m.base_speed);
+        let Some(entry) = self.jobs.get_mut(&job) else { return Vec::new() };
+        entry.job.evictions += 1;
+        let key = entry.key;
+        let mem = entry.job.spec.memory_needed();
+        let gang = entry.job.spec.width > 1;
+        let Some(run) = entry.job.running.as_mut() else { return Vec::new() };
+        let others = run.members.iter().filter(|m| !m.finished && m.machine != machine).count();
+        if !gang || others == 0 {
+            if entry.job.spec.checkpointable && !gang {
+                entry.job.credited_normtime_s += s_b * cpu_seconds;
+            }
+            return self.requeue(job, Some(machine));
+        }
+        if let Some(p) = run.members.iter().position(|m| m.machine == machine && !m.finished) {
+            run.members.remove(p);
+        }
+        run.vacancies += 1;
+        run.halted_since.get_or_insert(now);
+        self.vacant.insert((key, job));
+        self.release(machine, job, mem);
+        Vec::new()
     }
 
     fn cancel(&mut self, job: JobId) -> Result<Vec<Stop>, SchedError> {
@@ -441,14 +483,13 @@ impl Scheduler {
         Ok(())
     }
 
-    fn lose_machine(&mut self, machine: MachineId) -> Result<Vec<Stop>, SchedError> {
+    fn lose_machine(&mut self, now: Millis, machine: MachineId) -> Result<Vec<Stop>, SchedError> {
         let guests = self.machines.get(&machine).ok_or(SchedError::UnknownMachine(machine))?.guests.as_slice().to_vec();
         let mut stops = Vec::new();
         for job in guests {
-            if let Some(e) = self.jobs.get_mut(&job) {
-                e.job.evictions += 1;
-            }
-            stops.extend(self.requeue(job, Some(machine)));
+            // A gang member leaves a vacancy (the others halt until it is replaced); a
+            // sequential job goes back to the queue.
+            stops.extend(self.lose_member(now, job, machine, 0.0));
         }
         if let Some(e) = self.machines.remove(&machine) {
             if let Some(k) = e.key {
@@ -516,6 +557,15 @@ impl Scheduler {
     /// The queued jobs, in queue order (head first).
     pub fn queued(&self) -> impl Iterator<Item = &Job> + '_ {
         self.queue.iter().map(move |q| &self.jobs[&q.id].job)
+    }
+
+    /// The running gangs halted for lost members, with their vacancies, oldest
+    /// submission first.
+    pub fn halted(&self) -> impl Iterator<Item = (JobId, u32)> + '_ {
+        self.vacant.iter().filter_map(move |(_, id)| {
+            let run = self.jobs.get(id)?.job.running.as_ref()?;
+            run.halted().then_some((*id, run.vacancies))
+        })
     }
 
     /// Number of queued jobs.

@@ -102,6 +102,9 @@ struct Guest {
     checkpointable: bool,
     stopping: bool,
     evicted: bool,
+    /// Frozen on its own (its gang is halted), whatever the directive: its own cgroup's
+    /// `cgroup.freeze` (a thaw of the agent instance's does not thaw it).
+    held: bool,
     kill_at: Option<Instant>,
     exit: Option<std::process::ExitStatus>,
 }
@@ -113,7 +116,7 @@ impl Guest {
             pid: Some(self.pid),
             phase: if self.stopping {
                 GuestPhase::Stopping
-            } else if frozen {
+            } else if frozen || self.held {
                 GuestPhase::Frozen
             } else {
                 GuestPhase::Running
@@ -452,9 +455,38 @@ impl LinuxRuntime {
             checkpointable: spec.checkpointable,
             stopping: false,
             evicted: false,
+            held: false,
             kill_at: None,
             exit: None,
         })
+    }
+
+    /// Freezes (`hold`) or thaws one guest on its own: its gang is halted while a lost
+    /// member is replaced. Not an eviction and not the policy's: the directive's freezes
+    /// and thaws act on the agent instance's cgroup above it and leave this one as it is.
+    /// False when no such guest runs.
+    pub fn hold_one(&mut self, id: &str, hold: bool) -> bool {
+        let Some(g) = self.guests.iter_mut().find(|g| g.id == id && !g.stopping) else { return false };
+        if g.held == hold {
+            return true;
+        }
+        Self::set_held(g, hold);
+        info!(guest = %g.id, "guest {} (gang halt)", if hold { "held frozen" } else { "released" });
+        true
+    }
+
+    fn set_held(g: &mut Guest, hold: bool) {
+        g.held = hold;
+        let r = match &g.cg {
+            Some(cg) => cgroup::write(&cg.unified.join("cgroup.freeze"), if hold { "1" } else { "0" }),
+            None => {
+                fallback::signal_group(g.pid as i32, if hold { libc::SIGSTOP } else { libc::SIGCONT });
+                Ok(())
+            }
+        };
+        if let Err(e) = r {
+            warn!(guest = %g.id, "could not {} the guest: {e}", if hold { "freeze" } else { "thaw" });
+        }
     }
 
     fn kill_guest(g: &Guest) {
@@ -495,6 +527,9 @@ impl LinuxRuntime {
         } else {
             g.stopping = true;
             g.evicted = true;
+            if g.held {
+                Self::set_held(g, false);
+            }
             if g.checkpointable && !grace.is_zero() {
                 match &g.cg {
                     Some(cg) => cg.signal(libc::SIGTERM),
@@ -515,6 +550,10 @@ impl LinuxRuntime {
         for g in self.guests.iter_mut().filter(|g| !g.stopping) {
             g.stopping = true;
             g.evicted = true;
+            if g.held {
+                // A halted gang member evicted: it must run its checkpoint handler.
+                Self::set_held(g, false);
+            }
             if g.checkpointable && !self.kill_grace.is_zero() {
                 signalled = true;
                 match &g.cg {
@@ -555,7 +594,9 @@ impl LinuxRuntime {
         let mut i = 0;
         while i < self.guests.len() {
             let g = &mut self.guests[i];
-            if !frozen && !g.stopping {
+            // Frozen (by the policy or a gang halt) is not donated wall time: the guest
+            // does no work; its CPU counters do not move either.
+            if !frozen && !g.stopping && !g.held {
                 g.wall_ms += dt.as_millis() as u64;
             }
             match &g.cg {
@@ -765,6 +806,10 @@ impl GuestHost for LinuxRuntime {
 
     fn kill_guest(&mut self, id: &str) -> bool {
         self.kill_one(id)
+    }
+
+    fn hold_guest(&mut self, id: &str, hold: bool) -> bool {
+        self.hold_one(id, hold)
     }
 
     fn guest_info(&mut self, id: &str) -> Option<GuestInfo> {

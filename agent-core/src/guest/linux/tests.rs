@@ -485,3 +485,52 @@ fn owner_caps_limit_guest_cpu_bandwidth_and_memory_share() {
     rt.apply(GuestDirective::Evict);
     wait_until("the capped guest to end", Duration::from_secs(30), || ended(rt, &id).is_some());
 }
+
+#[test]
+fn a_held_guest_stays_frozen_through_the_policys_thaws_and_counts_no_wall_time() {
+    let Some(mut rig) = rig("hold", |c| c.eviction.kill_grace_s = 5) else { return };
+    let rt = rig.rt();
+    let mut spec = GuestSpec::new("sh", ["-c", "trap 'echo term > got; exit 0' TERM; echo $$ > pid; while :; do i=$((i+1)); done"]);
+    spec.checkpointable = true;
+    let id = rt.submit(spec);
+    rt.apply(GuestDirective::Accept);
+    let wd = workdir(rt, &id);
+    wait_until("the guest's pid", Duration::from_secs(60), || read_pid(&wd.join("pid")).is_some());
+    let pid = read_pid(&wd.join("pid")).expect("pid");
+    let own_freeze = rt.cgroups().expect("cgroups").unified.join(&id).join("cgroup.freeze");
+    assert!(rt.hold_guest(&id, true));
+    assert_eq!(std::fs::read_to_string(&own_freeze).unwrap().trim(), "1");
+    wait_until("the held guest to stop using CPU", Duration::from_secs(10), || {
+        let before = cpu_ticks(pid);
+        std::thread::sleep(Duration::from_millis(200));
+        cpu_ticks(pid) == before
+    });
+    assert!(matches!(rt.guest_info(&id).map(|g| g.phase), Some(GuestPhase::Frozen)));
+    // The policy's directives thaw the agent instance's cgroup, not the held guest.
+    rt.apply(GuestDirective::Freeze);
+    rt.apply(GuestDirective::Accept);
+    rt.tick();
+    let wall = rt.guest_info(&id).unwrap().wall_ms;
+    std::thread::sleep(Duration::from_millis(400));
+    rt.tick();
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(cpu_ticks(pid), before, "a held guest used CPU after the policy's thaw");
+    let events = std::fs::read_to_string(own_freeze.with_file_name("cgroup.events")).unwrap();
+    assert!(events.lines().any(|l| l == "frozen 1"), "the kernel reports the held guest frozen after the policy's thaw: {events}");
+    assert!(!rt.frozen(), "while the agent instance itself is thawed");
+    assert_eq!(rt.guest_info(&id).unwrap().wall_ms, wall, "held time is not donated wall time");
+    // Released, it runs again; evicted while held, it is released first and checkpoints.
+    assert!(rt.hold_guest(&id, false));
+    assert_eq!(std::fs::read_to_string(&own_freeze).unwrap().trim(), "0");
+    // (Whether it then gets CPU depends on the machine's load: it is SCHED_IDLE.)
+    let events_file = own_freeze.with_file_name("cgroup.events");
+    wait_until("the kernel to report the released guest thawed", Duration::from_secs(10), || {
+        std::fs::read_to_string(&events_file).is_ok_and(|t| t.lines().any(|l| l == "frozen 0"))
+    });
+    assert!(rt.hold_guest(&id, true));
+    rt.apply(GuestDirective::Evict);
+    wait_until("the held guest to handle SIGTERM and end", Duration::from_secs(20), || ended(rt, &id).is_some());
+    assert!(wd.join("got").exists(), "the evicted held guest ran its checkpoint handler");
+    assert!(!rt.hold_guest(&id, true), "an ended guest cannot be held");
+}

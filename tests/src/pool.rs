@@ -1,0 +1,186 @@
+//! Machines in a real pool for end-to-end tests: each a throw-away data directory, its
+//! own cgroup base and a real `lull up` (coordinator + agent) or enrolled `lull agent`
+//! process, with helpers to submit jobs through `lull submit` and follow them through the
+//! coordinator's API. Used by `checkpoint_jobs.rs` and `gang_jobs.rs`.
+
+use crate::{lull_bin, purge_cgroup_base, required};
+use agent_core::control::{call, AgentStatus, Request, Response};
+use agent_core::paths::Paths;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// Skips (true) unless cgroups can be managed here; panics when they are required.
+pub fn skip_without_cgroups() -> bool {
+    let v2_or_hybrid = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() == 0 } && v2_or_hybrid {
+        return false;
+    }
+    assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
+    eprintln!("SKIPPED: needs root to create cgroups (set LULL_REQUIRE_CGROUPS=1 to require)");
+    true
+}
+
+/// One machine: a data directory, a cgroup base and a `lull up` or `lull agent` process;
+/// killed and purged on drop.
+pub struct Machine {
+    pub dir: tempfile::TempDir,
+    pub base: String,
+    pub child: Option<Child>,
+}
+
+impl Machine {
+    pub fn new(config: &str) -> Self {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        Self { dir, base: format!("lull-e2e-pool-{}-{n}", std::process::id()), child: None }
+    }
+
+    pub fn lull(&self, args: &[&str]) -> Command {
+        let dir = self.dir.path();
+        let mut c = Command::new(lull_bin());
+        c.args(args).env("LULL_DATA_DIR", dir).env("LULL_CONFIG", dir.join("config.toml")).env("LULL_SOCKET", dir.join("agent.sock"));
+        c.env("LULL_CGROUP", &self.base).env_remove("LULL_COORDINATOR_URL").env_remove("LULL_KEY").env_remove("LULL_WORK_DIR");
+        c
+    }
+
+    /// Starts `lull <args>` in the background, its output in `out.txt` / `err.txt`.
+    pub fn spawn(&mut self, args: &[&str], env: &[(&str, &str)]) {
+        let mut c = self.lull(args);
+        c.envs(env.iter().copied());
+        let out = std::fs::File::create(self.dir.path().join("out.txt")).unwrap();
+        let err = std::fs::File::create(self.dir.path().join("err.txt")).unwrap();
+        self.child = Some(c.stdout(out).stderr(err).spawn().unwrap());
+    }
+
+    /// `lull up` (coordinator + this machine's agent); returns the coordinator's URL.
+    pub fn up(&mut self, env: &[(&str, &str)]) -> String {
+        self.spawn(&["up", "--listen", "127.0.0.1:0", "--owner", "alice", "--machine", "box1"], env);
+        let t0 = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(self.dir.path().join("out.txt")).unwrap_or_default();
+            if let Some(line) = text.lines().find(|l| l.trim_start().starts_with("coordinator")) {
+                return line.split_whitespace().nth(1).unwrap().trim_end_matches('/').to_string();
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "lull up did not come up: {text}\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("err.txt")).unwrap_or_default()
+    }
+
+    pub fn admin(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("coordinator-admin.key")).unwrap().trim().to_string()
+    }
+
+    /// The agent's status, or `None` while its socket does not answer (yet).
+    pub fn try_status(&self) -> Option<AgentStatus> {
+        match call(&self.dir.path().join("agent.sock"), &Request::Status) {
+            Ok(Response::Status(s)) => Some(*s),
+            _ => None,
+        }
+    }
+
+    pub fn call(&self, req: &Request) -> AgentStatus {
+        match call(&self.dir.path().join("agent.sock"), req) {
+            Ok(Response::Status(s)) => *s,
+            other => panic!("the agent answered {other:?}\n{}", self.log()),
+        }
+    }
+
+    /// The work directories of the job's rank-0 leases on this machine.
+    pub fn workdirs(&self, job: i64) -> Vec<PathBuf> {
+        self.rank_workdirs(job, 0)
+    }
+
+    /// The work directories of the job's leases of `rank` on this machine, oldest first.
+    pub fn rank_workdirs(&self, job: i64, rank: u32) -> Vec<PathBuf> {
+        let data_dir = self.dir.path().to_path_buf();
+        let paths = Paths {
+            config_file: data_dir.join("config.toml"),
+            ledger: data_dir.join("ledger.db"),
+            log_dir: data_dir.join("logs"),
+            socket: data_dir.join("agent.sock"),
+            data_dir,
+        };
+        let prefix = format!("{job}-{rank}-");
+        let Ok(rd) = std::fs::read_dir(paths.work_root().join("jobs")) else { return Vec::new() };
+        let mut dirs: Vec<PathBuf> =
+            rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).map(|e| e.path()).collect();
+        dirs.sort();
+        dirs
+    }
+
+    /// Enrols this machine in the coordinator at `url` with a one-use token minted by
+    /// `coordinator` (the `lull up` machine), as `owner`'s `machine`.
+    pub fn enrol(&self, coordinator: &Machine, url: &str, owner: &str, machine: &str) {
+        let out = coordinator.lull(&["coordinator", "token", "create", "--uses", "1"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let out = self.lull(&["enrol", "--url", url, "--token", &token, "--owner", owner, "--machine", machine]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Stops the process with SIGTERM; it must exit cleanly.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else { return };
+        // SAFETY: kill with a pid we spawned.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                assert!(st.success(), "lull exited with {st}: {}", self.log());
+                return;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "lull did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        purge_cgroup_base(&self.base);
+    }
+}
+
+pub fn http() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::new()
+}
+
+pub fn job(url: &str, admin: &str, id: i64) -> Value {
+    http().get(format!("{url}/api/v1/jobs/{id}")).bearer_auth(admin).send().unwrap().json().unwrap()
+}
+
+/// Waits until `ok` holds of the job.
+pub fn wait_job(url: &str, admin: &str, id: i64, what: &str, secs: u64, ok: impl Fn(&Value) -> bool, log: impl Fn() -> String) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let j = job(url, admin, id);
+        if ok(&j) {
+            return j;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(secs), "never {what}: {j}\n{}", log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Submits a job through `lull submit` on `m`; returns its id.
+pub fn submit(m: &Machine, args: &[&str]) -> i64 {
+    let mut all = vec!["submit", "--json"];
+    all.extend_from_slice(args);
+    let out = m.lull(&all).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_i64().unwrap()
+}
+
