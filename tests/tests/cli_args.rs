@@ -17,7 +17,10 @@ const BAD_VALUES: &[&str] = &["-1", "99999999999999999999", "not a value 🙂", 
 
 fn env_command(home: &Path, args: &[String]) -> Command {
     let mut c = Command::new(lull_bin());
+    // Run inside the throw-away HOME: an accepted value may be a relative path (a
+    // database named "-1"), which must land there and not in the source tree.
     c.args(args)
+        .current_dir(home)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
