@@ -103,9 +103,20 @@ pub struct SchedulerArg {
     #[arg(long = "scheduler", env = "LULL_SCHEDULER", default_value = "backfill", value_name = "ALGORITHM",
         value_parser = parse_scheduler)]
     pub algorithm: lull_core::sched::Algorithm,
+    /// Instant recruitment's reserve (`[scheduler] reserve_pct`, seed 003): the percent of
+    /// the idle machines kept back from every `lull recruit` request for the next one
+    /// (0 ≤ x < 100).
+    #[arg(long = "reserve-pct", env = "LULL_RESERVE_PCT", default_value_t = coordinator::scheduling::recruiting::DEFAULT_RESERVE_PCT,
+        value_name = "PERCENT")]
+    pub reserve_pct: f64,
 }
 
 impl SchedulerArg {
+    /// Instant recruitment's configuration with this reserve (refused out of range).
+    pub fn recruit(&self) -> Result<lull_core::sched::recruit::RecruitConfig> {
+        coordinator::scheduling::recruiting::config_with_reserve(self.reserve_pct).map_err(anyhow::Error::msg)
+    }
+
     /// The scheduler configuration with this algorithm.
     pub fn config(&self) -> lull_core::sched::SchedConfig {
         lull_core::sched::SchedConfig::with_algorithm(self.algorithm)
@@ -343,6 +354,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         heartbeat_interval: Duration::from_secs(a.heartbeat_s.max(1)),
         metrics_key: a.metrics.key()?,
         scheduler: a.scheduler.config(),
+        recruit: a.scheduler.recruit()?,
         ..Config::default()
     };
     runtime()?.block_on(async move {

@@ -7,6 +7,7 @@
 //! `lull up` run it on any port with any database, and stop it when they like.
 
 pub mod api;
+mod api_recruit;
 pub mod auth;
 #[cfg(test)]
 mod bindings;
@@ -45,6 +46,8 @@ pub struct Config {
     /// The scheduler's configuration (algorithm, prediction); `lull coordinator serve
     /// --scheduler`.
     pub scheduler: lull_core::sched::SchedConfig,
+    /// Instant recruitment's settings (the reserve); `lull coordinator serve --reserve-pct`.
+    pub recruit: lull_core::sched::recruit::RecruitConfig,
 }
 
 impl Default for Config {
@@ -56,6 +59,8 @@ impl Default for Config {
             sweep_interval: Duration::from_secs(1),
             metrics_key: None,
             scheduler: lull_core::sched::SchedConfig::default(),
+            recruit: scheduling::recruiting::config_with_reserve(scheduling::recruiting::DEFAULT_RESERVE_PCT)
+                .expect("the default reserve is in range"),
         }
     }
 }

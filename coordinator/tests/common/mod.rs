@@ -97,6 +97,7 @@ pub fn test_config() -> Config {
         sweep_interval: Duration::from_millis(100),
         metrics_key: None,
         scheduler: Default::default(),
+        recruit: Config::default().recruit,
     }
 }
 

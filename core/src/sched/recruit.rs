@@ -55,6 +55,8 @@ pub struct Request {
 pub struct Grant {
     /// The machines lent, least loaded first.
     pub machines: Vec<MachineId>,
+    /// Each granted machine's predicted owner load over the forecast (same order).
+    pub predicted: Vec<f64>,
     /// Machines that were idle when the request came (before it was answered).
     pub idle: usize,
     /// Of those, how many were kept back.
@@ -147,33 +149,59 @@ impl Recruiter {
 
     /// The predicted load of `machine` over the next `forecast_s` seconds.
     pub fn predicted(&self, machine: MachineId, forecast_s: f64) -> Option<f64> {
-        let s = self.machines.get(&machine)?;
-        let w = window_for(forecast_s);
+        Self::predicted_of(self.machines.get(&machine)?, window_for(forecast_s))
+    }
+
+    /// The mean of a slot's last `window` readings, in place (no copy: a request looks
+    /// at every machine of the pool).
+    fn predicted_of(s: &Slot, window: usize) -> Option<f64> {
         let n = s.recent.len();
-        let tail: Vec<f32> = s.recent.iter().skip(n.saturating_sub(w)).copied().collect();
-        predict(&tail, w)
+        let w = window.max(1).min(n);
+        if w == 0 {
+            return None;
+        }
+        Some(s.recent.range(n - w..).map(|v| *v as f64).sum::<f64>() / w as f64)
     }
 
     /// Answers `req` at once: the idle machines (see the module doc) least loaded first,
     /// less the reserve, at most `k`; they are lent until released.
     pub fn recruit(&mut self, req: Request) -> Grant {
+        self.recruit_where(req, |_| true)
+    }
+
+    /// [`Recruiter::recruit`] among the machines `eligible` accepts (the driver's view of
+    /// what else rules a machine out: no free slot, not allowed, out of interruption
+    /// budget). Machines it refuses are neither granted nor counted as idle, so the
+    /// reserve is a share of the machines that could have been granted.
+    pub fn recruit_where(&mut self, req: Request, eligible: impl Fn(MachineId) -> bool) -> Grant {
+        let w = window_for(req.forecast_s);
         let mut idle: Vec<(f64, MachineId)> = self
             .machines
             .iter()
-            .filter(|(_, s)| !s.lent)
-            .filter_map(|(id, _)| self.predicted(*id, req.forecast_s).map(|p| (p, *id)))
+            .filter(|(id, s)| !s.lent && eligible(**id))
+            .filter_map(|(id, s)| Self::predicted_of(s, w).map(|p| (p, *id)))
             .filter(|(p, _)| *p < self.cfg.idle_load_max)
             .collect();
-        idle.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let reserved = reserved_of(idle.len(), self.cfg.reserve_pct);
         let n = (idle.len() - reserved).min(req.k);
-        let machines: Vec<MachineId> = idle.iter().take(n).map(|(_, id)| *id).collect();
-        for id in &machines {
+        // Only the n least loaded are wanted: select them, then sort those few.
+        let order = |a: &(f64, MachineId), b: &(f64, MachineId)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        if n > 0 && n < idle.len() {
+            idle.select_nth_unstable_by(n - 1, order);
+        }
+        let mut chosen: Vec<(f64, MachineId)> = idle.iter().take(n).copied().collect();
+        chosen.sort_by(order);
+        for (_, id) in &chosen {
             if let Some(s) = self.machines.get_mut(id) {
                 s.lent = true;
             }
         }
-        Grant { machines, idle: idle.len(), reserved }
+        Grant {
+            machines: chosen.iter().map(|(_, id)| *id).collect(),
+            predicted: chosen.iter().map(|(p, _)| *p).collect(),
+            idle: idle.len(),
+            reserved,
+        }
     }
 }
 
@@ -224,6 +252,20 @@ mod tests {
     }
 
     #[test]
+    fn machines_the_driver_rules_out_are_neither_granted_nor_counted_idle() {
+        let mut r = Recruiter::new(RecruitConfig { idle_load_max: 0.1, reserve_pct: 0.5 }).unwrap();
+        for i in 0..6u64 {
+            r.observe(MachineId(i), 0.0);
+        }
+        // Machines 0–1 out (no free slot, say): 4 idle, 2 kept back, 2 granted.
+        let g = r.recruit_where(Request { k: 10, forecast_s: 10.0 }, |m| m.0 >= 2);
+        assert_eq!((g.idle, g.reserved), (4, 2));
+        assert_eq!(g.machines, vec![MachineId(2), MachineId(3)]);
+        assert_eq!(g.predicted, vec![0.0, 0.0]);
+        assert!(!r.is_lent(MachineId(0)));
+    }
+
+    #[test]
     fn a_bad_reserve_is_refused() {
         assert!(Recruiter::new(RecruitConfig { idle_load_max: 0.1, reserve_pct: 1.0 }).is_err());
         assert!(Recruiter::new(RecruitConfig { idle_load_max: 0.0, reserve_pct: 0.2 }).is_err());
@@ -244,6 +286,8 @@ mod tests {
                 }
             }
             let g1 = r.recruit(Request { k: k1, forecast_s: f1 });
+            prop_assert_eq!(g1.predicted.len(), g1.machines.len());
+            prop_assert!(g1.predicted.windows(2).all(|p| p[0] <= p[1]), "least loaded first");
             let g2 = r.recruit(Request { k: k2, forecast_s: f2 });
             for g in [&g1, &g2] {
                 prop_assert_eq!(g.reserved, reserved_of(g.idle, reserve));
