@@ -9,19 +9,31 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// The last [`OWNER_LOAD_MAX`] readings and the number the next one will get.
+/// Readings closer than a second apart are folded into one of at least a second.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OwnerLoadLog {
     /// The sequence number of the next reading (the first kept is `next_seq - readings.len()`).
     pub next_seq: u64,
     pub readings: VecDeque<LoadReading>,
+    /// Sub-second readings not yet a full second: (CPU × ms summed, ms).
+    #[serde(skip)]
+    partial: (f64, u64),
 }
 
 impl OwnerLoadLog {
     /// Records a reading: owner CPU `cpu` (fraction of the machine, guests excluded),
     /// its mean over the last `covers_ms` milliseconds.
     pub fn push(&mut self, cpu: f32, covers_ms: u64) {
-        let pct = if cpu.is_finite() { (cpu.clamp(0.0, 1.0) * 100.0).round() as u8 } else { 100 };
-        let secs = ((covers_ms as f64 / 1000.0).round() as u64).clamp(1, 600) as u16;
+        let cpu = if cpu.is_finite() { cpu.clamp(0.0, 1.0) as f64 } else { 1.0 };
+        let covers_ms = covers_ms.max(1);
+        self.partial.0 += cpu * covers_ms as f64;
+        self.partial.1 += covers_ms;
+        if self.partial.1 < 1000 {
+            return;
+        }
+        let (sum, ms) = std::mem::take(&mut self.partial);
+        let pct = (sum / ms as f64 * 100.0).round() as u8;
+        let secs = ((ms as f64 / 1000.0).round() as u64).clamp(1, 600) as u16;
         if self.readings.len() == OWNER_LOAD_MAX {
             self.readings.pop_front();
         }
@@ -50,8 +62,11 @@ mod tests {
         let (r, next) = log.since(0);
         assert_eq!(r, vec![LoadReading { cpu_pct: 3, secs: 1 }, LoadReading { cpu_pct: 50, secs: 10 }]);
         assert!(log.since(next).0.is_empty());
-        log.push(f32::NAN, 0);
-        assert_eq!(log.since(next).0, vec![LoadReading { cpu_pct: 100, secs: 1 }]);
+        // Sub-second readings are folded into one of a second: (0.2·300 + 1.0·700) / 1000.
+        log.push(0.2, 300);
+        assert!(log.since(next).0.is_empty());
+        log.push(f32::NAN, 700);
+        assert_eq!(log.since(next).0, vec![LoadReading { cpu_pct: 76, secs: 1 }]);
         for _ in 0..OWNER_LOAD_MAX + 5 {
             log.push(0.0, 1000);
         }

@@ -109,12 +109,17 @@ pub struct SchedulerArg {
     #[arg(long = "reserve-pct", env = "LULL_RESERVE_PCT", default_value_t = coordinator::scheduling::recruiting::DEFAULT_RESERVE_PCT,
         value_name = "PERCENT")]
     pub reserve_pct: f64,
+    /// Instant recruitment grants machines predicted to stay below this owner CPU, percent
+    /// (0 < x ≤ 100; seed 003: 10; 100 grants any machine that wants work).
+    #[arg(long = "recruit-idle-pct", env = "LULL_RECRUIT_IDLE_PCT", default_value_t = coordinator::scheduling::recruiting::DEFAULT_IDLE_LOAD_PCT,
+        value_name = "PERCENT")]
+    pub recruit_idle_pct: f64,
 }
 
 impl SchedulerArg {
     /// Instant recruitment's configuration with this reserve (refused out of range).
     pub fn recruit(&self) -> Result<lull_core::sched::recruit::RecruitConfig> {
-        coordinator::scheduling::recruiting::config_with_reserve(self.reserve_pct).map_err(anyhow::Error::msg)
+        coordinator::scheduling::recruiting::config_with(self.reserve_pct, self.recruit_idle_pct).map_err(anyhow::Error::msg)
     }
 
     /// The scheduler configuration with this algorithm.

@@ -37,13 +37,26 @@ use utoipa::ToSchema;
 /// The default reserve: 20 % of the idle machines (seed 003 Table 1: 20–30 % did best).
 pub const DEFAULT_RESERVE_PCT: f64 = 20.0;
 
-/// The coordinator's recruitment settings with a reserve of `reserve_pct` percent;
-/// refused (naming the setting and its range) outside 0 ≤ x < 100.
+/// The default idle threshold: predicted owner CPU below 10 % (seed 003).
+pub const DEFAULT_IDLE_LOAD_PCT: f64 = 10.0;
+
+/// The coordinator's recruitment settings with a reserve of `reserve_pct` percent and
+/// the default idle threshold; refused (naming the setting and its range) outside
+/// 0 ≤ x < 100.
 pub fn config_with_reserve(reserve_pct: f64) -> Result<RecruitConfig, String> {
+    config_with(reserve_pct, DEFAULT_IDLE_LOAD_PCT)
+}
+
+/// The settings with a reserve of `reserve_pct` % (0 ≤ x < 100) and machines idle below
+/// `idle_load_pct` % predicted owner CPU (0 < x ≤ 100; 100: load is not looked at).
+pub fn config_with(reserve_pct: f64, idle_load_pct: f64) -> Result<RecruitConfig, String> {
     if !(reserve_pct.is_finite() && (0.0..100.0).contains(&reserve_pct)) {
         return Err(format!("[scheduler] reserve_pct (--reserve-pct) {reserve_pct} is not in 0 ≤ x < 100 (percent of the idle machines)"));
     }
-    Ok(RecruitConfig { reserve_pct: reserve_pct / 100.0, ..RecruitConfig::default() })
+    if !(idle_load_pct.is_finite() && idle_load_pct > 0.0 && idle_load_pct <= 100.0) {
+        return Err(format!("[scheduler] recruit_idle_pct (--recruit-idle-pct) {idle_load_pct} is not in 0 < x ≤ 100 (percent owner CPU)"));
+    }
+    Ok(RecruitConfig { reserve_pct: reserve_pct / 100.0, idle_load_max: idle_load_pct / 100.0 })
 }
 
 /// A request for machines now.

@@ -28,7 +28,8 @@ pub const HISTORY: usize = 60;
 /// The recruiter's settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecruitConfig {
-    /// A machine is idle when its predicted owner load is below this (fraction 0–1).
+    /// A machine is idle when its predicted owner load is below this (fraction 0–1);
+    /// at 1.0 every machine counts as idle (load is not looked at).
     pub idle_load_max: f64,
     /// Share of the idle machines kept back from every request (0 ≤ x < 1).
     pub reserve_pct: f64,
@@ -180,7 +181,7 @@ impl Recruiter {
             .iter()
             .filter(|(id, s)| !s.lent && eligible(**id))
             .filter_map(|(id, s)| Self::predicted_of(s, w).map(|p| (p, *id)))
-            .filter(|(p, _)| *p < self.cfg.idle_load_max)
+            .filter(|(p, _)| *p < self.cfg.idle_load_max || self.cfg.idle_load_max >= 1.0)
             .collect();
         let reserved = reserved_of(idle.len(), self.cfg.reserve_pct);
         let n = (idle.len() - reserved).min(req.k);
