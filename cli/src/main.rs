@@ -9,6 +9,7 @@ mod bench_heartbeats;
 mod bench_owner_return;
 mod bench_placements;
 mod bench_recruit;
+mod bench_recruit_api;
 mod calibrate_cmd;
 mod coordinator_cmd;
 mod jobs_cmd;
