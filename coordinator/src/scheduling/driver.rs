@@ -169,8 +169,7 @@ impl Driver {
         let recruiting = &self.app.scheduling.recruiting;
         let eligible = free_slots > 0 && v.allowed && v.budget_left > 0;
         let idle_for_s = v.idle_since.map_or(0, |t| (now - t).max(0) as u64 / 1000);
-        recruiting.set_standing(id, &v.name, &v.machine, &v.owner, idle_for_s, eligible);
-        let lent = recruiting.is_lent(id);
+        let lent = recruiting.set_standing(id, &v.name, &v.machine, &v.owner, idle_for_s, eligible);
         let m = Machine {
             id,
             owner: v.owner.clone(),

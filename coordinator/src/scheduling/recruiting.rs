@@ -30,9 +30,12 @@ use lull_core::sched::recruit::{window_for, RecruitConfig, Recruiter, Request, H
 use lull_core::sched::MachineId;
 use lull_protocol::LoadReading;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use utoipa::ToSchema;
+
+/// Groups remembered (for `GET /api/v1/recruit/{group}`) before ended ones are forgotten.
+const GROUPS_KEPT: usize = 10_000;
 
 /// The default reserve: 20 % of the idle machines (seed 003 Table 1: 20–30 % did best).
 pub const DEFAULT_RESERVE_PCT: f64 = 20.0;
@@ -156,7 +159,6 @@ struct Pool {
     /// `None` while this replica does not lead.
     recruiter: Option<Recruiter>,
     known: HashMap<MachineId, Known>,
-    eligible: HashSet<MachineId>,
     groups: HashMap<String, Group>,
     job_groups: HashMap<i64, String>,
     next_group: u64,
@@ -223,8 +225,13 @@ impl Recruiting {
                 seconds.push(r.cpu_pct.min(100) as f32 / 100.0);
             }
         }
-        let mut p = self.lock();
+        let mut guard = self.lock();
+        let p = &mut *guard;
         if let Some(rec) = p.recruiter.as_mut() {
+            if !p.known.contains_key(&id) {
+                // Not recruitable before the driver has said it may be (set_standing).
+                rec.set_eligible(id, false);
+            }
             for v in seconds.into_iter().rev() {
                 rec.observe(id, v);
             }
@@ -232,12 +239,13 @@ impl Recruiting {
     }
 
     /// Records what else decides whether `id` may be recruited: `eligible` when it has a
-    /// free slot, is allowed and has interruption budget left.
-    pub(crate) fn set_standing(&self, id: MachineId, agent_id: &str, machine: &str, owner: &str, idle_for_s: u64, eligible: bool) {
+    /// free slot, is allowed and has interruption budget left. Returns whether it is lent
+    /// to a group now (the scheduler places nothing else there).
+    pub(crate) fn set_standing(&self, id: MachineId, agent_id: &str, machine: &str, owner: &str, idle_for_s: u64, eligible: bool) -> bool {
         let mut p = self.lock();
-        if p.recruiter.is_none() {
-            return;
-        }
+        let Some(rec) = p.recruiter.as_mut() else { return false };
+        rec.set_eligible(id, eligible);
+        let lent = rec.is_lent(id);
         match p.known.get_mut(&id) {
             Some(k) => k.idle_for_s = idle_for_s,
             None => {
@@ -245,23 +253,13 @@ impl Recruiting {
                 p.known.insert(id, k);
             }
         }
-        if eligible {
-            p.eligible.insert(id);
-        } else {
-            p.eligible.remove(&id);
-        }
-    }
-
-    /// Whether `id` is lent to a group now (the scheduler places nothing else there).
-    pub(crate) fn is_lent(&self, id: MachineId) -> bool {
-        self.lock().recruiter.as_ref().is_some_and(|r| r.is_lent(id))
+        lent
     }
 
     /// The machine left the pool.
     pub(crate) fn forget(&self, id: MachineId) {
         let mut p = self.lock();
         p.known.remove(&id);
-        p.eligible.remove(&id);
         if let Some(r) = p.recruiter.as_mut() {
             r.forget(id);
         }
@@ -282,12 +280,18 @@ impl Recruiting {
         let mut guard = self.lock();
         let p = &mut *guard;
         let Some(rec) = p.recruiter.as_mut() else { return Err(RecruitError::NotLeading) };
-        let eligible = &p.eligible;
-        let g = rec.recruit_where(Request { k: req.k as usize, forecast_s: req.seconds as f64 }, |m| eligible.contains(&m));
+        let g = rec.recruit(Request { k: req.k as usize, forecast_s: req.seconds as f64 });
         let reserve_pct = rec.config().reserve_pct * 100.0;
         let mut machines = Vec::with_capacity(g.machines.len());
-        for (rank, (id, load)) in g.machines.iter().zip(&g.predicted).enumerate() {
-            let k = p.known.get(id).cloned().unwrap_or(Known { agent_id: String::new(), machine: String::new(), owner: String::new(), idle_for_s: 0 });
+        let mut lent = Vec::with_capacity(g.machines.len());
+        for (id, load) in g.machines.iter().zip(&g.predicted) {
+            // Every eligible machine is known (set_standing names it first).
+            let Some(k) = p.known.get(id).cloned() else {
+                rec.release(*id);
+                continue;
+            };
+            lent.push(*id);
+            let rank = machines.len();
             machines.push(RecruitedMachine {
                 agent_id: k.agent_id,
                 machine: k.machine,
@@ -298,11 +302,15 @@ impl Recruiting {
                 idle_for_s: k.idle_for_s,
             });
         }
+        if p.groups.len() >= GROUPS_KEPT {
+            // Ended groups are forgotten first; live ones are kept however many.
+            p.groups.retain(|_, g| g.state == "leasing" || g.state == "leased");
+        }
         let group = (!machines.is_empty()).then(|| {
             p.next_group += 1;
             let id = format!("g{:x}", p.next_group);
             let agents = machines.iter().map(|m| m.agent_id.clone()).collect();
-            p.groups.insert(id.clone(), Group { submitter: submitter.into(), machines: g.machines.clone(), agents, job: None, state: "leasing", error: None });
+            p.groups.insert(id.clone(), Group { submitter: submitter.into(), machines: lent, agents, job: None, state: "leasing", error: None });
             id
         });
         drop(guard);

@@ -20,7 +20,7 @@
 
 use super::machine::MachineId;
 use super::SchedError;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 /// Readings kept per machine (enough for the longest window [`window_for`] returns).
 pub const HISTORY: usize = 60;
@@ -89,10 +89,42 @@ pub fn reserved_of(idle: usize, reserve_pct: f64) -> usize {
     ((idle as f64) * reserve_pct.clamp(0.0, 1.0)).floor() as usize
 }
 
-#[derive(Clone, Debug, Default)]
+/// One machine: its last [`HISTORY`] readings in a ring kept inline (a request walks
+/// every slot, so no pointer per machine to chase), whether it is lent, and whether the
+/// driver lets it be recruited at all.
+#[derive(Clone, Debug)]
 struct Slot {
-    recent: VecDeque<f32>,
+    ring: [f32; HISTORY],
+    /// Readings held (≤ HISTORY) and where the next one goes.
+    len: u8,
+    next: u8,
     lent: bool,
+    eligible: bool,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot { ring: [0.0; HISTORY], len: 0, next: 0, lent: false, eligible: true }
+    }
+}
+
+impl Slot {
+    fn push(&mut self, v: f32) {
+        self.ring[self.next as usize] = v;
+        self.next = ((self.next as usize + 1) % HISTORY) as u8;
+        self.len = (self.len as usize + 1).min(HISTORY) as u8;
+    }
+
+    /// The mean of the last `window` readings (`None` without any).
+    fn mean_of_last(&self, window: usize) -> Option<f64> {
+        let w = window.max(1).min(self.len as usize);
+        if w == 0 {
+            return None;
+        }
+        let end = self.next as usize;
+        let sum: f64 = (1..=w).map(|i| self.ring[(end + HISTORY - i) % HISTORY] as f64).sum();
+        Some(sum / w as f64)
+    }
 }
 
 /// The pool as the recruiter sees it: recent readings and what is lent.
@@ -124,11 +156,15 @@ impl Recruiter {
     /// a non-finite reading counts as fully busy).
     pub fn observe(&mut self, machine: MachineId, load: f32) {
         let v = if load.is_finite() { load.clamp(0.0, 1.0) } else { 1.0 };
-        let s = self.machines.entry(machine).or_default();
-        if s.recent.len() == HISTORY {
-            s.recent.pop_front();
-        }
-        s.recent.push_back(v);
+        self.machines.entry(machine).or_default().push(v);
+    }
+
+    /// Whether `machine` may be recruited at all, as its driver sees it (a free slot,
+    /// allowed, interruption budget left); machines are eligible until said otherwise.
+    /// One not eligible is neither granted nor counted idle, so the reserve is a share of
+    /// the machines that could have been granted.
+    pub fn set_eligible(&mut self, machine: MachineId, eligible: bool) {
+        self.machines.entry(machine).or_default().eligible = eligible;
     }
 
     /// The machine left the pool.
@@ -150,37 +186,18 @@ impl Recruiter {
 
     /// The predicted load of `machine` over the next `forecast_s` seconds.
     pub fn predicted(&self, machine: MachineId, forecast_s: f64) -> Option<f64> {
-        Self::predicted_of(self.machines.get(&machine)?, window_for(forecast_s))
+        self.machines.get(&machine)?.mean_of_last(window_for(forecast_s))
     }
 
-    /// The mean of a slot's last `window` readings, in place (no copy: a request looks
-    /// at every machine of the pool).
-    fn predicted_of(s: &Slot, window: usize) -> Option<f64> {
-        let n = s.recent.len();
-        let w = window.max(1).min(n);
-        if w == 0 {
-            return None;
-        }
-        Some(s.recent.range(n - w..).map(|v| *v as f64).sum::<f64>() / w as f64)
-    }
-
-    /// Answers `req` at once: the idle machines (see the module doc) least loaded first,
-    /// less the reserve, at most `k`; they are lent until released.
+    /// Answers `req` at once: the idle eligible machines (see the module doc) least
+    /// loaded first, less the reserve, at most `k`; they are lent until released.
     pub fn recruit(&mut self, req: Request) -> Grant {
-        self.recruit_where(req, |_| true)
-    }
-
-    /// [`Recruiter::recruit`] among the machines `eligible` accepts (the driver's view of
-    /// what else rules a machine out: no free slot, not allowed, out of interruption
-    /// budget). Machines it refuses are neither granted nor counted as idle, so the
-    /// reserve is a share of the machines that could have been granted.
-    pub fn recruit_where(&mut self, req: Request, eligible: impl Fn(MachineId) -> bool) -> Grant {
         let w = window_for(req.forecast_s);
         let mut idle: Vec<(f64, MachineId)> = self
             .machines
             .iter()
-            .filter(|(id, s)| !s.lent && eligible(**id))
-            .filter_map(|(id, s)| Self::predicted_of(s, w).map(|p| (p, *id)))
+            .filter(|(_, s)| !s.lent && s.eligible)
+            .filter_map(|(id, s)| s.mean_of_last(w).map(|p| (p, *id)))
             .filter(|(p, _)| *p < self.cfg.idle_load_max || self.cfg.idle_load_max >= 1.0)
             .collect();
         let reserved = reserved_of(idle.len(), self.cfg.reserve_pct);
@@ -259,7 +276,9 @@ mod tests {
             r.observe(MachineId(i), 0.0);
         }
         // Machines 0–1 out (no free slot, say): 4 idle, 2 kept back, 2 granted.
-        let g = r.recruit_where(Request { k: 10, forecast_s: 10.0 }, |m| m.0 >= 2);
+        r.set_eligible(MachineId(0), false);
+        r.set_eligible(MachineId(1), false);
+        let g = r.recruit(Request { k: 10, forecast_s: 10.0 });
         assert_eq!((g.idle, g.reserved), (4, 2));
         assert_eq!(g.machines, vec![MachineId(2), MachineId(3)]);
         assert_eq!(g.predicted, vec![0.0, 0.0]);
