@@ -11,26 +11,14 @@
 //! property-tested there; here the wire, the lease and the release are what is checked.
 //! Needs cgroups (root; `LULL_REQUIRE_CGROUPS=1` makes it required).
 
-use lull_e2e::{lull_bin, purge_cgroup_base, required, Agent};
+use lull_e2e::{lull_bin, purge_cgroup_base, skip_without_cgroups, Agent};
 use serde_json::Value;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Guest work accepted at once whatever the machine's load, no input backend.
 const EAGER: &str = "[sampling]\ninterval_ms = 200\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\
                      recruitment_threshold_s = 0\n[input]\nbackend = \"none\"\n";
-
-fn skip_without_cgroups() -> bool {
-    let v2_or_hybrid = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() == 0 } && v2_or_hybrid {
-        return false;
-    }
-    assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
-    eprintln!("SKIPPED: needs root to create cgroups (set LULL_REQUIRE_CGROUPS=1 to require)");
-    true
-}
 
 /// The coordinator process, stopped on drop.
 struct Coordinator {
@@ -110,9 +98,7 @@ fn recruit_both(c: &Coordinator, cmd: &str) -> Vec<Value> {
             String::from_utf8_lossy(&out.stderr),
             c.log()
         );
-        if granted == 1 {
-            // Only one heard from yet: that group runs and ends; ask again.
-        }
+        // None or one heard from yet (a group of one runs and ends): ask again.
         assert!(t0.elapsed() < Duration::from_secs(60), "never granted both: {stdout}\n{}\n{}", String::from_utf8_lossy(&out.stderr), c.log());
         std::thread::sleep(Duration::from_millis(500));
     }
