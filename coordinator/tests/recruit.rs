@@ -190,6 +190,20 @@ async fn malformed_requests_are_refused_with_4xx(backend: Backend) {
     }
     // An agent may not recruit; a stranger may not; an unknown group is 404.
     let (_, agent) = s.enrol("alice", "m").await;
+    // Heartbeats' owner-load readings out of range are refused, naming the field.
+    let hb = |load: Value| json!({"state": "idle", "available": true, "budget_left": 1, "free_mem_bytes": 0, "base_speed": 1.0, "current_speed": 1.0, "owner_load": load});
+    for (load, field) in [
+        (json!([{"cpu_pct": 101, "secs": 1}]), "cpu_pct"),
+        (json!([{"cpu_pct": 5, "secs": 0}]), "secs"),
+        (json!([{"cpu_pct": 5, "secs": 601}]), "secs"),
+        (json!(vec![json!({"cpu_pct": 5, "secs": 1}); 121]), "owner_load"),
+        (json!([{"cpu_pct": 5}]), "secs"),
+    ] {
+        let (st, e) = agent.post("/api/v1/heartbeat", hb(load.clone())).await;
+        assert!((400..500).contains(&st), "{load} → {st} {e}");
+        assert!(e["error"].as_str().unwrap().contains(field), "{load} → {e}");
+    }
+    assert_eq!(agent.post("/api/v1/heartbeat", hb(json!([{"cpu_pct": 5, "secs": 10}]))).await.0, 200);
     assert_eq!(agent.post("/api/v1/recruit", ok.clone()).await.0, 403);
     assert_eq!(s.client("").post("/api/v1/recruit", ok).await.0, 401);
     assert_eq!(who.post("/api/v1/recruit/g1/release", json!({})).await.0, 404);
