@@ -150,3 +150,21 @@ fn lull_recruit_runs_one_group_on_both_agents_and_releases_it() {
         purge_cgroup_base(b);
     }
 }
+
+#[test]
+fn a_reserve_or_idle_threshold_out_of_range_is_refused_naming_it() {
+    for (flag, value, field) in [("--reserve-pct", "100", "reserve_pct"), ("--reserve-pct", "-5", "reserve_pct"), ("--recruit-idle-pct", "0", "recruit_idle_pct")] {
+        let arg = format!("{flag}={value}");
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(lull_bin())
+            .args(["coordinator", "serve", "--listen", "127.0.0.1:0", &arg])
+            .env("LULL_DATA_DIR", dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag} {value} was accepted");
+        assert!(err.contains(field) && err.contains("100"), "{flag} {value}: {err}");
+        assert!(!dir.path().join("coordinator.url").exists(), "nothing started");
+    }
+}

@@ -286,6 +286,18 @@ mod tests {
     }
 
     #[test]
+    fn a_threshold_of_one_counts_every_machine_idle() {
+        let mut r = Recruiter::new(RecruitConfig { idle_load_max: 1.0, reserve_pct: 0.0 }).unwrap();
+        r.observe(MachineId(1), 1.0);
+        r.observe(MachineId(2), 0.3);
+        let g = r.recruit(Request { k: 5, forecast_s: 10.0 });
+        assert_eq!(g.machines, vec![MachineId(2), MachineId(1)]);
+        let mut strict = Recruiter::new(RecruitConfig { idle_load_max: 0.99, reserve_pct: 0.0 }).unwrap();
+        strict.observe(MachineId(1), 1.0);
+        assert!(strict.recruit(Request { k: 5, forecast_s: 10.0 }).machines.is_empty());
+    }
+
+    #[test]
     fn a_bad_reserve_is_refused() {
         assert!(Recruiter::new(RecruitConfig { idle_load_max: 0.1, reserve_pct: 1.0 }).is_err());
         assert!(Recruiter::new(RecruitConfig { idle_load_max: 0.0, reserve_pct: 0.2 }).is_err());
