@@ -244,6 +244,8 @@ struct Driver {
     trace_buf: Vec<TraceRow>,
     trace_start: i64,
     trace_cpu: (f32, u32),
+    /// The owner's recent CPU readings, for the coordinator's instant recruitment.
+    owner_load: crate::owner_load::OwnerLoadLog,
     trace_mem: u64,
     trace_input: bool,
     last_totals: std::time::Instant,
@@ -367,6 +369,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         trace_buf: Vec::new(),
         trace_start: now.utc.timestamp(),
         trace_cpu: (0.0, 0),
+        owner_load: Default::default(),
         trace_mem: 0,
         trace_input: false,
         last_totals: std::time::Instant::now(),
@@ -472,7 +475,7 @@ impl Driver {
     /// feeds it to the policy (which also lets its deadlines expire).
     fn on_tick(&mut self) {
         let now = self.clock.now();
-        self.last_sample_at = Some(now.mono);
+        let previous_sample = self.last_sample_at.replace(now.mono);
         let present = self.guests.present();
         if present != self.guests_present {
             self.guests_present = present;
@@ -495,6 +498,9 @@ impl Driver {
         }
         self.trace_cpu.0 += sample.owner_cpu;
         self.trace_cpu.1 += 1;
+        if let Some(prev) = previous_sample {
+            self.owner_load.push(sample.owner_cpu, now.mono.since(prev).as_millis() as u64);
+        }
         self.trace_mem = sample.owner_mem_bytes;
         self.readings += 1;
         self.step(Event::Sample(sample));
@@ -708,6 +714,7 @@ impl Driver {
                 .map(|(b, why)| format!("{b}: {why}"))
                 .collect(),
             coordinator: self.coordinator.clone(),
+            owner_load: self.owner_load.clone(),
         }
     }
 

@@ -74,6 +74,10 @@ pub struct AgentStatus {
     /// The coordinator this agent is linked to, if enrolled.
     #[serde(default)]
     pub coordinator: Option<CoordinatorLink>,
+    /// The owner's recent CPU readings, for the coordinator link's heartbeats.
+    #[serde(default)]
+    #[cfg_attr(feature = "ts", ts(skip))]
+    pub owner_load: crate::owner_load::OwnerLoadLog,
 }
 
 /// The coordinator an agent is linked to (never its secret).

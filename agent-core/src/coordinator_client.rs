@@ -297,11 +297,14 @@ pub fn free_memory() -> u64 {
 
 /// A heartbeat from the agent's status: `S_c` is `S_b` scaled by the CPU share the owner
 /// leaves free. It always carries the owner's daily interruption limit (coordinators
-/// before the dashboard refuse unknown heartbeat fields: upgrade the coordinator first).
-pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_bytes: u64) -> Heartbeat {
+/// before the dashboard refuse unknown heartbeat fields: upgrade the coordinator first),
+/// and the owner-load readings numbered `load_from` onwards (see [`crate::owner_load`]);
+/// also returns the number to send from next time, once this heartbeat is acknowledged.
+pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_bytes: u64, load_from: u64) -> (Heartbeat, u64) {
     let p = &status.policy;
     let owner = (p.owner_cpu as f64).clamp(0.0, 1.0);
-    Heartbeat {
+    let (owner_load, next) = status.owner_load.since(load_from);
+    let hb = Heartbeat {
         state: p.state.as_str().to_string(),
         available: p.available,
         budget_left: p.interruption_limit.saturating_sub(p.interruptions_today),
@@ -310,7 +313,9 @@ pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_b
         current_speed: base_speed * (1.0 - owner),
         interruption_limit: Some(p.interruption_limit),
         idle_for_s: Some(p.idle_for_s),
-    }
+        owner_load,
+    };
+    (hb, next)
 }
 
 /// Whether the agent wants guest work now: the policy accepts guests and the machine is
@@ -784,14 +789,19 @@ pub async fn run_link(
     let beat = async {
         let mut interval = Duration::from_secs(10);
         let mut backoff = Duration::from_secs(1);
+        // The owner-load readings from this number on have not reached the coordinator.
+        let mut load_from = 0u64;
         loop {
             let socket = paths.socket.clone();
             let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
             let mut ok = true;
             if let Ok(Ok(Response::Status(st))) = status {
-                let hb = heartbeat_from(&st, s_b, free_memory());
+                let (hb, next) = heartbeat_from(&st, s_b, free_memory(), load_from);
                 match client.heartbeat(&hb).await {
-                    Ok(i) => interval = i,
+                    Ok(i) => {
+                        interval = i;
+                        load_from = next;
+                    }
                     Err(e) => {
                         ok = false;
                         tracing::warn!("heartbeat failed: {e}");

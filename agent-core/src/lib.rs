@@ -27,6 +27,7 @@ pub mod latency;
 pub mod ledger;
 pub mod logging;
 pub mod message;
+pub mod owner_load;
 pub mod paths;
 pub mod programs;
 pub mod retention;

@@ -37,6 +37,9 @@ pub enum Which {
     /// Coordinator placements/s and recruited → running latency with N simulated agents
     /// long-polling over loopback (goal: ≥ 5,000 placements/s, p99 ≤ 1 s).
     Placements(crate::bench_placements::PlacementArgs),
+    /// Instant recruitment's answer time: `POST /api/v1/recruit` latency from a separate
+    /// client with N simulated agents polling and heartbeating (goal: p99 ≤ 2 ms at 10,000).
+    RecruitApi(crate::bench_recruit_api::RecruitApiArgs),
 }
 
 #[derive(Args, Debug)]
@@ -100,6 +103,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Which::Memory(m) => crate::bench_guest::memory_bench(m),
         Which::Heartbeats(h) => crate::bench_heartbeats::run(h),
         Which::Placements(p) => crate::bench_placements::run(p),
+        Which::RecruitApi(r) => crate::bench_recruit_api::run(r),
         Which::OwnerReturn(a) => crate::bench_owner_return::run(a),
     }
 }

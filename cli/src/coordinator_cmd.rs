@@ -107,9 +107,25 @@ pub struct SchedulerArg {
     #[arg(long = "scheduler", env = "LULL_SCHEDULER", default_value = "backfill", value_name = "ALGORITHM",
         value_parser = parse_scheduler)]
     pub algorithm: lull_core::sched::Algorithm,
+    /// Instant recruitment's reserve (`[scheduler] reserve_pct`, seed 003): the percent of
+    /// the idle machines kept back from every `lull recruit` request for the next one
+    /// (0 ≤ x < 100).
+    #[arg(long = "reserve-pct", env = "LULL_RESERVE_PCT", default_value_t = coordinator::scheduling::recruiting::DEFAULT_RESERVE_PCT,
+        value_name = "PERCENT")]
+    pub reserve_pct: f64,
+    /// Instant recruitment grants machines predicted to stay below this owner CPU, percent
+    /// (0 < x ≤ 100; seed 003: 10; 100 grants any machine that wants work).
+    #[arg(long = "recruit-idle-pct", env = "LULL_RECRUIT_IDLE_PCT", default_value_t = coordinator::scheduling::recruiting::DEFAULT_IDLE_LOAD_PCT,
+        value_name = "PERCENT")]
+    pub recruit_idle_pct: f64,
 }
 
 impl SchedulerArg {
+    /// Instant recruitment's configuration with this reserve (refused out of range).
+    pub fn recruit(&self) -> Result<lull_core::sched::recruit::RecruitConfig> {
+        coordinator::scheduling::recruiting::config_with(self.reserve_pct, self.recruit_idle_pct).map_err(anyhow::Error::msg)
+    }
+
     /// The scheduler configuration with this algorithm.
     pub fn config(&self) -> lull_core::sched::SchedConfig {
         lull_core::sched::SchedConfig::with_algorithm(self.algorithm)
@@ -348,6 +364,7 @@ fn serve(a: ServeArgs) -> Result<()> {
         gang_halt_timeout: Duration::from_secs(a.gang_halt_timeout_s),
         metrics_key: a.metrics.key()?,
         scheduler: a.scheduler.config(),
+        recruit: a.scheduler.recruit()?,
         ..Config::default()
     };
     runtime()?.block_on(async move {

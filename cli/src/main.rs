@@ -9,12 +9,14 @@ mod bench_heartbeats;
 mod bench_owner_return;
 mod bench_placements;
 mod bench_recruit;
+mod bench_recruit_api;
 mod calibrate_cmd;
 mod coordinator_cmd;
 mod jobs_cmd;
 mod jobs_view_cmd;
 mod machines_cmd;
 mod owner_cmd;
+mod recruit_cmd;
 mod run_cmd;
 mod sim_cmd;
 mod spans;
@@ -54,6 +56,9 @@ enum Cmd {
     Coordinator(coordinator_cmd::CoordinatorArgs),
     /// Submit a job to the coordinator: `lull submit [--machines N] -- COMMAND ARGS…`.
     Submit(jobs_cmd::SubmitArgs),
+    /// Get up to K idle machines now, with no queue, and run a command on them as a group:
+    /// `lull recruit K --for 10m -- COMMAND ARGS…`.
+    Recruit(recruit_cmd::RecruitArgs),
     /// Enrolled machines this key may see (an owner key: the owner's own), with their state.
     Machines(machines_cmd::MachinesArgs),
     /// Submitted jobs: list, `show ID`, `output ID` (what its guests wrote).
@@ -86,6 +91,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Up(a) => up_cmd::run(a),
         Cmd::Coordinator(a) => coordinator_cmd::run(a),
         Cmd::Submit(a) => jobs_cmd::submit(a),
+        Cmd::Recruit(a) => recruit_cmd::run(a),
         Cmd::Jobs(a) => jobs_view_cmd::run(a),
         Cmd::Machines(a) => machines_cmd::run(a),
         Cmd::Report(a) => jobs_cmd::report(a),

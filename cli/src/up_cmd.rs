@@ -59,8 +59,12 @@ pub fn run(a: UpArgs) -> Result<()> {
     let _guard = init_logging(&paths, "up")?;
     let f = files(a.db.db.as_deref())?;
     create_data_dir()?;
-    let coordinator_config =
-        coordinator::Config { metrics_key: a.metrics.key()?, scheduler: a.scheduler.config(), ..coordinator::Config::default() };
+    let coordinator_config = coordinator::Config {
+        metrics_key: a.metrics.key()?,
+        scheduler: a.scheduler.config(),
+        recruit: a.scheduler.recruit()?,
+        ..coordinator::Config::default()
+    };
     let owner = a.owner.or_else(|| std::env::var("USER").ok()).filter(|s| !s.is_empty()).unwrap_or_else(|| "owner".into());
     let machine = a.machine.unwrap_or_else(hostname);
     let rt = crate::coordinator_cmd::runtime()?;

@@ -110,7 +110,7 @@ fn need_agent(p: &Principal) -> ApiResult<&str> {
     }
 }
 
-fn need_person(p: &Principal) -> ApiResult<()> {
+pub(crate) fn need_person(p: &Principal) -> ApiResult<()> {
     match p {
         Principal::Agent { .. } => Err(ApiError(StatusCode::FORBIDDEN, "not for agents".into())),
         _ => Ok(()),
@@ -141,6 +141,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/tasks/{job}/{rank}/migrate", post(migrate))
         .route("/api/v1/records", post(records))
         .route("/api/v1/reports", get(reports))
+        .route("/api/v1/recruit", post(crate::api_recruit::recruit))
+        .route("/api/v1/recruit/{group}", get(crate::api_recruit::group))
+        .route("/api/v1/recruit/{group}/release", post(crate::api_recruit::release))
         .layer(DefaultBodyLimit::max(JSON_LIMIT))
         .layer(axum::middleware::from_fn(declared_limit::<JSON_LIMIT>));
     let checkpoints = Router::new()
@@ -235,7 +238,16 @@ async fn heartbeat(State(app): State<Arc<App>>, Auth(p): Auth, Body(hb): Body<He
         return Err(ApiError(StatusCode::BAD_REQUEST, "speeds must be finite and non-negative".into()));
     }
     store::check_text("state", &hb.state, 1, 32)?;
-    app.scheduling.send(Msg::Heartbeat { agent: agent.to_string(), hb: hb.clone() });
+    if hb.owner_load.len() > lull_protocol::OWNER_LOAD_MAX {
+        return Err(ApiError(StatusCode::BAD_REQUEST, format!("owner_load has {} readings, at most {}", hb.owner_load.len(), lull_protocol::OWNER_LOAD_MAX)));
+    }
+    if let Some(why) = hb.owner_load.iter().find_map(|r| r.invalid()) {
+        return Err(ApiError(StatusCode::BAD_REQUEST, why));
+    }
+    let mut hb = hb;
+    // The readings go to the scheduler (instant recruitment) only, not into the snapshot.
+    let owner_load = std::mem::take(&mut hb.owner_load);
+    app.scheduling.send(Msg::Heartbeat { agent: agent.to_string(), hb: Heartbeat { owner_load, ..hb.clone() } });
     app.live.heartbeat(agent, hb, now_ms(), app.config.heartbeat_interval.as_millis() as i64);
     app.metrics.heartbeats.fetch_add(1, Ordering::Relaxed);
     Ok(Json(HeartbeatAck { next_heartbeat_s: app.config.heartbeat_interval.as_secs().max(1) as u32 }))
@@ -358,7 +370,7 @@ async fn list_jobs(
     Ok(Json(store::list_jobs(&app.db, &p, f.state.as_deref(), f.limit.unwrap_or(100)).await?))
 }
 
-fn path<T>(p: Result<Path<T>, axum::extract::rejection::PathRejection>) -> ApiResult<T> {
+pub(crate) fn path<T>(p: Result<Path<T>, axum::extract::rejection::PathRejection>) -> ApiResult<T> {
     p.map(|Path(v)| v).map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
 }
 
@@ -687,11 +699,13 @@ impl utoipa::Modify for Security {
 #[openapi(
     info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports."),
     paths(create_key, create_join_token, enrol, heartbeat, agents, remove_agent, pool, submit, list_jobs, get_job, job_output, cancel, predictions, lease, progress, complete, fail, evicted,
-        gang, migrate, put_checkpoint, get_checkpoint, records, reports),
+        gang, migrate, put_checkpoint, get_checkpoint, records, reports, crate::api_recruit::recruit, crate::api_recruit::group, crate::api_recruit::release),
     components(schemas(ErrorBody, CreateJoinToken, JoinToken, CreateKey, ApiKey, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, SubmitJob,
         JobSpec, Job, Task, LeaseRequest, Lease, Progress, ProgressAck, Completion, CompletionAck, TaskRelease, Gang, Record, RecordBatch,
         RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved, Placement, ProgramPrediction,
-        MigrateRequest, MigrateAnswer)),
+        MigrateRequest, MigrateAnswer,
+        lull_protocol::LoadReading, crate::scheduling::recruiting::RecruitRequest, crate::scheduling::recruiting::RecruitGrant,
+        crate::scheduling::recruiting::RecruitedMachine, crate::scheduling::recruiting::RecruitGroup)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;
@@ -711,6 +725,7 @@ mod tests {
             current_speed: 1.0,
             interruption_limit: None,
             idle_for_s: None,
+            owner_load: Vec::new(),
         };
         let a = |seen: Option<i64>, hb: Option<Heartbeat>| AgentInfo {
             id: "x".into(),

@@ -7,6 +7,7 @@
 //! `lull up` run it on any port with any database, and stop it when they like.
 
 pub mod api;
+mod api_recruit;
 pub mod auth;
 #[cfg(test)]
 mod bindings;
@@ -49,6 +50,8 @@ pub struct Config {
     /// How long a started gang that lost a member stays halted waiting for its
     /// replacement before the whole gang is re-queued (as the agents' gang fill timeout).
     pub gang_halt_timeout: Duration,
+    /// Instant recruitment's settings (the reserve); `lull coordinator serve --reserve-pct`.
+    pub recruit: lull_core::sched::recruit::RecruitConfig,
 }
 
 impl Default for Config {
@@ -61,6 +64,8 @@ impl Default for Config {
             metrics_key: None,
             scheduler: lull_core::sched::SchedConfig::default(),
             gang_halt_timeout: Duration::from_secs(120),
+            recruit: scheduling::recruiting::config_with_reserve(scheduling::recruiting::DEFAULT_RESERVE_PCT)
+                .expect("the default reserve is in range"),
         }
     }
 }

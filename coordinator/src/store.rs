@@ -215,8 +215,9 @@ pub async fn principal_by_hash(db: &Db, hash: &str) -> Result<Option<Principal>>
     Ok(None)
 }
 
-/// Submits a job: one row for the job, one task per machine.
-pub async fn submit(db: &Db, who: &Principal, req: &SubmitJob) -> Result<Job> {
+/// Checks a job before it is stored (each failure names the field and its range);
+/// returns its program name, memory request and retries as stored.
+pub fn check_job(req: &SubmitJob) -> Result<(String, i64, u32)> {
     check_text("command", &req.command, 1, 4096)?;
     if req.args.len() > 1024 || req.env.len() > 256 || req.inputs.len() > 64 {
         return Err(StoreError::Invalid("too many args, env entries or inputs".into()));
@@ -241,6 +242,12 @@ pub async fn submit(db: &Db, who: &Principal, req: &SubmitJob) -> Result<Job> {
     if req.estimate_s.is_some_and(|e| !(e.is_finite() && (0.0..=31_536_000.0).contains(&e))) {
         return Err(StoreError::Invalid("estimate_s must be 0–31536000 seconds".into()));
     }
+    Ok((program, mem, max_retries))
+}
+
+/// Submits a job: one row for the job, one task per machine.
+pub async fn submit(db: &Db, who: &Principal, req: &SubmitJob) -> Result<Job> {
+    let (program, mem, max_retries) = check_job(req)?;
     let spec = JobSpec { command: req.command.clone(), args: req.args.clone(), env: req.env.clone(), inputs: req.inputs.clone() };
     let spec_json = serde_json::to_string(&spec).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let now = now_ms();
@@ -1073,6 +1080,7 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
                     interruption_limit: col::<Option<i64>>(r, "interruption_limit")?.map(|l| l.clamp(0, u32::MAX as i64) as u32),
                     // Not stored: the live heartbeat (in memory) carries it.
                     idle_for_s: None,
+                    owner_load: Vec::new(),
                 }),
                 None => None,
             };

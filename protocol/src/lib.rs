@@ -92,6 +92,40 @@ pub struct Heartbeat {
     /// 004 Fig. 7), so the scheduler prefers it. Older agents leave it out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_for_s: Option<u64>,
+    /// The owner's CPU readings taken since the previous heartbeat, oldest first (at
+    /// most [`OWNER_LOAD_MAX`]): what the coordinator's instant recruitment predicts a
+    /// machine's next seconds from (seed 003's windowed mean). The agent's own readings,
+    /// sent as they are: no extra sampling. Older agents leave it out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "ts", ts(skip))]
+    pub owner_load: Vec<LoadReading>,
+}
+
+/// The most owner-load readings one heartbeat carries.
+pub const OWNER_LOAD_MAX: usize = 120;
+
+/// One reading of the owner's CPU: its mean over the `secs` seconds before it was taken.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LoadReading {
+    /// Owner CPU, percent of the whole machine (0–100), guests excluded.
+    pub cpu_pct: u8,
+    /// Seconds the reading covers (1–600).
+    pub secs: u16,
+}
+
+impl LoadReading {
+    /// Why a reading is refused (`None`: it is well formed).
+    pub fn invalid(&self) -> Option<String> {
+        if self.cpu_pct > 100 {
+            return Some(format!("owner_load cpu_pct {} is not in 0–100", self.cpu_pct));
+        }
+        if !(1..=600).contains(&self.secs) {
+            return Some(format!("owner_load secs {} is not in 1–600", self.secs));
+        }
+        None
+    }
 }
 
 /// The coordinator's answer to a heartbeat.

@@ -66,6 +66,7 @@ fn heartbeat_with_and_without_the_limit() {
         current_speed: 406.25,
         interruption_limit: Some(3),
         idle_for_s: None,
+        owner_load: Vec::new(),
     };
     pinned(
         &hb,

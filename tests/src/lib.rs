@@ -67,6 +67,19 @@ pub fn required(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| v == "1")
 }
 
+/// Skips (returns true, printing why) unless guest cgroups can be managed here (root and
+/// cgroup v2 or hybrid); panics instead when `LULL_REQUIRE_CGROUPS=1`.
+pub fn skip_without_cgroups() -> bool {
+    let v2_or_hybrid = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() == 0 } && v2_or_hybrid {
+        return false;
+    }
+    assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
+    eprintln!("SKIPPED: needs root to create cgroups (set LULL_REQUIRE_CGROUPS=1 to require)");
+    true
+}
+
 /// Skips (returns true, printing why) unless `tool` is on PATH; panics instead when
 /// `require_var` is set, because then the test must run.
 pub fn skip_without(tool: &str, require_var: &str) -> bool {

@@ -30,6 +30,8 @@ const IDLE_PASS: Duration = Duration::from_secs(30);
 struct AgentView {
     name: String,
     owner: String,
+    /// The machine's enrolled name.
+    machine: String,
     base_speed: f64,
     load: f64,
     budget_left: u32,
@@ -46,10 +48,11 @@ struct AgentView {
 }
 
 impl AgentView {
-    fn new(name: &str, owner: &str) -> AgentView {
+    fn new(name: &str, owner: &str, machine: &str) -> AgentView {
         AgentView {
             name: name.to_string(),
             owner: owner.to_string(),
+            machine: machine.to_string(),
             base_speed: 1.0,
             load: 0.0,
             budget_left: 1,
@@ -110,8 +113,9 @@ impl Driver {
             prefetched: HashMap::new(),
         };
         let now = now_ms();
+        app.scheduling.recruiting.reset(app.config.recruit.clone());
         for a in sql::agents(&app.db).await? {
-            let id = d.intern(&a.id, &a.owner);
+            let id = d.intern(&a.id, &a.owner, &a.machine);
             let v = d.agents.get_mut(&id).expect("just interned");
             if let Some((at, hb)) = app.live.latest(&a.id) {
                 v.apply_heartbeat(&hb, at);
@@ -143,14 +147,14 @@ impl Driver {
         Ok(d)
     }
 
-    fn intern(&mut self, name: &str, owner: &str) -> MachineId {
+    fn intern(&mut self, name: &str, owner: &str, machine: &str) -> MachineId {
         if let Some(id) = self.ids.get(name) {
             return *id;
         }
         let id = MachineId(self.next_machine);
         self.next_machine += 1;
         self.ids.insert(name.to_string(), id);
-        self.agents.insert(id, AgentView::new(name, owner));
+        self.agents.insert(id, AgentView::new(name, owner, machine));
         id
     }
 
@@ -160,6 +164,12 @@ impl Driver {
         let guests = self.sched.guests_on(id);
         let declared: u64 = guests.iter().filter_map(|j| self.sched.job(*j)).map(|j| j.spec.memory_needed()).sum();
         let free_slots = v.polls.saturating_sub(v.pending);
+        // Instant recruitment: a machine with a free slot, allowed and with budget left
+        // may be lent; one lent is not the scheduler's to place on.
+        let recruiting = &self.app.scheduling.recruiting;
+        let eligible = free_slots > 0 && v.allowed && v.budget_left > 0;
+        let idle_for_s = v.idle_since.map_or(0, |t| (now - t).max(0) as u64 / 1000);
+        let lent = recruiting.set_standing(id, &v.name, &v.machine, &v.owner, idle_for_s, eligible);
         let m = Machine {
             id,
             owner: v.owner.clone(),
@@ -168,7 +178,7 @@ impl Driver {
             free_memory: v.free_mem.saturating_add(declared),
             interruptions_left: v.budget_left,
             allowed: v.allowed,
-            available: free_slots > 0,
+            available: free_slots > 0 && !lent,
             idle_since: Millis(v.idle_since.unwrap_or(now).max(0) as u64),
             slots: (guests.len() as u32 + free_slots).max(1),
         };
@@ -250,6 +260,12 @@ impl Driver {
                 return;
             }
         };
+        if row.as_ref().is_none_or(|r| r.state != "running") {
+            // A recruit group no longer running is released together.
+            for m in self.app.scheduling.recruiting.job_left(job) {
+                self.update_machine(m, now);
+            }
+        }
         let jid = JobId(job as u64);
         let held = self.sched.job(jid).map(|j| (j.running.is_some(), j.spec.width));
         let Some(row) = row else {
@@ -399,7 +415,7 @@ impl Driver {
                 let id = match self.machine_of(&agent) {
                     Some(id) => id,
                     None => match sql::agent(&self.app.db, &agent).await {
-                        Ok(Some(a)) => self.intern(&a.id, &a.owner),
+                        Ok(Some(a)) => self.intern(&a.id, &a.owner, &a.machine),
                         _ => return,
                     },
                 };
@@ -430,17 +446,27 @@ impl Driver {
             Msg::Heartbeat { agent, hb } => {
                 let Some(id) = self.machine_of(&agent) else {
                     if let Ok(Some(a)) = sql::agent(&self.app.db, &agent).await {
-                        let id = self.intern(&a.id, &a.owner);
+                        let id = self.intern(&a.id, &a.owner, &a.machine);
+                        self.app.scheduling.recruiting.observe(id, &hb.owner_load);
                         self.agents.get_mut(&id).expect("interned").apply_heartbeat(&hb, now);
                         self.update_machine(id, now);
                     }
                     return;
                 };
+                self.app.scheduling.recruiting.observe(id, &hb.owner_load);
                 self.agents.get_mut(&id).expect("interned").apply_heartbeat(&hb, now);
                 self.update_machine(id, now);
             }
+            Msg::Machines { agents } => {
+                for a in agents {
+                    if let Some(id) = self.machine_of(&a) {
+                        self.update_machine(id, now);
+                    }
+                }
+            }
             Msg::AgentRemoved { agent } => {
                 if let Some(id) = self.ids.remove(&agent) {
+                    self.app.scheduling.recruiting.forget(id);
                     let jobs: Vec<JobId> = self.sched.guests_on(id).to_vec();
                     self.agents.remove(&id);
                     let _ = self.sched.handle(Millis(now.max(0) as u64), Event::MachineLost { machine: id });

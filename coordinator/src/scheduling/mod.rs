@@ -21,6 +21,7 @@
 
 pub mod delivery;
 pub mod driver;
+pub mod recruiting;
 pub mod replicas;
 pub mod sql;
 
@@ -50,6 +51,8 @@ pub enum Msg {
     Heartbeat { agent: String, hb: Heartbeat },
     /// A machine was removed from the pool.
     AgentRemoved { agent: String },
+    /// Instant recruitment lent these machines or gave them back: look at them again.
+    Machines { agents: Vec<String> },
 }
 
 /// What a task used, reported when it ended.
@@ -83,6 +86,8 @@ pub struct Scheduling {
     open_polls: Mutex<HashMap<String, (u32, u64)>>,
     /// The long polls' lease hand-over, group-committed.
     pub deliveries: delivery::Deliveries,
+    /// Instant recruitment's state (while leading), fed by the driver.
+    pub recruiting: recruiting::Recruiting,
 }
 
 impl Default for Scheduling {
@@ -96,6 +101,7 @@ impl Default for Scheduling {
             outbox: Mutex::new(None),
             open_polls: Mutex::new(HashMap::new()),
             deliveries: delivery::Deliveries::default(),
+            recruiting: recruiting::Recruiting::default(),
         }
     }
 }
@@ -212,6 +218,7 @@ impl Scheduling {
 
     pub(crate) fn step_down(&self) {
         self.leader.store(false, Ordering::Release);
+        self.recruiting.stop();
         *self.inbox.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 

@@ -141,6 +141,8 @@ fn with_tasks(jobs: &[AnyRow], tasks: &[AnyRow]) -> Result<Vec<JobRow>> {
 pub struct AgentRow {
     pub id: String,
     pub owner: String,
+    /// The machine's name as enrolled.
+    pub machine: String,
     pub state: Option<String>,
     pub budget_left: Option<i64>,
     pub base_speed: Option<f64>,
@@ -152,6 +154,7 @@ fn agent_row(r: &AnyRow) -> Result<AgentRow> {
     Ok(AgentRow {
         id: col(r, "id")?,
         owner: col(r, "owner")?,
+        machine: col(r, "name")?,
         state: col(r, "state")?,
         budget_left: col(r, "budget_left")?,
         base_speed: col(r, "base_speed")?,
@@ -160,7 +163,7 @@ fn agent_row(r: &AnyRow) -> Result<AgentRow> {
     })
 }
 
-const AGENT_COLS: &str = "id, owner, state, budget_left, base_speed, current_speed, free_mem_bytes";
+const AGENT_COLS: &str = "id, owner, name, state, budget_left, base_speed, current_speed, free_mem_bytes";
 
 /// Every machine still enrolled.
 pub async fn agents(db: &Db) -> Result<Vec<AgentRow>> {

@@ -98,6 +98,7 @@ pub fn test_config() -> Config {
         metrics_key: None,
         scheduler: Default::default(),
         gang_halt_timeout: Duration::from_secs(120),
+        recruit: Config::default().recruit,
     }
 }
 

@@ -20,7 +20,7 @@
 
 use super::machine::MachineId;
 use super::SchedError;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 /// Readings kept per machine (enough for the longest window [`window_for`] returns).
 pub const HISTORY: usize = 60;
@@ -28,7 +28,8 @@ pub const HISTORY: usize = 60;
 /// The recruiter's settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecruitConfig {
-    /// A machine is idle when its predicted owner load is below this (fraction 0–1).
+    /// A machine is idle when its predicted owner load is below this (fraction 0–1);
+    /// at 1.0 every machine counts as idle (load is not looked at).
     pub idle_load_max: f64,
     /// Share of the idle machines kept back from every request (0 ≤ x < 1).
     pub reserve_pct: f64,
@@ -55,6 +56,8 @@ pub struct Request {
 pub struct Grant {
     /// The machines lent, least loaded first.
     pub machines: Vec<MachineId>,
+    /// Each granted machine's predicted owner load over the forecast (same order).
+    pub predicted: Vec<f64>,
     /// Machines that were idle when the request came (before it was answered).
     pub idle: usize,
     /// Of those, how many were kept back.
@@ -86,10 +89,42 @@ pub fn reserved_of(idle: usize, reserve_pct: f64) -> usize {
     ((idle as f64) * reserve_pct.clamp(0.0, 1.0)).floor() as usize
 }
 
-#[derive(Clone, Debug, Default)]
+/// One machine: its last [`HISTORY`] readings in a ring kept inline (a request walks
+/// every slot, so no pointer per machine to chase), whether it is lent, and whether the
+/// driver lets it be recruited at all.
+#[derive(Clone, Debug)]
 struct Slot {
-    recent: VecDeque<f32>,
+    ring: [f32; HISTORY],
+    /// Readings held (≤ HISTORY) and where the next one goes.
+    len: u8,
+    next: u8,
     lent: bool,
+    eligible: bool,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot { ring: [0.0; HISTORY], len: 0, next: 0, lent: false, eligible: true }
+    }
+}
+
+impl Slot {
+    fn push(&mut self, v: f32) {
+        self.ring[self.next as usize] = v;
+        self.next = ((self.next as usize + 1) % HISTORY) as u8;
+        self.len = (self.len as usize + 1).min(HISTORY) as u8;
+    }
+
+    /// The mean of the last `window` readings (`None` without any).
+    fn mean_of_last(&self, window: usize) -> Option<f64> {
+        let w = window.max(1).min(self.len as usize);
+        if w == 0 {
+            return None;
+        }
+        let end = self.next as usize;
+        let sum: f64 = (1..=w).map(|i| self.ring[(end + HISTORY - i) % HISTORY] as f64).sum();
+        Some(sum / w as f64)
+    }
 }
 
 /// The pool as the recruiter sees it: recent readings and what is lent.
@@ -121,11 +156,15 @@ impl Recruiter {
     /// a non-finite reading counts as fully busy).
     pub fn observe(&mut self, machine: MachineId, load: f32) {
         let v = if load.is_finite() { load.clamp(0.0, 1.0) } else { 1.0 };
-        let s = self.machines.entry(machine).or_default();
-        if s.recent.len() == HISTORY {
-            s.recent.pop_front();
-        }
-        s.recent.push_back(v);
+        self.machines.entry(machine).or_default().push(v);
+    }
+
+    /// Whether `machine` may be recruited at all, as its driver sees it (a free slot,
+    /// allowed, interruption budget left); machines are eligible until said otherwise.
+    /// One not eligible is neither granted nor counted idle, so the reserve is a share of
+    /// the machines that could have been granted.
+    pub fn set_eligible(&mut self, machine: MachineId, eligible: bool) {
+        self.machines.entry(machine).or_default().eligible = eligible;
     }
 
     /// The machine left the pool.
@@ -147,33 +186,40 @@ impl Recruiter {
 
     /// The predicted load of `machine` over the next `forecast_s` seconds.
     pub fn predicted(&self, machine: MachineId, forecast_s: f64) -> Option<f64> {
-        let s = self.machines.get(&machine)?;
-        let w = window_for(forecast_s);
-        let n = s.recent.len();
-        let tail: Vec<f32> = s.recent.iter().skip(n.saturating_sub(w)).copied().collect();
-        predict(&tail, w)
+        self.machines.get(&machine)?.mean_of_last(window_for(forecast_s))
     }
 
-    /// Answers `req` at once: the idle machines (see the module doc) least loaded first,
-    /// less the reserve, at most `k`; they are lent until released.
+    /// Answers `req` at once: the idle eligible machines (see the module doc) least
+    /// loaded first, less the reserve, at most `k`; they are lent until released.
     pub fn recruit(&mut self, req: Request) -> Grant {
+        let w = window_for(req.forecast_s);
         let mut idle: Vec<(f64, MachineId)> = self
             .machines
             .iter()
-            .filter(|(_, s)| !s.lent)
-            .filter_map(|(id, _)| self.predicted(*id, req.forecast_s).map(|p| (p, *id)))
-            .filter(|(p, _)| *p < self.cfg.idle_load_max)
+            .filter(|(_, s)| !s.lent && s.eligible)
+            .filter_map(|(id, s)| s.mean_of_last(w).map(|p| (p, *id)))
+            .filter(|(p, _)| *p < self.cfg.idle_load_max || self.cfg.idle_load_max >= 1.0)
             .collect();
-        idle.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let reserved = reserved_of(idle.len(), self.cfg.reserve_pct);
         let n = (idle.len() - reserved).min(req.k);
-        let machines: Vec<MachineId> = idle.iter().take(n).map(|(_, id)| *id).collect();
-        for id in &machines {
+        // Only the n least loaded are wanted: select them, then sort those few.
+        let order = |a: &(f64, MachineId), b: &(f64, MachineId)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        if n > 0 && n < idle.len() {
+            idle.select_nth_unstable_by(n - 1, order);
+        }
+        let mut chosen: Vec<(f64, MachineId)> = idle.iter().take(n).copied().collect();
+        chosen.sort_by(order);
+        for (_, id) in &chosen {
             if let Some(s) = self.machines.get_mut(id) {
                 s.lent = true;
             }
         }
-        Grant { machines, idle: idle.len(), reserved }
+        Grant {
+            machines: chosen.iter().map(|(_, id)| *id).collect(),
+            predicted: chosen.iter().map(|(p, _)| *p).collect(),
+            idle: idle.len(),
+            reserved,
+        }
     }
 }
 
@@ -224,6 +270,34 @@ mod tests {
     }
 
     #[test]
+    fn machines_the_driver_rules_out_are_neither_granted_nor_counted_idle() {
+        let mut r = Recruiter::new(RecruitConfig { idle_load_max: 0.1, reserve_pct: 0.5 }).unwrap();
+        for i in 0..6u64 {
+            r.observe(MachineId(i), 0.0);
+        }
+        // Machines 0–1 out (no free slot, say): 4 idle, 2 kept back, 2 granted.
+        r.set_eligible(MachineId(0), false);
+        r.set_eligible(MachineId(1), false);
+        let g = r.recruit(Request { k: 10, forecast_s: 10.0 });
+        assert_eq!((g.idle, g.reserved), (4, 2));
+        assert_eq!(g.machines, vec![MachineId(2), MachineId(3)]);
+        assert_eq!(g.predicted, vec![0.0, 0.0]);
+        assert!(!r.is_lent(MachineId(0)));
+    }
+
+    #[test]
+    fn a_threshold_of_one_counts_every_machine_idle() {
+        let mut r = Recruiter::new(RecruitConfig { idle_load_max: 1.0, reserve_pct: 0.0 }).unwrap();
+        r.observe(MachineId(1), 1.0);
+        r.observe(MachineId(2), 0.3);
+        let g = r.recruit(Request { k: 5, forecast_s: 10.0 });
+        assert_eq!(g.machines, vec![MachineId(2), MachineId(1)]);
+        let mut strict = Recruiter::new(RecruitConfig { idle_load_max: 0.99, reserve_pct: 0.0 }).unwrap();
+        strict.observe(MachineId(1), 1.0);
+        assert!(strict.recruit(Request { k: 5, forecast_s: 10.0 }).machines.is_empty());
+    }
+
+    #[test]
     fn a_bad_reserve_is_refused() {
         assert!(Recruiter::new(RecruitConfig { idle_load_max: 0.1, reserve_pct: 1.0 }).is_err());
         assert!(Recruiter::new(RecruitConfig { idle_load_max: 0.0, reserve_pct: 0.2 }).is_err());
@@ -244,6 +318,8 @@ mod tests {
                 }
             }
             let g1 = r.recruit(Request { k: k1, forecast_s: f1 });
+            prop_assert_eq!(g1.predicted.len(), g1.machines.len());
+            prop_assert!(g1.predicted.windows(2).all(|p| p[0] <= p[1]), "least loaded first");
             let g2 = r.recruit(Request { k: k2, forecast_s: f2 });
             for g in [&g1, &g2] {
                 prop_assert_eq!(g.reserved, reserved_of(g.idle, reserve));
