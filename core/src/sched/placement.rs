@@ -124,7 +124,7 @@ pub fn rank_machines<'a>(machines: impl IntoIterator<Item = &'a Machine>) -> Vec
 }
 
 /// Why a machine cannot take a member of a job now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Ineligible {
     /// Not recruited / not donating now.
@@ -142,6 +142,14 @@ pub enum Ineligible {
         /// Bytes one member needs.
         needed: u64,
     },
+    /// The machine reports its memory (seed 001) and the member would bring its
+    /// oversize to MT (or it is there already).
+    OverMemoryThreshold {
+        /// `Q_o` with the member.
+        oversize: f64,
+        /// MT.
+        threshold: f64,
+    },
 }
 
 impl fmt::Display for Ineligible {
@@ -152,6 +160,9 @@ impl fmt::Display for Ineligible {
             Ineligible::NoInterruptionsLeft => f.write_str("the owner's interruption budget for today is used up"),
             Ineligible::NoFreeSlot => f.write_str("no free slot"),
             Ineligible::NotEnoughMemory { free, needed } => write!(f, "{free} bytes free, {needed} needed"),
+            Ineligible::OverMemoryThreshold { oversize, threshold } => {
+                write!(f, "memory oversize {:+.1} % would reach the threshold MT {:+.1} %", oversize * 100.0, threshold * 100.0)
+            }
         }
     }
 }
