@@ -78,6 +78,11 @@ pub trait GuestHost: Send {
     fn kill_guest(&mut self, _id: &str) -> bool {
         false
     }
+    /// The guests' memory for the coordinator (seed 001), measured now; `None` when this
+    /// host cannot measure it.
+    fn memory(&mut self) -> Option<crate::guest::GuestsMemory> {
+        None
+    }
 }
 
 /// A job the coordinator link hands the driver to run as a guest (the driver owns the
@@ -693,6 +698,7 @@ impl Driver {
                 .map(|(b, why)| format!("{b}: {why}"))
                 .collect(),
             coordinator: self.coordinator.clone(),
+            guest_memory: self.guests.memory(),
         }
     }
 

@@ -151,6 +151,7 @@ mod tests {
             current_speed: 1.0,
             interruption_limit: Some(5),
             idle_for_s: None,
+            memory: None,
         }
     }
 

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 pub use lull_protocol::{
-    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, Heartbeat, HeartbeatAck, JobSpec, Lease, LeaseRequest, Output,
-    Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, OUTPUT_TAIL_MAX,
+    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, GuestMemory, Heartbeat, HeartbeatAck, JobSpec, Lease, LeaseRequest,
+    MemoryReport, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, OUTPUT_TAIL_MAX,
 };
 
 /// Admin: create a join token.

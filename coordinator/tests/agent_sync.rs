@@ -39,6 +39,7 @@ async fn outbox_sync_survives_lost_acks_and_outages_without_loss_or_double() {
         current_speed: speed,
         interruption_limit: Some(5),
         idle_for_s: None,
+        memory: None,
     };
     client.heartbeat(&hb).await.unwrap();
 

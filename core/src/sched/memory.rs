@@ -250,22 +250,27 @@ pub struct Migration {
     pub target_free: u64,
 }
 
-impl fmt::Display for Migration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Migration {
+    /// The sentence for logs and the job's placement reason, naming the machines `from`
+    /// and `to` as the driver knows them.
+    pub fn describe(&self, from: &str, to: &str) -> String {
         let why = if self.pressure && self.oversize < self.threshold {
             "it reported memory pressure".to_string()
         } else {
             format!("its oversize Q_o {:+.1} % reached MT {:+.1} %", self.oversize * 100.0, self.threshold * 100.0)
         };
-        write!(
-            f,
-            "memory migration (seed 001): moved off {} because {why}; chosen by {} (working set {} MiB); to {}, the machine with the most free memory below CT ({} MiB free)",
-            self.from,
+        format!(
+            "memory migration (seed 001): moved off {from} because {why}; chosen by {} (working set {} MiB); to {to}, the machine with the most free memory below CT ({} MiB free)",
             self.choice,
             self.working_set >> 20,
-            self.to,
             self.target_free >> 20
         )
+    }
+}
+
+impl fmt::Display for Migration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe(&self.from.to_string(), &self.to.to_string()))
     }
 }
 
