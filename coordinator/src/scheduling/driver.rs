@@ -411,7 +411,6 @@ impl Driver {
                     },
                 };
                 let v = self.agents.get_mut(&id).expect("interned");
-                let reported = hb.as_ref().is_some_and(|h| h.memory.is_some());
                 if let Some(hb) = hb {
                     v.apply_heartbeat(&hb, now);
                 }
@@ -434,9 +433,6 @@ impl Driver {
                     }
                 }
                 self.update_machine(id, now);
-                if reported {
-                    self.migrate_for_memory(id).await;
-                }
             }
             Msg::Heartbeat { agent, hb } => {
                 let id = match self.machine_of(&agent) {
@@ -448,6 +444,8 @@ impl Driver {
                 };
                 self.agents.get_mut(&id).expect("interned").apply_heartbeat(&hb, now);
                 self.update_machine(id, now);
+                // Once per report: a poll carries the latest heartbeat again, which must
+                // not move a second job on the same reading.
                 if hb.memory.is_some() {
                     self.migrate_for_memory(id).await;
                 }
