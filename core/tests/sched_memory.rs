@@ -87,6 +87,30 @@ fn a_machine_at_mt_takes_nothing_and_a_job_goes_only_where_it_stays_below_mt() {
 }
 
 #[test]
+fn an_empty_machine_takes_a_job_that_fits_its_memory_but_a_second_must_stay_below_mt() {
+    // MT −5 %: below MT means under 950 of 1000 MiB. A job that held 980 MiB could go
+    // nowhere if even an empty machine had to stay below MT.
+    let mut s = sched_with(-0.05, Choice::Combined);
+    update(&mut s, machine(1, 1.0, 2, 1000, vec![], false));
+    submit(&mut s, 1, Some(980));
+    submit(&mut s, 2, Some(10));
+    submit(&mut s, 3, Some(1001));
+    assert_eq!(s.eligibility(JobId(1), MachineId(1)).unwrap(), Ok(()));
+    assert!(matches!(s.eligibility(JobId(3), MachineId(1)).unwrap(), Err(Ineligible::OverMemoryThreshold { .. })));
+    let a = s.pass(t(20));
+    assert_eq!((placed_on(&a, 1), placed_on(&a, 2), placed_on(&a, 3)), (Some(1), None, None), "{a:?}");
+    // Measured, it is over MT: nothing more goes there, and with nowhere below MT to go
+    // (machine 2 is empty but holds only 1000 MiB) it stays.
+    update(&mut s, machine(1, 1.0, 2, 1000, vec![load(1, 9.0, 980, 0.0, 0.0)], false));
+    update(&mut s, machine(2, 1.0, 1, 1000, vec![], false));
+    assert_eq!(s.memory_migration(MachineId(1)), None, "a move must leave the job below MT where it goes");
+    assert!(matches!(s.eligibility(JobId(2), MachineId(1)).unwrap(), Err(Ineligible::OverMemoryThreshold { .. })));
+    // A bigger machine appears: the job moves there.
+    update(&mut s, machine(3, 1.0, 1, 4000, vec![], false));
+    assert_eq!(s.memory_migration(MachineId(1)).map(|m| m.to), Some(MachineId(3)));
+}
+
+#[test]
 fn a_machine_without_a_report_is_placed_as_before() {
     let mut s = sched_with(0.0, Choice::Combined);
     update(&mut s, Machine { free_memory: 200 * MIB, slots: 2, ..Machine::new(1, "o", 1.0) });
@@ -178,6 +202,7 @@ fn a_migrated_job_is_requeued_preferring_its_target_and_is_not_an_eviction() {
     let a = s.pass(t(31));
     assert_eq!(placed_on(&a, 3), Some(3), "{a:?}");
     assert_eq!(s.job(JobId(3)).unwrap().prefer, None, "the preference is spent once placed");
+    assert_eq!(s.job(JobId(3)).unwrap().avoid, None);
     // A gang member, an unknown job or a wrong machine is refused and changes nothing.
     let e = s.handle(t(32), Event::JobMigrated { job: JobId(1), from: MachineId(2), to: MachineId(3), working_set: 0 });
     assert!(matches!(e, Err(SchedError::NotRunningOn { .. })), "{e:?}");
@@ -188,8 +213,12 @@ fn a_preferred_machine_that_cannot_take_it_is_passed_over() {
     let mut s = over_mt(Choice::Combined, false, 1000);
     let m = s.memory_migration(MachineId(1)).unwrap();
     s.handle(t(30), Event::JobMigrated { job: m.job, from: m.from, to: m.to, working_set: m.working_set }).unwrap();
-    // The target went away meanwhile (no free slot): the job goes where it fits.
+    // The target went away meanwhile (no free slot): the job goes where it fits, but
+    // never back to the machine it left, even with that machine emptied and fastest.
     update(&mut s, Machine { available: false, ..machine(3, 1.0, 1, 4000, vec![], false) });
+    s.handle(t(30), Event::JobCancelled { job: JobId(1) }).unwrap();
+    s.handle(t(30), Event::JobCancelled { job: JobId(2) }).unwrap();
+    update(&mut s, machine(1, 3.0, 3, 1000, vec![], false));
     let a = s.pass(t(31));
     assert_eq!(placed_on(&a, 3), Some(2), "{a:?}");
 }
@@ -240,21 +269,29 @@ fn case() -> impl Strategy<Value = Case> {
         .prop_map(|(mt, machines, jobs, growth, choice, pressure)| Case { mt, machines, jobs, growth, choice, pressure })
 }
 
-/// Every member of `a` went to a machine whose oversize with it (and with the members
-/// placed before it in this pass) stays below MT.
+/// Every member of `a` went to a machine under MT whose oversize with it (and with the
+/// members placed before it in this pass) stays below MT — or, the first on an empty
+/// machine, that holds it at all.
 fn check_pass(
     s: &Scheduler,
     mt: f64,
-    before: &HashMap<MachineId, (u64, u64)>,
+    before: &HashMap<MachineId, (u64, u64, usize)>,
     a: &[Assignment],
 ) -> Result<(), TestCaseError> {
     let mut added: HashMap<MachineId, u64> = HashMap::new();
     for x in a {
         let need = s.job(x.job).and_then(|j| j.running.as_ref()).map_or(0, |r| r.memory_per_member);
         for m in &x.machines {
-            let (m_bytes, demand) = before[m];
-            let sum = demand + added.get(m).copied().unwrap_or(0) + need;
-            prop_assert!(oversize(sum, m_bytes) < mt + 1e-9, "{:?} on {m}: Q_o {} ≥ MT {mt}", x.job, oversize(sum, m_bytes));
+            let (m_bytes, demand, guests) = before[m];
+            let so_far = demand + added.get(m).copied().unwrap_or(0);
+            prop_assert!(oversize(so_far, m_bytes) < mt + 1e-9, "{:?} on {m}, already over MT", x.job);
+            let sum = so_far + need;
+            if guests == 0 && !added.contains_key(m) {
+                let ok = sum <= m_bytes || oversize(sum, m_bytes) < mt + 1e-9;
+                prop_assert!(ok, "{:?} on empty {m}: {need} > M {m_bytes} and over MT", x.job);
+            } else {
+                prop_assert!(oversize(sum, m_bytes) < mt + 1e-9, "{:?} on {m}: Q_o {} ≥ MT {mt}", x.job, oversize(sum, m_bytes));
+            }
             *added.entry(*m).or_default() += need;
         }
     }
@@ -288,10 +325,10 @@ proptest! {
             submit(&mut s, j as u64 + 1, *mem);
         }
         for (r, round) in c.growth.iter().enumerate() {
-            let before: HashMap<MachineId, (u64, u64)> = (0..c.machines.len())
+            let before: HashMap<MachineId, (u64, u64, usize)> = (0..c.machines.len())
                 .map(|i| {
                     let id = MachineId(i as u64 + 1);
-                    (id, (c.machines[i].0 * MIB, s.memory_demand(id).unwrap()))
+                    (id, (c.machines[i].0 * MIB, s.memory_demand(id).unwrap(), s.guests_on(id).len()))
                 })
                 .collect();
             let a = s.pass(t(100 + r as u64 * 10));

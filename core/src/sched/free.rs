@@ -269,8 +269,19 @@ impl Scheduler {
     }
 
     /// During a pass: machines for queued job `q` — its preferred machine (chosen by a
-    /// memory migration) when it is free with room for it, else as [`Self::find_machines`].
+    /// memory migration) when it is free with room for it, else as [`Self::find_machines`],
+    /// never the machine a memory migration took it off.
     pub(super) fn find_for(&mut self, q: &Queued, exclude: Option<&IdSet<MachineId>>) -> Option<Found> {
+        let with_avoid;
+        let exclude = match q.avoid {
+            Some(a) => {
+                let mut x = exclude.cloned().unwrap_or_default();
+                x.insert(a);
+                with_avoid = x;
+                Some(&with_avoid)
+            }
+            None => exclude,
+        };
         if let Some(p) = q.prefer.filter(|p| q.width == 1 && !exclude.is_some_and(|x| x.contains(p))) {
             if let Some(found) = self.find_on(p, q.mem) {
                 return Some(found);
@@ -310,9 +321,11 @@ impl Scheduler {
             Loc::Vec(p) => self.free.keys[p],
             Loc::Pending(k) => k,
         };
-        let new = (old.free_slots > 1).then(|| RankKey {
+        // Its last slot, or (with a memory report) the member took it to MT: out.
+        let new = (old.free_slots > 1 && mem <= old.strict_free).then(|| RankKey {
             free_slots: old.free_slots - 1,
-            free_memory: old.free_memory.saturating_sub(mem),
+            free_memory: old.free_memory.min(old.strict_free).saturating_sub(mem),
+            strict_free: old.strict_free.saturating_sub(mem),
             ..old
         });
         match loc {
@@ -340,6 +353,7 @@ impl Scheduler {
             if let Some(e) = self.jobs.get_mut(&id) {
                 e.job.running = Some(run);
                 e.job.prefer = None;
+                e.job.avoid = None;
             }
         }
         self.pass_runs = runs;

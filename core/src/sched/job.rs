@@ -129,6 +129,9 @@ pub struct Job {
     pub migrations: u32,
     /// The machine a memory migration chose for it: tried first when it is placed again.
     pub prefer: Option<MachineId>,
+    /// The machine a memory migration took it off: not used when it is placed again
+    /// (empty, that machine could take it back and be over MT again).
+    pub avoid: Option<MachineId>,
 }
 
 impl Job {
@@ -143,6 +146,7 @@ impl Job {
             last_working_set: None,
             migrations: 0,
             prefer: None,
+            avoid: None,
         }
     }
 

@@ -27,6 +27,8 @@ pub(super) struct Queued {
     pub(super) mem: u64,
     /// The machine tried first (set by a memory migration).
     pub(super) prefer: Option<MachineId>,
+    /// The machine not to use (the one a memory migration took it off).
+    pub(super) avoid: Option<MachineId>,
     /// The job's current prediction (as `JobEntry::prediction`).
     pub(super) prediction: Prediction,
 }
@@ -173,7 +175,7 @@ mod tests {
 
     fn q(id: u64) -> Queued {
         let prediction = Prediction { normtime_s: 1.0, total_normtime_s: 1.0, source: PredictionSource::Default };
-        Queued { id: JobId(id), key: (Millis(id), id), width: 1, mem: 0, prefer: None, prediction }
+        Queued { id: JobId(id), key: (Millis(id), id), width: 1, mem: 0, prefer: None, avoid: None, prediction }
     }
 
     fn ids(queue: &Queue) -> Vec<u64> {

@@ -70,8 +70,11 @@ pub(super) fn demand_of(e: &MachineEntry, jobs: &IdMap<JobId, JobEntry>) -> u64 
 
 /// The machine's placement key with its guests, or `None` when it takes no new member:
 /// its contract does not allow guests, every slot (CT) is taken, or — with a memory
-/// report — its oversize is at or over MT. The key's `free_memory` is the least of what
-/// is free and what a job may add while the oversize stays below MT.
+/// report — its oversize is at or over MT. With a report, the key's `strict_free` is the
+/// least of what is free and what a job may add while the oversize stays below MT, and
+/// its `free_memory` the same but on an empty machine, which takes any job that fits its
+/// memory M at all (seed 001's `FM(k) > WS(d)`; else a job whose working set is near
+/// every machine's M could never run again).
 pub(super) fn entry_key(e: &MachineEntry, jobs: &IdMap<JobId, JobEntry>, mt: f64) -> Option<RankKey> {
     if !(e.m.contract_allows_guests() && (e.guests.len() as u64) < u64::from(e.m.slots)) {
         return None;
@@ -79,7 +82,9 @@ pub(super) fn entry_key(e: &MachineEntry, jobs: &IdMap<JobId, JobEntry>, mt: f64
     let mut key = rank_key_with_guests(&e.m, e.guests.len() as u32, e.memory_in_use);
     if let Some(r) = &e.m.memory {
         let room = memory::room_under(mt, r.guest_memory, demand_of(e, jobs))?;
-        key.free_memory = key.free_memory.min(room);
+        let first = if e.guests.len() == 0 { room.max(r.guest_memory) } else { room };
+        key.strict_free = key.free_memory.min(room);
+        key.free_memory = key.free_memory.min(first);
     }
     Some(key)
 }
@@ -278,6 +283,7 @@ impl Scheduler {
                 }
                 j.migrations += 1;
                 j.prefer = Some(to);
+                j.avoid = Some(from);
                 if working_set > 0 {
                     j.last_working_set = Some(working_set);
                 }
@@ -326,7 +332,7 @@ impl Scheduler {
         let e = self.jobs.get_mut(&id).expect("a held job");
         let s = &e.job.spec;
         e.prediction = self.predictor.predict(&s.program, s.width, s.user_estimate_s, e.job.credited_normtime_s);
-        let q = Queued { id, key: e.key, width: s.width, mem: e.job.memory_need(), prefer: e.job.prefer, prediction: e.prediction };
+        let q = Queued { id, key: e.key, width: s.width, mem: e.job.memory_need(), prefer: e.job.prefer, avoid: e.job.avoid, prediction: e.prediction };
         self.queue.insert(e.key, q);
         self.queued_of[e.program as usize].insert(id);
         let lpt = self.config.algorithm == Algorithm::Lpt;
@@ -623,7 +629,9 @@ impl Scheduler {
         if let Some(r) = &e.m.memory {
             let demand = demand_of(e, &self.jobs);
             let mt = self.config.memory_threshold;
-            if memory::room_under(mt, r.guest_memory, demand).is_none_or(|room| need > room) {
+            // An empty machine takes a job that fits its M at all (see `entry_key`).
+            let room = memory::room_under(mt, r.guest_memory, demand).map(|room| if e.guests.len() == 0 { room.max(r.guest_memory) } else { room });
+            if room.is_none_or(|room| need > room) {
                 let oversize = memory::oversize(demand.saturating_add(need), r.guest_memory);
                 return Ok(Err(Ineligible::OverMemoryThreshold { oversize, threshold: mt }));
             }
@@ -642,8 +650,8 @@ impl Scheduler {
     /// it reports memory pressure, the sequential guest chosen by `migration_choice`
     /// ([`memory::identify`] over the guests the report measured) goes to the machine
     /// with the most free memory ([`memory::target`]) among the others that report their
-    /// memory and can take a member now (below CT, contract allowing), provided it fits
-    /// there under MT. `None` when nothing is due or nowhere fits. The driver carries it
+    /// memory and can take a member now (below CT, contract allowing), provided it stays
+    /// below MT there (even on an empty machine). `None` when nothing is due or nowhere fits. The driver carries it
     /// out and reports `Event::JobMigrated`.
     pub fn memory_migration(&self, from: MachineId) -> Option<Migration> {
         let e = self.machines.get(&from)?;
@@ -677,9 +685,9 @@ impl Scheduler {
         let hosts: Vec<HostLoad> = candidates.iter().map(|(h, _)| *h).collect();
         let to = memory::target(&hosts, Thresholds { ct: usize::MAX, mt }, Some(ws), Some(from))?;
         let (target, key) = candidates.iter().find(|(h, _)| h.machine == to)?;
-        // It must fit there under MT (and in what is free), or it would only move the
-        // overload.
-        if key.free_memory < ws {
+        // It must fit there below MT (and in what is free), or it would only move the
+        // overload (and could move back).
+        if key.strict_free < ws {
             return None;
         }
         Some(Migration {
