@@ -84,6 +84,12 @@ pub trait GuestHost: Send {
     fn hold_guest(&mut self, _id: &str, _hold: bool) -> bool {
         false
     }
+
+    /// The guests' memory for the coordinator (seed 001), measured now; `None` when this
+    /// host cannot measure it.
+    fn memory(&mut self) -> Option<crate::guest::GuestsMemory> {
+        None
+    }
 }
 
 /// A job the coordinator link hands the driver to run as a guest (the driver owns the
@@ -715,6 +721,7 @@ impl Driver {
                 .collect(),
             coordinator: self.coordinator.clone(),
             owner_load: self.owner_load.clone(),
+            guest_memory: self.guests.memory(),
         }
     }
 

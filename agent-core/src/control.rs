@@ -78,6 +78,11 @@ pub struct AgentStatus {
     #[serde(default)]
     #[cfg_attr(feature = "ts", ts(skip))]
     pub owner_load: crate::owner_load::OwnerLoadLog,
+    /// The guests' memory, read when the status is asked for: the coordinator link sends
+    /// it with each heartbeat for memory-centric placement (seed 001).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(skip))]
+    pub guest_memory: Option<crate::guest::GuestsMemory>,
 }
 
 /// The coordinator an agent is linked to (never its secret).

@@ -25,9 +25,11 @@ use crate::guest::{GuestPhase, GuestSpec};
 use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
 use lull_protocol::{
-    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, Heartbeat, HeartbeatAck, Lease, LeaseRequest, MigrateAnswer, MigrateRequest, Output, Progress,
-    ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, CHECKPOINT_MAX,
+    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, GuestMemory, Heartbeat, HeartbeatAck, Lease, LeaseRequest,
+    MemoryReport, MigrateAnswer, MigrateRequest, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, CHECKPOINT_MAX,
 };
+use std::collections::HashMap;
+use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Mutex;
@@ -295,12 +297,71 @@ pub fn free_memory() -> u64 {
     }
 }
 
+/// The guests of leased tasks running now: guest id → (job, rank). Each task's slot adds
+/// its guest once started and takes it out when it ends, so the heartbeat can name the
+/// tasks whose memory it reports.
+pub type RunningTasks = Arc<Mutex<HashMap<String, (i64, u32)>>>;
+
+/// Takes a task's guest out of [`RunningTasks`] when its slot is done with it, whichever
+/// way the task ends.
+struct Registered(RunningTasks, String);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.1);
+    }
+}
+
+/// Turns the guests' cumulative memory counters into a heartbeat's memory report (seed
+/// 001): page faults and I/O per second since the previous report (since the guest
+/// started, for its first), for the guests of leased tasks only.
+#[derive(Debug, Default)]
+pub struct MemoryReporter {
+    /// Per guest: (age ms, major faults, I/O bytes) at the previous report.
+    prev: HashMap<String, (u64, u64, Option<u64>)>,
+}
+
+impl MemoryReporter {
+    /// The report for `m`, naming each guest by its task in `tasks`.
+    pub fn report(&mut self, m: &crate::guest::GuestsMemory, tasks: &HashMap<String, (i64, u32)>) -> MemoryReport {
+        let mut next = HashMap::new();
+        let guests = m
+            .guests
+            .iter()
+            .filter_map(|g| {
+                let &(job_id, rank) = tasks.get(&g.id)?;
+                let (age0, faults0, io0) = self.prev.get(&g.id).copied().unwrap_or((0, 0, Some(0)));
+                let dt_s = g.age_ms.saturating_sub(age0) as f64 / 1000.0;
+                let rate = |d: u64| if dt_s > 0.0 { d as f64 / dt_s } else { 0.0 };
+                next.insert(g.id.clone(), (g.age_ms, g.major_faults, g.io_bytes));
+                Some(GuestMemory {
+                    job_id,
+                    rank,
+                    working_set_bytes: g.working_set_bytes,
+                    major_faults_per_s: rate(g.major_faults.saturating_sub(faults0)),
+                    age_s: g.age_ms as f64 / 1000.0,
+                    io_bytes_per_s: g.io_bytes.map(|b| rate(b.saturating_sub(io0.unwrap_or(0)))),
+                })
+            })
+            .collect();
+        self.prev = next;
+        MemoryReport { available_bytes: m.available_bytes, guest_memory_bytes: m.guest_memory_bytes, pressure: m.pressure, guests }
+    }
+}
+
 /// A heartbeat from the agent's status: `S_c` is `S_b` scaled by the CPU share the owner
 /// leaves free. It always carries the owner's daily interruption limit (coordinators
 /// before the dashboard refuse unknown heartbeat fields: upgrade the coordinator first),
-/// and the owner-load readings numbered `load_from` onwards (see [`crate::owner_load`]);
-/// also returns the number to send from next time, once this heartbeat is acknowledged.
-pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_bytes: u64, load_from: u64) -> (Heartbeat, u64) {
+/// the owner-load readings numbered `load_from` onwards (see [`crate::owner_load`]), and
+/// `memory` when the agent measures it (see [`MemoryReporter`]); also returns the number
+/// to send from next time, once this heartbeat is acknowledged.
+pub fn heartbeat_from(
+    status: &control::AgentStatus,
+    base_speed: f64,
+    free_mem_bytes: u64,
+    load_from: u64,
+    memory: Option<MemoryReport>,
+) -> (Heartbeat, u64) {
     let p = &status.policy;
     let owner = (p.owner_cpu as f64).clamp(0.0, 1.0);
     let (owner_load, next) = status.owner_load.since(load_from);
@@ -314,6 +375,7 @@ pub fn heartbeat_from(status: &control::AgentStatus, base_speed: f64, free_mem_b
         interruption_limit: Some(p.interruption_limit),
         idle_for_s: Some(p.idle_for_s),
         owner_load,
+        memory,
     };
     (hb, next)
 }
@@ -461,6 +523,7 @@ pub struct JobLink {
 async fn run_jobs(
     client: &CoordinatorClient,
     paths: &Paths,
+    running: &RunningTasks,
     jobs: mpsc::Sender<JobMsg>,
     mut accepting: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -478,7 +541,7 @@ async fn run_jobs(
                 // The owner may have come back during the long-poll: give the task back
                 // at once rather than hold it while it cannot run.
                 if *accepting.borrow_and_update() {
-                    run_task(client, paths, &jobs, &accepting, task).await;
+                    run_task(client, paths, running, &jobs, &accepting, task).await;
                 } else {
                     tracing::info!(job = task.job_id, "the machine stopped accepting guest work during the lease; task given back");
                     retry("giving a task back", || client.evicted(&task, "the machine is no longer available")).await;
@@ -645,6 +708,7 @@ pub async fn wait_for_gang(
 async fn run_task(
     client: &CoordinatorClient,
     paths: &Paths,
+    running: &RunningTasks,
     jobs: &mpsc::Sender<JobMsg>,
     accepting: &tokio::sync::watch::Receiver<bool>,
     task: Lease,
@@ -703,6 +767,8 @@ async fn run_task(
             return;
         }
     };
+    running.lock().unwrap_or_else(|e| e.into_inner()).insert(guest.clone(), (task.job_id, task.rank));
+    let _registered = Registered(running.clone(), guest.clone());
     tokio::pin!(ended_rx);
     let every = progress_every();
     let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every.min(PROGRESS_FIRST), every);
@@ -786,7 +852,9 @@ pub async fn run_link(
     let ledger = Mutex::new(Ledger::open(&paths.ledger)?);
     let s_b = tokio::task::spawn_blocking(base_speed).await.unwrap_or(0.0);
     tracing::info!(url = %creds.url, agent = %creds.agent_id, base_speed = s_b, "linked to coordinator");
+    let running = RunningTasks::default();
     let beat = async {
+        let mut reporter = MemoryReporter::default();
         let mut interval = Duration::from_secs(10);
         let mut backoff = Duration::from_secs(1);
         // The owner-load readings from this number on have not reached the coordinator.
@@ -796,7 +864,11 @@ pub async fn run_link(
             let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
             let mut ok = true;
             if let Ok(Ok(Response::Status(st))) = status {
-                let (hb, next) = heartbeat_from(&st, s_b, free_memory(), load_from);
+                let memory = st.guest_memory.as_ref().map(|m| {
+                    let tasks = running.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    reporter.report(m, &tasks)
+                });
+                let (hb, next) = heartbeat_from(&st, s_b, free_memory(), load_from, memory);
                 match client.heartbeat(&hb).await {
                     Ok(i) => {
                         interval = i;
@@ -833,7 +905,8 @@ pub async fn run_link(
                 let mut slots = tokio::task::JoinSet::new();
                 for _ in 0..link.max_jobs.max(1) {
                     let (client, paths, jobs, accepting) = (client.clone(), paths.clone(), link.jobs.clone(), link.accepting.clone());
-                    slots.spawn(async move { run_jobs(&client, &paths, jobs, accepting).await });
+                    let running = running.clone();
+                    slots.spawn(async move { run_jobs(&client, &paths, &running, jobs, accepting).await });
                 }
                 while slots.join_next().await.is_some() {}
             }
@@ -848,4 +921,37 @@ pub async fn run_link(
     // One last sync so nothing accounted waits for the next start.
     let _ = client.sync_outbox(&ledger).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest::{GuestMemoryReading, GuestsMemory};
+
+    #[test]
+    fn the_memory_report_names_tasks_and_turns_counters_into_rates() {
+        let reading = |age_ms, faults, io| GuestsMemory {
+            available_bytes: 5 << 30,
+            guest_memory_bytes: 2 << 30,
+            pressure: false,
+            guests: vec![
+                GuestMemoryReading { id: "g1".into(), working_set_bytes: 64 << 20, major_faults: faults, io_bytes: io, age_ms },
+                GuestMemoryReading { id: "local".into(), working_set_bytes: 1, major_faults: 0, io_bytes: None, age_ms: 1 },
+            ],
+        };
+        let tasks: HashMap<String, (i64, u32)> = [("g1".to_string(), (7, 0))].into();
+        let mut r = MemoryReporter::default();
+        // First report: since the guest started (10 s, 50 faults, 1000 bytes).
+        let a = r.report(&reading(10_000, 50, Some(1000)), &tasks);
+        assert_eq!((a.available_bytes, a.guest_memory_bytes, a.guests.len()), (5 << 30, 2 << 30, 1), "only leased tasks' guests: {a:?}");
+        let g = &a.guests[0];
+        assert_eq!((g.job_id, g.rank, g.working_set_bytes, g.age_s), (7, 0, 64 << 20, 10.0));
+        assert_eq!((g.major_faults_per_s, g.io_bytes_per_s), (5.0, Some(100.0)));
+        // Then since the previous report: 30 faults and 600 bytes in 2 s.
+        let b = r.report(&reading(12_000, 80, Some(1600)), &tasks);
+        assert_eq!((b.guests[0].major_faults_per_s, b.guests[0].io_bytes_per_s), (15.0, Some(300.0)));
+        // No time passed (a frozen guest): no rate, not a division by zero.
+        let c = r.report(&reading(12_000, 90, None), &tasks);
+        assert_eq!((c.guests[0].major_faults_per_s, c.guests[0].io_bytes_per_s), (0.0, None));
+    }
 }

@@ -107,6 +107,19 @@ pub struct SchedulerArg {
     #[arg(long = "scheduler", env = "LULL_SCHEDULER", default_value = "backfill", value_name = "ALGORITHM",
         value_parser = parse_scheduler)]
     pub algorithm: lull_core::sched::Algorithm,
+    /// MT of memory-centric placement (seed 001): the oversize (guests' measured working
+    /// sets over the memory their machine may give them, minus 1) a machine tolerates,
+    /// from -0.9 to 1.0. No job goes where it would reach MT; a machine at or over it has
+    /// one job moved to the machine with the most free memory.
+    #[arg(long = "memory-threshold", env = "LULL_MEMORY_THRESHOLD", value_name = "FRACTION",
+        default_value_t = lull_core::sched::DEFAULT_MEMORY_THRESHOLD, allow_negative_numbers = true, value_parser = parse_memory_threshold)]
+    pub memory_threshold: f64,
+    /// Which job a machine over MT (or under memory pressure) sheds: age (oldest),
+    /// worksize (largest working set), pf-rate (most page faults) or combined (seed 001
+    /// eq. 5, the default).
+    #[arg(long = "migration-choice", env = "LULL_MIGRATION_CHOICE", value_name = "CHOICE", default_value = "combined",
+        value_parser = parse_migration_choice)]
+    pub migration_choice: lull_core::sched::memory::Choice,
     /// Instant recruitment's reserve (`[scheduler] reserve_pct`, seed 003): the percent of
     /// the idle machines kept back from every `lull recruit` request for the next one
     /// (0 ≤ x < 100).
@@ -126,10 +139,24 @@ impl SchedulerArg {
         coordinator::scheduling::recruiting::config_with(self.reserve_pct, self.recruit_idle_pct).map_err(anyhow::Error::msg)
     }
 
-    /// The scheduler configuration with this algorithm.
+    /// The scheduler configuration with this algorithm, MT and migration choice.
     pub fn config(&self) -> lull_core::sched::SchedConfig {
-        lull_core::sched::SchedConfig::with_algorithm(self.algorithm)
+        lull_core::sched::SchedConfig {
+            memory_threshold: self.memory_threshold,
+            migration_choice: self.migration_choice,
+            ..lull_core::sched::SchedConfig::with_algorithm(self.algorithm)
+        }
     }
+}
+
+fn parse_memory_threshold(s: &str) -> std::result::Result<f64, String> {
+    let mt: f64 = s.trim().parse().map_err(|_| format!("memory_threshold {s:?} is not a number (-0.9..=1.0)"))?;
+    lull_core::sched::check_memory_threshold(mt).map_err(|e| e.to_string())?;
+    Ok(mt)
+}
+
+fn parse_migration_choice(s: &str) -> std::result::Result<lull_core::sched::memory::Choice, String> {
+    s.parse()
 }
 
 fn parse_scheduler(s: &str) -> std::result::Result<lull_core::sched::Algorithm, String> {

@@ -244,6 +244,9 @@ async fn heartbeat(State(app): State<Arc<App>>, Auth(p): Auth, Body(hb): Body<He
     if let Some(why) = hb.owner_load.iter().find_map(|r| r.invalid()) {
         return Err(ApiError(StatusCode::BAD_REQUEST, why));
     }
+    if let Some(m) = &hb.memory {
+        check_memory_report(m)?;
+    }
     let mut hb = hb;
     // The readings go to the scheduler (instant recruitment) only, not into the snapshot.
     let owner_load = std::mem::take(&mut hb.owner_load);
@@ -251,6 +254,30 @@ async fn heartbeat(State(app): State<Arc<App>>, Auth(p): Auth, Body(hb): Body<He
     app.live.heartbeat(agent, hb, now_ms(), app.config.heartbeat_interval.as_millis() as i64);
     app.metrics.heartbeats.fetch_add(1, Ordering::Relaxed);
     Ok(Json(HeartbeatAck { next_heartbeat_s: app.config.heartbeat_interval.as_secs().max(1) as u32 }))
+}
+
+/// Most guests one heartbeat's memory report may name.
+const MEMORY_REPORT_GUESTS_MAX: usize = 256;
+
+/// A heartbeat's memory report: at most [`MEMORY_REPORT_GUESTS_MAX`] guests, positive job
+/// ids, rates and ages finite and non-negative (400 naming the field otherwise).
+fn check_memory_report(m: &MemoryReport) -> Result<(), ApiError> {
+    let bad = |what: String| Err(ApiError(StatusCode::BAD_REQUEST, what));
+    if m.guests.len() > MEMORY_REPORT_GUESTS_MAX {
+        return bad(format!("memory.guests holds {} guests; at most {MEMORY_REPORT_GUESTS_MAX}", m.guests.len()));
+    }
+    let ok = |v: f64| v.is_finite() && v >= 0.0;
+    for (i, g) in m.guests.iter().enumerate() {
+        if g.job_id <= 0 {
+            return bad(format!("memory.guests[{i}].job_id must be a positive job id"));
+        }
+        for (name, v) in [("major_faults_per_s", g.major_faults_per_s), ("age_s", g.age_s), ("io_bytes_per_s", g.io_bytes_per_s.unwrap_or(0.0))] {
+            if !ok(v) {
+                return bad(format!("memory.guests[{i}].{name} must be a finite non-negative number"));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[utoipa::path(get, path = "/api/v1/agents", security(("bearer" = [])),
@@ -700,7 +727,7 @@ impl utoipa::Modify for Security {
     info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports."),
     paths(create_key, create_join_token, enrol, heartbeat, agents, remove_agent, pool, submit, list_jobs, get_job, job_output, cancel, predictions, lease, progress, complete, fail, evicted,
         gang, migrate, put_checkpoint, get_checkpoint, records, reports, crate::api_recruit::recruit, crate::api_recruit::group, crate::api_recruit::release),
-    components(schemas(ErrorBody, CreateJoinToken, JoinToken, CreateKey, ApiKey, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, SubmitJob,
+    components(schemas(ErrorBody, CreateJoinToken, JoinToken, CreateKey, ApiKey, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, MemoryReport, GuestMemory, SubmitJob,
         JobSpec, Job, Task, LeaseRequest, Lease, Progress, ProgressAck, Completion, CompletionAck, TaskRelease, Gang, Record, RecordBatch,
         RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved, Placement, ProgramPrediction,
         MigrateRequest, MigrateAnswer,
@@ -726,6 +753,7 @@ mod tests {
             interruption_limit: None,
             idle_for_s: None,
             owner_load: Vec::new(),
+            memory: None,
         };
         let a = |seen: Option<i64>, hb: Option<Heartbeat>| AgentInfo {
             id: "x".into(),

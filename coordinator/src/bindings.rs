@@ -12,6 +12,8 @@ use ts_rs::TS;
 pub fn typescript() -> String {
     let decls = [
         Heartbeat::decl(),
+        MemoryReport::decl(),
+        GuestMemory::decl(),
         AgentInfo::decl(),
         JobSpec::decl(),
         Task::decl(),

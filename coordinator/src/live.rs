@@ -152,6 +152,7 @@ mod tests {
             interruption_limit: Some(5),
             idle_for_s: None,
             owner_load: Vec::new(),
+            memory: None,
         }
     }
 

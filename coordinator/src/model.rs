@@ -10,8 +10,8 @@ use utoipa::ToSchema;
 
 pub use lull_protocol::{
     MigrateAnswer, MigrateRequest,
-    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, Heartbeat, HeartbeatAck, JobSpec, Lease, LeaseRequest, Output,
-    Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, OUTPUT_TAIL_MAX,
+    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, GuestMemory, Heartbeat, HeartbeatAck, JobSpec, Lease, LeaseRequest,
+    MemoryReport, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, OUTPUT_TAIL_MAX,
 };
 
 /// Admin: create a join token.

@@ -775,6 +775,46 @@ pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64
     task_of(&row)
 }
 
+/// Carries out a memory migration (seed 001) the scheduler decided: the task `job_id`/
+/// `rank` leased to `agent_id` goes back to the queue without using a retry and without
+/// counting as an eviction (the owner did not return), and the job's placement reason
+/// says why. Its holder learns it from a 409 on its next progress report, as a lease
+/// taken back, and stops the guest; the checkpoint it last uploaded stays for the next
+/// lease. Returns false (nothing changed) when the task is no longer leased there.
+pub async fn migrate_task(db: &Db, agent_id: &str, job_id: i64, rank: i64, reason: &str) -> Result<bool> {
+    let now = now_ms();
+    let mut tx = db.pool.begin().await?;
+    let row = sqlx::query(
+        "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
+         WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND state = 'leased' RETURNING lease_epoch",
+    )
+    .bind(job_id)
+    .bind(rank)
+    .bind(agent_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else {
+        tx.commit().await?;
+        return Ok(false);
+    };
+    let epoch: i64 = col(&row, "lease_epoch")?;
+    sqlx::query(
+        "INSERT INTO task_events(job_id, rank, lease_epoch, kind, agent_id, day, at_ms) VALUES ($1, $2, $3, 'migrated', $4, $5, $6) ON CONFLICT DO NOTHING",
+    )
+    .bind(job_id)
+    .bind(rank)
+    .bind(epoch)
+    .bind(agent_id)
+    .bind(day_of(now))
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("UPDATE placements SET reason = $2 WHERE job_id = $1").bind(job_id).bind(reason).execute(&mut *tx).await?;
+    refresh_job(&mut *tx, job_id, now).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
 /// Re-queues tasks whose lease expired (their agent is lost), or fails them past their
 /// retries; a lease its agent never took (`lease_delivered = 0`) uses no retry. Returns
 /// the jobs that changed, each once.
@@ -1081,6 +1121,7 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
                     // Not stored: the live heartbeat (in memory) carries it.
                     idle_for_s: None,
                     owner_load: Vec::new(),
+                    memory: None,
                 }),
                 None => None,
             };

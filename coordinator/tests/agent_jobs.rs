@@ -184,6 +184,7 @@ async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is
         interruption_limit: None,
         idle_for_s: None,
         owner_load: Vec::new(),
+        memory: None,
     };
     a.heartbeat(&hb).await.unwrap();
     let m = b.migrate(&lb, &ask).await.unwrap();

@@ -40,6 +40,7 @@ async fn outbox_sync_survives_lost_acks_and_outages_without_loss_or_double() {
         interruption_limit: Some(5),
         idle_for_s: None,
         owner_load: Vec::new(),
+        memory: None,
     };
     client.heartbeat(&hb).await.unwrap();
 

@@ -75,6 +75,18 @@ pub fn cap_for(rules: &MemoryRules, total: u64, spec_cap: Option<u64>) -> u64 {
     rules.memory_cap_bytes.unwrap_or(u64::MAX).min(share).min(spec_cap.unwrap_or(u64::MAX))
 }
 
+/// M of seed 001 for this machine: what its guests may hold in all now — what they hold
+/// plus what is available beyond the owner's reserve, at most the owner's share of total
+/// memory and the fixed per-guest cap times the guests that may run at once
+/// (`max_jobs`). The coordinator places no job that would take the guests' measured
+/// demand to its memory threshold of this.
+pub fn guests_may_hold(rules: &MemoryRules, m: MemoryReading, guests_bytes: u64, max_jobs: u32) -> u64 {
+    let share = (rules.memory_share.clamp(0.0, 1.0) * m.total as f64) as u64;
+    let fixed = rules.memory_cap_bytes.map_or(u64::MAX, |c| c.saturating_mul(u64::from(max_jobs.max(1))));
+    let spare = m.available.saturating_add(guests_bytes).saturating_sub(rules.owner_reserve_bytes);
+    share.min(fixed).min(spare)
+}
+
 /// Admission: no start while the owner's own memory (everything in use but the guests')
 /// is above the limit or less than the reserve plus the smallest guest is available.
 /// Returns the cap the new guest gets: its [`cap_for`], never more than what is
@@ -200,6 +212,22 @@ mod tests {
             pressure_freeze_pct: 10.0,
             pressure_kill: Duration::from_secs(60),
         }
+    }
+
+    #[test]
+    fn what_guests_may_hold_is_the_least_of_share_fixed_caps_and_what_the_owner_spares() {
+        let r = rules();
+        let m = |available| MemoryReading { total: 16 * GIB, available };
+        // Plenty available: the fixed cap per guest times the guests at once (2 × 2 GiB).
+        assert_eq!(guests_may_hold(&r, m(12 * GIB), 0, 2), 4 * GIB);
+        // The owner's share (8 GiB) below five fixed caps.
+        assert_eq!(guests_may_hold(&r, m(12 * GIB), 0, 5), 8 * GIB);
+        // What the guests hold counts as theirs: 1 GiB available + 1 GiB held − 0.5 reserve.
+        assert_eq!(guests_may_hold(&r, m(GIB), GIB, 2), GIB + GIB - 512 * MIB);
+        // No fixed cap; less available than the reserve: nothing.
+        let open = MemoryRules { memory_cap_bytes: None, ..r };
+        assert_eq!(guests_may_hold(&open, m(12 * GIB), 0, 1), 8 * GIB);
+        assert_eq!(guests_may_hold(&open, m(256 * MIB), 0, 1), 0);
     }
 
     #[test]

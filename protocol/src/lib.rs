@@ -92,6 +92,10 @@ pub struct Heartbeat {
     /// 004 Fig. 7), so the scheduler prefers it. Older agents leave it out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_for_s: Option<u64>,
+    /// The machine's live memory report for memory-centric placement and migration (seed
+    /// 001). Older agents leave it out; their machines are placed by `free_mem_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryReport>,
     /// The owner's CPU readings taken since the previous heartbeat, oldest first (at
     /// most [`OWNER_LOAD_MAX`]): what the coordinator's instant recruitment predicts a
     /// machine's next seconds from (seed 003's windowed mean). The agent's own readings,
@@ -126,6 +130,46 @@ impl LoadReading {
         }
         None
     }
+}
+
+/// What an agent measures of its memory and its guests' (seed 001: jobs' memory demand is
+/// not known in advance, so it is watched live), sent with each heartbeat.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(deny_unknown_fields)]
+pub struct MemoryReport {
+    /// Memory available without swapping, reclaimable cache counted (`MemAvailable`), bytes.
+    pub available_bytes: u64,
+    /// M: what the guests may hold in all now — what they hold plus what is available
+    /// beyond the owner's reserve, at most the owner's share for guests — bytes.
+    pub guest_memory_bytes: u64,
+    /// The agent's memory guard froze its guests for the owner's memory pressure.
+    #[serde(default)]
+    pub pressure: bool,
+    /// Each running guest of a leased task.
+    #[serde(default)]
+    pub guests: Vec<GuestMemory>,
+}
+
+/// One running guest's memory, measured from its cgroup.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(deny_unknown_fields)]
+pub struct GuestMemory {
+    pub job_id: i64,
+    pub rank: u32,
+    /// Memory in use less the inactive file cache the kernel reclaims first, bytes.
+    pub working_set_bytes: u64,
+    /// Major page faults per second since the last report.
+    pub major_faults_per_s: f64,
+    /// Seconds the guest has run.
+    pub age_s: f64,
+    /// Bytes read and written per second since the last report, where the kernel counts
+    /// them for the guest's cgroup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_bytes_per_s: Option<f64>,
 }
 
 /// The coordinator's answer to a heartbeat.

@@ -67,6 +67,7 @@ fn heartbeat_with_and_without_the_limit() {
         interruption_limit: Some(3),
         idle_for_s: None,
         owner_load: Vec::new(),
+        memory: None,
     };
     pinned(
         &hb,
@@ -81,6 +82,39 @@ fn heartbeat_with_and_without_the_limit() {
         r#"{"state":"idle","available":true,"budget_left":2,"free_mem_bytes":1,"base_speed":1.0,"current_speed":1.0,"cpu":1}"#,
     );
     pinned(&HeartbeatAck { next_heartbeat_s: 10 }, r#"{"next_heartbeat_s":10}"#);
+}
+
+#[test]
+fn heartbeat_with_a_memory_report() {
+    let hb = Heartbeat {
+        state: "donating".into(),
+        available: true,
+        budget_left: 2,
+        free_mem_bytes: 1000,
+        base_speed: 1.0,
+        current_speed: 1.0,
+        interruption_limit: None,
+        idle_for_s: None,
+        owner_load: Vec::new(),
+        memory: Some(MemoryReport {
+            available_bytes: 1000,
+            guest_memory_bytes: 800,
+            pressure: false,
+            guests: vec![GuestMemory {
+                job_id: 7,
+                rank: 0,
+                working_set_bytes: 300,
+                major_faults_per_s: 1.5,
+                age_s: 12.0,
+                io_bytes_per_s: None,
+            }],
+        }),
+    };
+    pinned(
+        &hb,
+        r#"{"state":"donating","available":true,"budget_left":2,"free_mem_bytes":1000,"base_speed":1.0,"current_speed":1.0,"memory":{"available_bytes":1000,"guest_memory_bytes":800,"pressure":false,"guests":[{"job_id":7,"rank":0,"working_set_bytes":300,"major_faults_per_s":1.5,"age_s":12.0}]}}"#,
+    );
+    refused::<MemoryReport>(r#"{"available_bytes":1,"guest_memory_bytes":1,"swap":3}"#);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! process, with helpers to submit jobs through `lull submit` and follow them through the
 //! coordinator's API. Used by `checkpoint_jobs.rs` and `gang_jobs.rs`.
 
-use crate::{lull_bin, purge_cgroup_base, required};
+use crate::{lull_bin, purge_cgroup_base};
 use agent_core::control::{call, AgentStatus, Request, Response};
 use agent_core::paths::Paths;
 use serde_json::Value;
@@ -11,17 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-/// Skips (true) unless cgroups can be managed here; panics when they are required.
-pub fn skip_without_cgroups() -> bool {
-    let v2_or_hybrid = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() == 0 } && v2_or_hybrid {
-        return false;
-    }
-    assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
-    eprintln!("SKIPPED: needs root to create cgroups (set LULL_REQUIRE_CGROUPS=1 to require)");
-    true
-}
+pub use crate::skip_without_cgroups;
 
 /// One machine: a data directory, a cgroup base and a `lull up` or `lull agent` process;
 /// killed and purged on drop.
@@ -73,6 +63,12 @@ impl Machine {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("err.txt")).unwrap_or_default()
+    }
+
+    /// The agent's own log files (`lull agent` writes them in `logs/`), concatenated.
+    pub fn agent_log(&self) -> String {
+        let Ok(rd) = std::fs::read_dir(self.dir.path().join("logs")) else { return String::new() };
+        rd.flatten().map(|e| std::fs::read_to_string(e.path()).unwrap_or_default()).collect()
     }
 
     pub fn admin(&self) -> String {

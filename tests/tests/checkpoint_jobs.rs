@@ -173,3 +173,91 @@ fn a_cancelled_job_stops_its_guest_within_seconds() {
     eprintln!("the cancelled job's guest was gone {:.2} s after the cancel", took.as_secs_f64());
     a.stop();
 }
+
+/// The counting job of [`COUNTER`] that, at step 10, starts a process holding 32 MiB in
+/// the guest's cgroup (perl's `x=` builds the string in place), so its working set grows
+/// past the memory threshold of a machine whose guests may hold 64 MiB.
+const GROWING_COUNTER: &str = r#"n=$1; i=0; c="$LULL_CHECKPOINT"
+[ -n "$c" ] || { echo "no LULL_CHECKPOINT" >&2; exit 2; }
+if [ -s "$c" ]; then read i < "$c"; fi
+echo "start $i"
+while [ "$i" -lt "$n" ]; do
+  next=$((i+1))
+  echo "$next" > "$c.tmp"
+  mv -f "$c.tmp" "$c"
+  read i < "$c"
+  [ "$i" = "$next" ] && echo "step $i"
+  [ "$i" = 10 ] && { /usr/bin/perl -e '$x = "x"; $x x= (32 << 20); sleep 600' & }
+  sleep 0.2
+done
+"#;
+
+#[test]
+fn a_guest_growing_past_the_memory_threshold_is_moved_to_another_machine_and_completes() {
+    if skip_without_cgroups() {
+        return;
+    }
+    // A lends its guests 64 MiB in all (one job at a time); B the default 2 GiB. MT is
+    // −55 %: a machine is over it once its guests' working sets reach 45 % of what they
+    // may hold (28.8 MiB on A: the 32 MiB the job grows to is over it, the job's start is
+    // not). Renewals every 0.5 s: A learns the lease was taken back within 0.5 s, and the
+    // checkpoint it uploads with each renewal is at most 0.5 s old.
+    // The agents' own pressure watch is not what is tested: set at 100 % so that memory
+    // stalls of other work on a shared test machine do not freeze the guests meanwhile.
+    let mut a = Machine::new(&format!("{CONFIG}[guests]\nmemory_cap_mib = 64\npressure_freeze_pct = 100\n"));
+    let env = [("LULL_PROGRESS_MS", "500"), ("LULL_MEMORY_THRESHOLD", "-0.55")];
+    let url = a.up(&env);
+    let admin = a.admin();
+    const N: u32 = 60;
+    let n = N.to_string();
+    let id = submit(&a, &["--checkpointable", "--", "sh", "-c", GROWING_COUNTER, "counter", &n]);
+    let t0 = Instant::now();
+    while a.workdirs(id).is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(120), "the job never ran on A\n{}", a.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // B enrols and waits for work.
+    let out = a.lull(&["coordinator", "token", "create", "--uses", "1"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut b = Machine::new(&format!("{CONFIG}[guests]\npressure_freeze_pct = 100\n"));
+    let out = b.lull(&["enrol", "--url", &url, "--token", &token, "--owner", "bob", "--machine", "box2"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    b.spawn(&["agent"], &env);
+
+    let outputs = |m: &Machine| -> String {
+        m.workdirs(id).iter().map(|d| format!("{}: {:?}", d.display(), std::fs::read_to_string(d.join("stdout.log")).unwrap_or_default())).collect()
+    };
+    let logs = || format!("A: {}\n{}\nB: {}\n{}\nB's log: {}", a.log(), outputs(&a), b.log(), outputs(&b), b.agent_log());
+    let j = wait_job(&url, &admin, id, "moved to B", 120, |j| j["placement"]["machines"][0] == "box2", logs);
+    let reason = j["placement"]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("memory migration") && reason.contains("combined") && reason.contains("MT"), "{reason}");
+    let j = wait_job(&url, &admin, id, "completed on B", 300, |j| j["state"] == "completed", logs);
+    let t = &j["tasks"][0];
+    assert_eq!((t["exit_code"].as_i64(), t["evictions"].as_u64()), (Some(0), Some(0)), "a migration is not an eviction: {j}");
+
+    // A ran it until it grew, B resumed from A's last checkpoint and finished it.
+    let dirs_a = a.workdirs(id);
+    assert_eq!(dirs_a.len(), 1, "{dirs_a:?}");
+    let a_out = std::fs::read_to_string(dirs_a[0].join("stdout.log")).unwrap();
+    let a_steps = steps(&a_out);
+    assert!(a_steps.len() >= 10 && (a_steps.len() as u32) < N, "A grew at step 10 and did not finish: {a_out}");
+    let dirs_b = b.workdirs(id);
+    assert_eq!(dirs_b.len(), 1, "{dirs_b:?}");
+    let b_out = std::fs::read_to_string(dirs_b[0].join("stdout.log")).unwrap();
+    let resumed: u32 = b_out.lines().next().and_then(|l| l.strip_prefix("start ")).and_then(|k| k.parse().ok()).unwrap_or(0);
+    assert!(resumed >= 10 && resumed <= *a_steps.last().unwrap(), "B resumed from A's checkpoint: {b_out:?} (A reached {a_steps:?})");
+    let b_steps = steps(&b_out);
+    assert_eq!(b_steps, (resumed + 1..=N).collect::<Vec<u32>>(), "B did the rest: {b_out:?}");
+    // A's guest was stopped (its cgroup empty), and its owner was not interrupted.
+    let t1 = Instant::now();
+    while a.call(&Request::Status).policy.guests_present {
+        assert!(t1.elapsed() < Duration::from_secs(10), "A still has the guest\n{}", a.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(a.call(&Request::Status).policy.interruptions_today, 0, "a migration does not interrupt the owner");
+    eprintln!("A did steps 1..={} (grew at 10); B resumed at {resumed} and finished; reason: {reason}", a_steps.last().unwrap());
+    b.stop();
+    a.stop();
+}

@@ -122,6 +122,35 @@ impl GuestInfo {
     }
 }
 
+/// The guests' memory as the coordinator's memory-centric placement (seed 001) wants it,
+/// read from `/proc/meminfo` and each guest's cgroup when asked for (the heartbeat).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GuestsMemory {
+    /// `MemAvailable` (free plus reclaimable cache), bytes.
+    pub available_bytes: u64,
+    /// What the guests may hold in all now ([`lull_core::guest_memory::guests_may_hold`]).
+    pub guest_memory_bytes: u64,
+    /// The memory guard froze the guests for the owner's memory pressure.
+    pub pressure: bool,
+    /// Each running guest (not those being stopped).
+    pub guests: Vec<GuestMemoryReading>,
+}
+
+/// One guest's memory counters (cumulative where they count; the link turns them into
+/// rates between heartbeats).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GuestMemoryReading {
+    pub id: String,
+    /// Memory in use less the inactive file cache, bytes.
+    pub working_set_bytes: u64,
+    /// Major page faults since it started.
+    pub major_faults: u64,
+    /// Bytes read and written since it started, where the cgroup counts them (v2 `io.stat`).
+    pub io_bytes: Option<u64>,
+    /// Wall time it has run, ms.
+    pub age_ms: u64,
+}
+
 /// A guest runtime error.
 #[derive(Debug, thiserror::Error)]
 pub enum GuestError {

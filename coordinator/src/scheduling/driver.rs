@@ -9,12 +9,22 @@
 //! is open (one free slot per open poll), with the owner's budget, speed and load from
 //! the latest heartbeat. Running jobs found at a rebuild (leased by an earlier leader)
 //! are not re-placed: they hold their machines' slots until they end.
+//!
+//! Memory-centric placement (seed 001): a heartbeat's memory report goes to the
+//! scheduler with the machine (M and each guest's measured working set, fault rate, age,
+//! I/O), and after each one the driver asks [`Scheduler::memory_migration`] whether a job
+//! must leave that machine. If so it re-queues the task in the database
+//! ([`store::migrate_task`]: no retry used, not an eviction, the reason in the job's
+//! placement), tells the scheduler (`Event::JobMigrated`, which prefers the target), and
+//! the task's agent learns it from a 409 on its next renewal — a lease taken back — and
+//! stops the guest; the next lease resumes from the checkpoint it last uploaded.
 
 use super::sql::{self, JobRow, Planned};
 use super::{Ended, Msg, DELIVERY_WINDOW_MS};
-use crate::model::Heartbeat;
-use crate::store::now_ms;
+use crate::model::{Heartbeat, MemoryReport};
+use crate::store::{self, now_ms};
 use crate::App;
+use lull_core::sched::memory::{JobLoad, MachineMemory};
 use lull_core::sched::{Event, JobId, JobSpec, Machine, MachineId, Millis, SchedConfig, Scheduler};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,6 +55,30 @@ struct AgentView {
     free_mem: u64,
     /// Slots held by running tasks the scheduler did not place (found at a rebuild).
     external: u32,
+    /// Its latest memory report (seed 001), if its agent sends one.
+    memory: Option<MachineMemory>,
+}
+
+/// A heartbeat's memory report as the scheduler keeps it (negative or non-finite figures,
+/// which the API refuses, count as 0).
+fn machine_memory(r: &MemoryReport) -> MachineMemory {
+    let num = |v: f64| if v.is_finite() { v.max(0.0) } else { 0.0 };
+    MachineMemory {
+        guest_memory: r.guest_memory_bytes,
+        guests: r
+            .guests
+            .iter()
+            .filter(|g| g.job_id > 0)
+            .map(|g| JobLoad {
+                job: JobId(g.job_id as u64),
+                age_s: num(g.age_s),
+                working_set: g.working_set_bytes,
+                fault_rate: num(g.major_faults_per_s),
+                io_rate: num(g.io_bytes_per_s.unwrap_or(0.0)),
+            })
+            .collect(),
+        pressure: r.pressure,
+    }
 }
 
 impl AgentView {
@@ -62,6 +96,7 @@ impl AgentView {
             pending: 0,
             free_mem: 0,
             external: 0,
+            memory: None,
         }
     }
 
@@ -71,6 +106,7 @@ impl AgentView {
         self.budget_left = hb.budget_left;
         self.allowed = !matches!(hb.state.as_str(), "paused" | "not_allowed" | "out_of_budget");
         self.free_mem = self.free_mem.max(hb.free_mem_bytes);
+        self.memory = hb.memory.as_ref().map(machine_memory);
         // Since when it has been available: as the agent counts it when it says (its own
         // idle time, across coordinator restarts), else since this leader first saw it so.
         self.idle_since = match (hb.available, hb.idle_for_s) {
@@ -96,6 +132,8 @@ pub struct Driver {
     /// The jobs of the batch being applied, read from the database in one go before it
     /// (`None`: not found); each is used once, a second look reads again.
     prefetched: HashMap<i64, Option<JobRow>>,
+    /// Jobs a memory migration re-queued → why, added to their next placement's reason.
+    moved: HashMap<i64, String>,
 }
 
 impl Driver {
@@ -111,6 +149,7 @@ impl Driver {
             external: HashMap::new(),
             next_machine: 1,
             prefetched: HashMap::new(),
+            moved: HashMap::new(),
         };
         let now = now_ms();
         app.scheduling.recruiting.reset(app.config.recruit.clone());
@@ -162,7 +201,10 @@ impl Driver {
     fn update_machine(&mut self, id: MachineId, now: i64) {
         let Some(v) = self.agents.get(&id) else { return };
         let guests = self.sched.guests_on(id);
-        let declared: u64 = guests.iter().filter_map(|j| self.sched.job(*j)).map(|j| j.spec.memory_needed()).sum();
+        // What the scheduler counts as in use by its guests (declared, or measured for a
+        // job placed again), which the agent's free memory already excludes.
+        let declared: u64 =
+            guests.iter().filter_map(|j| self.sched.job(*j)).filter_map(|j| j.running.as_ref()).map(|r| r.memory_per_member).sum();
         let free_slots = v.polls.saturating_sub(v.pending);
         // Instant recruitment: a machine with a free slot, allowed and with budget left
         // may be lent; one lent is not the scheduler's to place on.
@@ -181,6 +223,7 @@ impl Driver {
             available: free_slots > 0 && !lent,
             idle_since: Millis(v.idle_since.unwrap_or(now).max(0) as u64),
             slots: (guests.len() as u32 + free_slots).max(1),
+            memory: v.memory.clone(),
         };
         if let Err(e) = self.sched.handle(Millis(now.max(0) as u64), Event::MachineUpdated(m)) {
             tracing::warn!(machine = %v.name, error = %e, "scheduler refused a machine update");
@@ -444,18 +487,21 @@ impl Driver {
                 self.update_machine(id, now);
             }
             Msg::Heartbeat { agent, hb } => {
-                let Some(id) = self.machine_of(&agent) else {
-                    if let Ok(Some(a)) = sql::agent(&self.app.db, &agent).await {
-                        let id = self.intern(&a.id, &a.owner, &a.machine);
-                        self.app.scheduling.recruiting.observe(id, &hb.owner_load);
-                        self.agents.get_mut(&id).expect("interned").apply_heartbeat(&hb, now);
-                        self.update_machine(id, now);
-                    }
-                    return;
+                let id = match self.machine_of(&agent) {
+                    Some(id) => id,
+                    None => match sql::agent(&self.app.db, &agent).await {
+                        Ok(Some(a)) => self.intern(&a.id, &a.owner, &a.machine),
+                        _ => return,
+                    },
                 };
                 self.app.scheduling.recruiting.observe(id, &hb.owner_load);
                 self.agents.get_mut(&id).expect("interned").apply_heartbeat(&hb, now);
                 self.update_machine(id, now);
+                // Once per report: a poll carries the latest heartbeat again, which must
+                // not move a second job on the same reading.
+                if hb.memory.is_some() {
+                    self.migrate_for_memory(id).await;
+                }
             }
             Msg::Machines { agents } => {
                 for a in agents {
@@ -477,6 +523,51 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Carries out the memory migration due on `from` after its latest report, if any
+    /// (see the module docs).
+    async fn migrate_for_memory(&mut self, from: MachineId) {
+        let Some(m) = self.sched.memory_migration(from) else { return };
+        let (Some(from_agent), Some(to_agent)) = (self.agents.get(&m.from).map(|v| v.name.clone()), self.agents.get(&m.to).map(|v| v.name.clone()))
+        else {
+            return;
+        };
+        let job = m.job.0 as i64;
+        let rank = match sql::job(&self.app.db, job).await {
+            Ok(Some(row)) => row.tasks.iter().find(|t| t.state == "leased" && t.agent_id.as_deref() == Some(from_agent.as_str())).map(|t| t.rank),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(job, error = %e, "reading a job to migrate failed");
+                return;
+            }
+        };
+        let Some(rank) = rank else { return };
+        let (from_name, to_name) = (self.machine_label(m.from), self.machine_label(m.to));
+        let reason = m.describe(&from_name, &to_name);
+        match store::migrate_task(&self.app.db, &from_agent, job, i64::from(rank), &reason).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                tracing::warn!(job, error = %e, "re-queueing a job for a memory migration failed");
+                return;
+            }
+        }
+        let now = now_ms();
+        let event = Event::JobMigrated { job: m.job, from: m.from, to: m.to, working_set: m.working_set };
+        if let Err(e) = self.sched.handle(Millis(now.max(0) as u64), event) {
+            tracing::warn!(job, error = %e, "scheduler refused a memory migration");
+        }
+        self.ranks.insert(job, vec![rank]);
+        tracing::info!(job, rank, from = %from_agent, to = %to_agent, choice = %m.choice, oversize = m.oversize, pressure = m.pressure, working_set = m.working_set, "memory migration: task re-queued for another machine");
+        self.moved.insert(job, reason);
+        self.update_machine(m.from, now);
+        self.app.metrics.requeued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A machine as the API names it: its agent id, with its owner.
+    fn machine_label(&self, id: MachineId) -> String {
+        self.agents.get(&id).map_or_else(|| id.to_string(), |v| format!("agent {} ({})", v.name, v.owner))
     }
 
     /// Applies a batch of messages: the jobs they name are read first, with a few
@@ -529,12 +620,16 @@ impl Driver {
                     v.pending += 1;
                 }
             }
+            let reason = match self.moved.remove(&job) {
+                Some(why) => format!("{}; {why}", a.reason),
+                None => a.reason.to_string(),
+            };
             plans.push(Planned {
                 job,
                 replacement: a.is_replacement(),
                 members,
                 algorithm: a.algorithm.name().to_string(),
-                reason: a.reason.to_string(),
+                reason,
                 prediction_source: format!("{:?}", a.prediction.source).to_lowercase(),
                 predicted_runtime_s: a.predicted_runtime_s,
             });

@@ -87,7 +87,7 @@ impl Scheduler {
             let Some(q) = self.queue.live_at(pos) else { continue };
             let (id, width, mem) = (q.id, q.width, q.mem);
             let Some((head, hold)) = &blocked else {
-                let found = if self.free_len() == 0 { None } else { self.find_machines(width, mem, None) };
+                let found = if self.free_len() == 0 { None } else { self.find_for(&q, None) };
                 if let Some(found) = found {
                     let runtime = runtime_from_speed(q.prediction.normtime_s, found.ids.len(), found.slowest);
                     out.push(self.commit(now, &q, found, runtime, Reason::InOrder));
@@ -114,7 +114,7 @@ impl Scheduler {
             }
             let prediction = q.prediction;
             let Some(hold) = hold else {
-                match self.find_machines(width, mem, None) {
+                match self.find_for(&q, None) {
                     Some(found) => {
                         let runtime = runtime_from_speed(prediction.normtime_s, found.ids.len(), found.slowest);
                         out.push(self.commit(now, &q, found, runtime, Reason::HeadCannotFit { head }));
@@ -127,7 +127,7 @@ impl Scheduler {
             let may_end_before = prediction.source != PredictionSource::Default
                 && prediction.normtime_s / f64::from(width) <= hold.window_s * hold.speed_bound;
             if may_end_before {
-                let Some(found) = self.find_machines(width, mem, None) else {
+                let Some(found) = self.find_for(&q, None) else {
                     memo.add(width, mem);
                     continue;
                 };
@@ -143,7 +143,7 @@ impl Scheduler {
             if memo_off.known_to_fail(width, mem) {
                 continue;
             }
-            match self.find_machines(width, mem, Some(&hold.reserved)) {
+            match self.find_for(&q, Some(&hold.reserved)) {
                 Some(found) => {
                     let runtime = runtime_from_speed(prediction.normtime_s, found.ids.len(), found.slowest);
                     let reason = Reason::OffReservedMachines { head, reservation: hold.at };

@@ -4,6 +4,8 @@
 //! ```toml
 //! algorithm = "backfill"      # fifo | first_fit | random | spt | lpt | backfill
 //! random_seed = 1280658508
+//! memory_threshold = -0.05    # MT (seed 001): oversize tolerated, -0.9 ..= 1.0
+//! migration_choice = "combined"   # age | worksize | pf-rate | combined
 //! [predict]
 //! history_len = 8
 //! exp_alpha = 0.5
@@ -12,6 +14,7 @@
 //! ```
 
 use super::error::SchedError;
+use super::memory::Choice;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -75,11 +78,29 @@ pub struct SchedConfig {
     pub random_seed: u64,
     /// Runtime prediction.
     pub predict: PredictConfig,
+    /// MT of seed 001: the oversize `Q_o = (demand − M) / M` a machine with a live memory
+    /// report tolerates, as a fraction (−0.9 ..= 1.0). No job is placed where it would
+    /// take `Q_o` to MT, and a machine at or over it has one job moved away. Guests here
+    /// can never hold more than M (their caps), so the default is a little below 0
+    /// (−0.05): seed 001 §4.2's "warning before the page faults really happen", within
+    /// the −5 % … 5 % where its combined policy did best (Fig. 3).
+    pub memory_threshold: f64,
+    /// Which job a machine over MT sheds (seed 001 §6.1; default combined, eq. 5).
+    pub migration_choice: Choice,
 }
+
+/// The default MT (see [`SchedConfig::memory_threshold`]).
+pub const DEFAULT_MEMORY_THRESHOLD: f64 = -0.05;
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { algorithm: Algorithm::Backfill, random_seed: DEFAULT_RANDOM_SEED, predict: PredictConfig::default() }
+        SchedConfig {
+            algorithm: Algorithm::Backfill,
+            random_seed: DEFAULT_RANDOM_SEED,
+            predict: PredictConfig::default(),
+            memory_threshold: DEFAULT_MEMORY_THRESHOLD,
+            migration_choice: Choice::Combined,
+        }
     }
 }
 
@@ -89,10 +110,21 @@ impl SchedConfig {
         SchedConfig { algorithm, ..SchedConfig::default() }
     }
 
-    /// Checks the numbers (see [`PredictConfig::validate`]).
+    /// Checks the numbers (see [`PredictConfig::validate`]) and MT (−0.9 ..= 1.0).
     pub fn validate(&self) -> Result<(), SchedError> {
+        check_memory_threshold(self.memory_threshold)?;
         self.predict.validate()
     }
+}
+
+/// Refuses an MT outside −0.9 ..= 1.0 (or not a number), naming the field and the range.
+pub fn check_memory_threshold(mt: f64) -> Result<(), SchedError> {
+    if !(-0.9..=1.0).contains(&mt) {
+        return Err(SchedError::InvalidConfig(format!(
+            "memory_threshold {mt} is outside -0.9..=1.0 (the oversize tolerated, as a fraction: -0.05 = block and migrate at 95 % of the guests' memory)"
+        )));
+    }
+    Ok(())
 }
 
 /// Parameters of the runtime predictor ([`super::predict::Predictor`]).

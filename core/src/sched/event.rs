@@ -66,6 +66,20 @@ pub enum Event {
         /// CPU seconds the member had used (user + system).
         cpu_seconds: f64,
     },
+    /// A memory migration (seed 001, [`super::Scheduler::memory_migration`]) took the
+    /// sequential job off `from`: it goes back to the queue at its original position,
+    /// needing `working_set` bytes from now on (when it declared none) and placed on `to`
+    /// first when that machine can take it. Not an eviction: the owner did not return.
+    JobMigrated {
+        /// The job.
+        job: JobId,
+        /// The machine it leaves.
+        from: MachineId,
+        /// The machine preferred for it.
+        to: MachineId,
+        /// Its measured working set, bytes (0: unknown).
+        working_set: u64,
+    },
     /// The job is withdrawn, queued or running.
     JobCancelled {
         /// The job.

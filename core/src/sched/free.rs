@@ -24,7 +24,8 @@ use super::hash::IdSet;
 use super::job::JobId;
 use super::machine::MachineId;
 use super::placement::{rank_key_with_guests, RankKey};
-use super::scheduler::Scheduler;
+use super::queue::Queued;
+use super::scheduler::{entry_key, Scheduler};
 use super::time::Millis;
 use std::collections::BTreeSet;
 
@@ -267,6 +268,49 @@ impl Scheduler {
         (ids.len() == width).then_some(Found { ids, first, rest, slowest })
     }
 
+    /// During a pass: machines for queued job `q` — its preferred machine (chosen by a
+    /// memory migration) when it is free with room for it, else as [`Self::find_machines`],
+    /// never the machine a memory migration took it off.
+    pub(super) fn find_for(&mut self, q: &Queued, exclude: Option<&IdSet<MachineId>>) -> Option<Found> {
+        let with_avoid;
+        let exclude = match q.avoid {
+            Some(a) => {
+                let mut x = exclude.cloned().unwrap_or_default();
+                x.insert(a);
+                with_avoid = x;
+                Some(&with_avoid)
+            }
+            None => exclude,
+        };
+        if let Some(p) = q.prefer.filter(|p| q.width == 1 && !exclude.is_some_and(|x| x.contains(p))) {
+            if let Some(found) = self.find_on(p, q.mem) {
+                return Some(found);
+            }
+        }
+        self.find_machines(q.width, q.mem, exclude)
+    }
+
+    /// During a pass: machine `id` alone, if it is among the free machines with `mem`
+    /// bytes free. Its key's place in the order does not change during a pass, so the
+    /// key kept in the machine table finds its current entry.
+    fn find_on(&mut self, id: MachineId, mem: u64) -> Option<Found> {
+        let order_key = self.machines.get(&id)?.key?;
+        let floor = self.config.predict.min_cpu_share;
+        let (key, loc) = match self.free.keys.binary_search(&order_key) {
+            Ok(p) if !self.free.dead[p] => (self.free.keys[p], Loc::Vec(p)),
+            _ => {
+                let k = *self.free.pending.get(&order_key)?;
+                (k, Loc::Pending(k))
+            }
+        };
+        (key.id == id && key.free_memory >= mem && key.free_slots > 0).then(|| Found {
+            ids: vec![id],
+            first: loc,
+            rest: Vec::new(),
+            slowest: key.current_speed(floor),
+        })
+    }
+
     /// During a pass, after a member needing `mem` bytes was placed on `found.ids[i]`:
     /// takes the machine out of the free machines if that was its last free slot, or
     /// re-keys it with one slot and `mem` bytes less (in place in the vector: its position
@@ -277,9 +321,11 @@ impl Scheduler {
             Loc::Vec(p) => self.free.keys[p],
             Loc::Pending(k) => k,
         };
-        let new = (old.free_slots > 1).then(|| RankKey {
+        // Its last slot, or (with a memory report) the member took it to MT: out.
+        let new = (old.free_slots > 1 && mem <= old.strict_free).then(|| RankKey {
             free_slots: old.free_slots - 1,
-            free_memory: old.free_memory.saturating_sub(mem),
+            free_memory: old.free_memory.min(old.strict_free).saturating_sub(mem),
+            strict_free: old.strict_free.saturating_sub(mem),
             ..old
         });
         match loc {
@@ -306,6 +352,8 @@ impl Scheduler {
             ends.push((run.predicted_end, id));
             if let Some(e) = self.jobs.get_mut(&id) {
                 e.job.running = Some(run);
+                e.job.prefer = None;
+                e.job.avoid = None;
             }
         }
         self.pass_runs = runs;
@@ -314,8 +362,13 @@ impl Scheduler {
             if let Some(e) = self.machines.get_mut(&m) {
                 e.guests.push(id);
                 e.memory_in_use = e.memory_in_use.saturating_add(mem);
+                e.key = entry_key(e, &self.jobs, self.config.memory_threshold);
                 let full = e.guests.len() as u64 >= u64::from(e.m.slots);
-                e.key = (!full).then(|| rank_key_with_guests(&e.m, e.guests.len() as u32, e.memory_in_use));
+                if e.key.is_none() && !full {
+                    // A slot is left but the oversize reached MT: out of the free machines
+                    // (keys compare by placement order only).
+                    self.free.remove(&rank_key_with_guests(&e.m, e.guests.len() as u32, e.memory_in_use));
+                }
             }
         }
         self.pass_members = members;

@@ -121,17 +121,44 @@ pub struct Job {
     /// Present while the job runs (boxed: most held jobs are queued, and a pass writes a
     /// new run to fresh memory rather than into the job table).
     pub running: Option<Box<RunningJob>>,
+    /// The largest working set its machines' memory reports measured in its last run,
+    /// bytes (seed 001: demand is learnt live). A job with no declared memory needs this
+    /// much when it is placed again.
+    pub last_working_set: Option<u64>,
+    /// How many times a memory migration moved it.
+    pub migrations: u32,
+    /// The machine a memory migration chose for it: tried first when it is placed again.
+    pub prefer: Option<MachineId>,
+    /// The machine a memory migration took it off: not used when it is placed again
+    /// (empty, that machine could take it back and be over MT again).
+    pub avoid: Option<MachineId>,
 }
 
 impl Job {
     /// A newly submitted job.
     pub fn new(spec: JobSpec) -> Job {
-        Job { spec, failures: 0, evictions: 0, credited_normtime_s: 0.0, running: None }
+        Job {
+            spec,
+            failures: 0,
+            evictions: 0,
+            credited_normtime_s: 0.0,
+            running: None,
+            last_working_set: None,
+            migrations: 0,
+            prefer: None,
+            avoid: None,
+        }
     }
 
     /// The job's id.
     pub fn id(&self) -> JobId {
         self.spec.id
+    }
+
+    /// Memory one member needs to be placed, bytes: the declared need, else the working
+    /// set last measured (a job that ran), else 0.
+    pub fn memory_need(&self) -> u64 {
+        self.spec.memory_per_member.or(self.last_working_set).unwrap_or(0)
     }
 }
 
@@ -177,6 +204,9 @@ pub struct RunningJob {
     pub vacancies: u32,
     /// Since when the gang has been halted waiting for replacements (`None`: not halted).
     pub halted_since: Option<Millis>,
+    /// Memory per member it was placed with ([`Job::memory_need`] then), bytes: what its
+    /// machines count as in use for it until it ends.
+    pub memory_per_member: u64,
 }
 
 impl RunningJob {

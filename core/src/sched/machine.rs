@@ -7,6 +7,7 @@
 //! `interruptions_left`: a machine whose owner has used up today's interruption budget
 //! takes no guest work until the budget resets (the driver reports the new count).
 
+use super::memory::MachineMemory;
 use super::time::Millis;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -56,6 +57,11 @@ pub struct Machine {
     /// workstation, to spare the owner's memory).
     #[serde(default = "one")]
     pub slots: u32,
+    /// The agent's live memory report (seed 001), if it sends one: M, each guest's
+    /// measured working set, and memory pressure. `slots` is the machine's CT. Without a
+    /// report only `free_memory` is checked.
+    #[serde(default)]
+    pub memory: Option<MachineMemory>,
 }
 
 impl Machine {
@@ -74,6 +80,7 @@ impl Machine {
             available: true,
             idle_since: Millis::ZERO,
             slots: 1,
+            memory: None,
         }
     }
 

@@ -13,22 +13,54 @@
 //! * **Paging** ([`paging_rate`]): seed 001's measured model (eq. 1), page faults per
 //!   second as a function of the oversize, for drivers that simulate.
 //!
+//! * **Live reports** ([`MachineMemory`]): what an agent measures of its machine (the
+//!   memory its guests may hold, M) and of each guest (a [`JobLoad`]); the scheduler
+//!   keeps it with the machine, places nothing where a job would take the oversize to
+//!   MT ([`room_under`]) and, when a report shows the machine over MT or under memory
+//!   pressure, names one job to move ([`Migration`], `Scheduler::memory_migration`).
+//!
 //! Pure: the driver measures the jobs and machines and passes them in.
 
 use super::job::JobId;
 use super::machine::MachineId;
+use serde::{Deserialize, Serialize};
+use std::fmt;
 
-/// Migration-choice policies of seed 001 §4.2 / §6.1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Migration-choice policies of seed 001 §4.2 / §6.1 (`[scheduler] migration_choice`:
+/// `age`, `worksize`, `pf-rate` or `combined`, the default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Choice {
     /// The oldest job (it is likely to run longest, so the move pays).
+    #[serde(rename = "age")]
     Age,
     /// The largest working set (frees the most memory).
+    #[serde(rename = "worksize")]
     WorkingSet,
     /// The highest page-fault rate.
+    #[serde(rename = "pf-rate")]
     PageFaultRate,
-    /// The highest combined weight of eq. 5.
+    /// The highest combined weight of eq. 5 (best overall in seed 001 §6.1).
+    #[default]
+    #[serde(rename = "combined")]
     Combined,
+}
+
+impl fmt::Display for Choice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Choice {
+    type Err = String;
+
+    /// The paper's short name; anything else is refused with the names allowed.
+    fn from_str(s: &str) -> Result<Choice, String> {
+        Choice::ALL
+            .into_iter()
+            .find(|c| c.name() == s.trim())
+            .ok_or_else(|| format!("migration_choice {s:?} is not one of age, worksize, pf-rate, combined"))
+    }
 }
 
 impl Choice {
@@ -47,7 +79,8 @@ impl Choice {
 }
 
 /// What a machine measures of one of its jobs.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct JobLoad {
     /// The job.
     pub job: JobId,
@@ -155,6 +188,90 @@ pub fn target(hosts: &[HostLoad], th: Thresholds, ws: Option<u64>, from: Option<
         .max_by(|a, b| a.free().cmp(&b.free()).then(b.machine.cmp(&a.machine)))?;
     let fits = ws.is_some_and(|w| k.free() > w);
     (k.oversize() < th.mt || fits).then_some(k.machine)
+}
+
+/// A machine's live memory report, as its agent measured it (seed 001 §4.1: demand is
+/// not known in advance, so it is watched).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineMemory {
+    /// M: bytes the guests may hold in all now — what they hold plus what the owner can
+    /// spare (available memory, reclaimable cache counted, beyond the owner's reserve),
+    /// at most the owner's share for guests.
+    pub guest_memory: u64,
+    /// Each running guest's job with its measured working set, fault rate, age and I/O.
+    pub guests: Vec<JobLoad>,
+    /// The agent's own memory guard reports pressure (it froze its guests for the
+    /// owner's memory stall).
+    pub pressure: bool,
+}
+
+impl MachineMemory {
+    /// The measured load of `job`'s guest here, if the report has it.
+    pub fn job(&self, job: JobId) -> Option<&JobLoad> {
+        self.guests.iter().find(|g| g.job == job)
+    }
+}
+
+/// The most bytes a new job may add to a machine holding `demand` of `memory` while its
+/// oversize stays below `mt` (`Q_o(demand + need) < MT`); `None` when even a job needing
+/// nothing would not (the machine is at or over MT).
+pub fn room_under(mt: f64, memory: u64, demand: u64) -> Option<u64> {
+    let limit = (1.0 + mt) * memory as f64;
+    let gap = limit - demand as f64;
+    if gap.is_nan() || gap <= 0.0 {
+        return None;
+    }
+    // The largest whole n with demand + n < limit.
+    Some((gap.ceil() - 1.0).max(0.0).min(u64::MAX as f64) as u64)
+}
+
+/// A memory-centric move decided by the scheduler: `job` leaves `from` (over MT or under
+/// memory pressure) for `to` (the machine with the most free memory below CT).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Migration {
+    /// The job moved.
+    pub job: JobId,
+    /// The machine it leaves.
+    pub from: MachineId,
+    /// The machine it is moved to (preferred when it is placed again).
+    pub to: MachineId,
+    /// The rule that chose it.
+    pub choice: Choice,
+    /// `Q_o` of `from` when it was chosen.
+    pub oversize: f64,
+    /// MT in force.
+    pub threshold: f64,
+    /// `from` reported memory pressure.
+    pub pressure: bool,
+    /// The job's measured working set, bytes (its memory need from now on).
+    pub working_set: u64,
+    /// Bytes free for guests on `to` before the move (M − demand).
+    pub target_free: u64,
+}
+
+impl Migration {
+    /// The sentence for logs and the job's placement reason, naming the machines `from`
+    /// and `to` as the driver knows them.
+    pub fn describe(&self, from: &str, to: &str) -> String {
+        let why = if self.pressure && self.oversize < self.threshold {
+            "it reported memory pressure".to_string()
+        } else {
+            format!("its oversize Q_o {:+.1} % reached MT {:+.1} %", self.oversize * 100.0, self.threshold * 100.0)
+        };
+        format!(
+            "memory migration (seed 001): moved off {from} because {why}; chosen by {} (working set {} MiB); to {to}, the machine with the most free memory below CT ({} MiB free)",
+            self.choice,
+            self.working_set >> 20,
+            self.target_free >> 20
+        )
+    }
+}
+
+impl fmt::Display for Migration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe(&self.from.to_string(), &self.to.to_string()))
+    }
 }
 
 /// Seed 001 eq. 1: page faults per second at oversize `q` (a fraction), `R_max −

@@ -29,6 +29,12 @@
 //! * **Gangs that hold**: a gang member lost while the others run leaves a vacancy
 //!   (`Event::MemberLost`); the others stay placed, halted, and the next pass places the
 //!   replacement alone, before any queued job ([`Reason::ReplacesLostMembers`]).
+//! * **Memory-centric placement and migration** ([`memory`], seed 001): machines with a
+//!   live memory report ([`Machine::memory`]) take no job that would bring their
+//!   oversize to MT (`memory_threshold`); a job with no declared memory needs its last
+//!   measured working set once it has run; [`Scheduler::memory_migration`] names the
+//!   job to move off a machine over MT or under pressure (`migration_choice`) and where
+//!   to, and `Event::JobMigrated` re-queues it preferring that machine.
 //!
 //! # Driving it
 //! ```
@@ -74,7 +80,7 @@ mod time;
 
 pub use assignment::{Assignment, Reason};
 pub use backfill::Reservation;
-pub use config::{Algorithm, PredictConfig, SchedConfig, DEFAULT_RANDOM_SEED};
+pub use config::{check_memory_threshold, Algorithm, PredictConfig, SchedConfig, DEFAULT_MEMORY_THRESHOLD, DEFAULT_RANDOM_SEED};
 pub use error::SchedError;
 pub use event::{Event, Stop, StopWhy};
 pub use hash::{IdHasher, IdMap, IdSet};

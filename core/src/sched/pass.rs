@@ -162,7 +162,7 @@ impl Scheduler {
                         break;
                     }
                     for (k, q) in chunk {
-                        let found = if self.free_len() == 0 { None } else { self.find_machines(q.width, q.mem, None) };
+                        let found = if self.free_len() == 0 { None } else { self.find_for(&q, None) };
                         let Some(found) = found else {
                             first_unplaced = Some(k);
                             break 'walk;
@@ -206,7 +206,7 @@ impl Scheduler {
                 break;
             }
             let Some(q) = self.queue.live_at(pos) else { continue };
-            let found = if memo.known_to_fail(q.width, q.mem) { None } else { self.find_machines(q.width, q.mem, None) };
+            let found = if memo.known_to_fail(q.width, q.mem) { None } else { self.find_for(&q, None) };
             match found {
                 Some(found) => {
                     let runtime = runtime_from_speed(q.prediction.normtime_s, found.ids.len(), found.slowest);
@@ -226,8 +226,8 @@ impl Scheduler {
 
     /// (width, memory per member) of a held job.
     pub(super) fn shape(&self, id: JobId) -> (u32, u64) {
-        let spec = &self.jobs[&id].job.spec;
-        (spec.width, spec.memory_needed())
+        let job = &self.jobs[&id].job;
+        (job.spec.width, job.memory_need())
     }
 
     /// Starts queued job `q` on the machines found, at `now`, with its cached prediction.
@@ -252,6 +252,7 @@ impl Scheduler {
             wall_s: 0.0,
             vacancies: 0,
             halted_since: None,
+            memory_per_member: mem,
         });
         self.pass_runs.push((id, run));
         for (i, &m) in found.ids.iter().enumerate() {

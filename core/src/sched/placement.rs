@@ -39,6 +39,11 @@ pub struct RankKey {
     /// Bytes free for a new guest (not part of the order; kept so a pass can check
     /// memory without looking the machine up).
     pub free_memory: u64,
+    /// Bytes a guest may take once another is here: `free_memory` but for an empty
+    /// machine with a memory report, which takes any job that fits its memory at all
+    /// (seed 001: `FM(k) > WS(d)`), whereas a second guest must keep the oversize below
+    /// MT. `u64::MAX` without a report.
+    pub strict_free: u64,
     /// Free slots (not part of the order; kept so a pass can tell when the machine is
     /// full without looking it up).
     pub free_slots: u32,
@@ -53,6 +58,7 @@ impl RankKey {
             && self.idle_since == other.idle_since
             && self.id == other.id
             && self.free_memory == other.free_memory
+            && self.strict_free == other.strict_free
             && self.free_slots == other.free_slots
     }
 
@@ -104,6 +110,7 @@ pub fn rank_key_with_guests(m: &Machine, guests: u32, memory_in_use: u64) -> Ran
         id: m.id,
         base_speed: m.base_speed,
         free_memory: m.free_memory.saturating_sub(memory_in_use),
+        strict_free: u64::MAX,
         free_slots: m.slots.saturating_sub(guests),
     }
 }
@@ -124,7 +131,7 @@ pub fn rank_machines<'a>(machines: impl IntoIterator<Item = &'a Machine>) -> Vec
 }
 
 /// Why a machine cannot take a member of a job now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Ineligible {
     /// Not recruited / not donating now.
@@ -142,6 +149,14 @@ pub enum Ineligible {
         /// Bytes one member needs.
         needed: u64,
     },
+    /// The machine reports its memory (seed 001) and the member would bring its
+    /// oversize to MT (or it is there already).
+    OverMemoryThreshold {
+        /// `Q_o` with the member.
+        oversize: f64,
+        /// MT.
+        threshold: f64,
+    },
 }
 
 impl fmt::Display for Ineligible {
@@ -152,6 +167,9 @@ impl fmt::Display for Ineligible {
             Ineligible::NoInterruptionsLeft => f.write_str("the owner's interruption budget for today is used up"),
             Ineligible::NoFreeSlot => f.write_str("no free slot"),
             Ineligible::NotEnoughMemory { free, needed } => write!(f, "{free} bytes free, {needed} needed"),
+            Ineligible::OverMemoryThreshold { oversize, threshold } => {
+                write!(f, "memory oversize {:+.1} % would reach the threshold MT {:+.1} %", oversize * 100.0, threshold * 100.0)
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 //! place otherwise. A pass removes the jobs it started in one merge walk at its end.
 
 use super::job::JobId;
+use super::machine::MachineId;
 use super::predict::Prediction;
 use super::time::Millis;
 
@@ -22,8 +23,12 @@ pub(super) struct Queued {
     /// Its queue position.
     pub(super) key: QueueKey,
     pub(super) width: u32,
-    /// Memory per member, bytes (0 = none declared).
+    /// Memory per member, bytes (0 = none declared or measured).
     pub(super) mem: u64,
+    /// The machine tried first (set by a memory migration).
+    pub(super) prefer: Option<MachineId>,
+    /// The machine not to use (the one a memory migration took it off).
+    pub(super) avoid: Option<MachineId>,
     /// The job's current prediction (as `JobEntry::prediction`).
     pub(super) prediction: Prediction,
 }
@@ -170,7 +175,7 @@ mod tests {
 
     fn q(id: u64) -> Queued {
         let prediction = Prediction { normtime_s: 1.0, total_normtime_s: 1.0, source: PredictionSource::Default };
-        Queued { id: JobId(id), key: (Millis(id), id), width: 1, mem: 0, prediction }
+        Queued { id: JobId(id), key: (Millis(id), id), width: 1, mem: 0, prefer: None, avoid: None, prediction }
     }
 
     fn ids(queue: &Queue) -> Vec<u64> {

@@ -7,9 +7,11 @@
 //! Bookkeeping kept here, beside what the driver reports:
 //! * the queue, ordered by (`submitted_at`, arrival order at the scheduler); a job that
 //!   fails or is evicted goes back at its original position;
-//! * per machine, the guests the scheduler placed there and the memory they declared
-//!   (`Machine::free_memory` is understood to exclude guests, so a machine's free memory
-//!   for a new member is `free_memory − declared needs of its guests`);
+//! * per machine, the guests the scheduler placed there and the memory they were placed
+//!   with (`Machine::free_memory` is understood to exclude guests, so a machine's free
+//!   memory for a new member is `free_memory − needs of its guests`); with a live memory
+//!   report (seed 001), also no more than what keeps its oversize below MT, the demand
+//!   being each guest's measured working set (its placed need until measured);
 //! * the eligible machines with a free slot, in placement order (`free.rs`);
 //! * the running jobs, by predicted end (`BTreeSet<(Millis, JobId)>`);
 //! * each queued job's current prediction, refreshed when its program's history changes
@@ -23,6 +25,7 @@ use super::free::FreeMachines;
 use super::hash::{IdMap, IdSet};
 use super::job::{Job, JobId, JobSpec, RunningJob};
 use super::machine::{Machine, MachineId};
+use super::memory::{self, HostLoad, Migration, Thresholds};
 use super::placement::{check_eligible, rank_key_with_guests, Ineligible, RankKey};
 use super::predict::{Prediction, Predictor, ProgramStats};
 use super::queue::{Queue, QueueKey, Queued};
@@ -35,7 +38,7 @@ pub(super) struct MachineEntry {
     pub(super) m: Machine,
     /// One entry per task (a job has at most one member per machine).
     pub(super) guests: Guests,
-    /// Σ declared memory of the guests, bytes.
+    /// Σ memory the guests were placed with, bytes.
     pub(super) memory_in_use: u64,
     pub(super) last_seen: Millis,
     /// The key under which the machine sits in the index, if it does.
@@ -46,6 +49,44 @@ impl MachineEntry {
     pub(super) fn free_memory(&self) -> u64 {
         self.m.free_memory.saturating_sub(self.memory_in_use)
     }
+}
+
+/// Seed 001's demand on a machine: each guest's measured working set when its memory
+/// report has it, else the memory it was placed with.
+pub(super) fn demand_of(e: &MachineEntry, jobs: &IdMap<JobId, JobEntry>) -> u64 {
+    let report = e.m.memory.as_ref();
+    e.guests
+        .as_slice()
+        .iter()
+        .map(|&j| {
+            report
+                .and_then(|r| r.job(j))
+                .map(|l| l.working_set)
+                .or_else(|| jobs.get(&j).and_then(|x| x.job.running.as_ref()).map(|r| r.memory_per_member))
+                .unwrap_or(0)
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// The machine's placement key with its guests, or `None` when it takes no new member:
+/// its contract does not allow guests, every slot (CT) is taken, or — with a memory
+/// report — its oversize is at or over MT. With a report, the key's `strict_free` is the
+/// least of what is free and what a job may add while the oversize stays below MT, and
+/// its `free_memory` the same but on an empty machine, which takes any job that fits its
+/// memory M at all (seed 001's `FM(k) > WS(d)`; else a job whose working set is near
+/// every machine's M could never run again).
+pub(super) fn entry_key(e: &MachineEntry, jobs: &IdMap<JobId, JobEntry>, mt: f64) -> Option<RankKey> {
+    if !(e.m.contract_allows_guests() && (e.guests.len() as u64) < u64::from(e.m.slots)) {
+        return None;
+    }
+    let mut key = rank_key_with_guests(&e.m, e.guests.len() as u32, e.memory_in_use);
+    if let Some(r) = &e.m.memory {
+        let room = memory::room_under(mt, r.guest_memory, demand_of(e, jobs))?;
+        let first = if e.guests.len() == 0 { room.max(r.guest_memory) } else { room };
+        key.strict_free = key.free_memory.min(room);
+        key.free_memory = key.free_memory.min(first);
+    }
+    Some(key)
 }
 
 /// The jobs with a member on one machine: up to two inline (the common case, so placing
@@ -245,6 +286,20 @@ impl Scheduler {
                 Ok(self.lose_member(now, job, machine, cpu_seconds))
             }
             Event::JobCancelled { job } => self.cancel(job),
+            Event::JobMigrated { job, from, to, working_set } => {
+                self.check_member(job, from)?;
+                let j = &mut self.jobs.get_mut(&job).expect("checked").job;
+                if j.spec.width != 1 {
+                    return Err(SchedError::InvalidReport { job, why: "only a sequential job is moved by a memory migration" });
+                }
+                j.migrations += 1;
+                j.prefer = Some(to);
+                j.avoid = Some(from);
+                if working_set > 0 {
+                    j.last_working_set = Some(working_set);
+                }
+                Ok(self.requeue(job, Some(from)))
+            }
             Event::MachineUpdated(m) => self.update_machine(now, m).map(|()| Vec::new()),
             Event::MachineLost { machine } => self.lose_machine(now, machine),
             Event::Heartbeat { machine } => {
@@ -288,7 +343,7 @@ impl Scheduler {
         let e = self.jobs.get_mut(&id).expect("a held job");
         let s = &e.job.spec;
         e.prediction = self.predictor.predict(&s.program, s.width, s.user_estimate_s, e.job.credited_normtime_s);
-        let q = Queued { id, key: e.key, width: s.width, mem: s.memory_needed(), prediction: e.prediction };
+        let q = Queued { id, key: e.key, width: s.width, mem: e.job.memory_need(), prefer: e.job.prefer, avoid: e.job.avoid, prediction: e.prediction };
         self.queue.insert(e.key, q);
         self.queued_of[e.program as usize].insert(id);
         let lpt = self.config.algorithm == Algorithm::Lpt;
@@ -364,8 +419,8 @@ impl Scheduler {
         self.check_member(job, machine)?;
         let s_b = self.machines.get(&machine).map_or(0.0, |e| e.m.base_speed);
         let entry = self.jobs.get_mut(&job).expect("checked");
-        let mem = entry.job.spec.memory_needed();
         let run = entry.job.running.as_mut().expect("checked");
+        let mem = run.memory_per_member;
         if let Some(member) = run.members.iter_mut().find(|m| m.machine == machine && !m.finished) {
             member.finished = true;
         }
@@ -400,7 +455,7 @@ impl Scheduler {
     fn requeue(&mut self, job: JobId, reporter: Option<MachineId>) -> Vec<Stop> {
         let Some(entry) = self.jobs.get_mut(&job) else { return Vec::new() };
         let Some(run) = entry.job.running.take() else { return Vec::new() };
-        let mem = entry.job.spec.memory_needed();
+        let mem = run.memory_per_member;
         self.ends.remove(&(run.predicted_end, job));
         self.enqueue(job);
         let mut stops = Vec::new();
@@ -454,7 +509,7 @@ impl Scheduler {
             None => {}
             Some(run) => {
                 self.ends.remove(&(run.predicted_end, job));
-                let mem = entry.job.spec.memory_needed();
+                let mem = run.memory_per_member;
                 for m in run.unfinished_machines() {
                     self.release(m, job, mem);
                     stops.push(Stop { job, machine: m, why: StopWhy::Cancelled });
@@ -469,6 +524,16 @@ impl Scheduler {
             return Err(SchedError::InvalidMachine { machine: m.id, why: "base_speed must be a positive number" });
         }
         let id = m.id;
+        if let Some(r) = &m.memory {
+            // Seed 001: demand is learnt live; a job placed again needs what it held.
+            for load in &r.guests {
+                let Some(e) = self.jobs.get_mut(&load.job) else { continue };
+                let here = e.job.running.as_ref().is_some_and(|run| run.unfinished_machines().any(|x| x == id));
+                if here && load.working_set > 0 {
+                    e.job.last_working_set = Some(load.working_set);
+                }
+            }
+        }
         match self.machines.get_mut(&id) {
             Some(e) => {
                 e.m = m;
@@ -502,8 +567,7 @@ impl Scheduler {
     /// Puts the machine in the index, or takes it out, or moves it, as its state says.
     pub(super) fn reindex(&mut self, id: MachineId) {
         let Some(e) = self.machines.get_mut(&id) else { return };
-        let wanted = e.m.contract_allows_guests() && (e.guests.len() as u64) < u64::from(e.m.slots);
-        let new_key = wanted.then(|| rank_key_with_guests(&e.m, e.guests.len() as u32, e.memory_in_use));
+        let new_key = entry_key(e, &self.jobs, self.config.memory_threshold);
         let same = match (&e.key, &new_key) {
             (Some(a), Some(b)) => a.identical(b),
             (None, None) => true,
@@ -608,7 +672,85 @@ impl Scheduler {
     pub fn eligibility(&self, job: JobId, machine: MachineId) -> Result<Result<(), Ineligible>, SchedError> {
         let j = self.jobs.get(&job).ok_or(SchedError::UnknownJob(job))?;
         let e = self.machines.get(&machine).ok_or(SchedError::UnknownMachine(machine))?;
-        Ok(check_eligible(&e.m, e.guests.len() as u32, e.memory_in_use, j.job.spec.memory_needed()))
+        let need = j.job.memory_need();
+        if let Err(why) = check_eligible(&e.m, e.guests.len() as u32, e.memory_in_use, need) {
+            return Ok(Err(why));
+        }
+        if let Some(r) = &e.m.memory {
+            let demand = demand_of(e, &self.jobs);
+            let mt = self.config.memory_threshold;
+            // An empty machine takes a job that fits its M at all (see `entry_key`).
+            let room = memory::room_under(mt, r.guest_memory, demand).map(|room| if e.guests.len() == 0 { room.max(r.guest_memory) } else { room });
+            if room.is_none_or(|room| need > room) {
+                let oversize = memory::oversize(demand.saturating_add(need), r.guest_memory);
+                return Ok(Err(Ineligible::OverMemoryThreshold { oversize, threshold: mt }));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// Seed 001's demand on `id` (its guests' measured working sets, or the memory they
+    /// were placed with until measured), bytes; `None` for an unknown machine.
+    pub fn memory_demand(&self, id: MachineId) -> Option<u64> {
+        self.machines.get(&id).map(|e| demand_of(e, &self.jobs))
+    }
+
+    /// The memory-centric move due on `from` (seed 001 §4.1), from its latest memory
+    /// report: when its oversize reached MT ([`memory::overloaded`], CT = its slots) or
+    /// it reports memory pressure, the sequential guest chosen by `migration_choice`
+    /// ([`memory::identify`] over the guests the report measured) goes to the machine
+    /// with the most free memory ([`memory::target`]) among the others that report their
+    /// memory and can take a member now (below CT, contract allowing), provided it stays
+    /// below MT there (even on an empty machine). `None` when nothing is due or nowhere fits. The driver carries it
+    /// out and reports `Event::JobMigrated`.
+    pub fn memory_migration(&self, from: MachineId) -> Option<Migration> {
+        let e = self.machines.get(&from)?;
+        let report = e.m.memory.as_ref()?;
+        let mt = self.config.memory_threshold;
+        let demand = demand_of(e, &self.jobs);
+        let host = HostLoad { machine: from, jobs: e.guests.len(), memory: report.guest_memory, demand };
+        let over = memory::overloaded(&host, Thresholds { ct: e.m.slots as usize, mt });
+        if !(over || report.pressure) {
+            return None;
+        }
+        let movable: Vec<memory::JobLoad> = e
+            .guests
+            .as_slice()
+            .iter()
+            .filter(|j| self.jobs.get(j).is_some_and(|x| x.job.spec.width == 1))
+            .filter_map(|&j| report.job(j).copied())
+            .collect();
+        let job = memory::identify(&movable, self.config.migration_choice)?;
+        let ws = movable.iter().find(|l| l.job == job).map_or(0, |l| l.working_set);
+        let candidates: Vec<(HostLoad, RankKey)> = self
+            .machines
+            .values()
+            .filter(|c| c.m.id != from)
+            .filter_map(|c| {
+                let r = c.m.memory.as_ref()?;
+                let key = entry_key(c, &self.jobs, mt)?;
+                Some((HostLoad { machine: c.m.id, jobs: c.guests.len(), memory: r.guest_memory, demand: demand_of(c, &self.jobs) }, key))
+            })
+            .collect();
+        let hosts: Vec<HostLoad> = candidates.iter().map(|(h, _)| *h).collect();
+        let to = memory::target(&hosts, Thresholds { ct: usize::MAX, mt }, Some(ws), Some(from))?;
+        let (target, key) = candidates.iter().find(|(h, _)| h.machine == to)?;
+        // It must fit there below MT (and in what is free), or it would only move the
+        // overload (and could move back).
+        if key.strict_free < ws {
+            return None;
+        }
+        Some(Migration {
+            job,
+            from,
+            to,
+            choice: self.config.migration_choice,
+            oversize: host.oversize(),
+            threshold: mt,
+            pressure: report.pressure,
+            working_set: ws,
+            target_free: target.free(),
+        })
     }
 
     /// Backfill's reservation for the blocked head job, as computed by the last pass

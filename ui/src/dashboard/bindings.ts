@@ -37,7 +37,50 @@ interruption_limit?: number | null,
  * machine idle for hours is likelier to stay idle than one idle for minutes (seed
  * 004 Fig. 7), so the scheduler prefers it. Older agents leave it out.
  */
-idle_for_s?: number | null, };
+idle_for_s?: number | null, 
+/**
+ * The machine's live memory report for memory-centric placement and migration (seed
+ * 001). Older agents leave it out; their machines are placed by `free_mem_bytes`.
+ */
+memory?: MemoryReport | null, };
+
+export type MemoryReport = { 
+/**
+ * Memory available without swapping, reclaimable cache counted (`MemAvailable`), bytes.
+ */
+available_bytes: number, 
+/**
+ * M: what the guests may hold in all now — what they hold plus what is available
+ * beyond the owner's reserve, at most the owner's share for guests — bytes.
+ */
+guest_memory_bytes: number, 
+/**
+ * The agent's memory guard froze its guests for the owner's memory pressure.
+ */
+pressure: boolean, 
+/**
+ * Each running guest of a leased task.
+ */
+guests: Array<GuestMemory>, };
+
+export type GuestMemory = { job_id: number, rank: number, 
+/**
+ * Memory in use less the inactive file cache the kernel reclaims first, bytes.
+ */
+working_set_bytes: number, 
+/**
+ * Major page faults per second since the last report.
+ */
+major_faults_per_s: number, 
+/**
+ * Seconds the guest has run.
+ */
+age_s: number, 
+/**
+ * Bytes read and written per second since the last report, where the kernel counts
+ * them for the guest's cgroup.
+ */
+io_bytes_per_s?: number | null, };
 
 export type AgentInfo = { id: string, owner: string, machine: string, enrolled_ms: number, last_seen_ms: number | null, heartbeat: Heartbeat | null, };
 

@@ -478,6 +478,33 @@ impl GuestCgroup {
         }
     }
 
+    /// Seed 001's measures of the guest's memory from one read of `memory.stat`: its
+    /// working set (memory in use less the inactive file cache the kernel reclaims first)
+    /// and its major page faults so far.
+    pub fn memory_stat(&self) -> (u64, u64) {
+        let stat = read(&self.memory.join("memory.stat")).unwrap_or_default();
+        let field = |k: &str| stat.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.trim().parse::<u64>().ok());
+        let (inactive, faults) = match self.kind {
+            // v1 counts the cgroup's own pages under `total_*` (its children included).
+            Containment::Hybrid => (field("total_inactive_file"), field("total_pgmajfault")),
+            _ => (field("inactive_file"), field("pgmajfault")),
+        };
+        (self.memory_current().saturating_sub(inactive.unwrap_or(0)), faults.unwrap_or(0))
+    }
+
+    /// Bytes read and written so far (`io.stat` in the v2 or unified hierarchy, summed over
+    /// devices); `None` where the io controller does not count for the guest.
+    pub fn io_bytes(&self) -> Option<u64> {
+        let text = read(&self.unified.join("io.stat"))?;
+        let mut total = 0u64;
+        for f in text.split_whitespace() {
+            if let Some(v) = f.strip_prefix("rbytes=").or_else(|| f.strip_prefix("wbytes=")) {
+                total = total.saturating_add(v.parse().unwrap_or(0));
+            }
+        }
+        Some(total)
+    }
+
     /// How many times the guest hit its memory limit (OOM kills inside the cgroup).
     pub fn oom_kills(&self) -> u64 {
         match self.kind {

@@ -812,6 +812,26 @@ impl GuestHost for LinuxRuntime {
         self.hold_one(id, hold)
     }
 
+    fn memory(&mut self) -> Option<crate::guest::GuestsMemory> {
+        let mi = memory::meminfo();
+        let held: u64 = self.guests.iter().map(|g| g.mem).sum();
+        let reading = MemoryReading { total: mi.total, available: mi.available };
+        let may_hold = guest_memory::guests_may_hold(&self.memory_rules(), reading, held, self.cfg.max_jobs);
+        let guests = self
+            .guests
+            .iter()
+            .filter(|g| !g.stopping)
+            .map(|g| {
+                let ((ws, faults), io) = match &g.cg {
+                    Some(cg) => (cg.memory_stat(), cg.io_bytes()),
+                    None => ((g.mem, 0), None),
+                };
+                crate::guest::GuestMemoryReading { id: g.id.clone(), working_set_bytes: ws, major_faults: faults, io_bytes: io, age_ms: g.wall_ms }
+            })
+            .collect();
+        Some(crate::guest::GuestsMemory { available_bytes: mi.available, guest_memory_bytes: may_hold, pressure: self.pressure.frozen(), guests })
+    }
+
     fn guest_info(&mut self, id: &str) -> Option<GuestInfo> {
         if let Some(e) = self.ended.iter().rev().find(|e| e.0.id == id) {
             return Some(e.0.clone());

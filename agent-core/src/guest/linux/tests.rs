@@ -233,6 +233,32 @@ fn guest_allocating_past_its_cap_is_oom_killed_inside_its_cgroup() {
 }
 
 #[test]
+fn the_memory_report_measures_each_guests_working_set_from_its_cgroup() {
+    let Some(mut rig) = rig("memrep", |c| c.guests.memory_cap_mib = 128) else { return };
+    let rt = rig.rt();
+    // With no guest: nothing measured, and M is at most the fixed cap for its one slot.
+    let idle = rt.memory().expect("the Linux runtime measures memory");
+    assert!(idle.guests.is_empty() && !idle.pressure, "{idle:?}");
+    assert!(idle.guest_memory_bytes > 0 && idle.guest_memory_bytes <= 128 * MIB, "{idle:?}");
+    assert!(idle.available_bytes >= idle.guest_memory_bytes);
+    // A guest that touches 48 MiB and holds it.
+    let hold = "b = b'x' * (48 << 20)\nopen('ready', 'w').write('1')\nimport time\ntime.sleep(600)\n";
+    let id = rt.submit(GuestSpec::new("python3", ["-c", hold]));
+    rt.apply(GuestDirective::Accept);
+    let wd = workdir(rt, &id);
+    wait_until("the guest to hold its memory", Duration::from_secs(120), || wd.join("ready").exists());
+    rt.present();
+    let m = rt.memory().unwrap();
+    let g = m.guests.iter().find(|g| g.id == id).unwrap_or_else(|| panic!("the guest is measured: {m:?}"));
+    assert!(g.working_set_bytes >= 44 * MIB && g.working_set_bytes <= 128 * MIB, "working set {} MiB", g.working_set_bytes / MIB);
+    assert!(m.guest_memory_bytes <= 128 * MIB, "{m:?}");
+    rt.apply(GuestDirective::Evict);
+    wait_until("the guest to end", Duration::from_secs(30), || ended(rt, &id).is_some());
+    rt.present();
+    assert!(rt.memory().unwrap().guests.is_empty(), "an ended guest is not reported");
+}
+
+#[test]
 fn checkpointable_guest_gets_a_signal_then_a_kill_after_the_grace() {
     let Some(mut rig) = rig("ckpt", |c| c.eviction.kill_grace_s = 1) else { return };
     let rt = rig.rt();
