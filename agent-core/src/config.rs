@@ -282,6 +282,8 @@ impl Config {
             ("availability.memory_window_s", a.memory_window_s as f64, 5.0, 3600.0),
             ("availability.memory_growth_max", a.memory_growth_max, 0.0, 1.0),
             ("availability.recruitment_threshold_s", a.recruitment_threshold_s as f64, 0.0, 86_400.0),
+            ("availability.light_cpu_max", a.light_cpu_max, 0.01, 1.0),
+            ("availability.light_for_s", a.light_for_s as f64, 1.0, 3600.0),
             ("budget.interruptions_per_day", b.interruptions_per_day as f64, 0.0, 20.0),
             ("budget.after_guest_window_s", b.after_guest_window_s as f64, 0.0, 3600.0),
             ("eviction.linger_cpu_max", e.linger_cpu_max, 0.0, 1.0),

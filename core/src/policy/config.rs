@@ -67,6 +67,7 @@ pub struct Availability {
     /// l: owner CPU (fraction of the machine, guests excluded) below which a present
     /// owner counts as light. Seed 000 finds lingering pays up to 20 % local utilisation
     /// (§5.2, Fig. 8; §7.1) with about 1 % slowdown of the owner's jobs (§5.1, Fig. 7).
+    /// 1.0 (the whole machine) leaves CPU out of the light test, as `owner_cpu_max` does.
     pub light_cpu_max: f64,
     /// How long the owner must have stayed light before guest work starts, seconds (seed
     /// 000's traces call a machine idle after one minute of low use).

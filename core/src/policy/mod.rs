@@ -278,6 +278,9 @@ pub struct PolicyStatus {
     /// `availability.light_cpu_max`, memory steady); 0 when the last one did not.
     #[serde(default)]
     pub light_for_s: u64,
+    /// The owner lends while light (`availability.lend_while_light`).
+    #[serde(default)]
+    pub lend_while_light: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -579,6 +582,7 @@ impl Policy {
             recruitment_threshold_s: self.cfg.availability.recruitment_threshold_s,
             exclusive_program: self.exclusive_program().map(str::to_owned),
             light_for_s: self.light_since.map_or(0, |t| now.mono.since(t).as_secs()),
+            lend_while_light: self.cfg.availability.lend_while_light,
         }
     }
 
@@ -680,7 +684,9 @@ impl Policy {
             Event::Sample(s) => {
                 self.mem.push(now.mono, s.owner_mem_bytes);
                 self.util.push(now.mono, s.owner_cpu);
-                let light = (s.owner_cpu as f64) < self.cfg.availability.light_cpu_max && self.memory_steady(s.mem_total_bytes);
+                // A limit of 1.0 (the whole machine) takes CPU out of the light test.
+                let l = self.cfg.availability.light_cpu_max;
+                let light = (l >= 1.0 || (s.owner_cpu as f64) < l) && self.memory_steady(s.mem_total_bytes);
                 self.light_since = if light { Some(self.light_since.unwrap_or(now.mono)) } else { None };
                 self.last_sample = Some(s);
                 self.sample_after_return = true;
