@@ -551,6 +551,31 @@ mod tests {
     }
 
     #[test]
+    fn lend_while_light_is_off_by_default_and_range_checked() {
+        let c = Config::default();
+        assert!(!c.availability.lend_while_light);
+        assert_eq!((c.availability.light_cpu_max, c.availability.light_for_s), (0.20, 60));
+        let err = Config::from_toml("[availability]
+light_cpu_max = 1.5
+", "t").unwrap_err().to_string();
+        assert!(err.contains("availability.light_cpu_max") && err.contains("0.01..=1"), "{err}");
+        let err = Config::from_toml("[availability]
+light_for_s = 0
+", "t").unwrap_err().to_string();
+        assert!(err.contains("availability.light_for_s") && err.contains("1..=3600"), "{err}");
+        let err = Config::from_toml("[availability]
+lend_while_light = \"yes\"
+", "t").unwrap_err().to_string();
+        assert!(err.contains("availability.lend_while_light"), "{err}");
+        let c = Config::from_toml("[availability]
+lend_while_light = true
+light_cpu_max = 0.1
+light_for_s = 30
+", "t").unwrap();
+        assert!(c.policy().availability.lend_while_light);
+    }
+
+    #[test]
     fn unknown_field_is_named() {
         let err = Config::from_toml("[budget]\ninteruptions = 3\n", "t").unwrap_err().to_string();
         assert!(err.contains("interuptions"), "{err}");
