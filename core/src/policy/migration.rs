@@ -157,6 +157,46 @@ mod tests {
         assert_eq!(decide(&inputs(1.0, 1000, Some(0.0), Some(1))), MigrationDecision::Migrate);
     }
 
+    /// The policy acts on the decision: under Linger-Longer a lingering guest with no
+    /// free machine to go to stays past `T_lingr`; once the pool knows one, it migrates at
+    /// the next event.
+    #[test]
+    fn linger_longer_follows_the_pool_view() {
+        use crate::clock::{MonoMs, Now};
+        use crate::policy::{Event, GuestDirective, Policy, PoolView, Saved, StateKind};
+        use crate::sample::{InputEvent, InputSignal, Sample};
+        let start = chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("a valid time");
+        let at = |s: u64| Now { mono: MonoMs(s * 1000), utc: start + chrono::Duration::seconds(s as i64), local: (start + chrono::Duration::seconds(s as i64)).naive_utc() };
+        let mut cfg = crate::policy::config::PolicyConfig::default();
+        cfg.availability.recruitment_threshold_s = 5;
+        // The owner's 10 % keeps the machine busy (not re-recruited) but h ≤ 20 % lingers.
+        cfg.availability.owner_cpu_max = 0.05;
+        cfg.eviction.migration_cost_s = 30;
+        let mut p = Policy::new(cfg, at(0), Saved::default(), 0, "b");
+        let sample = |t: u64, cpu: f32| Event::Sample(Sample { at: MonoMs(t * 1000), owner_cpu: cpu, mem_total_bytes: 16 << 30, on_battery: Some(false), ..Default::default() });
+        for t in 1..=6 {
+            p.handle(at(t), sample(t, 0.0));
+        }
+        p.handle(at(7), Event::GuestsPresent(true));
+        assert_eq!(p.state(), StateKind::Donating);
+        p.handle(at(8), Event::Input(InputEvent { at: MonoMs(8000), signal: InputSignal::Activity }));
+        p.set_pool_view(PoolView { destination_load: None, remaining: None });
+        // h = 10 % over the window: T_lingr to a free machine would be 300 s.
+        for t in 9..=20 {
+            p.handle(at(t), sample(t, 0.1));
+        }
+        assert_eq!(p.state(), StateKind::Lingering);
+        assert_eq!(p.migration_decision(at(20)), Some(MigrationDecision::Stay(StayReason::NoFreeMachine)));
+        for t in (30..=700).step_by(10) {
+            p.handle(at(t), sample(t, 0.1));
+        }
+        assert_eq!((p.state(), p.directive()), (StateKind::Lingering, GuestDirective::Linger), "no free machine: it stays");
+        // A free machine at 5 %: T_lingr = (0.95 / 0.05) · 30 s = 570 s, long passed.
+        p.set_pool_view(PoolView { destination_load: Some(0.05), remaining: None });
+        p.handle(at(701), Event::Tick);
+        assert_eq!((p.state(), p.directive()), (StateKind::Evicting, GuestDirective::Evict), "migrates once a free machine is known");
+    }
+
     /// Brute force over the paper's timeline (Fig. 1): the decision is "migrate" exactly
     /// when moving now finishes the job no later than staying, for an episode predicted
     /// to last as long again as its age.

@@ -485,7 +485,9 @@ impl Policy {
     }
 
     /// Tells the policy what is known of the pool (a free machine's load, the job's
-    /// remaining time) for the Linger-Longer migration decision.
+    /// remaining time) for the Linger-Longer migration decision. Like
+    /// [`Self::set_migration_cost`] it takes effect at the next event: a driver that
+    /// changes it feeds one (a reading or [`Event::Tick`]).
     pub fn set_pool_view(&mut self, pool: PoolView) {
         self.pool = pool;
     }
