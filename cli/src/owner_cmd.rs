@@ -35,24 +35,23 @@ pub struct DonateArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("limit").required(true).multiple(true)))]
 pub struct LimitsArgs {
     /// Interruptions allowed per local day (0–20). At the limit the machine leaves the
     /// pool until tomorrow; 0 means guest work only when you click "Donate now".
-    #[arg(long, group = "limit", value_parser = clap::value_parser!(u64).range(0..=20))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=20))]
     pub interruptions: Option<u64>,
     /// Lend while light: let guest work start while you use the machine lightly (your
     /// CPU below --light-cpu for --light-for), at lowest priority. Off by default. A lent
     /// guest counts as an interruption only if your activity stops it.
-    #[arg(long, group = "limit", value_name = "on|off", value_parser = on_off)]
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
     pub lend_while_light: Option<bool>,
     /// The light-load limit l for lending while light, in % of the machine's CPU (1–100;
     /// default 20; 100 leaves CPU out and lends whenever your memory use is steady).
-    #[arg(long, group = "limit", value_name = "PERCENT", value_parser = clap::value_parser!(u64).range(1..=100))]
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u64).range(1..=100))]
     pub light_cpu: Option<u64>,
     /// How long your CPU must have stayed below the limit before guest work starts while
     /// you are here (1s–1h, e.g. 60s, 5m; default 60s).
-    #[arg(long, group = "limit", value_name = "DURATION", value_parser = light_for)]
+    #[arg(long, value_name = "DURATION", value_parser = light_for)]
     pub light_for: Option<u64>,
     #[command(flatten)]
     pub json: JsonFlag,
@@ -179,6 +178,9 @@ pub fn donate(a: DonateArgs) -> Result<()> {
 }
 
 pub fn limits(a: LimitsArgs) -> Result<()> {
+    if a.interruptions.is_none() && a.lend_while_light.is_none() && a.light_cpu.is_none() && a.light_for.is_none() {
+        bail!("nothing to set: give --interruptions N (0–20), --lend-while-light on|off, --light-cpu PERCENT or --light-for DURATION");
+    }
     if a.lend_while_light.is_some() || a.light_cpu.is_some() || a.light_for.is_some() {
         // The agent validates and writes only the changed fields into the owner's file.
         let Response::Config { config } = ask(Request::GetConfig)? else { bail!("the agent answered with something other than its configuration") };
