@@ -255,6 +255,11 @@ struct Driver {
     trace_mem: u64,
     trace_input: bool,
     last_totals: std::time::Instant,
+    /// Whether the totals written last were taken while the owner was present (guest
+    /// work lingering or lent while light): the next write's growth is theirs.
+    totals_owner_present: bool,
+    /// The last seed 000 §5.2 migration decision logged (its kind), while lingering.
+    migration_logged: Option<std::mem::Discriminant<crate::policy::migration::MigrationDecision>>,
     guests_present: bool,
     /// Guests started for jobs, with whom to tell when each ends (none for `lull run`'s
     /// jobs, which their command follows over the control socket).
@@ -379,6 +384,8 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         trace_mem: 0,
         trace_input: false,
         last_totals: std::time::Instant::now(),
+        totals_owner_present: false,
+        migration_logged: None,
         guests_present: false,
         jobs: Vec::new(),
     };
@@ -611,14 +618,17 @@ impl Driver {
         }
     }
 
+    /// Accounts the guests' growth since the last write, as donated while the owner was
+    /// present if the state then said so; then notes the current state for the next.
     fn write_totals(&mut self, now: Now) {
         self.last_totals = std::time::Instant::now();
         let day = self.policy.status(now).budget_day;
         for g in self.guests.totals() {
-            if let Err(e) = self.ledger.record_guest_totals(day, now.utc, &g) {
+            if let Err(e) = self.ledger.record_guest_totals_while(day, now.utc, &g, self.totals_owner_present) {
                 error!("could not account guest {}: {e}", g.guest);
             }
         }
+        self.totals_owner_present = owner_present(self.policy.state());
     }
 
     fn flush_trace(&mut self) {
@@ -645,6 +655,10 @@ impl Driver {
             match &a {
                 Action::StateChanged { from, to, reason } => {
                     info!(from = from.as_str(), to = to.as_str(), reason = %reason, "state changed");
+                    if self.guests_present && owner_present(*from) != owner_present(*to) {
+                        // What ran until now ran in the state left.
+                        self.write_totals(now);
+                    }
                     if let Err(e) = self.ledger.record_transition(now.utc, *from, *to, reason) {
                         error!("could not record a transition: {e}");
                     }
@@ -689,9 +703,25 @@ impl Driver {
             }
         }
         self.armed.store(self.policy.freeze_on_input(), Ordering::Release);
+        self.log_migration_decision(now);
         if let Some(tx) = &self.accepting {
             let wanted = crate::coordinator_client::may_lease_now(self.policy.state(), self.policy.directive());
             tx.send_if_modified(|cur| std::mem::replace(cur, wanted) != wanted);
+        }
+    }
+
+    /// Logs seed 000 §5.2's decision for lingering guest work whenever its kind changes
+    /// (stay for want of a free machine, stay for now, the job ends first, migrate): what
+    /// the agent would ask the coordinator for. The policy acts on it itself (LL evicts
+    /// to migrate).
+    fn log_migration_decision(&mut self, now: Now) {
+        let decision = self.policy.migration_decision(now);
+        let kind = decision.map(|d| std::mem::discriminant(&d));
+        if kind != self.migration_logged {
+            if let Some(d) = decision {
+                info!(decision = %d.describe(), h = self.policy.status(now).owner_utilisation_h, "lingering guest work: migration decision");
+            }
+            self.migration_logged = kind;
         }
     }
 
@@ -703,6 +733,7 @@ impl Driver {
             policy,
             donated_cpu_s_today: donated.cpu_s,
             donated_wall_s_today: donated.wall_s,
+            donated_present_cpu_s_today: donated.present_cpu_s,
             // What is live, and apart from it what stopped and why.
             input_backends: {
                 let stopped = self.input_stopped.lock().unwrap_or_else(|p| p.into_inner());
@@ -903,4 +934,11 @@ async fn serve_control(listener: tokio::net::UnixListener, tx: mpsc::Sender<Cont
             let _ = wr.write_all(out.as_bytes()).await;
         });
     }
+}
+
+/// Guest work in this state runs (or is being stopped) while the owner is present: its
+/// donated time is also recorded as the day's `present_*` part.
+fn owner_present(state: crate::policy::StateKind) -> bool {
+    use crate::policy::StateKind;
+    matches!(state, StateKind::Lingering | StateKind::LendingLight | StateKind::Evicting)
 }

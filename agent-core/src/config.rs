@@ -282,6 +282,8 @@ impl Config {
             ("availability.memory_window_s", a.memory_window_s as f64, 5.0, 3600.0),
             ("availability.memory_growth_max", a.memory_growth_max, 0.0, 1.0),
             ("availability.recruitment_threshold_s", a.recruitment_threshold_s as f64, 0.0, 86_400.0),
+            ("availability.light_cpu_max", a.light_cpu_max, 0.01, 1.0),
+            ("availability.light_for_s", a.light_for_s as f64, 1.0, 3600.0),
             ("budget.interruptions_per_day", b.interruptions_per_day as f64, 0.0, 20.0),
             ("budget.after_guest_window_s", b.after_guest_window_s as f64, 0.0, 3600.0),
             ("eviction.linger_cpu_max", e.linger_cpu_max, 0.0, 1.0),
@@ -546,6 +548,31 @@ mod tests {
         assert!(err.contains("guests.cgroup"), "{err}");
         let c = Config::from_toml("[guests]\nmemory_cap_mib = 64\nnetwork = \"none\"\n", "t").unwrap();
         assert_eq!((c.guests.memory_cap_mib, c.guests.network), (64, NetworkPolicy::None));
+    }
+
+    #[test]
+    fn lend_while_light_is_off_by_default_and_range_checked() {
+        let c = Config::default();
+        assert!(!c.availability.lend_while_light);
+        assert_eq!((c.availability.light_cpu_max, c.availability.light_for_s), (0.20, 60));
+        let err = Config::from_toml("[availability]
+light_cpu_max = 1.5
+", "t").unwrap_err().to_string();
+        assert!(err.contains("availability.light_cpu_max") && err.contains("0.01..=1"), "{err}");
+        let err = Config::from_toml("[availability]
+light_for_s = 0
+", "t").unwrap_err().to_string();
+        assert!(err.contains("availability.light_for_s") && err.contains("1..=3600"), "{err}");
+        let err = Config::from_toml("[availability]
+lend_while_light = \"yes\"
+", "t").unwrap_err().to_string();
+        assert!(err.contains("availability.lend_while_light"), "{err}");
+        let c = Config::from_toml("[availability]
+lend_while_light = true
+light_cpu_max = 0.1
+light_for_s = 30
+", "t").unwrap();
+        assert!(c.policy().availability.lend_while_light);
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub struct AgentStatus {
     pub policy: PolicyStatus,
     pub donated_cpu_s_today: f64,
     pub donated_wall_s_today: f64,
+    /// The part of today's donated CPU given while the owner was present (lingering, or
+    /// lent while light).
+    #[serde(default)]
+    pub donated_present_cpu_s_today: f64,
     /// Input backends in use, with what each cannot see.
     pub input_backends: Vec<String>,
     pub guest_runtime: String,

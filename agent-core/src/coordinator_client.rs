@@ -381,10 +381,11 @@ pub fn heartbeat_from(
 }
 
 /// Whether the agent wants guest work now: the policy accepts guests and the machine is
-/// recruitable or already donating (what the driver publishes after each step).
+/// recruitable, already donating, or lending while light (what the driver publishes
+/// after each step).
 pub fn may_lease_now(state: crate::policy::StateKind, directive: crate::policy::GuestDirective) -> bool {
     use crate::policy::{GuestDirective, StateKind};
-    directive == GuestDirective::Accept && matches!(state, StateKind::Recruitable | StateKind::Donating)
+    directive == GuestDirective::Accept && matches!(state, StateKind::Recruitable | StateKind::Donating | StateKind::LendingLight)
 }
 
 /// A leased task's guest spec: its command, arguments and environment (plus

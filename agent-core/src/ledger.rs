@@ -44,7 +44,8 @@ CREATE TABLE IF NOT EXISTS guest_usage (
     guest TEXT PRIMARY KEY, started_utc TEXT NOT NULL, cpu_us INTEGER NOT NULL,
     wall_ms INTEGER NOT NULL, peak_mem INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS donated_days (
-    day TEXT PRIMARY KEY, cpu_us INTEGER NOT NULL, wall_ms INTEGER NOT NULL);
+    day TEXT PRIMARY KEY, cpu_us INTEGER NOT NULL, wall_ms INTEGER NOT NULL,
+    present_cpu_us INTEGER NOT NULL DEFAULT 0, present_wall_ms INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS outbox (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, payload TEXT NOT NULL,
     synced INTEGER NOT NULL DEFAULT 0);
@@ -103,11 +104,30 @@ pub struct DayDonation {
     pub day: NaiveDate,
     pub cpu_s: f64,
     pub wall_s: f64,
+    /// The part of `cpu_s` and `wall_s` donated while the owner was present (guest work
+    /// lingering, or lent while light): included in the totals, never added to them.
+    #[serde(default)]
+    pub present_cpu_s: f64,
+    #[serde(default)]
+    pub present_wall_s: f64,
 }
 
 /// The ledger.
 pub struct Ledger {
     conn: Connection,
+}
+
+/// Brings a ledger written by an older agent up to the schema: the part of each day's
+/// donation made while the owner was present (lingering or lent while light) came later.
+fn upgrade(conn: &Connection) -> Result<()> {
+    let has_present: bool = conn.query_row("SELECT COUNT(*) FROM pragma_table_info('donated_days') WHERE name = 'present_cpu_us'", [], |r| r.get::<_, i64>(0))? > 0;
+    if !has_present {
+        conn.execute_batch(
+            "ALTER TABLE donated_days ADD COLUMN present_cpu_us INTEGER NOT NULL DEFAULT 0;
+             ALTER TABLE donated_days ADD COLUMN present_wall_ms INTEGER NOT NULL DEFAULT 0;",
+        )?;
+    }
+    Ok(())
 }
 
 fn ts(t: DateTime<Utc>) -> String {
@@ -127,6 +147,7 @@ impl Ledger {
         // The agent writes a few rows a minute: a small page cache keeps its RSS low.
         conn.pragma_update(None, "cache_size", -256)?;
         conn.execute_batch(SCHEMA)?;
+        upgrade(&conn)?;
         Ok(Self { conn })
     }
 
@@ -243,6 +264,14 @@ impl Ledger {
     /// that went backwards (a new guest reusing a name) count from zero.
     /// Returns the (cpu µs, wall ms) added.
     pub fn record_guest_totals(&mut self, day: NaiveDate, at: DateTime<Utc>, g: &GuestTotals) -> Result<(u64, u64)> {
+        self.record_guest_totals_while(day, at, g, false)
+    }
+
+    /// [`Self::record_guest_totals`], saying whether the owner was present while the
+    /// growth was donated (lingering or lent while light): then it is also added to the
+    /// day's `present_*` part, in the same transaction, so the part never exceeds or
+    /// doubles the total.
+    pub fn record_guest_totals_while(&mut self, day: NaiveDate, at: DateTime<Utc>, g: &GuestTotals, owner_present: bool) -> Result<(u64, u64)> {
         let tx = self.conn.transaction()?;
         let prev: Option<(i64, i64)> = tx
             .query_row("SELECT cpu_us, wall_ms FROM guest_usage WHERE guest = ?1", [&g.guest], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -257,10 +286,12 @@ impl Ledger {
             params![g.guest, ts(at), g.cpu_us as i64, g.wall_ms as i64, g.peak_mem_bytes as i64],
         )?;
         if dc > 0 || dw > 0 {
+            let (pc, pw) = if owner_present { (dc as i64, dw as i64) } else { (0, 0) };
             tx.execute(
-                "INSERT INTO donated_days(day, cpu_us, wall_ms) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(day) DO UPDATE SET cpu_us = cpu_us + excluded.cpu_us, wall_ms = wall_ms + excluded.wall_ms",
-                params![day.to_string(), dc as i64, dw as i64],
+                "INSERT INTO donated_days(day, cpu_us, wall_ms, present_cpu_us, present_wall_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT(day) DO UPDATE SET cpu_us = cpu_us + excluded.cpu_us, wall_ms = wall_ms + excluded.wall_ms,
+                 present_cpu_us = present_cpu_us + excluded.present_cpu_us, present_wall_ms = present_wall_ms + excluded.present_wall_ms",
+                params![day.to_string(), dc as i64, dw as i64, pc, pw],
             )?;
             let payload = serde_json::json!({"guest": g.guest, "day": day, "cpu_us": dc, "wall_ms": dw, "at_utc": ts(at)});
             tx.execute("INSERT INTO outbox(kind, payload) VALUES ('donation', ?1)", [payload.to_string()])?;
@@ -271,12 +302,14 @@ impl Ledger {
 
     /// Donated time on `day`.
     pub fn donated_on(&self, day: NaiveDate) -> Result<DayDonation> {
-        let row: Option<(i64, i64)> = self
+        let row: Option<(i64, i64, i64, i64)> = self
             .conn
-            .query_row("SELECT cpu_us, wall_ms FROM donated_days WHERE day = ?1", [day.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_row("SELECT cpu_us, wall_ms, present_cpu_us, present_wall_ms FROM donated_days WHERE day = ?1", [day.to_string()], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
             .optional()?;
-        let (c, w) = row.unwrap_or((0, 0));
-        Ok(DayDonation { day, cpu_s: c as f64 / 1e6, wall_s: w as f64 / 1e3 })
+        let (c, w, pc, pw) = row.unwrap_or((0, 0, 0, 0));
+        Ok(DayDonation { day, cpu_s: c as f64 / 1e6, wall_s: w as f64 / 1e3, present_cpu_s: pc as f64 / 1e6, present_wall_s: pw as f64 / 1e3 })
     }
 
     /// Donated time for each of the `days` days ending with `last` (oldest first; days
@@ -428,6 +461,40 @@ mod tests {
         assert_eq!(seqs.len(), 2);
         l.outbox_acked(seqs[0]).unwrap();
         assert_eq!(l.outbox_pending(10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn time_donated_while_the_owner_is_present_is_a_part_of_the_total() {
+        let mut l = Ledger::in_memory().unwrap();
+        let d = NaiveDate::from_ymd_opt(2026, 11, 23).unwrap();
+        let g = |cpu, wall| GuestTotals { guest: "g1".into(), cpu_us: cpu, wall_ms: wall, peak_mem_bytes: 10 };
+        l.record_guest_totals_while(d, Utc::now(), &g(1_000_000, 2000), false).unwrap();
+        l.record_guest_totals_while(d, Utc::now(), &g(1_500_000, 4000), true).unwrap();
+        // The same totals again (a retry) add nothing to either.
+        l.record_guest_totals_while(d, Utc::now(), &g(1_500_000, 4000), true).unwrap();
+        l.record_guest_totals_while(d, Utc::now(), &g(2_000_000, 5000), false).unwrap();
+        let day = l.donated_on(d).unwrap();
+        assert_eq!((day.cpu_s, day.wall_s), (2.0, 5.0));
+        assert_eq!((day.present_cpu_s, day.present_wall_s), (0.5, 2.0));
+    }
+
+    #[test]
+    fn an_older_ledger_is_upgraded_in_place() {
+        let dir = std::env::temp_dir().join(format!("lull-ledger-upgrade-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ledger.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch("CREATE TABLE donated_days (day TEXT PRIMARY KEY, cpu_us INTEGER NOT NULL, wall_ms INTEGER NOT NULL);
+                             INSERT INTO donated_days VALUES ('2026-11-23', 7000000, 9000);").unwrap();
+        }
+        let l = Ledger::open(&path).unwrap();
+        let day = l.donated_on(NaiveDate::from_ymd_opt(2026, 11, 23).unwrap()).unwrap();
+        assert_eq!((day.cpu_s, day.wall_s, day.present_cpu_s), (7.0, 9.0, 0.0));
+        drop(l);
+        Ledger::open(&path).expect("opening an upgraded ledger again");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -31,6 +31,10 @@ pub enum Which {
     /// The owner's return end to end on the product (lull up, lull-tray): one XTest motion
     /// from a separate client → the guest's last heartbeat (goal: p99 ≤ 5 ms, 0 missed).
     OwnerReturn(crate::bench_owner_return::OwnerReturnArgs),
+    /// Lend while light on a real `lull agent`: a light owner task (5 % of a core) with
+    /// XTest input, alone / with a lent guest / with a normal-priority control; owner
+    /// slowdown by median response time (goal: ≤ 1 %).
+    LendLight(crate::bench_lend::LendLightArgs),
     /// Coordinator heartbeats/s and latency with N simulated agents over loopback
     /// (goal on SQLite: ≥ 20,000/s, p99 ≤ 10 ms with 10,000 agents).
     Heartbeats(crate::bench_heartbeats::HeartbeatArgs),
@@ -105,6 +109,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Which::Placements(p) => crate::bench_placements::run(p),
         Which::RecruitApi(r) => crate::bench_recruit_api::run(r),
         Which::OwnerReturn(a) => crate::bench_owner_return::run(a),
+        Which::LendLight(a) => crate::bench_lend::run(a),
     }
 }
 

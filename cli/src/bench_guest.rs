@@ -75,7 +75,7 @@ fn runtime_with(base: &str, tweak: impl FnOnce(&mut Config), spec: GuestSpec) ->
 }
 
 /// Removes a benchmark's (empty) cgroup base directories after its runtime is gone.
-fn remove_base(base: &str) {
+pub(crate) fn remove_base(base: &str) {
     for h in ["unified", "memory", "cpu", "pids", ""] {
         let d = Path::new("/sys/fs/cgroup").join(h).join(base);
         let _ = std::fs::remove_dir(d.join("guests"));

@@ -39,9 +39,38 @@ pub struct LimitsArgs {
     /// Interruptions allowed per local day (0–20). At the limit the machine leaves the
     /// pool until tomorrow; 0 means guest work only when you click "Donate now".
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=20))]
-    pub interruptions: u64,
+    pub interruptions: Option<u64>,
+    /// Lend while light: let guest work start while you use the machine lightly (your
+    /// CPU below --light-cpu for --light-for), at lowest priority. Off by default. A lent
+    /// guest counts as an interruption only if your activity stops it.
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    pub lend_while_light: Option<bool>,
+    /// The light-load limit l for lending while light, in % of the machine's CPU (1–100;
+    /// default 20; 100 leaves CPU out and lends whenever your memory use is steady).
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub light_cpu: Option<u64>,
+    /// How long your CPU must have stayed below the limit before guest work starts while
+    /// you are here (1s–1h, e.g. 60s, 5m; default 60s).
+    #[arg(long, value_name = "DURATION", value_parser = light_for)]
+    pub light_for: Option<u64>,
     #[command(flatten)]
     pub json: JsonFlag,
+}
+
+fn on_off(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(format!("{s:?} is neither on nor off")),
+    }
+}
+
+fn light_for(s: &str) -> Result<u64, String> {
+    let secs = crate::spans::parse_secs(s)?;
+    if !(1..=3600).contains(&secs) {
+        return Err(format!("{s:?} is outside 1s..=1h (availability.light_for_s 1..=3600)"));
+    }
+    Ok(secs)
 }
 
 fn ask(req: Request) -> Result<Response> {
@@ -72,6 +101,10 @@ pub fn describe(s: &AgentStatus) -> String {
             format!("lingering: guest work runs at lowest priority (your CPU h = {:.0} %)", p.owner_utilisation_h * 100.0)
         }
         StateKind::Evicting => "evicting: guest work is being stopped because you are back".to_string(),
+        StateKind::LendingLight => format!(
+            "lending while light: you are here but your CPU has stayed below the light limit for {}; guest work runs at lowest priority",
+            human(p.light_for_s)
+        ),
         StateKind::Paused => match (&p.pause, p.paused_for_s) {
             (_, Some(left)) => format!("paused for another {}", human(left)),
             (Some(SavedPause::UntilDay { day }), _) => format!("paused until {day}"),
@@ -105,6 +138,12 @@ pub fn describe(s: &AgentStatus) -> String {
         p.eviction_mode.short()
     );
     out += &format!("Guest work:     {}\n", if p.guests_present { "present" } else { "none" });
+    if p.lend_while_light {
+        out += &format!("Lend while light: on (your CPU light for {})\n", human(p.light_for_s));
+    }
+    if s.donated_present_cpu_s_today > 0.0 {
+        out += &format!("While you were here: {} CPU of today's donation\n", human(s.donated_present_cpu_s_today as u64));
+    }
     out += &format!("Guest runtime:  {}\n", s.guest_runtime);
     if s.input_backends.is_empty() {
         out += "Input:          none (availability from CPU and memory only)\n";
@@ -139,7 +178,29 @@ pub fn donate(a: DonateArgs) -> Result<()> {
 }
 
 pub fn limits(a: LimitsArgs) -> Result<()> {
-    // The range is clap's (0..=20, one error for 21 and for 99999999999).
-    let n = u32::try_from(a.interruptions).context("--interruptions: allowed 0..=20")?;
-    print_status(ask(Request::SetLimits { interruptions_per_day: n })?, a.json.json)
+    if a.interruptions.is_none() && a.lend_while_light.is_none() && a.light_cpu.is_none() && a.light_for.is_none() {
+        bail!("nothing to set: give --interruptions N (0–20), --lend-while-light on|off, --light-cpu PERCENT or --light-for DURATION");
+    }
+    if a.lend_while_light.is_some() || a.light_cpu.is_some() || a.light_for.is_some() {
+        // The agent validates and writes only the changed fields into the owner's file.
+        let Response::Config { config } = ask(Request::GetConfig)? else { bail!("the agent answered with something other than its configuration") };
+        let mut config = *config;
+        let av = &mut config.availability;
+        if let Some(on) = a.lend_while_light {
+            av.lend_while_light = on;
+        }
+        if let Some(pct) = a.light_cpu {
+            av.light_cpu_max = pct as f64 / 100.0;
+        }
+        if let Some(secs) = a.light_for {
+            av.light_for_s = secs;
+        }
+        ask(Request::SetConfig { config })?;
+    }
+    let resp = match a.interruptions {
+        // The range is clap's (0..=20, one error for 21 and for 99999999999).
+        Some(n) => ask(Request::SetLimits { interruptions_per_day: u32::try_from(n).context("--interruptions: allowed 0..=20")? })?,
+        None => ask(Request::Status)?,
+    };
+    print_status(resp, a.json.json)
 }

@@ -2,13 +2,16 @@
 //! activity, owner commands, clock steps and restarts over any number of days, no local
 //! day has more interruptions counted than the limit in force, numbers never repeat, and
 //! time under "Donate now" never counts, nor does making way for an exclusive program
-//! (`rules.exclusive_programs`). And a driver that sleeps until
-//! `Policy::next_deadline` between events misses nothing a 1-ms ticker would have seen.
+//! (`rules.exclusive_programs`). Every interruption counted for guest work comes with
+//! the directive that stops it (freeze or evict): lending while light counts only what
+//! the owner's activity stops. And a driver that sleeps until `Policy::next_deadline`
+//! between events misses nothing a 1-ms ticker would have seen. Each property runs with
+//! and without lend-while-light, which the owner also turns on and off mid-run.
 
 use chrono::{Duration as CDuration, TimeZone, Utc};
 use lull_core::clock::{MonoMs, Now};
 use lull_core::policy::config::{EvictionMode, PolicyConfig as Config};
-use lull_core::policy::{Action, Command, DonateSpan, Event, PauseSpan, Policy, Saved};
+use lull_core::policy::{Action, Command, DonateSpan, Event, GuestDirective, PauseSpan, Policy, ReturnCause, Saved};
 use lull_core::sample::{InputEvent, InputSignal, Sample};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -25,6 +28,8 @@ enum Step {
     Resume,
     Donate(Option<u16>),
     SetLimit(u8),
+    /// The owner turns lend-while-light on or off.
+    Lend(bool),
     WallClockJump(i32),
     Restart,
 }
@@ -41,6 +46,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Resume),
         1 => proptest::option::of(1u16..7200).prop_map(Step::Donate),
         1 => (0u8..8).prop_map(Step::SetLimit),
+        1 => any::<bool>().prop_map(Step::Lend),
         1 => (-10_800i32..10_800).prop_map(Step::WallClockJump),
         1 => Just(Step::Restart),
     ]
@@ -55,8 +61,13 @@ fn mode() -> impl Strategy<Value = EvictionMode> {
     ]
 }
 
-fn run(steps: Vec<(u32, Step)>, mode: EvictionMode, limit: u32, threshold_s: u64, fixed_limit: bool) -> Result<u32, TestCaseError> {
-    run_probed(steps, mode, limit, threshold_s, fixed_limit, false)
+/// Lend while light: off, or on with a light window of 1, 5 or 60 s.
+fn lend() -> impl Strategy<Value = Option<u64>> {
+    prop_oneof![Just(None), Just(Some(1u64)), Just(Some(5)), Just(Some(60))]
+}
+
+fn run(steps: Vec<(u32, Step)>, mode: EvictionMode, limit: u32, threshold_s: u64, fixed_limit: bool, lend: Option<u64>) -> Result<u32, TestCaseError> {
+    run_probed(steps, mode, limit, threshold_s, fixed_limit, lend, false)
 }
 
 /// With `probe`, after every event a copy of the policy is ticked at moments between
@@ -68,6 +79,7 @@ fn run_probed(
     limit: u32,
     threshold_s: u64,
     fixed_limit: bool,
+    lend: Option<u64>,
     probe: bool,
 ) -> Result<u32, TestCaseError> {
     let gaps: Vec<u64> = steps.iter().skip(1).map(|(dt, _)| *dt as u64).chain([u64::MAX / 4]).collect();
@@ -75,6 +87,8 @@ fn run_probed(
     cfg.eviction.mode = mode;
     cfg.budget.interruptions_per_day = limit;
     cfg.availability.recruitment_threshold_s = threshold_s;
+    cfg.availability.lend_while_light = lend.is_some();
+    cfg.availability.light_for_s = lend.unwrap_or(60);
     let tz = chrono_tz::Europe::Berlin;
     let start = Utc.with_ymd_and_hms(2026, 10, 24, 20, 0, 0).unwrap();
     let mut mono: u64 = 10_000;
@@ -121,6 +135,12 @@ fn run_probed(
             })),
             Step::SetLimit(n) if !fixed_limit => Event::Command(Command::SetLimit(n as u32)),
             Step::SetLimit(_) => Event::Tick,
+            Step::Lend(on) => {
+                let mut c = policy.config().clone();
+                c.availability.lend_while_light = on;
+                policy.set_config(c);
+                Event::Tick
+            }
             Step::WallClockJump(s) => {
                 skew += s as i64 * 1000;
                 Event::Tick
@@ -139,9 +159,17 @@ fn run_probed(
         let is_command = matches!(event, Event::Command(_));
         let exclusive_now = matches!(&event, Event::Sample(s) if s.exclusive_program.is_some());
         let now = now_at(mono, skew);
-        for a in policy.handle(now, event) {
+        let actions = policy.handle(now, event);
+        let stopped = actions.iter().any(|a| matches!(a, Action::Directive(GuestDirective::Freeze | GuestDirective::Evict)));
+        for a in actions {
             match a {
                 Action::InterruptionCounted(i) => {
+                    prop_assert!(
+                        i.cause == ReturnCause::AfterGuest || stopped,
+                        "an interruption was counted for guest work that was not stopped (state before {:?}): {:?}",
+                        before.state,
+                        i
+                    );
                     let n = ledger.entry(i.day).or_default();
                     *n += 1;
                     prop_assert_eq!(*n, i.number, "numbers are consecutive per day, never repeated");
@@ -185,8 +213,9 @@ proptest! {
         mode in mode(),
         limit in 0u32..8,
         threshold_s in prop_oneof![Just(0u64), Just(5), Just(180)],
+        lend in lend(),
     ) {
-        run(steps, mode, limit, threshold_s, true)?;
+        run(steps, mode, limit, threshold_s, true, lend)?;
     }
 
     #[test]
@@ -194,8 +223,9 @@ proptest! {
         steps in proptest::collection::vec((prop_oneof![3 => 0u32..60_000, 1 => 0u32..21_600_000], step()), 1..400),
         mode in mode(),
         limit in 0u32..8,
+        lend in lend(),
     ) {
-        run(steps, mode, limit, 60, false)?;
+        run(steps, mode, limit, 60, false, lend)?;
     }
 
     #[test]
@@ -204,8 +234,9 @@ proptest! {
         mode in mode(),
         limit in 0u32..8,
         threshold_s in prop_oneof![Just(0u64), Just(5), Just(180)],
+        lend in lend(),
     ) {
-        run_probed(steps, mode, limit, threshold_s, false, true)?;
+        run_probed(steps, mode, limit, threshold_s, false, lend, true)?;
     }
 }
 
@@ -222,6 +253,6 @@ fn many_returns_in_one_day_stop_at_the_limit() {
         steps.push((1, Step::Input));
         steps.push((1, Step::Guests(false)));
     }
-    let counted = run(steps, EvictionMode::ImmediateEviction, 3, 5, true).expect("within budget");
+    let counted = run(steps, EvictionMode::ImmediateEviction, 3, 5, true, None).expect("within budget");
     assert_eq!(counted, 3, "20 returns to working guests in one day count exactly the limit");
 }

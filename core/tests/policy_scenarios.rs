@@ -406,4 +406,7 @@ scenarios!(
     linger_time_migration,
     cpu_out_of_definition,
     cpu_full_below_max,
+    lend_while_light,
+    lend_while_light_on,
+    lend_while_light_stops,
 );

@@ -25,7 +25,8 @@ pub fn icon_bytes(state: StateKind) -> &'static [u8] {
     match state {
         StateKind::Idle | StateKind::Recruitable => include_bytes!("../icons/state-idle.png"),
         StateKind::Donating => include_bytes!("../icons/state-donating.png"),
-        StateKind::Lingering => include_bytes!("../icons/state-lingering.png"),
+        // Lending while light looks like lingering: guest work beside a light owner.
+        StateKind::Lingering | StateKind::LendingLight => include_bytes!("../icons/state-lingering.png"),
         StateKind::OwnerActive | StateKind::Evicting => include_bytes!("../icons/state-owner_active.png"),
         StateKind::Paused => include_bytes!("../icons/state-paused.png"),
         StateKind::OutOfBudget => include_bytes!("../icons/state-out_of_budget.png"),
@@ -41,6 +42,7 @@ pub fn state_phrase(s: &AgentStatus) -> String {
         StateKind::Donating if p.donate_now => "donating (you offered it)".into(),
         StateKind::Donating => "donating".into(),
         StateKind::Lingering => "donating quietly while you work".into(),
+        StateKind::LendingLight => "lending while you work lightly".into(),
         StateKind::OwnerActive | StateKind::Evicting => "you are active".into(),
         StateKind::Paused => match p.paused_for_s {
             Some(left) => format!("paused, {} left", short(left)),
@@ -249,7 +251,7 @@ pub fn refresh_every(shown: Option<StateKind>, with_tray: bool) -> Duration {
         return Duration::from_secs(3600);
     }
     match shown {
-        Some(StateKind::Donating | StateKind::Lingering | StateKind::Evicting | StateKind::Paused) | None => MOVING,
+        Some(StateKind::Donating | StateKind::Lingering | StateKind::LendingLight | StateKind::Evicting | StateKind::Paused) | None => MOVING,
         Some(_) => STILL,
     }
 }

@@ -37,6 +37,7 @@ export const STATES: Record<StateKind, { label: string; colour: string; group: G
   recruitable: { label: "Idle, ready for guest work", colour: "#b9bec7", group: "idle" },
   donating: { label: "Donating", colour: "#1f9d55", group: "donating" },
   lingering: { label: "Donating quietly while you work", colour: "#1f9d55", group: "donating" },
+  lending_light: { label: "Lending while you work lightly", colour: "#1f9d55", group: "donating" },
   evicting: { label: "Stopping guest work", colour: "#2d6cdf", group: "owner" },
   paused: { label: "Paused", colour: "#e08a00", group: "paused" },
   out_of_budget: { label: "Out of today's interruptions", colour: "#d43a3a", group: "paused" },

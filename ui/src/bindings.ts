@@ -2,7 +2,7 @@
 // run `LULL_BLESS=1 cargo test -p lull-tray bindings` after changing those types.
 // 64-bit integers are JSON numbers here (all values stay far below 2^53).
 
-export type StateKind = "owner_active" | "idle" | "recruitable" | "donating" | "lingering" | "evicting" | "paused" | "out_of_budget" | "not_allowed";
+export type StateKind = "owner_active" | "idle" | "recruitable" | "donating" | "lingering" | "evicting" | "lending_light" | "paused" | "out_of_budget" | "not_allowed";
 
 export type NotAllowedReason = "hours" | "battery" | "heat" | "exclusive_program";
 
@@ -50,11 +50,25 @@ owner_cpu: number, recruitment_threshold_s: number,
 /**
  * The program from `rules.exclusive_programs` running now, as the owner named it.
  */
-exclusive_program: string | null, };
+exclusive_program: string | null, 
+/**
+ * Seconds every reading has shown the owner light (CPU below
+ * `availability.light_cpu_max`, memory steady); 0 when the last one did not.
+ */
+light_for_s: number, 
+/**
+ * The owner lends while light (`availability.lend_while_light`).
+ */
+lend_while_light: boolean, };
 
 export type CoordinatorLink = { url: string, agent_id: string, };
 
 export type AgentStatus = { donated_cpu_s_today: number, donated_wall_s_today: number, 
+/**
+ * The part of today's donated CPU given while the owner was present (lingering, or
+ * lent while light).
+ */
+donated_present_cpu_s_today: number, 
 /**
  * Input backends in use, with what each cannot see.
  */
@@ -98,13 +112,27 @@ owner_cpu: number, recruitment_threshold_s: number,
 /**
  * The program from `rules.exclusive_programs` running now, as the owner named it.
  */
-exclusive_program: string | null, };
+exclusive_program: string | null, 
+/**
+ * Seconds every reading has shown the owner light (CPU below
+ * `availability.light_cpu_max`, memory steady); 0 when the last one did not.
+ */
+light_for_s: number, 
+/**
+ * The owner lends while light (`availability.lend_while_light`).
+ */
+lend_while_light: boolean, };
 
 export type TransitionRow = { at_utc: string, from: string, to: string, reason: string, };
 
 export type InterruptionRow = { id: number, day: string, number: number, limit: number, cause: string, mode: string, at_utc: string, restore_ms: number | null, };
 
-export type DayDonation = { day: string, cpu_s: number, wall_s: number, };
+export type DayDonation = { day: string, cpu_s: number, wall_s: number, 
+/**
+ * The part of `cpu_s` and `wall_s` donated while the owner was present (guest work
+ * lingering, or lent while light): included in the totals, never added to them.
+ */
+present_cpu_s: number, present_wall_s: number, };
 
 export type TodayReport = { day: string, timeline: Array<TransitionRow>, interruptions: Array<InterruptionRow>, donated_days: Array<DayDonation>, };
 
@@ -150,7 +178,26 @@ memory_growth_max: number,
 /**
  * Continuous idleness required before guest work is recruited, seconds.
  */
-recruitment_threshold_s: number, };
+recruitment_threshold_s: number, 
+/**
+ * Lend while light (seed 000's lingering that starts work): new guest work may also
+ * start while the owner is present, once every reading for `light_for_s` has shown
+ * their CPU below `light_cpu_max` (and their memory steady). Off by default: the
+ * owner opts in (`lull limits --lend-while-light on`, or Settings).
+ */
+lend_while_light: boolean, 
+/**
+ * l: owner CPU (fraction of the machine, guests excluded) below which a present
+ * owner counts as light. Seed 000 finds lingering pays up to 20 % local utilisation
+ * (§5.2, Fig. 8; §7.1) with about 1 % slowdown of the owner's jobs (§5.1, Fig. 7).
+ * 1.0 (the whole machine) leaves CPU out of the light test, as `owner_cpu_max` does.
+ */
+light_cpu_max: number, 
+/**
+ * How long the owner must have stayed light before guest work starts, seconds (seed
+ * 000's traces call a machine idle after one minute of low use).
+ */
+light_for_s: number, };
 
 export type Budget = { 
 /**

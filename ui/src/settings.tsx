@@ -229,6 +229,21 @@ export function SettingsView() {
         </fieldset>
 
         <fieldset>
+          <legend>While you work lightly</legend>
+          <label class="check">
+            <input type="checkbox" id="availability.lend_while_light" checked={c.availability.lend_while_light}
+              onChange={(e) => update(set(c, "availability.lend_while_light", (e.target as HTMLInputElement).checked))} />
+            Lend while I work lightly: guest work may also start while I am here, when my programs have used little CPU for a while
+          </label>
+          <p class="help">
+            Guest work then runs at the lowest priority and yields to everything you do (about 1 % slowdown at most). It is not counted as an
+            interruption unless your own work grows and it has to be stopped.
+          </p>
+          {c.availability.lend_while_light && num({ path: "availability.light_cpu_max", label: "Light means my CPU stays below", unit: "% of the machine", scale: 100 })}
+          {c.availability.lend_while_light && num({ path: "availability.light_for_s", label: "For at least", unit: "s", scale: 1 })}
+        </fieldset>
+
+        <fieldset>
           <legend>Guest work may use at most</legend>
           {num({ path: "caps.cpu_max", label: "CPU", unit: "% of the machine", scale: 100 })}
           {num({ path: "caps.memory_max", label: "Memory", unit: "% of memory", scale: 100, help: "Guests also never use memory your programs need: only what is free." })}

@@ -59,6 +59,19 @@ pub struct Availability {
     pub memory_growth_max: f64,
     /// Continuous idleness required before guest work is recruited, seconds.
     pub recruitment_threshold_s: u64,
+    /// Lend while light (seed 000's lingering that starts work): new guest work may also
+    /// start while the owner is present, once every reading for `light_for_s` has shown
+    /// their CPU below `light_cpu_max` (and their memory steady). Off by default: the
+    /// owner opts in (`lull limits --lend-while-light on`, or Settings).
+    pub lend_while_light: bool,
+    /// l: owner CPU (fraction of the machine, guests excluded) below which a present
+    /// owner counts as light. Seed 000 finds lingering pays up to 20 % local utilisation
+    /// (§5.2, Fig. 8; §7.1) with about 1 % slowdown of the owner's jobs (§5.1, Fig. 7).
+    /// 1.0 (the whole machine) leaves CPU out of the light test, as `owner_cpu_max` does.
+    pub light_cpu_max: f64,
+    /// How long the owner must have stayed light before guest work starts, seconds (seed
+    /// 000's traces call a machine idle after one minute of low use).
+    pub light_for_s: u64,
 }
 
 /// The social contract (seed 004, §3.5).
@@ -127,7 +140,15 @@ pub struct AllowedHours {
 
 impl Default for Availability {
     fn default() -> Self {
-        Self { owner_cpu_max: 0.20, memory_window_s: 60, memory_growth_max: 0.05, recruitment_threshold_s: 180 }
+        Self {
+            owner_cpu_max: 0.20,
+            memory_window_s: 60,
+            memory_growth_max: 0.05,
+            recruitment_threshold_s: 180,
+            lend_while_light: false,
+            light_cpu_max: 0.20,
+            light_for_s: 60,
+        }
     }
 }
 impl Default for Budget {

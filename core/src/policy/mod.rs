@@ -15,10 +15,15 @@
 //!   day.
 //! - On a return the guests are frozen, then handled by the eviction mode (IE, PM, LL,
 //!   LF). Lingering lasts `T_lingr = ((1 − l)/(h − l)) · T_migr` (seed 000, eqs. 3–5).
+//! - *Lend while light* (opt-in, seed 000's lingering that starts work): guest work may
+//!   also start while the owner is present but has kept their CPU below `l` for a while.
+//!   Such a guest counts one interruption only if it is later stopped (frozen or
+//!   evicted) on account of the owner; lingering on is free.
 //! - Durations run on the monotonic clock; the local day only moves forward, so setting
 //!   the wall clock back neither resets nor re-counts a day.
 
 pub mod config;
+pub mod migration;
 pub mod rules;
 pub mod window;
 
@@ -49,6 +54,9 @@ pub enum StateKind {
     Lingering,
     /// Guest work is frozen or being stopped because the owner came back.
     Evicting,
+    /// The owner is present but light (`availability.lend_while_light`): guest work runs
+    /// at lowest priority and new guest work may start.
+    LendingLight,
     /// The owner paused Lull.
     Paused,
     /// The day's interruption budget is used up; back in the pool the next local day.
@@ -67,6 +75,7 @@ impl StateKind {
             Self::Donating => "donating",
             Self::Lingering => "lingering",
             Self::Evicting => "evicting",
+            Self::LendingLight => "lending_light",
             Self::Paused => "paused",
             Self::OutOfBudget => "out_of_budget",
             Self::NotAllowed => "not_allowed",
@@ -265,6 +274,13 @@ pub struct PolicyStatus {
     /// The program from `rules.exclusive_programs` running now, as the owner named it.
     #[serde(default)]
     pub exclusive_program: Option<String>,
+    /// Seconds every reading has shown the owner light (CPU below
+    /// `availability.light_cpu_max`, memory steady); 0 when the last one did not.
+    #[serde(default)]
+    pub light_for_s: u64,
+    /// The owner lends while light (`availability.lend_while_light`).
+    #[serde(default)]
+    pub lend_while_light: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -336,6 +352,13 @@ pub struct Policy {
     /// PM: evict at this time if the owner is still there.
     evict_at: Option<MonoMs>,
     linger_since: Option<MonoMs>,
+    /// Since when every reading has shown the owner light (lend while light).
+    light_since: Option<MonoMs>,
+    /// The guest work present started while lending to a light owner and nothing has been
+    /// counted for it yet: stopping it on the owner's account counts once.
+    lent_uncounted: bool,
+    /// What the driver knows of the pool for the migration decision.
+    pool: PoolView,
     /// T_migr as the guest runtime estimates it from the checkpoint size; the configured
     /// `eviction.migration_cost_s` until it does.
     migration_cost: Option<Duration>,
@@ -352,6 +375,23 @@ pub struct Policy {
     used_today: u32,
 
     last_now: Option<Now>,
+}
+
+/// What the driver knows of the pool for seed 000's migration decision
+/// ([`migration::decide`]). The default, knowing nothing, assumes a free machine at
+/// utilisation 0 and a job that outlasts the owner's episode: plain `T_lingr` with l = 0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PoolView {
+    /// The owner utilisation l of the best free machine; `None`: no free machine.
+    pub destination_load: Option<f32>,
+    /// The guest job's predicted remaining time on an unloaded machine, if known.
+    pub remaining: Option<Duration>,
+}
+
+impl Default for PoolView {
+    fn default() -> Self {
+        Self { destination_load: Some(0.0), remaining: None }
+    }
 }
 
 /// Wall-clock steps larger than this (relative to the monotonic clock) are reported.
@@ -409,6 +449,9 @@ impl Policy {
             unattended_guest_end: None,
             evict_at: None,
             linger_since: None,
+            light_since: None,
+            lent_uncounted: false,
+            pool: PoolView::default(),
             migration_cost: None,
             pause,
             donate,
@@ -439,6 +482,32 @@ impl Policy {
     /// Sets T_migr as measured for the present guest work (`None`: the configured estimate).
     pub fn set_migration_cost(&mut self, t: Option<Duration>) {
         self.migration_cost = t;
+    }
+
+    /// Tells the policy what is known of the pool (a free machine's load, the job's
+    /// remaining time) for the Linger-Longer migration decision. Like
+    /// [`Self::set_migration_cost`] it takes effect at the next event: a driver that
+    /// changes it feeds one (a reading or [`Event::Tick`]).
+    pub fn set_pool_view(&mut self, pool: PoolView) {
+        self.pool = pool;
+    }
+
+    /// Seed 000 §5.2's decision for guest work lingering under Linger-Longer now
+    /// (`None` when not lingering under LL): what [`Self::handle`] acts on.
+    pub fn migration_decision(&self, now: Now) -> Option<migration::MigrationDecision> {
+        let since = self.linger_since?;
+        (self.state == StateKind::Lingering && self.cfg.eviction.mode == EvictionMode::LingerLonger)
+            .then(|| migration::decide(&self.migration_inputs(now.mono.since(since))))
+    }
+
+    fn migration_inputs(&self, lingered_for: Duration) -> migration::MigrationInputs {
+        migration::MigrationInputs {
+            here_load: self.util.mean(),
+            lingered_for,
+            migration_cost: self.migration_cost(),
+            destination_load: self.pool.destination_load,
+            remaining: self.pool.remaining,
+        }
     }
 
     /// The T_migr in use.
@@ -514,6 +583,8 @@ impl Policy {
             owner_cpu: self.last_sample.as_ref().map_or(0.0, |s| s.owner_cpu),
             recruitment_threshold_s: self.cfg.availability.recruitment_threshold_s,
             exclusive_program: self.exclusive_program().map(str::to_owned),
+            light_for_s: self.light_since.map_or(0, |t| now.mono.since(t).as_secs()),
+            lend_while_light: self.cfg.availability.lend_while_light,
         }
     }
 
@@ -564,9 +635,15 @@ impl Policy {
             at(t);
         }
         if let (StateKind::Lingering, EvictionMode::LingerLonger, Some(since)) = (self.state, self.cfg.eviction.mode, self.linger_since) {
-            if let Some(limit) = Self::linger_time(self.util.mean(), 0.0, self.migration_cost()) {
+            // Between events h and the pool view hold still, so the decision can only
+            // turn to "migrate" when the linger time is reached.
+            if let Some(limit) = self.pool.destination_load.and_then(|l| migration::linger_time(self.util.mean(), l, self.migration_cost())) {
                 at(since.plus(limit));
             }
+        }
+        // Lend while light: the owner has been light long enough.
+        if let (true, Some(since)) = (self.cfg.availability.lend_while_light, self.light_since) {
+            at(since.plus(self.light_for()));
         }
         // The next local day: the budget starts afresh, a pause until tomorrow ends.
         if let Some(d) = now.local_date().succ_opt() {
@@ -593,15 +670,11 @@ impl Policy {
         }
     }
 
-    /// `T_lingr = ((1 − l)/(h − l)) · T_migr` (seed 000, eq. 5) with l = 0 for lack of
-    /// knowledge of other nodes: how long to linger at owner utilisation `h`. Infinite
-    /// (None) when h ≤ l.
+    /// `T_lingr = ((1 − l)/(h − l)) · T_migr` (seed 000, eq. 4): how long to linger at
+    /// owner utilisation `h` before moving to a machine at `l`. Infinite (None) when
+    /// h ≤ l. See [`migration::linger_time`].
     pub fn linger_time(h: f32, l: f32, t_migr: Duration) -> Option<Duration> {
-        if h <= l {
-            return None;
-        }
-        let factor = ((1.0 - l) / (h - l)) as f64;
-        Some(Duration::from_secs_f64(t_migr.as_secs_f64() * factor))
+        migration::linger_time(h, l, t_migr)
     }
 
     /// Feeds one event at `now`; returns what the driver must do, in order.
@@ -613,6 +686,10 @@ impl Policy {
             Event::Sample(s) => {
                 self.mem.push(now.mono, s.owner_mem_bytes);
                 self.util.push(now.mono, s.owner_cpu);
+                // A limit of 1.0 (the whole machine) takes CPU out of the light test.
+                let l = self.cfg.availability.light_cpu_max;
+                let light = (l >= 1.0 || (s.owner_cpu as f64) < l) && self.memory_steady(s.mem_total_bytes);
+                self.light_since = if light { Some(self.light_since.unwrap_or(now.mono)) } else { None };
                 self.last_sample = Some(s);
                 self.sample_after_return = true;
             }
@@ -621,6 +698,10 @@ impl Policy {
             Event::GuestsPresent(p) => {
                 if self.guests_present && !p && self.state == StateKind::Donating && self.donate.is_none() {
                     self.unattended_guest_end = Some(now.mono);
+                }
+                if !p {
+                    // The lent guest work is gone: its episode ends uncounted.
+                    self.lent_uncounted = false;
                 }
                 self.guests_present = p;
             }
@@ -742,11 +823,85 @@ impl Policy {
         if cpu_max < 1.0 && s.owner_cpu as f64 >= cpu_max {
             return Some(ReturnCause::OwnerCpu);
         }
-        let allowed = (self.cfg.availability.memory_growth_max * s.mem_total_bytes as f64) as u64;
-        if self.mem.growth() > allowed {
+        if !self.memory_steady(s.mem_total_bytes) {
             return Some(ReturnCause::OwnerMemory);
         }
         None
+    }
+
+    /// The owner's memory grew by no more than `memory_growth_max` over its window.
+    fn memory_steady(&self, mem_total_bytes: u64) -> bool {
+        let allowed = (self.cfg.availability.memory_growth_max * mem_total_bytes as f64) as u64;
+        self.mem.growth() <= allowed
+    }
+
+    fn light_for(&self) -> Duration {
+        Duration::from_secs(self.cfg.availability.light_for_s)
+    }
+
+    /// Lend while light: the owner opted in and has been light (every reading below `l`,
+    /// memory steady) for `light_for_s`, holds no idle inhibitor and runs no exclusive
+    /// program.
+    fn light(&self, now: Now) -> bool {
+        self.cfg.availability.lend_while_light
+            && !self.inhibited
+            && self.exclusive_program().is_none()
+            && self.light_since.is_some_and(|t| now.mono.since(t) >= self.light_for())
+    }
+
+    /// Why lent guest work must stop on the owner's account (`None`: the owner turned
+    /// lending off, which is their choice and counts nothing).
+    fn light_lost_cause(&self) -> Option<ReturnCause> {
+        if !self.cfg.availability.lend_while_light {
+            None
+        } else if self.inhibited {
+            Some(ReturnCause::Inhibitor)
+        } else if self.last_sample.as_ref().is_some_and(|s| !self.memory_steady(s.mem_total_bytes)) {
+            Some(ReturnCause::OwnerMemory)
+        } else {
+            Some(ReturnCause::OwnerCpu)
+        }
+    }
+
+    /// Counts the one interruption of lent guest work stopped on the owner's account.
+    fn count_lent(&mut self, now: Now, cause: ReturnCause, out: &mut Vec<Action>) {
+        if std::mem::take(&mut self.lent_uncounted) {
+            self.count_interruption(now, cause, out);
+        }
+    }
+
+    /// Lent guest work whose owner is no longer light: it lingers on where the mode
+    /// lingers and the owner's utilisation allows (nothing counted), else it is stopped
+    /// as the mode stops guests on a return, which counts once.
+    fn stop_lending(&mut self, now: Now, out: &mut Vec<Action>) {
+        let cause = self.light_lost_cause();
+        self.evict_at = None;
+        self.linger_since = None;
+        let mode = self.cfg.eviction.mode;
+        let lingerable = self.util.mean() as f64 <= self.cfg.eviction.linger_cpu_max && matches!(cause, Some(ReturnCause::OwnerCpu | ReturnCause::Inhibitor));
+        if lingerable && matches!(mode, EvictionMode::LingerLonger | EvictionMode::LingerForever) {
+            self.linger_since = Some(now.mono);
+            self.set(now, StateKind::Lingering, "owner no longer light: lingering", out);
+            self.direct(GuestDirective::Linger, out);
+            return;
+        }
+        let Some(cause) = cause else {
+            self.lent_uncounted = false;
+            self.set(now, StateKind::Evicting, "lend while light turned off", out);
+            self.direct(GuestDirective::Evict, out);
+            return;
+        };
+        self.count_lent(now, cause, out);
+        self.set(now, StateKind::Evicting, "owner no longer light", out);
+        let d = match mode {
+            EvictionMode::ImmediateEviction | EvictionMode::LingerLonger => GuestDirective::Evict,
+            EvictionMode::PauseAndMigrate => {
+                self.evict_at = Some(now.mono.plus(Duration::from_secs(self.cfg.eviction.pause_s)));
+                GuestDirective::Freeze
+            }
+            EvictionMode::LingerForever => GuestDirective::Freeze,
+        };
+        self.direct(d, out);
     }
 
     fn expire_settings(&mut self, now: Now, busy: bool, out: &mut Vec<Action>) {
@@ -869,6 +1024,8 @@ impl Policy {
                 self.direct(GuestDirective::Evict, out);
                 return;
             }
+            // Donate-now never counts, so guest work it covered is not lent work.
+            self.lent_uncounted = false;
             let to = if self.guests_present { StateKind::Donating } else { StateKind::Recruitable };
             self.set(now, to, "donate now", out);
             self.direct(GuestDirective::Accept, out);
@@ -932,10 +1089,11 @@ impl Policy {
                     self.direct(GuestDirective::Accept, out);
                     return;
                 }
-                StateKind::Evicting | StateKind::Lingering if recruitable && self.directive != GuestDirective::Evict => {
+                StateKind::Evicting | StateKind::Lingering | StateKind::LendingLight if recruitable && self.directive != GuestDirective::Evict => {
                     // The owner left again for a whole recruitment threshold: re-recruited.
                     self.linger_since = None;
                     self.evict_at = None;
+                    self.lent_uncounted = false;
                     self.set(now, StateKind::Donating, "owner away again", out);
                     self.direct(GuestDirective::Accept, out);
                     return;
@@ -944,13 +1102,30 @@ impl Policy {
                     self.evicting(now, out);
                     return;
                 }
+                StateKind::Lingering if self.light(now) && self.directive == GuestDirective::Linger => {
+                    // Light again for the whole window while lending is on: new guest
+                    // work may start beside what lingers.
+                    self.linger_since = None;
+                    self.set(now, StateKind::LendingLight, "owner light again: lending", out);
+                    self.direct(GuestDirective::Accept, out);
+                    return;
+                }
                 StateKind::Lingering => {
                     self.lingering(now, out);
+                    return;
+                }
+                StateKind::LendingLight if self.light(now) => {
+                    self.direct(GuestDirective::Accept, out);
+                    return;
+                }
+                StateKind::LendingLight => {
+                    self.stop_lending(now, out);
                     return;
                 }
                 _ => {
                     // Guest work that no recruitment allowed (left over after a pause or
                     // an offer): stop it, without counting.
+                    self.lent_uncounted = false;
                     self.set(now, StateKind::Evicting, "guest work present without recruitment", out);
                     self.direct(GuestDirective::Evict, out);
                     return;
@@ -958,18 +1133,25 @@ impl Policy {
             }
         }
 
-        // 5. No guest work: the owner's activity alone.
-        let (to, why) = if !self.available {
-            (StateKind::OwnerActive, "owner active")
-        } else if recruitable {
+        // 5. No guest work: the owner's activity alone (and, when lending while light,
+        // how light it is).
+        let (to, why) = if recruitable {
             (StateKind::Recruitable, "idle for the recruitment threshold")
+        } else if self.light(now) {
+            (StateKind::LendingLight, "owner light: lending")
+        } else if !self.available {
+            (StateKind::OwnerActive, "owner active")
         } else {
             (StateKind::Idle, "machine idle")
         };
         self.linger_since = None;
         self.evict_at = None;
+        // Guest work that starts from here was lent, not recruited: it counts only if
+        // the owner's activity later stops it.
+        self.lent_uncounted = to == StateKind::LendingLight;
         self.set(now, to, why, out);
-        self.direct(if to == StateKind::Recruitable { GuestDirective::Accept } else { GuestDirective::Evict }, out);
+        let accept = matches!(to, StateKind::Recruitable | StateKind::LendingLight);
+        self.direct(if accept { GuestDirective::Accept } else { GuestDirective::Evict }, out);
     }
 
     /// Guests are frozen after a return; the mode decides what follows.
@@ -1014,20 +1196,19 @@ impl Policy {
                 _ => (GuestDirective::Evict, "owner utilisation above linger limit: migrating"),
             };
             self.linger_since = None;
+            self.count_lent(now, ReturnCause::OwnerCpu, out);
             self.set(now, StateKind::Evicting, why, out);
             self.direct(d, out);
             return;
         }
         if self.cfg.eviction.mode == EvictionMode::LingerLonger {
-            let t_migr = self.migration_cost.unwrap_or(Duration::from_secs(self.cfg.eviction.migration_cost_s));
             let since = *self.linger_since.get_or_insert(now.mono);
-            if let Some(limit) = Self::linger_time(h, 0.0, t_migr) {
-                if now.mono.since(since) >= limit {
-                    self.linger_since = None;
-                    self.set(now, StateKind::Evicting, "lingered T_lingr: migrating", out);
-                    self.direct(GuestDirective::Evict, out);
-                    return;
-                }
+            if migration::decide(&self.migration_inputs(now.mono.since(since))) == migration::MigrationDecision::Migrate {
+                self.linger_since = None;
+                self.count_lent(now, ReturnCause::OwnerCpu, out);
+                self.set(now, StateKind::Evicting, "lingered T_lingr: migrating", out);
+                self.direct(GuestDirective::Evict, out);
+                return;
             }
         }
         self.direct(GuestDirective::Linger, out);

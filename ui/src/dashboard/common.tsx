@@ -36,6 +36,7 @@ export function Empty({ children }: { children: ComponentChildren }) {
 export const MACHINE_STATES: Record<string, { label: string; colour: string }> = {
   donating: { label: "Donating", colour: "#1f9d55" },
   lingering: { label: "Donating, owner lightly active", colour: "#6cc48f" },
+  lending_light: { label: "Lending, owner working lightly", colour: "#6cc48f" },
   recruitable: { label: "Idle, ready for work", colour: "#9ad0b0" },
   idle: { label: "Idle, not yet recruited", colour: "#b9bec7" },
   owner_active: { label: "Owner using it", colour: "#2d6cdf" },

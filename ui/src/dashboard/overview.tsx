@@ -14,7 +14,7 @@ export function Overview({ tick }: { tick: number }) {
     <Loading load={load}>
       {([pool, agents, week]) => {
         const m = (k: string) => pool.machines[k] ?? 0;
-        const donatingNow = m("donating") + m("lingering");
+        const donatingNow = m("donating") + m("lingering") + m("lending_light");
         const cpu7 = week.rows.reduce((a, r) => a + r.cpu_s, 0);
         const offlineAfter = pool.offline_after_s;
         return (
