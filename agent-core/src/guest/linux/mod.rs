@@ -12,6 +12,8 @@ pub mod account;
 pub mod cgroup;
 pub mod fallback;
 pub mod memory;
+pub mod owner_cache;
+pub mod owner_protect;
 pub mod priority;
 pub mod sandbox;
 pub mod spawn;
