@@ -7,7 +7,7 @@ use crate::alarm::Alarm;
 use crate::clock::{boot_id, mono_now, MonoMs, Now, SystemClock};
 use crate::config::Config;
 use crate::control::{self, AgentStatus, Request, Response, TodayReport, MAX_REQUEST_BYTES};
-use crate::guest::{GuestInfo, GuestPhase, GuestSpec};
+use crate::guest::{GuestInfo, GuestPhase, GuestSpec, OwnerMemoryStatus, RestoreReport};
 use crate::input::{InputBackend, InputSink};
 use crate::ledger::{GuestTotals, Ledger, LedgerError, TraceRow};
 use crate::paths::Paths;
@@ -53,8 +53,13 @@ pub trait GuestHost: Send {
     fn totals(&mut self) -> Vec<GuestTotals>;
     /// A hook that freezes every guest at once, callable from any thread.
     fn fast_freeze(&self) -> Option<FastFreeze>;
-    /// The duration of the last memory restore after an eviction, once, when one ran.
-    fn take_restore_time(&mut self) -> Option<Duration>;
+    /// The restore after the last eviction (anonymous pages and file cache, each timed),
+    /// once, when one ran.
+    fn take_restore(&mut self) -> Option<RestoreReport>;
+    /// How the owner's memory is kept (protection, last restore), for `lull status`.
+    fn owner_memory(&mut self) -> Option<OwnerMemoryStatus> {
+        None
+    }
     /// T_migr for the present guest work (suspend + checkpoint size / bandwidth +
     /// resume), when the runtime can estimate it; the policy's `T_lingr` uses it.
     fn migration_cost(&mut self) -> Option<Duration> {
@@ -127,7 +132,7 @@ impl GuestHost for NoGuests {
     fn fast_freeze(&self) -> Option<FastFreeze> {
         None
     }
-    fn take_restore_time(&mut self) -> Option<Duration> {
+    fn take_restore(&mut self) -> Option<RestoreReport> {
         None
     }
 }
@@ -141,9 +146,11 @@ pub enum Notice {
         guests: String,
     },
     Action(Now, Action),
-    /// The owner's memory was restored after an eviction, taking this long.
+    /// The owner's memory was restored after an eviction: swapped pages and file cache,
+    /// each taking this long (`None`: that part had nothing to do).
     Restored {
-        restore_ms: u64,
+        anon_ms: Option<u64>,
+        file_cache_ms: Option<u64>,
     },
 }
 
@@ -486,14 +493,19 @@ impl Driver {
         if present && self.last_totals.elapsed() >= TOTALS_EVERY {
             self.write_totals(now);
         }
-        if let Some(d) = self.guests.take_restore_time() {
-            if let Some(id) = self.last_interruption {
-                if let Err(e) = self.ledger.set_restore_time(id, d.as_millis() as u64) {
-                    error!("could not record the memory restore time: {e}");
+        if let Some(r) = self.guests.take_restore() {
+            // One restore per eviction, recorded with the interruption that caused it and
+            // never again with an older one (an eviction without an interruption, e.g.
+            // for memory pressure, records nothing).
+            if let Some(id) = self.last_interruption.take() {
+                if let Err(e) = self.ledger.set_restore_times(id, r.anon_ms, r.file_cache_ms) {
+                    error!("could not record the memory restore times: {e}");
                 }
             }
-            info!(restore_ms = d.as_millis() as u64, "owner memory restored after eviction");
-            self.notify(&Notice::Restored { restore_ms: d.as_millis() as u64 });
+            if r.anon_ms.is_some() || r.file_cache_ms.is_some() {
+                info!(anon_ms = r.anon_ms, file_cache_ms = r.file_cache_ms, "owner memory restored after eviction");
+                self.notify(&Notice::Restored { anon_ms: r.anon_ms, file_cache_ms: r.file_cache_ms });
+            }
         }
         let t = now.utc.timestamp();
         let every = self.config.sampling.trace_interval_s as i64;
@@ -693,6 +705,7 @@ impl Driver {
                 .map(|(b, why)| format!("{b}: {why}"))
                 .collect(),
             coordinator: self.coordinator.clone(),
+            owner_memory: self.guests.owner_memory(),
         }
     }
 

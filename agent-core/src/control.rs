@@ -74,6 +74,10 @@ pub struct AgentStatus {
     /// The coordinator this agent is linked to, if enrolled.
     #[serde(default)]
     pub coordinator: Option<CoordinatorLink>,
+    /// How the owner's memory is kept warm (protection while guests run, the last
+    /// restore after an eviction); `None` without a guest runtime.
+    #[serde(default)]
+    pub owner_memory: Option<crate::guest::OwnerMemoryStatus>,
 }
 
 /// The coordinator an agent is linked to (never its secret).
