@@ -349,8 +349,11 @@ impl LinuxRuntime {
     /// session protected.
     fn keep_owner_warm(&mut self) {
         let owner = memory::owner_pids(&self.guest_cgroup_marker());
+        self.protection.engage(&owner, memory::meminfo().total);
         if self.warm.cache_max_bytes > 0 {
-            let snap = owner_cache::snapshot(&owner, &self.warm);
+            // The owner's session's processes when it is known, else all the owner's.
+            let session = self.protection.session_pids();
+            let snap = owner_cache::snapshot(session.as_deref().unwrap_or(&owner), &self.warm);
             info!(
                 files = snap.files.len(),
                 mib = snap.bytes / MIB,
@@ -361,7 +364,6 @@ impl LinuxRuntime {
             );
             self.cache_snapshot = Some(snap);
         }
-        self.protection.engage(&owner, memory::meminfo().total);
     }
 
     /// The process group leaders' pids (= pgids) of present guests.
@@ -702,7 +704,7 @@ impl LinuxRuntime {
             self.protection.update(memory::meminfo().total);
         }
         // Restore the owner's memory once an eviction is complete: swapped pages first
-        // (what the owner touches first), then the file cache at idle I/O priority.
+        // (what the owner touches first), then the file cache at low I/O priority.
         if self.restore_due && self.guests.is_empty() && self.restore_job.is_none() {
             self.restore_due = false;
             let marker = self.guest_cgroup_marker();
@@ -717,7 +719,7 @@ impl LinuxRuntime {
                         memory::Restore::default()
                     };
                     let cache = snapshot.map(|snap| {
-                        owner_cache::idle_io_priority_for_this_thread();
+                        owner_cache::io_priority_for_this_thread(owner_cache::RestoreIo::from_env());
                         let mut gate = owner_cache::PressureGate::new(rules);
                         owner_cache::restore(&snap, || gate.may_continue(), Duration::from_secs(60))
                     });

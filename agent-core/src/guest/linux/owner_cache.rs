@@ -15,7 +15,7 @@
 //! **Restore**: for each recorded file still there (same device and inode), the pages
 //! resident before and missing now ([`missing_ranges`]) are asked for with
 //! `posix_fadvise(WILLNEED)` (readahead into the page cache, through rustix), a batch at
-//! a time, from a thread at the idle I/O priority class; each batch is waited for (mincore
+//! a time, from a thread at the lowest best-effort I/O priority ([`RestoreIo`]); each batch is waited for (mincore
 //! again) and the owner's memory pressure is checked between batches, stopping if it rose
 //! ([`restore_may_continue`]). The pages are charged to the agent's memory cgroup, which
 //! read them. The time counted is the whole step.
@@ -34,6 +34,10 @@ pub const SNAPSHOT_TIME_CAP: Duration = Duration::from_secs(2);
 const MAX_SPAN: u64 = 16 << 30;
 /// Pages asked for before waiting for them and checking the owner's pressure (16 MiB).
 const BATCH_PAGES: u64 = 4096;
+/// Pages per `posix_fadvise(WILLNEED)` call (128 KiB): the kernel reads at most
+/// max(readahead window, device I/O size) pages per call, from the start of the range,
+/// and the default window is 128 KiB.
+const ADVICE_PAGES: u64 = 32;
 /// How long one batch may take to arrive before the restore moves on.
 const BATCH_WAIT: Duration = Duration::from_secs(5);
 
@@ -270,14 +274,39 @@ pub struct CacheRestore {
     pub stopped: Option<String>,
 }
 
-/// Sets the calling thread's I/O priority to the idle class (it gets the disk only when
-/// nobody else wants it). False where the kernel refuses.
-pub fn idle_io_priority_for_this_thread() -> bool {
+/// The I/O priority the restore reads at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreIo {
+    /// Best effort, lowest level (7): behind the owner's own reads under a scheduler that
+    /// weighs levels (BFQ), never starved.
+    Low,
+    /// The idle class: the disk only when nobody else wants it. On a busy disk under
+    /// mq-deadline it waits for the kernel's aging (seconds per batch): `LULL_RESTORE_IO=idle`.
+    Idle,
+}
+
+impl RestoreIo {
+    /// `LULL_RESTORE_IO=idle` chooses the idle class; anything else the low level.
+    pub fn from_env() -> Self {
+        match std::env::var("LULL_RESTORE_IO").as_deref() {
+            Ok("idle") => Self::Idle,
+            _ => Self::Low,
+        }
+    }
+}
+
+/// Sets the calling thread's I/O priority. False where the kernel refuses.
+pub fn io_priority_for_this_thread(io: RestoreIo) -> bool {
+    const IOPRIO_CLASS_BE: libc::c_long = 2;
     const IOPRIO_CLASS_IDLE: libc::c_long = 3;
     const IOPRIO_CLASS_SHIFT: libc::c_long = 13;
     const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+    let value = match io {
+        RestoreIo::Low => (IOPRIO_CLASS_BE << IOPRIO_CLASS_SHIFT) | 7,
+        RestoreIo::Idle => IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT,
+    };
     // SAFETY: ioprio_set with "who" 0 changes only the calling thread; no memory involved.
-    unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0 as libc::c_long, IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT) == 0 }
+    unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0 as libc::c_long, value) == 0 }
 }
 
 /// The owner's memory pressure as the restore sees it: whether it may go on, from
@@ -358,7 +387,12 @@ pub fn restore(snap: &CacheSnapshot, mut may_continue: impl FnMut() -> bool, tim
                 i += 1;
             }
             for &(s, l) in &batch {
-                let _ = fadvise(&f, s * ps, NonZeroU64::new(l * ps), Advice::WillNeed);
+                let mut off = 0;
+                while off < l {
+                    let n = (l - off).min(ADVICE_PAGES);
+                    let _ = fadvise(&f, (s + off) * ps, NonZeroU64::new(n * ps), Advice::WillNeed);
+                    off += n;
+                }
             }
             // Wait for the batch to arrive (readahead is asynchronous).
             let deadline = Instant::now() + BATCH_WAIT;

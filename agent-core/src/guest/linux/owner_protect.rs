@@ -255,6 +255,29 @@ impl OwnerProtection {
         self.peak_working_set = 0;
     }
 
+    /// The processes of the owner's session (the configured owner cgroup, or the one
+    /// protected now) and of every cgroup below it; `None` when it is not known.
+    pub fn session_pids(&self) -> Option<Vec<u32>> {
+        let f = self.flavour?;
+        let top = match (&self.target, self.configured.is_empty()) {
+            (Some(t), _) => t.clone(),
+            (None, false) => f.root().join(self.configured.trim_start_matches('/')),
+            (None, true) => return None,
+        };
+        let mut pids = Vec::new();
+        let mut stack = vec![top];
+        while let Some(dir) = stack.pop() {
+            let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) else { continue };
+            pids.extend(procs.lines().filter_map(|l| l.trim().parse::<u32>().ok()));
+            if let Ok(rd) = std::fs::read_dir(&dir) {
+                stack.extend(rd.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()));
+            }
+        }
+        let me = std::process::id();
+        pids.retain(|&p| p != me);
+        Some(pids)
+    }
+
     /// Whether a protection is written now.
     pub fn engaged(&self) -> bool {
         self.written.is_some()
