@@ -31,6 +31,9 @@ pub enum Which {
     /// The owner's return end to end on the product (lull up, lull-tray): one XTest motion
     /// from a separate client → the guest's last heartbeat (goal: p99 ≤ 5 ms, 0 missed).
     OwnerReturn(crate::bench_owner_return::OwnerReturnArgs),
+    /// The owner's file cache after a memory-hungry guest on the real agent: the owner's
+    /// reads before, after eviction without and with Lull's restore (goal: within 5 %).
+    OwnerCache(crate::bench_owner_cache::OwnerCacheArgs),
     /// Coordinator heartbeats/s and latency with N simulated agents over loopback
     /// (goal on SQLite: ≥ 20,000/s, p99 ≤ 10 ms with 10,000 agents).
     Heartbeats(crate::bench_heartbeats::HeartbeatArgs),
@@ -101,6 +104,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Which::Heartbeats(h) => crate::bench_heartbeats::run(h),
         Which::Placements(p) => crate::bench_placements::run(p),
         Which::OwnerReturn(a) => crate::bench_owner_return::run(a),
+        Which::OwnerCache(a) => crate::bench_owner_cache::run(a),
     }
 }
 
