@@ -152,6 +152,21 @@ impl Owner {
         Ok(Self { child, stdin, stdout })
     }
 
+    /// Bytes the owner has had read from storage (`/proc/PID/io` `read_bytes`).
+    fn disk_bytes(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/io", self.child.id()))
+            .ok()
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("read_bytes: ").and_then(|v| v.trim().parse().ok())))
+            .unwrap_or(0)
+    }
+
+    /// One read of the whole working set: ms, and MiB of it that came from storage.
+    fn read_with_disk(&mut self) -> Result<(f64, f64)> {
+        let before = self.disk_bytes();
+        let ms = self.read()?;
+        Ok((ms, (self.disk_bytes().saturating_sub(before)) as f64 / 1048576.0))
+    }
+
     /// One read of the whole working set, ms.
     fn read(&mut self) -> Result<f64> {
         self.stdin.write_all(b"go\n")?;
@@ -261,6 +276,10 @@ struct CaseResult {
     cold_ms: Vec<f64>,
     before_ms: Vec<f64>,
     after_ms: Vec<f64>,
+    /// The owner's second read after its return (warm in every case).
+    after_second_ms: Vec<f64>,
+    /// MiB the owner's first read after its return had to fetch from storage.
+    after_disk_mib: Vec<f64>,
     /// The owner's files in memory (MiB) while the guest held its memory, and after.
     left_under_guest_mib: Vec<f64>,
     resident_after_mib: Vec<f64>,
@@ -314,10 +333,10 @@ fn round(
         agent.status().and_then(|s| s.owner_memory).and_then(|m| m.last_restore).filter(|l| Some(l) != restores_before.as_ref())
     })?;
     r.resident_after_mib.push(resident_mib(files));
-    r.after_ms.push(owner.read()?);
-    if std::env::var("LULL_BENCH_DEBUG").is_ok() {
-        eprintln!("debug: resident after the read {:.0} MiB, second read {:.0} ms", resident_mib(files), owner.read()?);
-    }
+    let (after, disk) = owner.read_with_disk()?;
+    r.after_ms.push(after);
+    r.after_disk_mib.push(disk);
+    r.after_second_ms.push(owner.read()?);
     let today = match call(&agent.socket(), &Request::Today)? {
         Response::Today(t) => t,
         other => bail!("today: {other:?}"),
@@ -369,10 +388,12 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
                 .with_context(|| format!("round {n}, case {name}"))?;
             if !a.json {
                 eprintln!(
-                    "round {n} {name:10}: before {:.0} ms · cache left under the guest {:.0} MiB · after {:.0} ms · ledger restore {:?} ms / file cache {:?} ms",
+                    "round {n} {name:10}: before {:.0} ms · cache left under the guest {:.0} MiB · after {:.0} ms ({:.0} MiB from disk), then {:.0} ms · ledger restore {:?} ms / file cache {:?} ms",
                     r.before_ms.last().unwrap_or(&0.0),
                     r.left_under_guest_mib.last().unwrap_or(&0.0),
                     r.after_ms.last().unwrap_or(&0.0),
+                    r.after_disk_mib.last().unwrap_or(&0.0),
+                    r.after_second_ms.last().unwrap_or(&0.0),
                     r.ledger_anon_ms.last().copied().flatten(),
                     r.ledger_cache_ms.last().copied().flatten()
                 );
@@ -390,6 +411,8 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
                 "cold_ms_median": med(&r.cold_ms),
                 "before_ms_median": b, "after_ms_median": af, "after_over_before": af / b,
                 "after_ms_p99": pct(&mut r.after_ms.clone(), 0.99),
+                "after_second_ms_median": med(&r.after_second_ms),
+                "after_disk_mib_median": med(&r.after_disk_mib),
                 "left_under_guest_mib_median": med(&r.left_under_guest_mib),
                 "resident_after_mib_median": med(&r.resident_after_mib),
                 "ledger_cache_restore_ms_median": if cache.is_empty() { None } else { Some(med(&cache)) },
@@ -415,11 +438,13 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
         );
         for c in &cases {
             outln!(
-                "  {:10}  before {:.0} ms · after {:.0} ms ({:.2}×) · cold {:.0} ms · cache left under the guest {:.0} MiB, after {:.0} MiB · file-cache restore {} (ledger)",
+                "  {:10}  before {:.0} ms · after {:.0} ms ({:.2}×; {:.0} MiB from disk), second read {:.0} ms · cold {:.0} ms · cache left under the guest {:.0} MiB, after {:.0} MiB · file-cache restore {} (ledger)",
                 c["case"].as_str().unwrap_or(""),
                 c["before_ms_median"].as_f64().unwrap_or(0.0),
                 c["after_ms_median"].as_f64().unwrap_or(0.0),
                 c["after_over_before"].as_f64().unwrap_or(0.0),
+                c["after_disk_mib_median"].as_f64().unwrap_or(0.0),
+                c["after_second_ms_median"].as_f64().unwrap_or(0.0),
                 c["cold_ms_median"].as_f64().unwrap_or(0.0),
                 c["left_under_guest_mib_median"].as_f64().unwrap_or(0.0),
                 c["resident_after_mib_median"].as_f64().unwrap_or(0.0),

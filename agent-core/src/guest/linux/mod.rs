@@ -276,7 +276,9 @@ impl LinuxRuntime {
             cache_max_bytes: m.cache_snapshot_mib * MIB,
             cache_max_files: m.cache_snapshot_files as usize,
         };
-        let protection = owner_protect::OwnerProtection::new(cgroups.as_ref(), m, warm);
+        let mut protection = owner_protect::OwnerProtection::new(cgroups.as_ref(), m, warm);
+        let marker = cgroups.as_ref().map(|c| guest_marker(&c.unified)).unwrap_or_default();
+        protection.probe(&memory::owner_pids(&marker));
         Self {
             cfg,
             caps: config.caps.clone(),
@@ -626,9 +628,7 @@ impl LinuxRuntime {
 
     /// The guests' cgroup path as it appears in `/proc/PID/cgroup`.
     fn guest_cgroup_marker(&self) -> String {
-        let Some(c) = &self.cgroups else { return String::new() };
-        let u = c.unified.to_string_lossy();
-        u.strip_prefix("/sys/fs/cgroup/unified").or_else(|| u.strip_prefix("/sys/fs/cgroup")).unwrap_or(&u).to_owned()
+        self.cgroups.as_ref().map(|c| guest_marker(&c.unified)).unwrap_or_default()
     }
 
     fn maintain(&mut self) {
@@ -907,6 +907,12 @@ impl GuestHost for LinuxRuntime {
         }
         self.guests().into_iter().find(|g| g.id == id)
     }
+}
+
+/// The guests' unified cgroup directory as a path in `/proc/PID/cgroup`.
+fn guest_marker(unified: &Path) -> String {
+    let u = unified.to_string_lossy();
+    u.strip_prefix("/sys/fs/cgroup/unified").or_else(|| u.strip_prefix("/sys/fs/cgroup")).unwrap_or(&u).to_owned()
 }
 
 /// How often the checkpoint size is re-measured.

@@ -185,6 +185,19 @@ impl OwnerProtection {
         std::fs::write(&file, value.to_string())
     }
 
+    /// At start-up: finds the owner's session without writing anything, so that a
+    /// machine where nothing can be protected says so (once) before any guest runs.
+    pub fn probe(&mut self, owner_pids: &[u32]) {
+        let Some(f) = self.flavour else { return };
+        if !self.rules.protect {
+            return;
+        }
+        if let Err(why) = self.find_target(f, owner_pids) {
+            warn!("the owner's memory will not be protected from guests: {why}");
+            self.why_not = Some(why);
+        }
+    }
+
     /// The first guest is starting: find the owner's session and protect it.
     /// `owner_pids`: the owner's processes (guests excluded).
     pub fn engage(&mut self, owner_pids: &[u32], total: u64) {
