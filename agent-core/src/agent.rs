@@ -626,6 +626,7 @@ impl Driver {
             _ => None,
         };
         let actions = self.policy.handle(now, event);
+        let mut accepted = false;
         for a in actions {
             match &a {
                 Action::StateChanged { from, to, reason } => {
@@ -637,6 +638,7 @@ impl Driver {
                 Action::Directive(d) => {
                     info!(directive = ?d, "guest directive");
                     self.guests.apply(*d);
+                    accepted |= *d == GuestDirective::Accept;
                 }
                 Action::InterruptionCounted(i) => {
                     info!(day = %i.day, number = i.number, limit = i.limit, cause = ?i.cause, "interruption counted");
@@ -677,6 +679,14 @@ impl Driver {
         if let Some(tx) = &self.accepting {
             let wanted = crate::coordinator_client::may_lease_now(self.policy.state(), self.policy.directive());
             tx.send_if_modified(|cur| std::mem::replace(cur, wanted) != wanted);
+        }
+        // Accept may have started queued guests: the policy learns it now, not at the next
+        // relaxed reading (up to 10 s later), or an owner returning meanwhile would find
+        // guest work the policy did not know it had recruited, evicted uncounted.
+        if accepted && !self.guests_present && self.guests.present() {
+            self.guests_present = true;
+            self.write_totals(now);
+            self.step(Event::GuestsPresent(true));
         }
     }
 

@@ -243,6 +243,13 @@ impl Agent {
 
 impl Drop for Agent {
     fn drop(&mut self) {
+        // SIGTERM first: the agent puts the owner's protection back as it exits.
+        // SAFETY: signals a child of ours.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !matches!(self.child.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -289,6 +296,8 @@ struct CaseResult {
     /// The owner's protection as written while the guest ran, and after the agent exited.
     protection_during: Vec<String>,
     protection_after_exit: Vec<String>,
+    /// Rounds that failed, and why (the run goes on).
+    failed: Vec<String>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -341,7 +350,7 @@ fn round(
         Response::Today(t) => t,
         other => bail!("today: {other:?}"),
     };
-    let i = today.interruptions.last().context("the owner's return was counted as an interruption")?;
+    let i = today.interruptions.last().with_context(|| format!("the owner's return was not counted as an interruption\n{}", agent.log()))?;
     r.ledger_anon_ms.push(i.restore_ms);
     r.ledger_cache_ms.push(i.cache_restore_ms);
     agent.stop()?;
@@ -384,8 +393,20 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
     }
     for n in 0..a.rounds {
         for (name, r) in results.iter_mut() {
-            round(&machine, &a, &mut owner, &files, name == "restore", &display, &protection_before, r)
-                .with_context(|| format!("round {n}, case {name}"))?;
+            if let Err(e) = round(&machine, &a, &mut owner, &files, name == "restore", &display, &protection_before, r) {
+                eprintln!("round {n}, case {name} failed: {e:#}");
+                r.failed.push(format!("round {n}: {e:#}"));
+                // Keep the per-round vectors aligned: drop what this round had pushed.
+                let n_ok = n + 1 - r.failed.len();
+                for v in [&mut r.cold_ms, &mut r.before_ms, &mut r.after_ms, &mut r.after_second_ms, &mut r.after_disk_mib, &mut r.left_under_guest_mib, &mut r.resident_after_mib] {
+                    v.truncate(n_ok);
+                }
+                r.ledger_anon_ms.truncate(n_ok);
+                r.ledger_cache_ms.truncate(n_ok);
+                r.protection_during.truncate(n_ok);
+                r.protection_after_exit.truncate(n_ok);
+                continue;
+            }
             if !a.json {
                 eprintln!(
                     "round {n} {name:10}: before {:.0} ms · cache left under the guest {:.0} MiB · after {:.0} ms ({:.0} MiB from disk), then {:.0} ms · ledger restore {:?} ms / file cache {:?} ms",
@@ -407,7 +428,7 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
             let (b, af) = (med(&r.before_ms), med(&r.after_ms));
             let cache: Vec<f64> = r.ledger_cache_ms.iter().flatten().map(|&v| v as f64).collect();
             serde_json::json!({
-                "case": name, "rounds": r.before_ms.len(),
+                "case": name, "rounds": r.before_ms.len(), "failed_rounds": r.failed.len(),
                 "cold_ms_median": med(&r.cold_ms),
                 "before_ms_median": b, "after_ms_median": af, "after_over_before": af / b,
                 "after_ms_p99": pct(&mut r.after_ms.clone(), 0.99),
