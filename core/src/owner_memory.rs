@@ -54,7 +54,7 @@ pub fn protection_for(rules: &WarmRules, working_set_peak: u64, total: u64) -> O
     if !rules.protect {
         return None;
     }
-    let want = rules.protect_bytes.unwrap_or_else(|| (working_set_peak as f64 * (1.0 + PROTECT_HEADROOM)) as u64);
+    let want = rules.protect_bytes.unwrap_or((working_set_peak as f64 * (1.0 + PROTECT_HEADROOM)) as u64);
     let ceiling = total.saturating_sub(crate::guest_memory::MIN_GUEST_BYTES).max(MIN_PROTECT_BYTES);
     Some(want.clamp(MIN_PROTECT_BYTES, ceiling))
 }

@@ -13,18 +13,19 @@
 //! memfds) and deleted files.
 //!
 //! **Restore**: for each recorded file still there (same device and inode), the pages
-//! resident before and missing now ([`missing_ranges`]) are read back with `sendfile(2)`
-//! into `/dev/null` (through rustix), 4 MiB at a time, from a thread at the lowest
-//! best-effort I/O priority ([`RestoreIo`]), checking the owner's memory pressure between
-//! batches and stopping if it rose ([`restore_may_continue`]). `sendfile` takes the
-//! kernel's ordinary read path, so the pages come back as the owner's own reads brought
-//! them (large folios, readahead; it may read up to one readahead window past a range's
-//! end), and nothing of the file reaches the agent's memory. `posix_fadvise(WILLNEED)`
-//! was tried first: the kernel fills it with single-page folios and reads at most one
-//! readahead window per call, and the owner's reads of pages it brought back measured
-//! ~1.5× slower than of pages the owner's own reads had brought in
-//! (docs/BENCHMARKS.md). The pages are charged to the agent's memory cgroup, which read
-//! them. The time counted is the whole step.
+//! resident before and missing now ([`missing_ranges`]) are read back with `pread` into
+//! one 4-MiB scratch buffer, overwritten by every read and never inspected, logged or
+//! kept, from a thread at the lowest best-effort I/O priority ([`RestoreIo`]), checking
+//! the owner's memory pressure between batches and stopping if it rose
+//! ([`restore_may_continue`]). Reading takes the kernel's ordinary read path, so the
+//! pages come back as the owner's own reads brought them (readahead may read up to one
+//! window past a range's end). Two ways that keep the bytes out of the agent were tried
+//! and measured worse by `lull bench owner-cache` (docs/BENCHMARKS.md):
+//! `posix_fadvise(WILLNEED)` (single-page folios, at most one readahead window per call;
+//! the owner's reads of its pages ~1.5× slower) and `sendfile` into `/dev/null` (the
+//! owner's first read of the pages it brought back 2–3× slower than reading them from
+//! this VM's disk). The pages are charged to the agent's memory cgroup, which read them.
+//! The time counted is the whole step.
 
 use lull_core::guest_memory::{owner_stall_pct, MemoryRules, StallReading};
 use lull_core::owner_memory::{missing_ranges, pages_in, resident_ranges, restore_may_continue, truncate_ranges, PageRange, SnapshotBudget, WarmRules};
@@ -343,10 +344,9 @@ pub fn restore(snap: &CacheSnapshot, mut may_continue: impl FnMut() -> bool, tim
     let t0 = Instant::now();
     let ps = page_size();
     let mut r = CacheRestore { files: snap.files.len() as u32, recorded_bytes: snap.bytes, ..Default::default() };
-    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else {
-        r.stopped = Some("no /dev/null to read into".into());
-        return r;
-    };
+    // One scratch buffer, overwritten by every read and never looked at: the bytes pass
+    // through and are gone (nothing of them is inspected, logged or kept).
+    let mut scratch = vec![0u8; BATCH_BYTES as usize];
     'files: for cf in &snap.files {
         let Ok(f) = open_quietly(&cf.path) else { continue };
         let Ok(m) = f.metadata() else { continue };
@@ -372,14 +372,11 @@ pub fn restore(snap: &CacheSnapshot, mut may_continue: impl FnMut() -> bool, tim
                     r.stopped = Some(format!("timed out after {} s", timeout.as_secs()));
                     break 'files;
                 }
-                // Through the kernel's ordinary read path into /dev/null: the pages land
-                // in the page cache as the owner's own reads would put them (large folios,
-                // readahead), and nothing of them reaches this process.
+                // The kernel's ordinary read path, as the owner's own reads take it.
                 let n = (end - off).min(BATCH_BYTES) as usize;
-                let mut at = off;
-                match rustix::fs::sendfile(&null, &f, Some(&mut at), n) {
+                match std::os::unix::fs::FileExt::read_at(&f, &mut scratch[..n], off) {
                     Ok(0) | Err(_) => break,
-                    Ok(_) => off = at,
+                    Ok(got) => off += got as u64,
                 }
             }
         }

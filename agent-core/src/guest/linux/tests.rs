@@ -523,10 +523,9 @@ impl Drop for WarmMachine {
         let name = self.top.file_name().map(PathBuf::from).unwrap_or_default();
         for h in ["", "unified", "memory", "cpu", "cpu,cpuacct", "pids"] {
             let top = Path::new("/sys/fs/cgroup").join(h).join(&name);
-            if h.is_empty() != self.v2 || !top.exists() {
-                if h.is_empty() || !top.exists() {
-                    continue;
-                }
+            // The root itself is the v2 hierarchy only (on a hybrid system it holds the v1 ones).
+            if !top.exists() || (h.is_empty() && !self.v2) {
+                continue;
             }
             for d in [top.join("owner"), top.join("pool/guests"), top.join("pool/agent"), top.join("pool"), top.clone()] {
                 if let Ok(procs) = std::fs::read_to_string(d.join("cgroup.procs")) {
@@ -543,6 +542,16 @@ impl Drop for WarmMachine {
                 }
             }
         }
+    }
+}
+
+/// A child killed and reaped when dropped, however the test ends.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -585,7 +594,7 @@ fn a_guest_that_pushes_the_owners_file_cache_out_is_followed_by_its_restore() {
         b = files[1].display(),
         dir = files_dir.path().display()
     );
-    let mut owner = std::process::Command::new("sh").args(["-c", &script]).spawn().expect("owner");
+    let _owner = Reaped(std::process::Command::new("sh").args(["-c", &script]).spawn().expect("owner"));
     wait_until("the owner's reads", Duration::from_secs(60), || files_dir.path().join("owner-ready").exists());
     let before: Vec<f64> = files.iter().map(|f| resident_mib(f)).collect();
     assert!(before.iter().all(|&m| m >= FILE_MIB as f64 * 0.95), "the owner's files are cached: {before:?}");
@@ -598,7 +607,6 @@ fn a_guest_that_pushes_the_owners_file_cache_out_is_followed_by_its_restore() {
         c.memory.owner_cgroup = format!("/{top_rel}/owner");
         c.memory.owner_protect_mib = 128;
     }) else {
-        let _ = owner.kill();
         return;
     };
     let rt = rig.rt();
@@ -646,8 +654,7 @@ fn a_guest_that_pushes_the_owners_file_cache_out_is_followed_by_its_restore() {
     assert_eq!(rt.take_restore(), None, "reported once");
     // The protection is put back once no guest is left.
     assert_eq!(machine.owner_protect_value(), protect_before, "the owner's previous value is back");
-    let _ = owner.kill();
-    let _ = owner.wait();
     drop(rig);
+    drop(_owner);
     drop(machine);
 }
