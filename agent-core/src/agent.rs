@@ -7,7 +7,7 @@ use crate::alarm::Alarm;
 use crate::clock::{boot_id, mono_now, MonoMs, Now, SystemClock};
 use crate::config::Config;
 use crate::control::{self, AgentStatus, Request, Response, TodayReport, MAX_REQUEST_BYTES};
-use crate::guest::{GuestInfo, GuestPhase, GuestSpec};
+use crate::guest::{GuestInfo, GuestPhase, GuestSpec, OwnerMemoryStatus, RestoreReport};
 use crate::input::{InputBackend, InputSink};
 use crate::ledger::{GuestTotals, Ledger, LedgerError, TraceRow};
 use crate::paths::Paths;
@@ -53,8 +53,13 @@ pub trait GuestHost: Send {
     fn totals(&mut self) -> Vec<GuestTotals>;
     /// A hook that freezes every guest at once, callable from any thread.
     fn fast_freeze(&self) -> Option<FastFreeze>;
-    /// The duration of the last memory restore after an eviction, once, when one ran.
-    fn take_restore_time(&mut self) -> Option<Duration>;
+    /// The restore after the last eviction (anonymous pages and file cache, each timed),
+    /// once, when one ran.
+    fn take_restore(&mut self) -> Option<RestoreReport>;
+    /// How the owner's memory is kept (protection, last restore), for `lull status`.
+    fn owner_memory(&mut self) -> Option<OwnerMemoryStatus> {
+        None
+    }
     /// T_migr for the present guest work (suspend + checkpoint size / bandwidth +
     /// resume), when the runtime can estimate it; the policy's `T_lingr` uses it.
     fn migration_cost(&mut self) -> Option<Duration> {
@@ -143,7 +148,7 @@ impl GuestHost for NoGuests {
     fn fast_freeze(&self) -> Option<FastFreeze> {
         None
     }
-    fn take_restore_time(&mut self) -> Option<Duration> {
+    fn take_restore(&mut self) -> Option<RestoreReport> {
         None
     }
 }
@@ -157,9 +162,11 @@ pub enum Notice {
         guests: String,
     },
     Action(Now, Action),
-    /// The owner's memory was restored after an eviction, taking this long.
+    /// The owner's memory was restored after an eviction: swapped pages and file cache,
+    /// each taking this long (`None`: that part had nothing to do).
     Restored {
-        restore_ms: u64,
+        anon_ms: Option<u64>,
+        file_cache_ms: Option<u64>,
     },
 }
 
@@ -520,14 +527,19 @@ impl Driver {
         if present && self.last_totals.elapsed() >= TOTALS_EVERY {
             self.write_totals(now);
         }
-        if let Some(d) = self.guests.take_restore_time() {
-            if let Some(id) = self.last_interruption {
-                if let Err(e) = self.ledger.set_restore_time(id, d.as_millis() as u64) {
-                    error!("could not record the memory restore time: {e}");
+        if let Some(r) = self.guests.take_restore() {
+            // One restore per eviction, recorded with the interruption that caused it and
+            // never again with an older one (an eviction without an interruption, e.g.
+            // for memory pressure, records nothing).
+            if let Some(id) = self.last_interruption.take() {
+                if let Err(e) = self.ledger.set_restore_times(id, r.anon_ms, r.file_cache_ms) {
+                    error!("could not record the memory restore times: {e}");
                 }
             }
-            info!(restore_ms = d.as_millis() as u64, "owner memory restored after eviction");
-            self.notify(&Notice::Restored { restore_ms: d.as_millis() as u64 });
+            if r.anon_ms.is_some() || r.file_cache_ms.is_some() {
+                info!(anon_ms = r.anon_ms, file_cache_ms = r.file_cache_ms, "owner memory restored after eviction");
+                self.notify(&Notice::Restored { anon_ms: r.anon_ms, file_cache_ms: r.file_cache_ms });
+            }
         }
         let t = now.utc.timestamp();
         let every = self.config.sampling.trace_interval_s as i64;
@@ -651,6 +663,7 @@ impl Driver {
             _ => None,
         };
         let actions = self.policy.handle(now, event);
+        let mut accepted = false;
         for a in actions {
             match &a {
                 Action::StateChanged { from, to, reason } => {
@@ -666,6 +679,7 @@ impl Driver {
                 Action::Directive(d) => {
                     info!(directive = ?d, "guest directive");
                     self.guests.apply(*d);
+                    accepted |= *d == GuestDirective::Accept;
                 }
                 Action::InterruptionCounted(i) => {
                     info!(day = %i.day, number = i.number, limit = i.limit, cause = ?i.cause, "interruption counted");
@@ -707,6 +721,14 @@ impl Driver {
         if let Some(tx) = &self.accepting {
             let wanted = crate::coordinator_client::may_lease_now(self.policy.state(), self.policy.directive());
             tx.send_if_modified(|cur| std::mem::replace(cur, wanted) != wanted);
+        }
+        // Accept may have started queued guests: the policy learns it now, not at the next
+        // relaxed reading (up to 10 s later), or an owner returning meanwhile would find
+        // guest work the policy did not know it had recruited, evicted uncounted.
+        if accepted && !self.guests_present && self.guests.present() {
+            self.guests_present = true;
+            self.write_totals(now);
+            self.step(Event::GuestsPresent(true));
         }
     }
 
@@ -753,6 +775,7 @@ impl Driver {
             coordinator: self.coordinator.clone(),
             owner_load: self.owner_load.clone(),
             guest_memory: self.guests.memory(),
+            owner_memory: self.guests.owner_memory(),
         }
     }
 

@@ -58,6 +58,8 @@ pub struct Config {
     pub input: Input,
     pub guests: Guests,
     pub caps: Caps,
+    /// Keeping the owner's memory warm.
+    pub memory: Memory,
     pub notifications: Notifications,
     pub coordinator: Coordinator,
 }
@@ -174,6 +176,36 @@ pub struct Caps {
     pub memory_max: f64,
 }
 
+/// Keeping the owner's memory warm while guests run and after they leave (seed 000 §4,
+/// seed 004 §3.3): the owner's session is protected so the kernel reclaims from guests
+/// first, and the owner's file cache is recorded before a guest starts and read back after
+/// an eviction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(default, deny_unknown_fields)]
+pub struct Memory {
+    /// Ask the kernel to keep the owner's memory while guests run: cgroup v2 `memory.low`
+    /// on the owner's session, on cgroup v1 a soft limit of 0 on the guests and the
+    /// protection as the owner's soft limit (default true).
+    pub protect_owner: bool,
+    /// How much to protect, MiB; 0 (default): the owner's recent working set plus a quarter.
+    pub owner_protect_mib: u64,
+    /// The owner's session cgroup to protect, a path inside the memory hierarchy
+    /// (`/user.slice/user-1000.slice`); empty (default): found from the owner's processes.
+    pub owner_cgroup: String,
+    /// Most of the owner's resident file pages recorded before a guest starts and read
+    /// back after an eviction, MiB (0: no file-cache snapshot or restore; default 2048).
+    pub cache_snapshot_mib: u64,
+    /// Most files recorded in that snapshot (default 4096).
+    pub cache_snapshot_files: u64,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Self { protect_owner: true, owner_protect_mib: 0, owner_cgroup: String::new(), cache_snapshot_mib: 2048, cache_snapshot_files: 4096 }
+    }
+}
+
 /// Desktop notifications from the tray app.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -234,6 +266,7 @@ impl Default for Config {
             input: Input::default(),
             guests: Guests::default(),
             caps: Caps::default(),
+            memory: Memory::default(),
             notifications: Notifications::default(),
             coordinator: Coordinator::default(),
         }
@@ -304,6 +337,9 @@ impl Config {
             ("guests.migration_bandwidth_mib_s", g.migration_bandwidth_mib_s, 0.1, 100_000.0),
             ("caps.cpu_max", self.caps.cpu_max, 0.05, 1.0),
             ("caps.memory_max", self.caps.memory_max, 0.05, 0.9),
+            ("memory.owner_protect_mib", self.memory.owner_protect_mib as f64, 0.0, 1_048_576.0),
+            ("memory.cache_snapshot_mib", self.memory.cache_snapshot_mib as f64, 0.0, 65_536.0),
+            ("memory.cache_snapshot_files", self.memory.cache_snapshot_files as f64, 1.0, 100_000.0),
             ("notifications.min_interval_s", self.notifications.min_interval_s as f64, 10.0, 86_400.0),
         ]
     }
@@ -336,6 +372,13 @@ impl Config {
         }
         if self.guests.cgroup.is_empty() || self.guests.cgroup.split('/').any(|c| c == "..") {
             return Err(ConfigError::Invalid { field: "guests.cgroup".into(), message: "must be a non-empty path without `..`".into() });
+        }
+        let owner_cg = &self.memory.owner_cgroup;
+        if !owner_cg.is_empty() && (!owner_cg.starts_with('/') || owner_cg.split('/').any(|c| c == "..")) {
+            return Err(ConfigError::Invalid {
+                field: "memory.owner_cgroup".into(),
+                message: format!("{owner_cg:?} is not a cgroup path like \"/user.slice/user-1000.slice\" (absolute, without `..`), or empty to find it"),
+            });
         }
         let user = &self.guests.run_as;
         let user_ok = user.len() <= 32
@@ -573,6 +616,21 @@ light_cpu_max = 0.1
 light_for_s = 30
 ", "t").unwrap();
         assert!(c.policy().availability.lend_while_light);
+    }
+
+    #[test]
+    fn memory_section_is_range_checked() {
+        let err = Config::from_toml("[memory]\ncache_snapshot_mib = 100000\n", "t").unwrap_err().to_string();
+        assert!(err.contains("memory.cache_snapshot_mib") && err.contains("0..=65536") && err.contains("line 2"), "{err}");
+        let err = Config::from_toml("[memory]\ncache_snapshot_files = 0\n", "t").unwrap_err().to_string();
+        assert!(err.contains("memory.cache_snapshot_files") && err.contains("1..=100000"), "{err}");
+        let err = Config::from_toml("[memory]\nowner_protect_mib = -1\n", "t").unwrap_err().to_string();
+        assert!(err.contains("memory.owner_protect_mib") && err.contains("0..=1048576"), "{err}");
+        let err = Config::from_toml("[memory]\nowner_cgroup = \"user.slice/../x\"\n", "t").unwrap_err().to_string();
+        assert!(err.contains("memory.owner_cgroup"), "{err}");
+        let c = Config::from_toml("[memory]\nowner_protect_mib = 512\nowner_cgroup = \"/user.slice/user-1000.slice\"\n", "t").unwrap();
+        assert_eq!((c.memory.owner_protect_mib, c.memory.owner_cgroup.as_str()), (512, "/user.slice/user-1000.slice"));
+        assert!(c.memory.protect_owner);
     }
 
     #[test]

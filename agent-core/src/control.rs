@@ -87,6 +87,10 @@ pub struct AgentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "ts", ts(skip))]
     pub guest_memory: Option<crate::guest::GuestsMemory>,
+    /// How the owner's memory is kept warm (protection while guests run, the last
+    /// restore after an eviction); `None` without a guest runtime.
+    #[serde(default)]
+    pub owner_memory: Option<crate::guest::OwnerMemoryStatus>,
 }
 
 /// The coordinator an agent is linked to (never its secret).

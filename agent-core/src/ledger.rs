@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS commands (id INTEGER PRIMARY KEY, at_utc TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS interruptions (
     id INTEGER PRIMARY KEY, day TEXT NOT NULL, number INTEGER NOT NULL, limit_n INTEGER NOT NULL,
     cause TEXT NOT NULL, mode TEXT NOT NULL, at_utc TEXT NOT NULL, restore_ms INTEGER,
-    UNIQUE(day, number));
+    cache_restore_ms INTEGER, UNIQUE(day, number));
 CREATE TABLE IF NOT EXISTS guest_usage (
     guest TEXT PRIMARY KEY, started_utc TEXT NOT NULL, cpu_us INTEGER NOT NULL,
     wall_ms INTEGER NOT NULL, peak_mem INTEGER NOT NULL);
@@ -84,7 +84,11 @@ pub struct InterruptionRow {
     pub cause: String,
     pub mode: String,
     pub at_utc: String,
+    /// Bringing the owner's swapped pages back after the eviction, ms.
     pub restore_ms: Option<u64>,
+    /// Reading the owner's file cache back after the eviction, ms (after the swapped pages).
+    #[serde(default)]
+    pub cache_restore_ms: Option<u64>,
 }
 
 /// A state transition.
@@ -117,15 +121,22 @@ pub struct Ledger {
     conn: Connection,
 }
 
-/// Brings a ledger written by an older agent up to the schema: the part of each day's
-/// donation made while the owner was present (lingering or lent while light) came later.
+/// Brings a ledger written by an older agent up to the schema, column by column: the part
+/// of each day's donation made while the owner was present (lingering or lent while
+/// light), and each interruption's file-cache restore time, came later.
 fn upgrade(conn: &Connection) -> Result<()> {
-    let has_present: bool = conn.query_row("SELECT COUNT(*) FROM pragma_table_info('donated_days') WHERE name = 'present_cpu_us'", [], |r| r.get::<_, i64>(0))? > 0;
-    if !has_present {
+    let has = |table: &str, column: &str| -> Result<bool> {
+        let n: i64 = conn.query_row("SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2", params![table, column], |r| r.get(0))?;
+        Ok(n > 0)
+    };
+    if !has("donated_days", "present_cpu_us")? {
         conn.execute_batch(
             "ALTER TABLE donated_days ADD COLUMN present_cpu_us INTEGER NOT NULL DEFAULT 0;
              ALTER TABLE donated_days ADD COLUMN present_wall_ms INTEGER NOT NULL DEFAULT 0;",
         )?;
+    }
+    if !has("interruptions", "cache_restore_ms")? {
+        conn.execute_batch("ALTER TABLE interruptions ADD COLUMN cache_restore_ms INTEGER")?;
     }
     Ok(())
 }
@@ -253,9 +264,14 @@ impl Ledger {
         Ok(id)
     }
 
-    /// Adds the measured memory-restore time to an interruption.
-    pub fn set_restore_time(&self, interruption_id: i64, restore_ms: u64) -> Result<()> {
-        self.conn.execute("UPDATE interruptions SET restore_ms = ?2 WHERE id = ?1", params![interruption_id, restore_ms as i64])?;
+    /// Adds the measured memory-restore times to an interruption: swapped pages and file
+    /// cache, each in its own column. A time already recorded is kept (one restore per
+    /// eviction: a second report for the same interruption neither replaces nor adds).
+    pub fn set_restore_times(&self, interruption_id: i64, anon_ms: Option<u64>, cache_ms: Option<u64>) -> Result<()> {
+        self.conn.execute(
+            "UPDATE interruptions SET restore_ms = COALESCE(restore_ms, ?2), cache_restore_ms = COALESCE(cache_restore_ms, ?3) WHERE id = ?1",
+            params![interruption_id, anon_ms.map(|v| v as i64), cache_ms.map(|v| v as i64)],
+        )?;
         Ok(())
     }
 
@@ -321,7 +337,7 @@ impl Ledger {
     /// The interruptions counted against `day`.
     pub fn interruptions(&self, day: NaiveDate) -> Result<Vec<InterruptionRow>> {
         let mut st = self.conn.prepare(
-            "SELECT id, day, number, limit_n, cause, mode, at_utc, restore_ms FROM interruptions WHERE day = ?1 ORDER BY number",
+            "SELECT id, day, number, limit_n, cause, mode, at_utc, restore_ms, cache_restore_ms FROM interruptions WHERE day = ?1 ORDER BY number",
         )?;
         let rows = st.query_map([day.to_string()], |r| {
             let day: String = r.get(1)?;
@@ -334,6 +350,7 @@ impl Ledger {
                 mode: r.get(5)?,
                 at_utc: r.get(6)?,
                 restore_ms: r.get::<_, Option<i64>>(7)?.map(|v| v as u64),
+                cache_restore_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
             })
         })?;
         Ok(rows.collect::<std::result::Result<_, _>>()?)
@@ -444,6 +461,50 @@ mod tests {
         l.record_interruption(&interruption(d, 2), &Saved::default()).unwrap();
         assert_eq!(l.interruptions_on(d).unwrap(), 2);
         assert_eq!(l.outbox_pending(10).unwrap().len(), 2, "the replay was not queued twice");
+    }
+
+    #[test]
+    fn both_restore_times_are_recorded_once_each_in_their_own_column() {
+        let mut l = Ledger::in_memory().unwrap();
+        let d = NaiveDate::from_ymd_opt(2026, 11, 23).unwrap();
+        let a = l.record_interruption(&interruption(d, 1), &Saved::default()).unwrap();
+        let b = l.record_interruption(&interruption(d, 2), &Saved::default()).unwrap();
+        l.set_restore_times(a, Some(120), Some(340)).unwrap();
+        // A second report for the same interruption neither replaces nor adds.
+        l.set_restore_times(a, Some(999), Some(999)).unwrap();
+        // Only a file-cache restore (nothing was in swap), then a late anonymous one.
+        l.set_restore_times(b, None, Some(50)).unwrap();
+        l.set_restore_times(b, Some(7), None).unwrap();
+        let rows = l.interruptions(d).unwrap();
+        let times: Vec<_> = rows.iter().map(|r| (r.restore_ms, r.cache_restore_ms)).collect();
+        assert_eq!(times, vec![(Some(120), Some(340)), (Some(7), Some(50))]);
+        assert_eq!(l.outbox_pending(10).unwrap().len(), 2, "restore times queue nothing new");
+    }
+
+    #[test]
+    fn a_ledger_from_before_the_file_cache_restore_is_upgraded_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE interruptions (id INTEGER PRIMARY KEY, day TEXT NOT NULL, number INTEGER NOT NULL, \
+                 limit_n INTEGER NOT NULL, cause TEXT NOT NULL, mode TEXT NOT NULL, at_utc TEXT NOT NULL, restore_ms INTEGER, \
+                 UNIQUE(day, number)); \
+                 INSERT INTO interruptions(day, number, limit_n, cause, mode, at_utc, restore_ms) \
+                 VALUES ('2026-11-23', 1, 5, 'input', 'LL', '2026-11-23T10:00:00.000Z', 80);",
+            )
+            .unwrap();
+        }
+        let l = Ledger::open(&path).unwrap();
+        let d = NaiveDate::from_ymd_opt(2026, 11, 23).unwrap();
+        let rows = l.interruptions(d).unwrap();
+        assert_eq!((rows[0].restore_ms, rows[0].cache_restore_ms), (Some(80), None));
+        l.set_restore_times(rows[0].id, None, Some(25)).unwrap();
+        assert_eq!(l.interruptions(d).unwrap()[0].cache_restore_ms, Some(25));
+        drop(l);
+        // Opening again leaves it as it is.
+        assert_eq!(Ledger::open(&path).unwrap().interruptions(d).unwrap()[0].cache_restore_ms, Some(25));
     }
 
     #[test]

@@ -129,11 +129,13 @@ pub(crate) fn print_notice(n: &Notice, json: bool) {
                 format!("lull agent started: {} · input: {input} · guests: {guests}", state.as_str())
             }
         }
-        Notice::Restored { restore_ms } => {
+        Notice::Restored { anon_ms, file_cache_ms } => {
             if json {
-                serde_json::json!({"event": "restored", "restore_ms": restore_ms}).to_string()
+                serde_json::json!({"event": "restored", "restore_ms": anon_ms, "cache_restore_ms": file_cache_ms}).to_string()
             } else {
-                format!("owner memory restored in {restore_ms} ms")
+                let part = |what: &str, ms: &Option<u64>| ms.map(|ms| format!("{what} in {ms} ms"));
+                let parts: Vec<String> = [part("swapped pages", anon_ms), part("file cache", file_cache_ms)].into_iter().flatten().collect();
+                format!("owner memory restored: {}", parts.join(", "))
             }
         }
         Notice::Action(now, a) => {

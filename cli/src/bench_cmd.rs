@@ -35,6 +35,9 @@ pub enum Which {
     /// XTest input, alone / with a lent guest / with a normal-priority control; owner
     /// slowdown by median response time (goal: ≤ 1 %).
     LendLight(crate::bench_lend::LendLightArgs),
+    /// The owner's file cache after a memory-hungry guest on the real agent: the owner's
+    /// reads before, after eviction without and with Lull's restore (goal: within 5 %).
+    OwnerCache(crate::bench_owner_cache::OwnerCacheArgs),
     /// Coordinator heartbeats/s and latency with N simulated agents over loopback
     /// (goal on SQLite: ≥ 20,000/s, p99 ≤ 10 ms with 10,000 agents).
     Heartbeats(crate::bench_heartbeats::HeartbeatArgs),
@@ -110,6 +113,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Which::RecruitApi(r) => crate::bench_recruit_api::run(r),
         Which::OwnerReturn(a) => crate::bench_owner_return::run(a),
         Which::LendLight(a) => crate::bench_lend::run(a),
+        Which::OwnerCache(a) => crate::bench_owner_cache::run(a),
     }
 }
 

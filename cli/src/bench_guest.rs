@@ -828,7 +828,7 @@ fn memory_case(a: &MemoryArgs, capped: bool) -> Result<serde_json::Value> {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    let restore_ms = rt.take_restore_time().map(|d| d.as_secs_f64() * 1000.0);
+    let restore_ms = rt.take_restore().and_then(|r| r.anon_ms).map(|ms| ms as f64);
     let after = vm_swap(owner.id());
     let _ = owner.kill();
     let _ = owner.wait();

@@ -7,6 +7,7 @@ mod bench_cmd;
 mod bench_guest;
 mod bench_heartbeats;
 mod bench_lend;
+mod bench_owner_cache;
 mod bench_owner_return;
 mod bench_placements;
 mod bench_recruit;

@@ -154,6 +154,22 @@ pub fn describe(s: &AgentStatus) -> String {
     for b in &s.input_stopped {
         out += &format!("Input stopped:  {b}\n");
     }
+    if let Some(m) = &s.owner_memory {
+        out += &format!("Owner memory:   {}\n", m.protection);
+        if let Some(r) = &m.last_restore {
+            let anon = r.anon_ms.map_or("nothing in swap".to_string(), |ms| format!("{ms} ms ({:.0} MiB swapped)", r.anon_swapped_mib));
+            let cache = match r.file_cache_ms {
+                Some(ms) => format!(
+                    "{ms} ms ({:.0} of {:.0} MiB missing read back{})",
+                    r.file_cache_restored_mib,
+                    r.file_cache_missing_mib,
+                    r.file_cache_stopped.as_deref().map(|w| format!("; stopped: {w}")).unwrap_or_default()
+                ),
+                None => "no snapshot".to_string(),
+            };
+            out += &format!("Last restore:   swapped pages {anon} · file cache {cache}\n");
+        }
+    }
     match &s.coordinator {
         Some(c) => out += &format!("Coordinator:    {} (agent {})\n", c.url, c.agent_id),
         None => out += "Coordinator:    none (not enrolled: `lull enrol` or `lull up`)\n",

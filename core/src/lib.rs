@@ -9,6 +9,7 @@
 
 pub mod clock;
 pub mod guest_memory;
+pub mod owner_memory;
 pub mod policy;
 pub mod sample;
 pub mod sched;

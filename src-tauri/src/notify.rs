@@ -52,11 +52,15 @@ pub fn message_for(n: &Notice) -> Option<Message> {
                 }
             })
         }
-        Notice::Restored { restore_ms } if Duration::from_millis(*restore_ms) > SLOW_RESTORE => Some(Message {
-            kind: Kind::SlowRestore,
-            summary: "Lull: your memory took a while to come back".into(),
-            body: format!("Restoring your programs' memory after guest work took {:.1} s.", *restore_ms as f64 / 1000.0),
-        }),
+        Notice::Restored { anon_ms, file_cache_ms } => {
+            // The two parts run one after the other: the owner waited for both.
+            let ms = anon_ms.unwrap_or(0) + file_cache_ms.unwrap_or(0);
+            (Duration::from_millis(ms) > SLOW_RESTORE).then(|| Message {
+                kind: Kind::SlowRestore,
+                summary: "Lull: your memory took a while to come back".into(),
+                body: format!("Restoring your programs' memory after guest work took {:.1} s.", ms as f64 / 1000.0),
+            })
+        }
         _ => None,
     }
 }
@@ -124,8 +128,8 @@ mod tests {
 
     #[test]
     fn only_slow_restores_are_told() {
-        assert!(message_for(&Notice::Restored { restore_ms: 1000 }).is_none());
-        let m = message_for(&Notice::Restored { restore_ms: 2500 }).expect("a notice");
+        assert!(message_for(&Notice::Restored { anon_ms: Some(1000), file_cache_ms: None }).is_none());
+        let m = message_for(&Notice::Restored { anon_ms: Some(1000), file_cache_ms: Some(1500) }).expect("a notice");
         assert_eq!(m.kind, Kind::SlowRestore);
         assert!(m.body.contains("2.5 s"), "{}", m.body);
         let quiet = Notice::Action(now(), Action::StateChanged { from: StateKind::Idle, to: StateKind::Donating, reason: "r".into() });

@@ -63,6 +63,47 @@ lend_while_light: boolean, };
 
 export type CoordinatorLink = { url: string, agent_id: string, };
 
+export type RestoreReport = { 
+/**
+ * Bringing the owner's swapped pages back, ms; `None` when nothing of the owner's
+ * was in swap.
+ */
+anon_ms: number | null, 
+/**
+ * The owner's bytes in swap before it, MiB.
+ */
+anon_swapped_mib: number, 
+/**
+ * Reading the owner's file cache back, ms; `None` when no snapshot was taken.
+ */
+file_cache_ms: number | null, 
+/**
+ * The owner's resident file pages recorded before the guest started, MiB.
+ */
+file_cache_recorded_mib: number, 
+/**
+ * Of those, missing after the eviction, MiB.
+ */
+file_cache_missing_mib: number, 
+/**
+ * Read back into memory, MiB.
+ */
+file_cache_restored_mib: number, 
+/**
+ * Why the file-cache restore stopped early (the owner's memory pressure rose, a timeout).
+ */
+file_cache_stopped: string | null, };
+
+export type OwnerMemoryStatus = { 
+/**
+ * How the owner's session is protected while guests run, or why it is not.
+ */
+protection: string, 
+/**
+ * The last restore after an eviction.
+ */
+last_restore: RestoreReport | null, };
+
 export type AgentStatus = { donated_cpu_s_today: number, donated_wall_s_today: number, 
 /**
  * The part of today's donated CPU given while the owner was present (lingering, or
@@ -84,7 +125,12 @@ input_stopped: Array<string>,
 /**
  * The coordinator this agent is linked to, if enrolled.
  */
-coordinator: CoordinatorLink | null, state: StateKind, not_allowed: NotAllowedReason | null, 
+coordinator: CoordinatorLink | null, 
+/**
+ * How the owner's memory is kept warm (protection while guests run, the last
+ * restore after an eviction); `None` without a guest runtime.
+ */
+owner_memory: OwnerMemoryStatus | null, state: StateKind, not_allowed: NotAllowedReason | null, 
 /**
  * Seconds in the current state.
  */
@@ -125,7 +171,15 @@ lend_while_light: boolean, };
 
 export type TransitionRow = { at_utc: string, from: string, to: string, reason: string, };
 
-export type InterruptionRow = { id: number, day: string, number: number, limit: number, cause: string, mode: string, at_utc: string, restore_ms: number | null, };
+export type InterruptionRow = { id: number, day: string, number: number, limit: number, cause: string, mode: string, at_utc: string, 
+/**
+ * Bringing the owner's swapped pages back after the eviction, ms.
+ */
+restore_ms: number | null, 
+/**
+ * Reading the owner's file cache back after the eviction, ms (after the swapped pages).
+ */
+cache_restore_ms: number | null, };
 
 export type DayDonation = { day: string, cpu_s: number, wall_s: number, 
 /**
@@ -339,6 +393,32 @@ cpu_max: number,
  */
 memory_max: number, };
 
+export type Memory = { 
+/**
+ * Ask the kernel to keep the owner's memory while guests run: cgroup v2 `memory.low`
+ * on the owner's session, on cgroup v1 a soft limit of 0 on the guests and the
+ * protection as the owner's soft limit (default true).
+ */
+protect_owner: boolean, 
+/**
+ * How much to protect, MiB; 0 (default): the owner's recent working set plus a quarter.
+ */
+owner_protect_mib: number, 
+/**
+ * The owner's session cgroup to protect, a path inside the memory hierarchy
+ * (`/user.slice/user-1000.slice`); empty (default): found from the owner's processes.
+ */
+owner_cgroup: string, 
+/**
+ * Most of the owner's resident file pages recorded before a guest starts and read
+ * back after an eviction, MiB (0: no file-cache snapshot or restore; default 2048).
+ */
+cache_snapshot_mib: number, 
+/**
+ * Most files recorded in that snapshot (default 4096).
+ */
+cache_snapshot_files: number, };
+
 export type Notifications = { 
 /**
  * Show notifications at all.
@@ -359,7 +439,11 @@ url: string,
  */
 join_token: string, };
 
-export type Config = { sampling: Sampling, availability: Availability, budget: Budget, eviction: Eviction, rules: Rules, input: Input, guests: Guests, caps: Caps, notifications: Notifications, coordinator: Coordinator, };
+export type Config = { sampling: Sampling, availability: Availability, budget: Budget, eviction: Eviction, rules: Rules, input: Input, guests: Guests, caps: Caps, 
+/**
+ * Keeping the owner's memory warm.
+ */
+memory: Memory, notifications: Notifications, coordinator: Coordinator, };
 
 export type Settings = { config: Config, 
 /**

@@ -106,8 +106,8 @@ function Interruptions({ report, limit }: { report: TodayReport; limit: number }
                 <td>{r.number}</td>
                 <td>{new Date(r.at_utc).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}</td>
                 <td>{r.cause.replace(/_/g, " ")}</td>
-                <td class={r.restore_ms != null && r.restore_ms > 1000 ? "slow" : ""}>
-                  {r.restore_ms == null ? "not measured" : `${(r.restore_ms / 1000).toFixed(2)} s`}
+                <td class={(r.restore_ms ?? 0) + (r.cache_restore_ms ?? 0) > 1000 ? "slow" : ""}>
+                  {restoreText(r.restore_ms, r.cache_restore_ms)}
                 </td>
               </tr>
             ))}
@@ -190,4 +190,12 @@ export function StatusView() {
       </footer>
     </main>
   );
+}
+
+/** The restore after an eviction: swapped pages, then the file cache, each when measured. */
+function restoreText(swapMs: number | null, cacheMs: number | null): string {
+  const parts: string[] = [];
+  if (swapMs != null) parts.push(`swap ${(swapMs / 1000).toFixed(2)} s`);
+  if (cacheMs != null) parts.push(`file cache ${(cacheMs / 1000).toFixed(2)} s`);
+  return parts.length === 0 ? "not measured" : parts.join(" · ");
 }

@@ -151,6 +151,38 @@ pub struct GuestMemoryReading {
     pub age_ms: u64,
 }
 
+/// What the restore after one eviction did: the owner's swapped anonymous pages and the
+/// owner's file cache brought back, each timed on its own (they run one after the other).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct RestoreReport {
+    /// Bringing the owner's swapped pages back, ms; `None` when nothing of the owner's
+    /// was in swap.
+    pub anon_ms: Option<u64>,
+    /// The owner's bytes in swap before it, MiB.
+    pub anon_swapped_mib: f64,
+    /// Reading the owner's file cache back, ms; `None` when no snapshot was taken.
+    pub file_cache_ms: Option<u64>,
+    /// The owner's resident file pages recorded before the guest started, MiB.
+    pub file_cache_recorded_mib: f64,
+    /// Of those, missing after the eviction, MiB.
+    pub file_cache_missing_mib: f64,
+    /// Read back into memory, MiB.
+    pub file_cache_restored_mib: f64,
+    /// Why the file-cache restore stopped early (the owner's memory pressure rose, a timeout).
+    pub file_cache_stopped: Option<String>,
+}
+
+/// The owner's memory as the guest runtime keeps it, for `lull status`.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct OwnerMemoryStatus {
+    /// How the owner's session is protected while guests run, or why it is not.
+    pub protection: String,
+    /// The last restore after an eviction.
+    pub last_restore: Option<RestoreReport>,
+}
+
 /// A guest runtime error.
 #[derive(Debug, thiserror::Error)]
 pub enum GuestError {

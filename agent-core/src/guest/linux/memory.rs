@@ -68,7 +68,9 @@ fn vm_swap_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn owner_pids(skip_cgroup: &str) -> Vec<u32> {
+/// The owner's processes: the agent's user's (every process's when it is root), not the
+/// agent itself, none inside the guests' cgroups (`skip_cgroup`).
+pub fn owner_pids(skip_cgroup: &str) -> Vec<u32> {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
     let me = std::process::id();

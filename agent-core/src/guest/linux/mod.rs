@@ -6,12 +6,17 @@
 //! nothing; Freeze: freeze; Evict: checkpoint signal then kill after the grace (or kill
 //! at once) — and on every tick it accounts, enforces the memory protection (caps
 //! re-clamped to what the owner can spare, freeze then kill under pressure) and, once an
-//! eviction is complete, restores the owner's swapped-out pages and times it.
+//! eviction is complete, restores the owner's swapped-out pages and then the owner's file
+//! cache, timing each. While guests run the owner's session is protected
+//! ([`owner_protect`]); before the first guest starts the owner's resident file pages are
+//! recorded ([`owner_cache`]).
 
 pub mod account;
 pub mod cgroup;
 pub mod fallback;
 pub mod memory;
+pub mod owner_cache;
+pub mod owner_protect;
 pub mod priority;
 pub mod sandbox;
 pub mod spawn;
@@ -19,7 +24,7 @@ pub mod watchdog;
 
 use crate::agent::{FastFreeze, GuestHost};
 use crate::config::Config;
-use crate::guest::{Containment, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec};
+use crate::guest::{Containment, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec, OwnerMemoryStatus, RestoreReport};
 use crate::ledger::GuestTotals;
 use crate::policy::GuestDirective;
 use crate::sensors::GuestReading;
@@ -35,6 +40,28 @@ use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 
 use lull_core::guest_memory::{self, MemoryReading, MemoryRules, PressureDecision, PressureWatch, StallReading, MIB};
+use lull_core::owner_memory::WarmRules;
+
+/// What the restore thread did after one eviction.
+struct Restored {
+    anon: memory::Restore,
+    cache: Option<owner_cache::CacheRestore>,
+}
+
+impl Restored {
+    fn report(&self) -> RestoreReport {
+        let mib = |b: u64| b as f64 / MIB as f64;
+        RestoreReport {
+            anon_ms: (self.anon.swapped_before > 0).then_some(self.anon.took.as_millis() as u64),
+            anon_swapped_mib: mib(self.anon.swapped_before),
+            file_cache_ms: self.cache.as_ref().map(|c| c.took.as_millis() as u64),
+            file_cache_recorded_mib: self.cache.as_ref().map_or(0.0, |c| mib(c.recorded_bytes)),
+            file_cache_missing_mib: self.cache.as_ref().map_or(0.0, |c| mib(c.missing_bytes)),
+            file_cache_restored_mib: self.cache.as_ref().map_or(0.0, |c| mib(c.restored_bytes)),
+            file_cache_stopped: self.cache.as_ref().and_then(|c| c.stopped.clone()),
+        }
+    }
+}
 
 /// State shared with the input thread's fast path.
 struct Fast {
@@ -156,9 +183,17 @@ pub struct LinuxRuntime {
     /// The memory-pressure watch (the core decides, this runtime reads and acts).
     pressure: PressureWatch,
     restore_due: bool,
-    restore_job: Option<std::thread::JoinHandle<memory::Restore>>,
-    restore_time: Option<Duration>,
+    restore_job: Option<std::thread::JoinHandle<Restored>>,
+    /// The last restore's report, until the driver takes it.
+    restore_report: Option<RestoreReport>,
+    last_report: Option<RestoreReport>,
     last_restore: Option<memory::Restore>,
+    last_cache_restore: Option<owner_cache::CacheRestore>,
+    /// `[memory]`: protection of the owner's session and the file-cache snapshot's bounds.
+    warm: WarmRules,
+    protection: owner_protect::OwnerProtection,
+    /// The owner's resident file pages, recorded before the first guest started.
+    cache_snapshot: Option<owner_cache::CacheSnapshot>,
     last_tick: Instant,
     /// When T_migr was last estimated, and the estimate.
     migration: Option<(Instant, Duration)>,
@@ -237,6 +272,16 @@ impl LinuxRuntime {
             }
         };
         info!(containment = kind.as_str(), landlock_abi, base = %base, "guest runtime ready");
+        let m = &config.memory;
+        let warm = WarmRules {
+            protect: m.protect_owner,
+            protect_bytes: (m.owner_protect_mib != 0).then_some(m.owner_protect_mib * MIB),
+            cache_max_bytes: m.cache_snapshot_mib * MIB,
+            cache_max_files: m.cache_snapshot_files as usize,
+        };
+        let mut protection = owner_protect::OwnerProtection::new(cgroups.as_ref(), m, warm);
+        let marker = cgroups.as_ref().map(|c| guest_marker(&c.unified)).unwrap_or_default();
+        protection.probe(&memory::owner_pids(&marker));
         Self {
             cfg,
             caps: config.caps.clone(),
@@ -255,8 +300,13 @@ impl LinuxRuntime {
             pressure: PressureWatch::default(),
             restore_due: false,
             restore_job: None,
-            restore_time: None,
+            restore_report: None,
+            last_report: None,
             last_restore: None,
+            last_cache_restore: None,
+            warm,
+            protection,
+            cache_snapshot: None,
             last_tick: Instant::now(),
             migration: None,
             seq: 0,
@@ -279,9 +329,46 @@ impl LinuxRuntime {
         }
     }
 
-    /// The last restore's figures.
+    /// The last restore's figures (swapped pages).
     pub fn last_restore(&self) -> Option<memory::Restore> {
         self.last_restore
+    }
+
+    /// The last file-cache restore's figures.
+    pub fn last_cache_restore(&self) -> Option<owner_cache::CacheRestore> {
+        self.last_cache_restore.clone()
+    }
+
+    /// The owner's file-cache snapshot in hand (taken before the first guest started,
+    /// consumed by the restore after an eviction).
+    pub fn cache_snapshot(&self) -> Option<&owner_cache::CacheSnapshot> {
+        self.cache_snapshot.as_ref()
+    }
+
+    /// What `lull status` says about the owner's protection.
+    pub fn protection(&self) -> String {
+        self.protection.describe()
+    }
+
+    /// Before the first guest starts: the owner's file cache recorded and the owner's
+    /// session protected.
+    fn keep_owner_warm(&mut self) {
+        let owner = memory::owner_pids(&self.guest_cgroup_marker());
+        self.protection.engage(&owner, memory::meminfo().total);
+        if self.warm.cache_max_bytes > 0 {
+            // The owner's session's processes when it is known, else all the owner's.
+            let session = self.protection.session_pids();
+            let snap = owner_cache::snapshot(session.as_deref().unwrap_or(&owner), &self.warm);
+            info!(
+                files = snap.files.len(),
+                mib = snap.bytes / MIB,
+                skipped = snap.skipped,
+                truncated = snap.truncated,
+                ms = snap.took.as_millis() as u64,
+                "owner's file cache recorded"
+            );
+            self.cache_snapshot = Some(snap);
+        }
     }
 
     /// The process group leaders' pids (= pgids) of present guests.
@@ -355,6 +442,9 @@ impl LinuxRuntime {
             };
             self.refused = None;
             self.queue.pop_front();
+            if self.guests.is_empty() && self.restore_job.is_none() {
+                self.keep_owner_warm();
+            }
             match self.start(&id, &spec, limit) {
                 Ok(g) => {
                     info!(guest = %g.id, pid = g.pid, limit_mib = limit / MIB, "guest started");
@@ -571,15 +661,13 @@ impl LinuxRuntime {
             self.set_frozen(false);
         }
         if !self.guests.is_empty() {
-            self.restore_due = memory::meminfo().swap_total > 0;
+            self.restore_due = true;
         }
     }
 
     /// The guests' cgroup path as it appears in `/proc/PID/cgroup`.
     fn guest_cgroup_marker(&self) -> String {
-        let Some(c) = &self.cgroups else { return String::new() };
-        let u = c.unified.to_string_lossy();
-        u.strip_prefix("/sys/fs/cgroup/unified").or_else(|| u.strip_prefix("/sys/fs/cgroup")).unwrap_or(&u).to_owned()
+        self.cgroups.as_ref().map(|c| guest_marker(&c.unified)).unwrap_or_default()
     }
 
     fn maintain(&mut self) {
@@ -648,28 +736,66 @@ impl LinuxRuntime {
         if self.directive == GuestDirective::Accept && !self.pressure.frozen() {
             self.start_admitted();
         }
-        // Restore the owner's memory once an eviction is complete.
+        if self.guests.is_empty() {
+            // No guest left: the owner's protection is put back as it was.
+            if self.protection.engaged() {
+                self.protection.release();
+            }
+        } else {
+            self.protection.update(memory::meminfo().total);
+        }
+        // Restore the owner's memory once an eviction is complete: swapped pages first
+        // (what the owner touches first), then the file cache at low I/O priority.
         if self.restore_due && self.guests.is_empty() && self.restore_job.is_none() {
             self.restore_due = false;
             let marker = self.guest_cgroup_marker();
+            let snapshot = self.cache_snapshot.take();
+            let rules = self.memory_rules();
             self.restore_job = std::thread::Builder::new()
                 .name("lull-restore".into())
-                .spawn(move || memory::restore_owner(&marker, Duration::from_secs(60)))
+                .spawn(move || {
+                    let anon = if memory::meminfo().swap_total > 0 {
+                        memory::restore_owner(&marker, Duration::from_secs(60))
+                    } else {
+                        memory::Restore::default()
+                    };
+                    let cache = snapshot.map(|snap| {
+                        owner_cache::io_priority_for_this_thread(owner_cache::RestoreIo::from_env());
+                        let mut gate = owner_cache::PressureGate::new(rules);
+                        owner_cache::restore(&snap, || gate.may_continue(), Duration::from_secs(60))
+                    });
+                    Restored { anon, cache }
+                })
                 .ok();
         }
         if self.restore_job.as_ref().is_some_and(|j| j.is_finished()) {
             if let Some(Ok(r)) = self.restore_job.take().map(|j| j.join()) {
-                if r.swapped_before > 0 {
+                let a = &r.anon;
+                if a.swapped_before > 0 {
                     info!(
-                        ms = r.took.as_millis() as u64,
-                        before_mib = r.swapped_before / MIB,
-                        after_mib = r.swapped_after / MIB,
-                        processes = r.processes,
+                        ms = a.took.as_millis() as u64,
+                        before_mib = a.swapped_before / MIB,
+                        after_mib = a.swapped_after / MIB,
+                        processes = a.processes,
                         "owner pages restored from swap"
                     );
-                    self.restore_time = Some(r.took);
                 }
-                self.last_restore = Some(r);
+                if let Some(c) = &r.cache {
+                    info!(
+                        ms = c.took.as_millis() as u64,
+                        recorded_mib = c.recorded_bytes / MIB,
+                        missing_mib = c.missing_bytes / MIB,
+                        restored_mib = c.restored_bytes / MIB,
+                        files = c.files_missing,
+                        stopped = c.stopped.as_deref().unwrap_or(""),
+                        "owner's file cache read back"
+                    );
+                }
+                let report = r.report();
+                self.restore_report = Some(report.clone());
+                self.last_report = Some(report);
+                self.last_restore = Some(r.anon);
+                self.last_cache_restore = r.cache;
             }
         }
     }
@@ -780,8 +906,12 @@ impl GuestHost for LinuxRuntime {
         Some(Arc::new(move || fast.freeze()))
     }
 
-    fn take_restore_time(&mut self) -> Option<Duration> {
-        self.restore_time.take()
+    fn take_restore(&mut self) -> Option<RestoreReport> {
+        self.restore_report.take()
+    }
+
+    fn owner_memory(&mut self) -> Option<OwnerMemoryStatus> {
+        Some(OwnerMemoryStatus { protection: self.protection.describe(), last_restore: self.last_report.clone() })
     }
 
     fn migration_cost(&mut self) -> Option<Duration> {
@@ -842,6 +972,12 @@ impl GuestHost for LinuxRuntime {
         }
         self.guests().into_iter().find(|g| g.id == id)
     }
+}
+
+/// The guests' unified cgroup directory as a path in `/proc/PID/cgroup`.
+fn guest_marker(unified: &Path) -> String {
+    let u = unified.to_string_lossy();
+    u.strip_prefix("/sys/fs/cgroup/unified").or_else(|| u.strip_prefix("/sys/fs/cgroup")).unwrap_or(&u).to_owned()
 }
 
 /// How often the checkpoint size is re-measured.

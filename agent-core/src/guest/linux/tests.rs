@@ -560,3 +560,176 @@ fn a_held_guest_stays_frozen_through_the_policys_thaws_and_counts_no_wall_time()
     assert!(wd.join("got").exists(), "the evicted held guest ran its checkpoint handler");
     assert!(!rt.hold_guest(&id, true), "an ended guest cannot be held");
 }
+
+/// A memory cgroup of its own for the owner-cache test: `<root>/lull-test-warm-PID` with a
+/// hard limit, holding the owner (`owner/`) and Lull's guests (`pool/`), so the guest's
+/// allocation really pushes the owner's file cache out on a machine with plenty of memory.
+struct WarmMachine {
+    top: PathBuf,
+    v2: bool,
+}
+
+impl WarmMachine {
+    fn new(limit: u64) -> Option<Self> {
+        let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        let root = if v2 { PathBuf::from("/sys/fs/cgroup") } else { PathBuf::from("/sys/fs/cgroup/memory") };
+        let top = root.join(format!("lull-test-warmcache-{}", std::process::id()));
+        if std::fs::create_dir_all(top.join("owner")).is_err() {
+            return None;
+        }
+        if v2 {
+            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+memory");
+            let _ = std::fs::write(top.join("cgroup.subtree_control"), "+memory");
+            std::fs::write(top.join("memory.max"), limit.to_string()).expect("memory.max");
+        } else {
+            std::fs::write(top.join("memory.limit_in_bytes"), limit.to_string()).expect("memory.limit_in_bytes");
+        }
+        Some(Self { top, v2 })
+    }
+
+    fn owner_protect_value(&self) -> String {
+        let f = if self.v2 { "memory.low" } else { "memory.soft_limit_in_bytes" };
+        std::fs::read_to_string(self.top.join("owner").join(f)).unwrap_or_default().trim().to_string()
+    }
+}
+
+impl Drop for WarmMachine {
+    fn drop(&mut self) {
+        let name = self.top.file_name().map(PathBuf::from).unwrap_or_default();
+        for h in ["", "unified", "memory", "cpu", "cpu,cpuacct", "pids"] {
+            let top = Path::new("/sys/fs/cgroup").join(h).join(&name);
+            // The root itself is the v2 hierarchy only (on a hybrid system it holds the v1 ones).
+            if !top.exists() || (h.is_empty() && !self.v2) {
+                continue;
+            }
+            for d in [top.join("owner"), top.join("pool/guests"), top.join("pool/agent"), top.join("pool"), top.clone()] {
+                if let Ok(procs) = std::fs::read_to_string(d.join("cgroup.procs")) {
+                    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                        // SAFETY: kill has no memory-safety preconditions.
+                        unsafe { libc::kill(pid, libc::SIGKILL) };
+                    }
+                }
+                for _ in 0..100 {
+                    if std::fs::remove_dir(&d).is_ok() || !d.exists() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+}
+
+/// A child killed and reaped when dropped, however the test ends.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn resident_mib(path: &Path) -> f64 {
+    let v = owner_cache::file_residency(path).expect("mincore");
+    v.iter().filter(|b| *b & 1 != 0).count() as f64 * owner_cache::page_size() as f64 / MIB as f64
+}
+
+#[test]
+fn a_guest_that_pushes_the_owners_file_cache_out_is_followed_by_its_restore() {
+    const FILE_MIB: usize = 96;
+    let Some(machine) = WarmMachine::new(400 * MIB) else {
+        let required = std::env::var("LULL_REQUIRE_CGROUPS").is_ok_and(|v| v == "1");
+        assert!(!required, "LULL_REQUIRE_CGROUPS=1 but no memory cgroup can be made");
+        eprintln!("SKIPPED: cannot create a memory cgroup here");
+        return;
+    };
+    let top_rel = machine.top.file_name().and_then(|n| n.to_str()).expect("name").to_string();
+    // The owner's files, written and dropped from the cache so the owner's reads charge
+    // them to the owner's cgroup.
+    let files_dir = tempfile::tempdir_in(std::env::temp_dir()).expect("temp dir");
+    let files: Vec<PathBuf> = (0..2)
+        .map(|i| {
+            let p = files_dir.path().join(format!("owner-{i}"));
+            let chunk = vec![i as u8 + 1; MIB as usize];
+            let mut f = std::fs::File::create(&p).expect("create");
+            for _ in 0..FILE_MIB {
+                std::io::Write::write_all(&mut f, &chunk).expect("write");
+            }
+            f.sync_all().expect("sync");
+            rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).expect("DONTNEED");
+            p
+        })
+        .collect();
+    // The owner: joins its cgroup, reads both files (they stay open), then waits.
+    let script = format!(
+        "echo $$ > {procs}; exec 3<{a} 4<{b}; cat {a} {b} > /dev/null; echo read > {dir}/owner-ready; sleep 600",
+        procs = machine.top.join("owner/cgroup.procs").display(),
+        a = files[0].display(),
+        b = files[1].display(),
+        dir = files_dir.path().display()
+    );
+    let _owner = Reaped(std::process::Command::new("sh").args(["-c", &script]).spawn().expect("owner"));
+    wait_until("the owner's reads", Duration::from_secs(60), || files_dir.path().join("owner-ready").exists());
+    let before: Vec<f64> = files.iter().map(|f| resident_mib(f)).collect();
+    assert!(before.iter().all(|&m| m >= FILE_MIB as f64 * 0.95), "the owner's files are cached: {before:?}");
+    let protect_before = machine.owner_protect_value();
+
+    let Some(mut rig) = rig("warm", |c| {
+        c.guests.cgroup = format!("{top_rel}/pool");
+        c.guests.memory_cap_mib = 360;
+        c.guests.owner_reserve_mib = 64;
+        c.memory.owner_cgroup = format!("/{top_rel}/owner");
+        c.memory.owner_protect_mib = 128;
+    }) else {
+        return;
+    };
+    let rt = rig.rt();
+    // The guest fills 300 MiB: with the owner's 192 MiB of cache, over the 400-MiB limit.
+    let hog = "import time\nb = []\nfor i in range(300 // 4):\n    b.append(bytearray(4 << 20))\n    for j in range(0, 4 << 20, 4096):\n        b[-1][j] = 1\nopen('allocated', 'w').close()\ntime.sleep(600)\n";
+    let id = rt.submit(GuestSpec::new("python3", ["-c", hog]));
+    rt.apply(GuestDirective::Accept);
+    let snap = rt.cache_snapshot().expect("a snapshot before the guest started").clone();
+    for f in &files {
+        let rec = snap.files.iter().find(|c| &c.path == f).map(|c| lull_core::owner_memory::pages_in(&c.resident));
+        assert!(rec.is_some_and(|p| p * owner_cache::page_size() >= FILE_MIB as u64 * MIB * 95 / 100), "{} recorded: {rec:?}", f.display());
+    }
+    // Only the owner's session is looked at: not this test process (the agent) and its binary.
+    let me = std::env::current_exe().expect("test binary");
+    assert!(!snap.files.iter().any(|c| c.path == me), "the agent's own files are not the owner's");
+    // While the guest runs the owner's session is protected.
+    let protect_during = machine.owner_protect_value();
+    assert_eq!(protect_during, (128 * MIB).to_string(), "protection written on the owner's cgroup");
+    assert!(rt.protection().contains("MiB on"), "{}", rt.protection());
+    let wd = workdir(rt, &id);
+    wait_until("the guest's allocation", Duration::from_secs(120), || {
+        rt.tick();
+        wd.join("allocated").exists()
+    });
+    let pushed: Vec<f64> = files.iter().map(|f| resident_mib(f)).collect();
+    let pushed_total: f64 = pushed.iter().sum();
+    assert!(pushed_total < (2 * FILE_MIB) as f64 * 0.7, "the guest pushed the owner's cache out: {pushed:?}");
+    // Evicted: the guest goes, the restore reads the owner's pages back.
+    rt.apply(GuestDirective::Evict);
+    wait_until("the restore", Duration::from_secs(120), || {
+        rt.tick();
+        rt.last_cache_restore().is_some()
+    });
+    let r = rt.last_cache_restore().expect("restore figures");
+    eprintln!("file-cache restore: {r:?}");
+    let after: Vec<f64> = files.iter().map(|f| resident_mib(f)).collect();
+    for (a, b) in after.iter().zip(&before) {
+        assert!(*a >= b * 0.95, "restored {after:?} vs before {before:?} ({r:?})");
+    }
+    assert!(r.missing_bytes as f64 / MIB as f64 >= (2 * FILE_MIB) as f64 - pushed_total - 1.0, "{r:?}");
+    assert!(r.stopped.is_none(), "{r:?}");
+    // One report for the eviction, with the file-cache time and no swap time (no swap was used).
+    let report = rt.take_restore().expect("a restore report");
+    assert!(report.file_cache_ms.is_some() && report.file_cache_restored_mib > 0.0, "{report:?}");
+    assert_eq!(rt.take_restore(), None, "reported once");
+    // The protection is put back once no guest is left.
+    assert_eq!(machine.owner_protect_value(), protect_before, "the owner's previous value is back");
+    drop(rig);
+    drop(_owner);
+    drop(machine);
+}

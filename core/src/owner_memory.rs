@@ -1,0 +1,311 @@
+//! The owner's memory kept warm, as pure decisions (seed 000 §4: priority page pools,
+//! "when the local job runs out of pages, it reclaims them from the foreign job prior to
+//! paging out any of its pages"; seed 004 §3.3 / Table 2: a flushed file cache slowed the
+//! owner's programs by up to 31 %).
+//!
+//! Two parts:
+//! - **Protection**: how much of the owner's memory the kernel is asked to keep while
+//!   guests run ([`protection_for`]: fixed, or the owner's recent working set plus
+//!   headroom), which of the owner's session cgroups carries it ([`session_candidates`]),
+//!   and when a value already written is worth rewriting ([`protection_update`]).
+//! - **File cache**: which of the owner's file pages were resident before a guest started
+//!   (run-length [`resident_ranges`] of a `mincore` vector), within a [`SnapshotBudget`];
+//!   which of them a guest pushed out ([`missing_ranges`]); and whether reading them back
+//!   should go on while the owner's memory pressure is what it is ([`restore_may_continue`]).
+//!
+//! The Linux guest runtime reads cgroups, `/proc` and `mincore`, hands the readings in and
+//! writes what comes back.
+
+use crate::guest_memory::{MemoryRules, MIB};
+
+/// The owner's memory settings, from `[memory]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WarmRules {
+    /// Protect the owner's session at all (`memory.protect_owner`).
+    pub protect: bool,
+    /// A fixed protection, bytes; `None`: the owner's recent working set plus
+    /// [`PROTECT_HEADROOM`] (`memory.owner_protect_mib = 0`).
+    pub protect_bytes: Option<u64>,
+    /// Most bytes of the owner's resident file pages recorded before a guest starts
+    /// (`memory.cache_snapshot_mib`; 0: no snapshot, no file-cache restore).
+    pub cache_max_bytes: u64,
+    /// Most files recorded (`memory.cache_snapshot_files`).
+    pub cache_max_files: usize,
+}
+
+/// Automatic protection covers the working set and this fraction more (it grows while
+/// guests run; the headroom keeps a growing owner inside it between readings).
+pub const PROTECT_HEADROOM: f64 = 0.25;
+
+/// The smallest protection worth writing: below it the kernel's own reserves dominate.
+pub const MIN_PROTECT_BYTES: u64 = 16 * MIB;
+
+/// The owner's working set from its cgroup's counters: what it uses minus the file pages
+/// the kernel itself considers inactive (the kubelet's and systemd-oomd's measure).
+pub fn working_set(usage: u64, inactive_file: u64) -> u64 {
+    usage.saturating_sub(inactive_file)
+}
+
+/// The protection for the owner's session: the fixed value, or the recent working set
+/// peak plus [`PROTECT_HEADROOM`]; never more than `total` less what the guests are
+/// admitted with at least ([`crate::guest_memory::MIN_GUEST_BYTES`]), never less than
+/// [`MIN_PROTECT_BYTES`]. `None` when protection is off.
+pub fn protection_for(rules: &WarmRules, working_set_peak: u64, total: u64) -> Option<u64> {
+    if !rules.protect {
+        return None;
+    }
+    let want = rules.protect_bytes.unwrap_or((working_set_peak as f64 * (1.0 + PROTECT_HEADROOM)) as u64);
+    let ceiling = total.saturating_sub(crate::guest_memory::MIN_GUEST_BYTES).max(MIN_PROTECT_BYTES);
+    Some(want.clamp(MIN_PROTECT_BYTES, ceiling))
+}
+
+/// `Some(want)` when a protection already written (`current`) should become `want`:
+/// always when nothing is written yet or it must grow by more than an eighth, and when
+/// it may shrink by more than a quarter (no churn on small moves; a protection a little
+/// too large costs the guests, not the owner).
+pub fn protection_update(want: u64, current: Option<u64>) -> Option<u64> {
+    match current {
+        None => Some(want),
+        Some(cur) if want > cur.saturating_add(cur / 8) || want < cur.saturating_sub(cur / 4) => Some(want),
+        Some(_) => None,
+    }
+}
+
+/// The cgroups (paths inside one hierarchy, `/user.slice/user-1000.slice/…`) that may
+/// carry the owner's protection, best first, from the cgroups the owner's processes are
+/// in: every ancestor from the owner's `user-UID.slice` down, except those holding the
+/// guests (`guests`: the guests' cgroup path in the same hierarchy), ordered by how many
+/// owner processes each holds (most first), then by depth (shallowest first). Paths
+/// outside a `user-UID.slice` (system services, containers) are no owner session and
+/// give nothing. The driver takes the first it can write.
+pub fn session_candidates(owner_cgroups: &[String], guests: &str) -> Vec<String> {
+    let holds = |outer: &str, inner: &str| inner == outer || inner.starts_with(&format!("{outer}/"));
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for path in owner_cgroups {
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        let Some(top) = parts.iter().position(|p| is_user_slice(p)) else { continue };
+        for depth in top..parts.len() {
+            let c = format!("/{}", parts[..=depth].join("/"));
+            if !guests.is_empty() && holds(&c, guests) {
+                continue;
+            }
+            if !out.iter().any(|(p, _)| p == &c) {
+                let n = owner_cgroups.iter().filter(|o| holds(&c, o)).count();
+                out.push((c, n));
+            }
+        }
+    }
+    out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.matches('/').count().cmp(&b.0.matches('/').count())).then(a.0.cmp(&b.0)));
+    out.into_iter().map(|(p, _)| p).collect()
+}
+
+fn is_user_slice(part: &str) -> bool {
+    part.strip_prefix("user-").and_then(|r| r.strip_suffix(".slice")).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A run of pages, `[start, start + len)`, in pages.
+pub type PageRange = (u64, u64);
+
+/// The resident runs of a `mincore` vector (bit 0 of each byte: the page is in memory).
+pub fn resident_ranges(vec: &[u8]) -> Vec<PageRange> {
+    let mut out: Vec<PageRange> = Vec::new();
+    for (i, b) in vec.iter().enumerate() {
+        if b & 1 == 0 {
+            continue;
+        }
+        let i = i as u64;
+        match out.last_mut() {
+            Some((s, l)) if *s + *l == i => *l += 1,
+            _ => out.push((i, 1)),
+        }
+    }
+    out
+}
+
+/// Pages in `ranges`.
+pub fn pages_in(ranges: &[PageRange]) -> u64 {
+    ranges.iter().map(|r| r.1).sum()
+}
+
+/// The pages that were resident before (`before`, from [`resident_ranges`]) and are not
+/// now (`now`: a `mincore` vector of the file as it is), as runs. Pages past the end of
+/// `now` (the file shrank) are not asked for.
+pub fn missing_ranges(before: &[PageRange], now: &[u8]) -> Vec<PageRange> {
+    let mut out: Vec<PageRange> = Vec::new();
+    for &(start, len) in before {
+        for p in start..(start + len).min(now.len() as u64) {
+            if now[p as usize] & 1 != 0 {
+                continue;
+            }
+            match out.last_mut() {
+                Some((s, l)) if *s + *l == p => *l += 1,
+                _ => out.push((p, 1)),
+            }
+        }
+    }
+    out
+}
+
+/// What a file-cache snapshot may still record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotBudget {
+    pub files_left: usize,
+    pub bytes_left: u64,
+}
+
+impl SnapshotBudget {
+    /// The budget of `rules`.
+    pub fn of(rules: &WarmRules) -> Self {
+        Self { files_left: rules.cache_max_files, bytes_left: rules.cache_max_bytes }
+    }
+
+    /// Whether another file may be looked at.
+    pub fn open(&self) -> bool {
+        self.files_left > 0 && self.bytes_left > 0
+    }
+
+    /// Takes a file with `resident` bytes in memory: the bytes it may record (all of
+    /// them, or what is left), or `None` when the budget is spent. A file with nothing
+    /// resident costs nothing (it is not recorded).
+    pub fn take(&mut self, resident: u64) -> Option<u64> {
+        if !self.open() {
+            return None;
+        }
+        if resident == 0 {
+            return Some(0);
+        }
+        let granted = resident.min(self.bytes_left);
+        self.files_left -= 1;
+        self.bytes_left -= granted;
+        Some(granted)
+    }
+}
+
+/// Keeps the first `max_pages` pages of `ranges` (a budget's grant).
+pub fn truncate_ranges(ranges: &[PageRange], max_pages: u64) -> Vec<PageRange> {
+    let mut left = max_pages;
+    let mut out = Vec::new();
+    for &(s, l) in ranges {
+        if left == 0 {
+            break;
+        }
+        let take = l.min(left);
+        out.push((s, take));
+        left -= take;
+    }
+    out
+}
+
+/// Whether reading the owner's file pages back may go on: not while available memory is
+/// below the owner's reserve, nor while the owner's memory stall (% of wall time, the
+/// guests' own excluded) is above half the freeze threshold — reading back is a favour
+/// to the owner, never a cost.
+pub fn restore_may_continue(rules: &MemoryRules, available: u64, owner_stall_pct: f64) -> bool {
+    available >= rules.owner_reserve_bytes && owner_stall_pct <= rules.pressure_freeze_pct / 2.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const GIB: u64 = 1 << 30;
+
+    fn warm() -> WarmRules {
+        WarmRules { protect: true, protect_bytes: None, cache_max_bytes: GIB, cache_max_files: 3 }
+    }
+
+    #[test]
+    fn protection_is_the_working_set_plus_headroom_or_the_fixed_value_within_bounds() {
+        let r = warm();
+        assert_eq!(working_set(3 * GIB, GIB), 2 * GIB);
+        assert_eq!(working_set(GIB, 2 * GIB), 0);
+        assert_eq!(protection_for(&r, 2 * GIB, 16 * GIB), Some(2 * GIB + GIB / 2));
+        // A tiny owner still gets the floor; a huge one never all of memory.
+        assert_eq!(protection_for(&r, 0, 16 * GIB), Some(MIN_PROTECT_BYTES));
+        assert_eq!(protection_for(&r, 16 * GIB, 16 * GIB), Some(16 * GIB - 16 * MIB));
+        let fixed = WarmRules { protect_bytes: Some(4 * GIB), ..r };
+        assert_eq!(protection_for(&fixed, 100 * MIB, 16 * GIB), Some(4 * GIB));
+        assert_eq!(protection_for(&WarmRules { protect: false, ..r }, GIB, 16 * GIB), None);
+    }
+
+    #[test]
+    fn protection_is_rewritten_on_first_use_on_real_growth_and_on_large_shrinks_only() {
+        assert_eq!(protection_update(GIB, None), Some(GIB));
+        assert_eq!(protection_update(GIB + GIB / 10, Some(GIB)), None);
+        assert_eq!(protection_update(GIB + GIB / 4, Some(GIB)), Some(GIB + GIB / 4));
+        assert_eq!(protection_update(GIB - GIB / 5, Some(GIB)), None);
+        assert_eq!(protection_update(GIB / 2, Some(GIB)), Some(GIB / 2));
+    }
+
+    #[test]
+    fn session_candidates_start_at_the_user_slice_skip_the_guests_and_prefer_where_the_owner_is() {
+        let owner = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // A root agent, guests at /lull: the whole user slice first.
+        let paths = owner(&["/user.slice/user-1000.slice/session-2.scope", "/user.slice/user-1000.slice/user@1000.service/app.slice/a.scope"]);
+        let c = session_candidates(&paths, "/lull/guests/a1-2-0");
+        assert_eq!(c[0], "/user.slice/user-1000.slice");
+        assert!(c.contains(&"/user.slice/user-1000.slice/session-2.scope".to_string()));
+        // A delegated agent whose guests live inside the user's manager: nothing that holds
+        // them, so the session scope and the app slice, the one with more processes first.
+        let paths = owner(&[
+            "/user.slice/user-1000.slice/session-2.scope",
+            "/user.slice/user-1000.slice/session-2.scope",
+            "/user.slice/user-1000.slice/user@1000.service/app.slice/firefox.scope",
+        ]);
+        let c = session_candidates(&paths, "/user.slice/user-1000.slice/user@1000.service/app.slice/lull.service/guests/a1-2-0");
+        assert_eq!(
+            c,
+            vec![
+                "/user.slice/user-1000.slice/session-2.scope".to_string(),
+                "/user.slice/user-1000.slice/user@1000.service/app.slice/firefox.scope".to_string()
+            ]
+        );
+        // No user session (a container, a system service): nothing to protect.
+        assert!(session_candidates(&owner(&["/process_api/abc", "/"]), "/lull").is_empty());
+        assert!(session_candidates(&owner(&["/user.slice/user-x.slice/s"]), "").is_empty());
+    }
+
+    #[test]
+    fn resident_and_missing_ranges_are_runs_of_pages() {
+        let before = resident_ranges(&[1, 1, 0, 1, 0, 0, 1, 1, 1]);
+        assert_eq!(before, vec![(0, 2), (3, 1), (6, 3)]);
+        assert_eq!(pages_in(&before), 6);
+        // Other bits of a mincore byte are not residency.
+        assert_eq!(resident_ranges(&[2, 3, 0x80]), vec![(1, 1)]);
+        // Now pages 1, 6 and 7 are gone, 2 came in on its own, and the file ends at page 8.
+        let missing = missing_ranges(&before, &[1, 0, 1, 1, 0, 0, 0, 0]);
+        assert_eq!(missing, vec![(1, 1), (6, 2)]);
+        assert!(missing_ranges(&before, &[1; 9]).is_empty());
+        assert_eq!(truncate_ranges(&before, 4), vec![(0, 2), (3, 1), (6, 1)]);
+    }
+
+    #[test]
+    fn the_snapshot_budget_caps_files_and_bytes() {
+        let mut b = SnapshotBudget::of(&warm());
+        assert_eq!(b.take(0), Some(0), "a file with nothing resident costs nothing");
+        assert_eq!(b.take(GIB / 2), Some(GIB / 2));
+        assert_eq!(b.take(GIB), Some(GIB / 2), "what is left of the bytes");
+        assert!(!b.open());
+        assert_eq!(b.take(1), None);
+        let mut few = SnapshotBudget { files_left: 1, bytes_left: GIB };
+        assert_eq!(few.take(MIB), Some(MIB));
+        assert_eq!(few.take(MIB), None);
+    }
+
+    #[test]
+    fn the_restore_stops_under_owner_pressure() {
+        let rules = MemoryRules {
+            owner_reserve_bytes: 512 * MIB,
+            admission_owner_mem_max: 0.8,
+            memory_cap_bytes: None,
+            memory_share: 0.5,
+            pressure_freeze_pct: 10.0,
+            pressure_kill: Duration::from_secs(10),
+        };
+        assert!(restore_may_continue(&rules, GIB, 0.0));
+        assert!(restore_may_continue(&rules, GIB, 5.0));
+        assert!(!restore_may_continue(&rules, GIB, 5.1));
+        assert!(!restore_may_continue(&rules, 100 * MIB, 0.0));
+    }
+}
