@@ -202,7 +202,13 @@ pub struct Memory {
 
 impl Default for Memory {
     fn default() -> Self {
-        Self { protect_owner: true, owner_protect_mib: 0, owner_cgroup: String::new(), cache_snapshot_mib: 2048, cache_snapshot_files: 4096 }
+        Self {
+            protect_owner: true,
+            owner_protect_mib: 0,
+            owner_cgroup: String::new(),
+            cache_snapshot_mib: 2048,
+            cache_snapshot_files: 4096,
+        }
     }
 }
 
@@ -377,7 +383,9 @@ impl Config {
         if !owner_cg.is_empty() && (!owner_cg.starts_with('/') || owner_cg.split('/').any(|c| c == "..")) {
             return Err(ConfigError::Invalid {
                 field: "memory.owner_cgroup".into(),
-                message: format!("{owner_cg:?} is not a cgroup path like \"/user.slice/user-1000.slice\" (absolute, without `..`), or empty to find it"),
+                message: format!(
+                    "{owner_cg:?} is not a cgroup path like \"/user.slice/user-1000.slice\" (absolute, without `..`), or empty to find it"
+                ),
             });
         }
         let user = &self.guests.run_as;
@@ -598,23 +606,42 @@ mod tests {
         let c = Config::default();
         assert!(!c.availability.lend_while_light);
         assert_eq!((c.availability.light_cpu_max, c.availability.light_for_s), (0.20, 60));
-        let err = Config::from_toml("[availability]
+        let err = Config::from_toml(
+            "[availability]
 light_cpu_max = 1.5
-", "t").unwrap_err().to_string();
+",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("availability.light_cpu_max") && err.contains("0.01..=1"), "{err}");
-        let err = Config::from_toml("[availability]
+        let err = Config::from_toml(
+            "[availability]
 light_for_s = 0
-", "t").unwrap_err().to_string();
+",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("availability.light_for_s") && err.contains("1..=3600"), "{err}");
-        let err = Config::from_toml("[availability]
+        let err = Config::from_toml(
+            "[availability]
 lend_while_light = \"yes\"
-", "t").unwrap_err().to_string();
+",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("availability.lend_while_light"), "{err}");
-        let c = Config::from_toml("[availability]
+        let c = Config::from_toml(
+            "[availability]
 lend_while_light = true
 light_cpu_max = 0.1
 light_for_s = 30
-", "t").unwrap();
+",
+            "t",
+        )
+        .unwrap();
         assert!(c.policy().availability.lend_while_light);
     }
 

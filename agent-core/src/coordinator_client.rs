@@ -26,12 +26,13 @@ use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
 use lull_protocol::{
     Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, GuestMemory, Heartbeat, HeartbeatAck, Lease, LeaseRequest,
-    MemoryReport, MigrateAnswer, MigrateRequest, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, CHECKPOINT_MAX,
+    MemoryReport, MigrateAnswer, MigrateRequest, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease,
+    CHECKPOINT_MAX,
 };
-use std::collections::HashMap;
-use std::sync::Arc;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};

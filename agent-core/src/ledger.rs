@@ -287,7 +287,13 @@ impl Ledger {
     /// growth was donated (lingering or lent while light): then it is also added to the
     /// day's `present_*` part, in the same transaction, so the part never exceeds or
     /// doubles the total.
-    pub fn record_guest_totals_while(&mut self, day: NaiveDate, at: DateTime<Utc>, g: &GuestTotals, owner_present: bool) -> Result<(u64, u64)> {
+    pub fn record_guest_totals_while(
+        &mut self,
+        day: NaiveDate,
+        at: DateTime<Utc>,
+        g: &GuestTotals,
+        owner_present: bool,
+    ) -> Result<(u64, u64)> {
         let tx = self.conn.transaction()?;
         let prev: Option<(i64, i64)> = tx
             .query_row("SELECT cpu_us, wall_ms FROM guest_usage WHERE guest = ?1", [&g.guest], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -325,7 +331,13 @@ impl Ledger {
             })
             .optional()?;
         let (c, w, pc, pw) = row.unwrap_or((0, 0, 0, 0));
-        Ok(DayDonation { day, cpu_s: c as f64 / 1e6, wall_s: w as f64 / 1e3, present_cpu_s: pc as f64 / 1e6, present_wall_s: pw as f64 / 1e3 })
+        Ok(DayDonation {
+            day,
+            cpu_s: c as f64 / 1e6,
+            wall_s: w as f64 / 1e3,
+            present_cpu_s: pc as f64 / 1e6,
+            present_wall_s: pw as f64 / 1e3,
+        })
     }
 
     /// Donated time for each of the `days` days ending with `last` (oldest first; days
@@ -547,8 +559,11 @@ mod tests {
         let path = dir.join("ledger.sqlite");
         {
             let c = Connection::open(&path).unwrap();
-            c.execute_batch("CREATE TABLE donated_days (day TEXT PRIMARY KEY, cpu_us INTEGER NOT NULL, wall_ms INTEGER NOT NULL);
-                             INSERT INTO donated_days VALUES ('2026-11-23', 7000000, 9000);").unwrap();
+            c.execute_batch(
+                "CREATE TABLE donated_days (day TEXT PRIMARY KEY, cpu_us INTEGER NOT NULL, wall_ms INTEGER NOT NULL);
+                             INSERT INTO donated_days VALUES ('2026-11-23', 7000000, 9000);",
+            )
+            .unwrap();
         }
         let l = Ledger::open(&path).unwrap();
         let day = l.donated_on(NaiveDate::from_ymd_opt(2026, 11, 23).unwrap()).unwrap();

@@ -134,7 +134,8 @@ pub(crate) fn print_notice(n: &Notice, json: bool) {
                 serde_json::json!({"event": "restored", "restore_ms": anon_ms, "cache_restore_ms": file_cache_ms}).to_string()
             } else {
                 let part = |what: &str, ms: &Option<u64>| ms.map(|ms| format!("{what} in {ms} ms"));
-                let parts: Vec<String> = [part("swapped pages", anon_ms), part("file cache", file_cache_ms)].into_iter().flatten().collect();
+                let parts: Vec<String> =
+                    [part("swapped pages", anon_ms), part("file cache", file_cache_ms)].into_iter().flatten().collect();
                 format!("owner memory restored: {}", parts.join(", "))
             }
         }

@@ -163,7 +163,11 @@ impl Hand {
             let mut i = 0;
             while !s.load(Ordering::Relaxed) {
                 let dx = if i % 2 == 0 { "3" } else { "-3" };
-                let _ = Command::new("xdotool").args(["mousemove_relative", "--", dx, "0"]).env("DISPLAY", &display).stderr(Stdio::null()).status();
+                let _ = Command::new("xdotool")
+                    .args(["mousemove_relative", "--", dx, "0"])
+                    .env("DISPLAY", &display)
+                    .stderr(Stdio::null())
+                    .status();
                 i += 1;
                 std::thread::sleep(Duration::from_millis(500));
             }
@@ -255,7 +259,9 @@ fn start_guest(l: &Lender, n: usize) -> Result<Child> {
     ends_with_us(&mut run, libc::SIGKILL);
     let child = run.spawn().context("lull run")?;
     wait_for("the guest to run while lending", Duration::from_secs(30), || {
-        l.status().filter(|s| s.policy.guests_present && s.policy.state == StateKind::LendingLight && s.policy.directive == GuestDirective::Accept)
+        l.status().filter(|s| {
+            s.policy.guests_present && s.policy.state == StateKind::LendingLight && s.policy.directive == GuestDirective::Accept
+        })
     })?;
     Ok(child)
 }
@@ -287,7 +293,8 @@ fn guest_leaves(base: &str) -> Vec<std::path::PathBuf> {
 /// Freezes or thaws the guest's leaf cgroups and waits until the kernel says so.
 fn freeze(leaves: &[std::path::PathBuf], frozen: bool) -> Result<()> {
     for l in leaves {
-        std::fs::write(l.join("cgroup.freeze"), if frozen { "1" } else { "0" }).with_context(|| format!("writing {}", l.join("cgroup.freeze").display()))?;
+        std::fs::write(l.join("cgroup.freeze"), if frozen { "1" } else { "0" })
+            .with_context(|| format!("writing {}", l.join("cgroup.freeze").display()))?;
     }
     let want = if frozen { "frozen 1" } else { "frozen 0" };
     wait_for("the guest's cgroup to freeze or thaw", Duration::from_secs(10), || {
@@ -391,7 +398,10 @@ pub fn run(a: LendLightArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(100));
     }
     if !seen_present {
-        bail!("the agent never saw the owner present (X11 input from xdotool): {}", std::fs::read_to_string(lender.dir.path().join("instance.log")).unwrap_or_default());
+        bail!(
+            "the agent never saw the owner present (X11 input from xdotool): {}",
+            std::fs::read_to_string(lender.dir.path().join("instance.log")).unwrap_or_default()
+        );
     }
     // The owner opts in, from outside, as they would.
     let out = lender.lull(&["limits", "--lend-while-light", "on", "--json"])?.stderr(Stdio::piped()).stdout(Stdio::piped()).output()?;
@@ -402,7 +412,8 @@ pub fn run(a: LendLightArgs) -> Result<()> {
     if !saved.contains("lend_while_light = true") {
         bail!("lull limits did not write lend_while_light into the owner's file:\n{saved}");
     }
-    let lending = wait_for("lending while light", Duration::from_secs(30), || lender.status().filter(|s| s.policy.state == StateKind::LendingLight))?;
+    let lending =
+        wait_for("lending while light", Duration::from_secs(30), || lender.status().filter(|s| s.policy.state == StateKind::LendingLight))?;
     let before = lender.status().context("status")?;
 
     let bar = indicatif::ProgressBar::new(a.rounds * if a.control { 3 } else { 2 });
@@ -455,7 +466,9 @@ pub fn run(a: LendLightArgs) -> Result<()> {
     let ticks = owner.ticks.lock().unwrap_or_else(|p| p.into_inner()).clone();
     drop(owner);
 
-    let response = |c: u8, f: &dyn Fn(&Tick) -> bool| -> Vec<f64> { ticks.iter().filter(|t| t.config == c && f(t)).map(|t| t.late_us + t.compute_us).collect() };
+    let response = |c: u8, f: &dyn Fn(&Tick) -> bool| -> Vec<f64> {
+        ticks.iter().filter(|t| t.config == c && f(t)).map(|t| t.late_us + t.compute_us).collect()
+    };
     let all = |_: &Tick| true;
     let mut rows = Vec::new();
     let mut p50 = [0.0f64; 3];
@@ -538,7 +551,11 @@ pub fn run(a: LendLightArgs) -> Result<()> {
             noise * 100.0
         );
         if a.control {
-            outln!("  control, same spinners at normal priority: {:+.2} % by median, {:+.2} % by mean", slowdown(2) * 100.0, slowdown_mean(2) * 100.0);
+            outln!(
+                "  control, same spinners at normal priority: {:+.2} % by median, {:+.2} % by mean",
+                slowdown(2) * 100.0,
+                slowdown_mean(2) * 100.0
+            );
         }
         outln!(
             "  guest CPU {cpu_s:.1} s ({present_cpu_s:.1} s accounted as given while the owner was present), interruptions {}",

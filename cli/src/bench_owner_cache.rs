@@ -350,7 +350,8 @@ fn round(
         Response::Today(t) => t,
         other => bail!("today: {other:?}"),
     };
-    let i = today.interruptions.last().with_context(|| format!("the owner's return was not counted as an interruption\n{}", agent.log()))?;
+    let i =
+        today.interruptions.last().with_context(|| format!("the owner's return was not counted as an interruption\n{}", agent.log()))?;
     r.ledger_anon_ms.push(i.restore_ms);
     r.ledger_cache_ms.push(i.cache_restore_ms);
     agent.stop()?;
@@ -398,7 +399,15 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
                 r.failed.push(format!("round {n}: {e:#}"));
                 // Keep the per-round vectors aligned: drop what this round had pushed.
                 let n_ok = n + 1 - r.failed.len();
-                for v in [&mut r.cold_ms, &mut r.before_ms, &mut r.after_ms, &mut r.after_second_ms, &mut r.after_disk_mib, &mut r.left_under_guest_mib, &mut r.resident_after_mib] {
+                for v in [
+                    &mut r.cold_ms,
+                    &mut r.before_ms,
+                    &mut r.after_ms,
+                    &mut r.after_second_ms,
+                    &mut r.after_disk_mib,
+                    &mut r.left_under_guest_mib,
+                    &mut r.resident_after_mib,
+                ] {
                     v.truncate(n_ok);
                 }
                 r.ledger_anon_ms.truncate(n_ok);

@@ -229,7 +229,12 @@ pub fn run(a: RecruitApiArgs) -> Result<()> {
             a.k,
             a.seconds
         );
-        outln!("  POST /api/v1/recruit, client-side: p50 {:.3} ms · p99 {:.3} ms · max {:.3} ms", pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 1.0));
+        outln!(
+            "  POST /api/v1/recruit, client-side: p50 {:.3} ms · p99 {:.3} ms · max {:.3} ms",
+            pct(&lat, 0.5),
+            pct(&lat, 0.99),
+            pct(&lat, 1.0)
+        );
         outln!("  decision inside the coordinator:  p50 {:.3} ms · p99 {:.3} ms", pct(&decided, 0.5), pct(&decided, 0.99));
         outln!("  grants short of k: {short} · heartbeats not 200: {bad} · coordinator CPU {cores:.2} cores · goal: p99 ≤ 2 ms");
     }

@@ -54,7 +54,8 @@ fn rows(a: &CalibrateArgs, paths: &Paths) -> Result<Vec<(i64, OwnerSample)>> {
         return lull_sim::trace::parse_ledger_rows(csv, &text).with_context(|| format!("reading {}", csv.display()));
     }
     // No ledger yet is no history: refused below with the days needed.
-    agent_core::calibration::ledger_rows(&paths.ledger).with_context(|| format!("reading the trace from the ledger {}", paths.ledger.display()))
+    agent_core::calibration::ledger_rows(&paths.ledger)
+        .with_context(|| format!("reading the trace from the ledger {}", paths.ledger.display()))
 }
 
 pub fn run(a: CalibrateArgs) -> Result<()> {

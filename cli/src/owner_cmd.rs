@@ -199,7 +199,9 @@ pub fn limits(a: LimitsArgs) -> Result<()> {
     }
     if a.lend_while_light.is_some() || a.light_cpu.is_some() || a.light_for.is_some() {
         // The agent validates and writes only the changed fields into the owner's file.
-        let Response::Config { config } = ask(Request::GetConfig)? else { bail!("the agent answered with something other than its configuration") };
+        let Response::Config { config } = ask(Request::GetConfig)? else {
+            bail!("the agent answered with something other than its configuration")
+        };
         let mut config = *config;
         let av = &mut config.availability;
         if let Some(on) = a.lend_while_light {

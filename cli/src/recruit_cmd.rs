@@ -15,13 +15,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  lull recruit 8 --for 10m -- ./render --frames 1-100\n  lull recruit 2 --for 1m --json -- sh -c 'echo rank $LULL_RANK of $LULL_MACHINES'\n\n\
+#[command(
+    after_help = "Examples:\n  lull recruit 8 --for 10m -- ./render --frames 1-100\n  lull recruit 2 --for 1m --json -- sh -c 'echo rank $LULL_RANK of $LULL_MACHINES'\n\n\
 The coordinator answers at once: no queue. It grants only machines whose owners' recent \
 CPU load predicts them idle for the whole time (the mean of their last readings, more of \
 them for a longer time), least loaded first, and keeps a share of the idle machines \
 (`lull coordinator serve --reserve-pct`, default 20 %) back for the next request, so \
 you may get fewer than K. Machines out of their owners' interruption budget, paused or \
-without a free slot are never granted.")]
+without a free slot are never granted."
+)]
 pub struct RecruitArgs {
     #[command(flatten)]
     pub remote: Remote,
@@ -46,8 +48,20 @@ pub struct RecruitArgs {
     pub command: Vec<String>,
 }
 
-async fn post<T: serde::de::DeserializeOwned>(http: &reqwest::Client, url: &str, key: &str, path: &str, body: &impl serde::Serialize) -> Result<T> {
-    let r = http.post(format!("{url}{path}")).bearer_auth(key).json(body).send().await.with_context(|| format!("reaching the coordinator at {url}"))?;
+async fn post<T: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    path: &str,
+    body: &impl serde::Serialize,
+) -> Result<T> {
+    let r = http
+        .post(format!("{url}{path}"))
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .await
+        .with_context(|| format!("reaching the coordinator at {url}"))?;
     Ok(check(r).await?.json().await?)
 }
 

@@ -239,7 +239,10 @@ async fn heartbeat(State(app): State<Arc<App>>, Auth(p): Auth, Body(hb): Body<He
     }
     store::check_text("state", &hb.state, 1, 32)?;
     if hb.owner_load.len() > lull_protocol::OWNER_LOAD_MAX {
-        return Err(ApiError(StatusCode::BAD_REQUEST, format!("owner_load has {} readings, at most {}", hb.owner_load.len(), lull_protocol::OWNER_LOAD_MAX)));
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("owner_load has {} readings, at most {}", hb.owner_load.len(), lull_protocol::OWNER_LOAD_MAX),
+        ));
     }
     if let Some(why) = hb.owner_load.iter().find_map(|r| r.invalid()) {
         return Err(ApiError(StatusCode::BAD_REQUEST, why));
@@ -271,7 +274,9 @@ fn check_memory_report(m: &MemoryReport) -> Result<(), ApiError> {
         if g.job_id <= 0 {
             return bad(format!("memory.guests[{i}].job_id must be a positive job id"));
         }
-        for (name, v) in [("major_faults_per_s", g.major_faults_per_s), ("age_s", g.age_s), ("io_bytes_per_s", g.io_bytes_per_s.unwrap_or(0.0))] {
+        for (name, v) in
+            [("major_faults_per_s", g.major_faults_per_s), ("age_s", g.age_s), ("io_bytes_per_s", g.io_bytes_per_s.unwrap_or(0.0))]
+        {
             if !ok(v) {
                 return bad(format!("memory.guests[{i}].{name} must be a finite non-negative number"));
             }
@@ -584,7 +589,12 @@ async fn gang(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath) -> ApiRes
 #[utoipa::path(post, path = "/api/v1/tasks/{job}/{rank}/migrate", request_body = MigrateRequest, params(("job" = i64, Path), ("rank" = i64, Path)),
     security(("bearer" = [])), responses((status = 200, body = MigrateAnswer, description = "the decision; with `migrate` the task was given back: stop the guest"),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
-async fn migrate(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<MigrateRequest>) -> ApiResult<Json<MigrateAnswer>> {
+async fn migrate(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+    t: TaskPath,
+    Body(req): Body<MigrateRequest>,
+) -> ApiResult<Json<MigrateAnswer>> {
     let agent = need_agent(&p)?;
     let (job, rank) = path(t)?;
     Ok(Json(crate::migration::ask(&app, agent, job, rank, &req).await?))

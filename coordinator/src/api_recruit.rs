@@ -22,7 +22,11 @@ fn group_id(g: GroupPath) -> Result<String, ApiError> {
 #[utoipa::path(post, path = "/api/v1/recruit", request_body = RecruitRequest, security(("bearer" = [])),
     responses((status = 200, body = RecruitGrant), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 503, body = ErrorBody)))]
-pub(crate) async fn recruit(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<RecruitRequest>) -> Result<Json<RecruitGrant>, ApiError> {
+pub(crate) async fn recruit(
+    State(app): State<Arc<App>>,
+    Auth(p): Auth,
+    Body(req): Body<RecruitRequest>,
+) -> Result<Json<RecruitGrant>, ApiError> {
     need_person(&p)?;
     recruiting::recruit(&app, &p, req).map(Json).map_err(recruiting::to_api)
 }

@@ -61,14 +61,15 @@ pub async fn ask(app: &App, agent: &str, job: i64, rank: i64, req: &MigrateReque
     let program: String = col(&j, "program")?;
     let width = col::<i64>(&j, "gang")?.max(1) as u32;
     let estimate: Option<f64> = col(&j, "estimate_s")?;
-    let peers: Vec<String> = sqlx::query("SELECT agent_id FROM tasks WHERE job_id = $1 AND rank <> $2 AND state = 'leased' AND agent_id IS NOT NULL")
-        .bind(job)
-        .bind(rank)
-        .fetch_all(&db.pool)
-        .await?
-        .iter()
-        .map(|r| col(r, "agent_id"))
-        .collect::<std::result::Result<_, _>>()?;
+    let peers: Vec<String> =
+        sqlx::query("SELECT agent_id FROM tasks WHERE job_id = $1 AND rank <> $2 AND state = 'leased' AND agent_id IS NOT NULL")
+            .bind(job)
+            .bind(rank)
+            .fetch_all(&db.pool)
+            .await?
+            .iter()
+            .map(|r| col(r, "agent_id"))
+            .collect::<std::result::Result<_, _>>()?;
 
     // Machines, numbered for the decision: the asker is 0.
     let now = now_ms();

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 pub use lull_protocol::{
-    MigrateAnswer, MigrateRequest,
-    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, GuestMemory, Heartbeat, HeartbeatAck, JobSpec, Lease, LeaseRequest,
-    MemoryReport, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease, OUTPUT_TAIL_MAX,
+    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, GuestMemory, Heartbeat, HeartbeatAck, JobSpec, Lease,
+    LeaseRequest, MemoryReport, MigrateAnswer, MigrateRequest, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task,
+    TaskRelease, OUTPUT_TAIL_MAX,
 };
 
 /// Admin: create a join token.

@@ -666,12 +666,13 @@ pub async fn resolve_halts(db: &Db, timeout_ms: i64) -> Result<Vec<i64>> {
     let mut requeued = Vec::new();
     for job in due {
         let mut tx = db.pool.begin().await?;
-        let n = sqlx::query("UPDATE jobs SET halted_ms = NULL, gang_started = 0 WHERE id = $1 AND halted_ms IS NOT NULL AND halted_ms < $2")
-            .bind(job)
-            .bind(now - timeout_ms)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        let n =
+            sqlx::query("UPDATE jobs SET halted_ms = NULL, gang_started = 0 WHERE id = $1 AND halted_ms IS NOT NULL AND halted_ms < $2")
+                .bind(job)
+                .bind(now - timeout_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
         if n == 1 {
             sqlx::query(
                 "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1

@@ -160,7 +160,8 @@ async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is
     let s = Server::start(&db.url, test_config()).await;
     let (a, b) = (agent(&s, "a").await, agent(&s, "b").await);
     let (_yes, accepting) = tokio::sync::watch::channel(true);
-    let g: Job = s.admin().post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"], "machines": 2, "estimate_s": 1000.0})).await;
+    let g: Job =
+        s.admin().post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"], "machines": 2, "estimate_s": 1000.0})).await;
     let (la, lb) = tokio::join!(a.lease(1 << 30, Duration::from_secs(3)), b.lease(1 << 30, Duration::from_secs(3)));
     let (la, lb) = (la.unwrap().expect("rank for A"), lb.unwrap().expect("rank for B"));
     assert_eq!(coordinator_client::wait_for_gang(&a, &la, &accepting, Duration::from_secs(5)).await, GangWait::Ready);
@@ -195,7 +196,9 @@ async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is
     assert_eq!(job.tasks[lb.rank as usize].evictions, 0, "a migration is not an eviction");
     // A malformed request is refused (a number out of range, named).
     match b.migrate(&lb, &MigrateRequest { owner_utilization: 7.0, ..ask }).await {
-        Err(coordinator_client::ClientError::Refused { status: 400, message }) => assert!(message.contains("owner_utilization"), "{message}"),
+        Err(coordinator_client::ClientError::Refused { status: 400, message }) => {
+            assert!(message.contains("owner_utilization"), "{message}")
+        }
         other => panic!("{other:?}"),
     }
     s.stop().await;

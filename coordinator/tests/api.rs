@@ -384,7 +384,12 @@ async fn bad_requests_on(b: Backend) {
             Some(&agent.secret),
             r#"{"lease":1,"owner_utilization":1.5,"owner_busy_for_s":1,"migration_cost_s":1,"cpu_s":1}"#.into(),
         ),
-        ("POST", "/api/v1/tasks/1/0/migrate", Some(&s.admin), r#"{"lease":1,"owner_utilization":0.5,"owner_busy_for_s":1,"migration_cost_s":1,"cpu_s":1}"#.into()),
+        (
+            "POST",
+            "/api/v1/tasks/1/0/migrate",
+            Some(&s.admin),
+            r#"{"lease":1,"owner_utilization":0.5,"owner_busy_for_s":1,"migration_cost_s":1,"cpu_s":1}"#.into(),
+        ),
         ("POST", "/api/v1/records", Some(&agent.secret), r#"{"records":[]}"#.into()),
         ("POST", "/api/v1/records", Some(&agent.secret), r#"{"records":[{"seq":0,"kind":"donation","payload":{}}]}"#.into()),
         (
@@ -607,7 +612,8 @@ async fn gang_halt_on(b: Backend) {
     assert_eq!(job.tasks[lb.rank as usize].state, "leased");
     let gang: Gang = b2.get_ok(&task(lb.rank, "gang")).await;
     assert!(!gang.ready);
-    let halted: Option<i64> = sqlx::query_scalar("SELECT halted_ms FROM jobs WHERE id = $1").bind(g.id).fetch_one(&s.db.pool).await.unwrap();
+    let halted: Option<i64> =
+        sqlx::query_scalar("SELECT halted_ms FROM jobs WHERE id = $1").bind(g.id).fetch_one(&s.db.pool).await.unwrap();
     assert!(halted.is_some());
     // The third machine gets the lost rank, and only it.
     let lc = c.lease(0, 5000).await.expect("the replacement is placed");
@@ -619,7 +625,8 @@ async fn gang_halt_on(b: Backend) {
     // The halt is cleared (the sweeper or the gang answer), so it never times out.
     let cleared = async {
         loop {
-            let h: Option<i64> = sqlx::query_scalar("SELECT halted_ms FROM jobs WHERE id = $1").bind(g.id).fetch_one(&s.db.pool).await.unwrap();
+            let h: Option<i64> =
+                sqlx::query_scalar("SELECT halted_ms FROM jobs WHERE id = $1").bind(g.id).fetch_one(&s.db.pool).await.unwrap();
             if h.is_none() {
                 return;
             }
@@ -686,10 +693,12 @@ async fn migrate_on(b: Backend) {
     let path = format!("/api/v1/tasks/{}/0/migrate", j.id);
     let ask = |lease: i64, h: f64, busy: f64| json!({"lease": lease, "owner_utilization": h, "owner_busy_for_s": busy, "migration_cost_s": 5.0, "cpu_s": 100.0});
     // Malformed.
-    let (st, body) = a.post(&path, json!({"lease": l.lease, "owner_utilization": 1.5, "owner_busy_for_s": 1, "migration_cost_s": 1, "cpu_s": 1})).await;
+    let (st, body) =
+        a.post(&path, json!({"lease": l.lease, "owner_utilization": 1.5, "owner_busy_for_s": 1, "migration_cost_s": 1, "cpu_s": 1})).await;
     assert_eq!(st, 400);
     assert!(body.to_string().contains("owner_utilization must be a number from 0 to 1"), "{body}");
-    let (st, _) = a.post(&path, json!({"lease": l.lease, "owner_utilization": 0.5, "owner_busy_for_s": -1, "migration_cost_s": 1, "cpu_s": 1})).await;
+    let (st, _) =
+        a.post(&path, json!({"lease": l.lease, "owner_utilization": 0.5, "owner_busy_for_s": -1, "migration_cost_s": 1, "cpu_s": 1})).await;
     assert_eq!(st, 400);
     let (st, _) = a.post(&path, json!({"lease": l.lease})).await;
     assert!((400..500).contains(&st), "{st}");

@@ -58,7 +58,10 @@ async fn leased(c: &Client, group: &str, leases: &Leases) -> i64 {
             let agents: Vec<String> = g["agents"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
             let all = {
                 let l = leases.lock().unwrap();
-                agents.iter().enumerate().all(|(rank, a)| l.get(a).is_some_and(|v| v.iter().any(|x| x.job_id == job && x.rank == rank as u32)))
+                agents
+                    .iter()
+                    .enumerate()
+                    .all(|(rank, a)| l.get(a).is_some_and(|v| v.iter().any(|x| x.job_id == job && x.rank == rank as u32)))
             };
             if all {
                 assert_eq!(g["state"], "leased", "{g}");

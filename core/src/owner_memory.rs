@@ -100,7 +100,9 @@ pub fn session_candidates(owner_cgroups: &[String], guests: &str) -> Vec<String>
 }
 
 fn is_user_slice(part: &str) -> bool {
-    part.strip_prefix("user-").and_then(|r| r.strip_suffix(".slice")).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    part.strip_prefix("user-")
+        .and_then(|r| r.strip_suffix(".slice"))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A run of pages, `[start, start + len)`, in pages.
@@ -242,7 +244,8 @@ mod tests {
     fn session_candidates_start_at_the_user_slice_skip_the_guests_and_prefer_where_the_owner_is() {
         let owner = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         // A root agent, guests at /lull: the whole user slice first.
-        let paths = owner(&["/user.slice/user-1000.slice/session-2.scope", "/user.slice/user-1000.slice/user@1000.service/app.slice/a.scope"]);
+        let paths =
+            owner(&["/user.slice/user-1000.slice/session-2.scope", "/user.slice/user-1000.slice/user@1000.service/app.slice/a.scope"]);
         let c = session_candidates(&paths, "/lull/guests/a1-2-0");
         assert_eq!(c[0], "/user.slice/user-1000.slice");
         assert!(c.contains(&"/user.slice/user-1000.slice/session-2.scope".to_string()));

@@ -18,7 +18,11 @@ use std::collections::BTreeMap;
 
 #[derive(Clone, Debug)]
 enum Step {
-    Sample { cpu: u8, mem_mib: u16, exclusive: bool },
+    Sample {
+        cpu: u8,
+        mem_mib: u16,
+        exclusive: bool,
+    },
     Input,
     Resumed,
     Idled,
@@ -66,7 +70,14 @@ fn lend() -> impl Strategy<Value = Option<u64>> {
     prop_oneof![Just(None), Just(Some(1u64)), Just(Some(5)), Just(Some(60))]
 }
 
-fn run(steps: Vec<(u32, Step)>, mode: EvictionMode, limit: u32, threshold_s: u64, fixed_limit: bool, lend: Option<u64>) -> Result<u32, TestCaseError> {
+fn run(
+    steps: Vec<(u32, Step)>,
+    mode: EvictionMode,
+    limit: u32,
+    threshold_s: u64,
+    fixed_limit: bool,
+    lend: Option<u64>,
+) -> Result<u32, TestCaseError> {
     run_probed(steps, mode, limit, threshold_s, fixed_limit, lend, false)
 }
 

@@ -845,7 +845,10 @@ fn a_lost_machine_leaves_a_vacancy_and_a_lone_member_or_sequential_job_is_requeu
         s.handle(t(11), Event::MemberLost { job: JobId(9), machine: MachineId(1), cpu_seconds: f64::NAN }),
         Err(SchedError::InvalidReport { .. })
     ));
-    assert_eq!(s.handle(t(11), Event::MemberLost { job: JobId(9), machine: MachineId(1), cpu_seconds: 0.0 }), Err(SchedError::NotRunning(JobId(9))));
+    assert_eq!(
+        s.handle(t(11), Event::MemberLost { job: JobId(9), machine: MachineId(1), cpu_seconds: 0.0 }),
+        Err(SchedError::NotRunning(JobId(9)))
+    );
 }
 
 #[derive(Clone, Debug)]

@@ -272,12 +272,7 @@ fn case() -> impl Strategy<Value = Case> {
 /// Every member of `a` went to a machine under MT whose oversize with it (and with the
 /// members placed before it in this pass) stays below MT — or, the first on an empty
 /// machine, that holds it at all.
-fn check_pass(
-    s: &Scheduler,
-    mt: f64,
-    before: &HashMap<MachineId, (u64, u64, usize)>,
-    a: &[Assignment],
-) -> Result<(), TestCaseError> {
+fn check_pass(s: &Scheduler, mt: f64, before: &HashMap<MachineId, (u64, u64, usize)>, a: &[Assignment]) -> Result<(), TestCaseError> {
     let mut added: HashMap<MachineId, u64> = HashMap::new();
     for x in a {
         let need = s.job(x.job).and_then(|j| j.running.as_ref()).map_or(0, |r| r.memory_per_member);

@@ -568,8 +568,9 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             }
             // The pool's view of the machine.
             let p = st.policy.as_ref().expect("policy");
-            let available =
-                !ended && matches!(p.state(), StateKind::Recruitable | StateKind::Donating | StateKind::LendingLight) && p.directive() == GuestDirective::Accept;
+            let available = !ended
+                && matches!(p.state(), StateKind::Recruitable | StateKind::Donating | StateKind::LendingLight)
+                && p.directive() == GuestDirective::Accept;
             let left = m.policy.budget.interruptions_per_day.saturating_sub(st.used_today);
             if available && !st.available {
                 st.idle_since = now;

@@ -251,7 +251,9 @@ pub fn refresh_every(shown: Option<StateKind>, with_tray: bool) -> Duration {
         return Duration::from_secs(3600);
     }
     match shown {
-        Some(StateKind::Donating | StateKind::Lingering | StateKind::LendingLight | StateKind::Evicting | StateKind::Paused) | None => MOVING,
+        Some(StateKind::Donating | StateKind::Lingering | StateKind::LendingLight | StateKind::Evicting | StateKind::Paused) | None => {
+            MOVING
+        }
         Some(_) => STILL,
     }
 }

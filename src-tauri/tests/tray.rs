@@ -555,7 +555,12 @@ fn settings_calibrates_from_the_recorded_trace_and_saves_it() {
     wait_until("the save", Duration::from_secs(10), || desk.find_window(&["--name", "Lull settings: saved"]).is_some());
     let cfg = tray.config();
     assert_eq!(cfg.availability.recruitment_threshold_s, expected.recruitment_threshold_s);
-    assert!((cfg.availability.owner_cpu_max - expected.owner_cpu_max).abs() < 1e-6, "{} vs {}", cfg.availability.owner_cpu_max, expected.owner_cpu_max);
+    assert!(
+        (cfg.availability.owner_cpu_max - expected.owner_cpu_max).abs() < 1e-6,
+        "{} vs {}",
+        cfg.availability.owner_cpu_max,
+        expected.owner_cpu_max
+    );
     assert!(tray.log().contains("calibration asked for from the settings window"), "{}", tray.log());
     tray.sigterm_and_wait();
 }

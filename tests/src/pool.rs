@@ -179,4 +179,3 @@ pub fn submit(m: &Machine, args: &[&str]) -> i64 {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_i64().unwrap()
 }
-

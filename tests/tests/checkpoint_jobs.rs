@@ -227,7 +227,10 @@ fn a_guest_growing_past_the_memory_threshold_is_moved_to_another_machine_and_com
     b.spawn(&["agent"], &env);
 
     let outputs = |m: &Machine| -> String {
-        m.workdirs(id).iter().map(|d| format!("{}: {:?}", d.display(), std::fs::read_to_string(d.join("stdout.log")).unwrap_or_default())).collect()
+        m.workdirs(id)
+            .iter()
+            .map(|d| format!("{}: {:?}", d.display(), std::fs::read_to_string(d.join("stdout.log")).unwrap_or_default()))
+            .collect()
     };
     let logs = || format!("A: {}\n{}\nB: {}\n{}\nB's log: {}", a.log(), outputs(&a), b.log(), outputs(&b), b.agent_log());
     let j = wait_job(&url, &admin, id, "moved to B", 120, |j| j["placement"]["machines"][0] == "box2", logs);

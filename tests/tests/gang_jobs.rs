@@ -100,14 +100,29 @@ fn a_gang_starts_together_halts_frozen_when_one_owner_returns_and_completes_with
     let mut env_b = ENV.to_vec();
     env_b.push(("DISPLAY", &xb.display));
     b.spawn(&["agent"], &env_b);
-    let j = wait_job(&url, &admin, id, "leased on both", 60, |j| j["tasks"].as_array().unwrap().iter().all(|t| t["state"] == "leased"), || logs(&[&a, &b]));
+    let j = wait_job(
+        &url,
+        &admin,
+        id,
+        "leased on both",
+        60,
+        |j| j["tasks"].as_array().unwrap().iter().all(|t| t["state"] == "leased"),
+        || logs(&[&a, &b]),
+    );
     let names = machine_names(&url, &admin);
-    let name_of = |agent: &Value| names.iter().find(|(i, _)| Some(i.as_str()) == agent.as_str()).map(|(_, n)| n.clone()).unwrap_or_default();
-    let rank_on = |m: &str| j["tasks"].as_array().unwrap().iter().find(|t| name_of(&t["agent_id"]) == m).unwrap()["rank"].as_u64().unwrap() as u32;
+    let name_of =
+        |agent: &Value| names.iter().find(|(i, _)| Some(i.as_str()) == agent.as_str()).map(|(_, n)| n.clone()).unwrap_or_default();
+    let rank_on =
+        |m: &str| j["tasks"].as_array().unwrap().iter().find(|t| name_of(&t["agent_id"]) == m).unwrap()["rank"].as_u64().unwrap() as u32;
     let (ra, rb) = (rank_on("box1"), rank_on("box2"));
-    let dir_of = |m: &Machine, rank: u32| wait("a work directory with a pid", 60, || logs(&[&a, &b]), || {
-        m.rank_workdirs(id, rank).into_iter().next().filter(|d| d.join("pid").exists())
-    });
+    let dir_of = |m: &Machine, rank: u32| {
+        wait(
+            "a work directory with a pid",
+            60,
+            || logs(&[&a, &b]),
+            || m.rank_workdirs(id, rank).into_iter().next().filter(|d| d.join("pid").exists()),
+        )
+    };
     let (dir_a, dir_b) = (dir_of(&a, ra), dir_of(&b, rb));
     // Both run: steps on both.
     wait("steps on both ranks", 60, || logs(&[&a, &b]), || (steps(&dir_a).len() >= 4 && steps(&dir_b).len() >= 4).then_some(()));
@@ -147,7 +162,8 @@ fn a_gang_starts_together_halts_frozen_when_one_owner_returns_and_completes_with
     let thawed_after = c_started.elapsed();
     let j = wait_job(&url, &admin, id, "completed", 90, |j| j["state"] == "completed", || logs(&[&a, &b, &c]));
     let names = machine_names(&url, &admin);
-    let name_of = |agent: &Value| names.iter().find(|(i, _)| Some(i.as_str()) == agent.as_str()).map(|(_, n)| n.clone()).unwrap_or_default();
+    let name_of =
+        |agent: &Value| names.iter().find(|(i, _)| Some(i.as_str()) == agent.as_str()).map(|(_, n)| n.clone()).unwrap_or_default();
     assert_eq!(name_of(&task(&j, ra)["agent_id"]), "box3", "C completed the lost rank: {j}");
     assert_eq!(name_of(&task(&j, rb)["agent_id"]), "box2");
     assert!(j["tasks"].as_array().unwrap().iter().all(|t| t["exit_code"].as_i64() == Some(0)), "{j}");

@@ -92,14 +92,14 @@ fn recruit_both(c: &Coordinator, cmd: &str) -> Vec<Value> {
         if out.status.success() && granted == 2 {
             return lines;
         }
+        assert!(granted < 2, "both granted but the run failed: {stdout}\n{}\n{}", String::from_utf8_lossy(&out.stderr), c.log());
+        // None or one heard from yet (a group of one runs and ends): ask again.
         assert!(
-            granted < 2,
-            "both granted but the run failed: {stdout}\n{}\n{}",
+            t0.elapsed() < Duration::from_secs(60),
+            "never granted both: {stdout}\n{}\n{}",
             String::from_utf8_lossy(&out.stderr),
             c.log()
         );
-        // None or one heard from yet (a group of one runs and ends): ask again.
-        assert!(t0.elapsed() < Duration::from_secs(60), "never granted both: {stdout}\n{}\n{}", String::from_utf8_lossy(&out.stderr), c.log());
         std::thread::sleep(Duration::from_millis(500));
     }
 }
@@ -153,7 +153,9 @@ fn lull_recruit_runs_one_group_on_both_agents_and_releases_it() {
 
 #[test]
 fn a_reserve_or_idle_threshold_out_of_range_is_refused_naming_it() {
-    for (flag, value, field) in [("--reserve-pct", "100", "reserve_pct"), ("--reserve-pct", "-5", "reserve_pct"), ("--recruit-idle-pct", "0", "recruit_idle_pct")] {
+    for (flag, value, field) in
+        [("--reserve-pct", "100", "reserve_pct"), ("--reserve-pct", "-5", "reserve_pct"), ("--recruit-idle-pct", "0", "recruit_idle_pct")]
+    {
         let arg = format!("{flag}={value}");
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(lull_bin())

@@ -529,13 +529,16 @@ impl Driver {
     /// (see the module docs).
     async fn migrate_for_memory(&mut self, from: MachineId) {
         let Some(m) = self.sched.memory_migration(from) else { return };
-        let (Some(from_agent), Some(to_agent)) = (self.agents.get(&m.from).map(|v| v.name.clone()), self.agents.get(&m.to).map(|v| v.name.clone()))
+        let (Some(from_agent), Some(to_agent)) =
+            (self.agents.get(&m.from).map(|v| v.name.clone()), self.agents.get(&m.to).map(|v| v.name.clone()))
         else {
             return;
         };
         let job = m.job.0 as i64;
         let rank = match sql::job(&self.app.db, job).await {
-            Ok(Some(row)) => row.tasks.iter().find(|t| t.state == "leased" && t.agent_id.as_deref() == Some(from_agent.as_str())).map(|t| t.rank),
+            Ok(Some(row)) => {
+                row.tasks.iter().find(|t| t.state == "leased" && t.agent_id.as_deref() == Some(from_agent.as_str())).map(|t| t.rank)
+            }
             Ok(None) => None,
             Err(e) => {
                 tracing::warn!(job, error = %e, "reading a job to migrate failed");

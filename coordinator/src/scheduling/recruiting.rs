@@ -310,7 +310,10 @@ impl Recruiting {
             p.next_group += 1;
             let id = format!("g{:x}", p.next_group);
             let agents = machines.iter().map(|m| m.agent_id.clone()).collect();
-            p.groups.insert(id.clone(), Group { submitter: submitter.into(), machines: lent, agents, job: None, state: "leasing", error: None });
+            p.groups.insert(
+                id.clone(),
+                Group { submitter: submitter.into(), machines: lent, agents, job: None, state: "leasing", error: None },
+            );
             id
         });
         drop(guard);
@@ -399,7 +402,14 @@ pub fn recruit(app: &Arc<App>, who: &Principal, req: RecruitRequest) -> Result<R
         // The scheduler places nothing else on them meanwhile.
         app.scheduling.send(Msg::Machines { agents: agents.clone() });
         tokio::spawn(write_group(app.clone(), who.clone(), group.clone(), req, agents));
-        tracing::info!(group, machines = grant.machines.len(), idle = grant.idle, reserved = grant.reserved, us = grant.decided_us, "machines recruited");
+        tracing::info!(
+            group,
+            machines = grant.machines.len(),
+            idle = grant.idle,
+            reserved = grant.reserved,
+            us = grant.decided_us,
+            "machines recruited"
+        );
     }
     Ok(grant)
 }
@@ -538,7 +548,15 @@ mod tests {
         let m = MachineId(1);
         r.observe(m, &[LoadReading { cpu_pct: 90, secs: 600 }, LoadReading { cpu_pct: 0, secs: 10 }]);
         r.set_standing(m, "a", "m", "o", 5, true);
-        let req = |s: u32| RecruitRequest { k: 1, seconds: s, command: "true".into(), args: vec![], env: Default::default(), inputs: Default::default(), mem_bytes: 0 };
+        let req = |s: u32| RecruitRequest {
+            k: 1,
+            seconds: s,
+            command: "true".into(),
+            args: vec![],
+            env: Default::default(),
+            inputs: Default::default(),
+            mem_bytes: 0,
+        };
         // 20-s forecast → window 10: the last 10 s were idle.
         let g = r.grant(&req(20), "x").unwrap();
         assert_eq!(g.machines.len(), 1);

@@ -61,7 +61,9 @@ impl MigrationDecision {
             Self::Migrate => "migrate now".into(),
             Self::Stay(StayReason::NoFreeMachine) => "stay: no free machine to move to".into(),
             Self::Stay(StayReason::DestinationNotLighter) => "stay: the free machine is not less loaded".into(),
-            Self::Stay(StayReason::EpisodeTooShort { left }) => format!("stay: moving pays after {:.1} s more lingering", left.as_secs_f64()),
+            Self::Stay(StayReason::EpisodeTooShort { left }) => {
+                format!("stay: moving pays after {:.1} s more lingering", left.as_secs_f64())
+            }
             Self::Stay(StayReason::JobEndsFirst) => "stay: the job ends here before a move pays off".into(),
         }
     }
@@ -166,14 +168,26 @@ mod tests {
         use crate::policy::{Event, GuestDirective, Policy, PoolView, Saved, StateKind};
         use crate::sample::{InputEvent, InputSignal, Sample};
         let start = chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("a valid time");
-        let at = |s: u64| Now { mono: MonoMs(s * 1000), utc: start + chrono::Duration::seconds(s as i64), local: (start + chrono::Duration::seconds(s as i64)).naive_utc() };
+        let at = |s: u64| Now {
+            mono: MonoMs(s * 1000),
+            utc: start + chrono::Duration::seconds(s as i64),
+            local: (start + chrono::Duration::seconds(s as i64)).naive_utc(),
+        };
         let mut cfg = crate::policy::config::PolicyConfig::default();
         cfg.availability.recruitment_threshold_s = 5;
         // The owner's 10 % keeps the machine busy (not re-recruited) but h ≤ 20 % lingers.
         cfg.availability.owner_cpu_max = 0.05;
         cfg.eviction.migration_cost_s = 30;
         let mut p = Policy::new(cfg, at(0), Saved::default(), 0, "b");
-        let sample = |t: u64, cpu: f32| Event::Sample(Sample { at: MonoMs(t * 1000), owner_cpu: cpu, mem_total_bytes: 16 << 30, on_battery: Some(false), ..Default::default() });
+        let sample = |t: u64, cpu: f32| {
+            Event::Sample(Sample {
+                at: MonoMs(t * 1000),
+                owner_cpu: cpu,
+                mem_total_bytes: 16 << 30,
+                on_battery: Some(false),
+                ..Default::default()
+            })
+        };
         for t in 1..=6 {
             p.handle(at(t), sample(t, 0.0));
         }
@@ -208,7 +222,15 @@ mod tests {
                     for w in [1u64, 10, 50, 100, 1000, 10_000] {
                         let (h, l) = (h10 as f64 / 10.0, l10 as f64 / 10.0);
                         let (e, w, t_migr) = (age as f64, w as f64, 30.0);
-                        let stay = if h >= 1.0 || w <= (1.0 - h) * e { if h >= 1.0 { e + w / (1.0 - l) } else { w / (1.0 - h) } } else { e + (w - (1.0 - h) * e) / (1.0 - l) };
+                        let stay = if h >= 1.0 || w <= (1.0 - h) * e {
+                            if h >= 1.0 {
+                                e + w / (1.0 - l)
+                            } else {
+                                w / (1.0 - h)
+                            }
+                        } else {
+                            e + (w - (1.0 - h) * e) / (1.0 - l)
+                        };
                         let moved = t_migr + w / (1.0 - l);
                         let d = decide(&inputs(h as f32, age, Some(l as f32), Some(w as u64)));
                         let expect_move = moved < stay - 1e-6;

@@ -637,7 +637,8 @@ impl Policy {
         if let (StateKind::Lingering, EvictionMode::LingerLonger, Some(since)) = (self.state, self.cfg.eviction.mode, self.linger_since) {
             // Between events h and the pool view hold still, so the decision can only
             // turn to "migrate" when the linger time is reached.
-            if let Some(limit) = self.pool.destination_load.and_then(|l| migration::linger_time(self.util.mean(), l, self.migration_cost())) {
+            if let Some(limit) = self.pool.destination_load.and_then(|l| migration::linger_time(self.util.mean(), l, self.migration_cost()))
+            {
                 at(since.plus(limit));
             }
         }
@@ -878,7 +879,8 @@ impl Policy {
         self.evict_at = None;
         self.linger_since = None;
         let mode = self.cfg.eviction.mode;
-        let lingerable = self.util.mean() as f64 <= self.cfg.eviction.linger_cpu_max && matches!(cause, Some(ReturnCause::OwnerCpu | ReturnCause::Inhibitor));
+        let lingerable = self.util.mean() as f64 <= self.cfg.eviction.linger_cpu_max
+            && matches!(cause, Some(ReturnCause::OwnerCpu | ReturnCause::Inhibitor));
         if lingerable && matches!(mode, EvictionMode::LingerLonger | EvictionMode::LingerForever) {
             self.linger_since = Some(now.mono);
             self.set(now, StateKind::Lingering, "owner no longer light: lingering", out);
@@ -1089,7 +1091,9 @@ impl Policy {
                     self.direct(GuestDirective::Accept, out);
                     return;
                 }
-                StateKind::Evicting | StateKind::Lingering | StateKind::LendingLight if recruitable && self.directive != GuestDirective::Evict => {
+                StateKind::Evicting | StateKind::Lingering | StateKind::LendingLight
+                    if recruitable && self.directive != GuestDirective::Evict =>
+                {
                     // The owner left again for a whole recruitment threshold: re-recruited.
                     self.linger_since = None;
                     self.evict_at = None;

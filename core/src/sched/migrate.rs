@@ -89,7 +89,10 @@ impl fmt::Display for MigrateDecision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MigrateDecision::Migrate { to, stay_s, move_s } => {
-                write!(f, "migrate: {to} is free and predicted to finish it in {move_s:.0} s (migration included) instead of {stay_s:.0} s here")
+                write!(
+                    f,
+                    "migrate: {to} is free and predicted to finish it in {move_s:.0} s (migration included) instead of {stay_s:.0} s here"
+                )
             }
             MigrateDecision::Stay(StayWhy::NoFreeMachine) => f.write_str("stay: no other machine can take it now"),
             MigrateDecision::Stay(StayWhy::NotSooner { best, stay_s, move_s }) => write!(

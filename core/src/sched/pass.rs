@@ -25,10 +25,10 @@
 use super::assignment::{Assignment, Reason};
 use super::config::Algorithm;
 use super::free::Found;
-use super::job::{JobId, Member, RunningJob};
-use super::predict::{corrected_runtime, runtime_from_speed, Prediction};
 use super::hash::IdSet;
+use super::job::{JobId, Member, RunningJob};
 use super::machine::MachineId;
+use super::predict::{corrected_runtime, runtime_from_speed, Prediction};
 use super::queue::{QueueKey, Queued};
 use super::scheduler::{Scheduler, TimeKey};
 use super::time::Millis;

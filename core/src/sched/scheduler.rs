@@ -343,7 +343,15 @@ impl Scheduler {
         let e = self.jobs.get_mut(&id).expect("a held job");
         let s = &e.job.spec;
         e.prediction = self.predictor.predict(&s.program, s.width, s.user_estimate_s, e.job.credited_normtime_s);
-        let q = Queued { id, key: e.key, width: s.width, mem: e.job.memory_need(), prefer: e.job.prefer, avoid: e.job.avoid, prediction: e.prediction };
+        let q = Queued {
+            id,
+            key: e.key,
+            width: s.width,
+            mem: e.job.memory_need(),
+            prefer: e.job.prefer,
+            avoid: e.job.avoid,
+            prediction: e.prediction,
+        };
         self.queue.insert(e.key, q);
         self.queued_of[e.program as usize].insert(id);
         let lpt = self.config.algorithm == Algorithm::Lpt;
@@ -680,7 +688,9 @@ impl Scheduler {
             let demand = demand_of(e, &self.jobs);
             let mt = self.config.memory_threshold;
             // An empty machine takes a job that fits its M at all (see `entry_key`).
-            let room = memory::room_under(mt, r.guest_memory, demand).map(|room| if e.guests.len() == 0 { room.max(r.guest_memory) } else { room });
+            let room =
+                memory::room_under(mt, r.guest_memory, demand)
+                    .map(|room| if e.guests.len() == 0 { room.max(r.guest_memory) } else { room });
             if room.is_none_or(|room| need > room) {
                 let oversize = memory::oversize(demand.saturating_add(need), r.guest_memory);
                 return Ok(Err(Ineligible::OverMemoryThreshold { oversize, threshold: mt }));

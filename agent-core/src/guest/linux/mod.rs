@@ -956,10 +956,21 @@ impl GuestHost for LinuxRuntime {
                     Some(cg) => (cg.memory_stat(), cg.io_bytes()),
                     None => ((g.mem, 0), None),
                 };
-                crate::guest::GuestMemoryReading { id: g.id.clone(), working_set_bytes: ws, major_faults: faults, io_bytes: io, age_ms: g.wall_ms }
+                crate::guest::GuestMemoryReading {
+                    id: g.id.clone(),
+                    working_set_bytes: ws,
+                    major_faults: faults,
+                    io_bytes: io,
+                    age_ms: g.wall_ms,
+                }
             })
             .collect();
-        Some(crate::guest::GuestsMemory { available_bytes: mi.available, guest_memory_bytes: may_hold, pressure: self.pressure.frozen(), guests })
+        Some(crate::guest::GuestsMemory {
+            available_bytes: mi.available,
+            guest_memory_bytes: may_hold,
+            pressure: self.pressure.frozen(),
+            guests,
+        })
     }
 
     fn guest_info(&mut self, id: &str) -> Option<GuestInfo> {

@@ -28,7 +28,9 @@
 //! The time counted is the whole step.
 
 use lull_core::guest_memory::{owner_stall_pct, MemoryRules, StallReading};
-use lull_core::owner_memory::{missing_ranges, pages_in, resident_ranges, restore_may_continue, truncate_ranges, PageRange, SnapshotBudget, WarmRules};
+use lull_core::owner_memory::{
+    missing_ranges, pages_in, resident_ranges, restore_may_continue, truncate_ranges, PageRange, SnapshotBudget, WarmRules,
+};
 use std::collections::HashSet;
 use std::fs::File;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -164,7 +166,8 @@ fn candidates(pid: u32, out: &mut Vec<(PathBuf, u64, u64)>) {
         for line in maps.lines() {
             // start-end perms offset dev inode path
             let mut it = line.splitn(6, ' ');
-            let (Some(_), Some(_), Some(_), Some(_), Some(ino), Some(path)) = (it.next(), it.next(), it.next(), it.next(), it.next(), it.next())
+            let (Some(_), Some(_), Some(_), Some(_), Some(ino), Some(path)) =
+                (it.next(), it.next(), it.next(), it.next(), it.next(), it.next())
             else {
                 continue;
             };
@@ -381,7 +384,10 @@ pub fn restore(snap: &CacheSnapshot, mut may_continue: impl FnMut() -> bool, tim
             }
         }
         if let Ok(after) = probe.residency(0, probe.pages()) {
-            let back: u64 = missing.iter().map(|&(s, l)| (s..s + l).filter(|&p| after.get(p as usize).is_some_and(|b| b & 1 != 0)).count() as u64).sum();
+            let back: u64 = missing
+                .iter()
+                .map(|&(s, l)| (s..s + l).filter(|&p| after.get(p as usize).is_some_and(|b| b & 1 != 0)).count() as u64)
+                .sum();
             r.restored_bytes += back * ps;
         }
     }
