@@ -65,6 +65,17 @@ fn rig(name: &str, tweak: impl FnOnce(&mut Config)) -> Option<Rig> {
     Some(Rig { rt: Some(rt), base, _dir: dir })
 }
 
+/// Tests that move the machine's available memory (hundreds of MiB allocated, a cgroup
+/// pushing page cache out) run one at a time: the owner-pressure test reads the
+/// machine-wide available memory and must not see another test's allocation come and go
+/// (it did: a guest killed because a parallel test's allocation kept the pressure up).
+static MACHINE_MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds the machine's memory for the calling test (a failed test's poison is harmless).
+fn machine_memory() -> std::sync::MutexGuard<'static, ()> {
+    MACHINE_MEMORY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !f() {
@@ -208,6 +219,7 @@ fn guest_cannot_read_the_owners_home_but_can_write_its_workdir() {
 
 #[test]
 fn guest_allocating_past_its_cap_is_oom_killed_inside_its_cgroup() {
+    let _memory = machine_memory();
     let Some(mut rig) = rig("cap", |c| c.guests.memory_cap_mib = 64) else { return };
     let rt = rig.rt();
     // Touches 400 MiB, 1 MiB at a time.
@@ -234,6 +246,7 @@ fn guest_allocating_past_its_cap_is_oom_killed_inside_its_cgroup() {
 
 #[test]
 fn the_memory_report_measures_each_guests_working_set_from_its_cgroup() {
+    let _memory = machine_memory();
     let Some(mut rig) = rig("memrep", |c| c.guests.memory_cap_mib = 128) else { return };
     let rt = rig.rt();
     // With no guest: nothing measured, and M is at most the fixed cap for its one slot.
@@ -336,6 +349,7 @@ fn nothing_starts_without_admission() {
 
 #[test]
 fn owner_memory_pressure_freezes_then_kills_the_guest() {
+    let _memory = machine_memory();
     // The owner reserve is set just under what is available now, so the test's own
     // allocation (the owner's demand growing) pushes available memory below it.
     let avail_mib = memory::meminfo().available / MIB;
@@ -344,7 +358,9 @@ fn owner_memory_pressure_freezes_then_kills_the_guest() {
         // Long enough that the thaw after the first freeze comes before any kill, even on
         // a loaded machine; the stall threshold high enough that only the reserve, the
         // trigger under test, freezes (a build beside the test stalls memory too).
-        c.guests.pressure_kill_s = 4;
+        // (4 s was not: right after the owner's demand is dropped the kernel may still be
+        // reclaiming, the owner's stall stays above half the threshold and the thaw waits.)
+        c.guests.pressure_kill_s = 10;
         c.guests.pressure_freeze_pct = 60.0;
     }) else {
         return;
@@ -385,7 +401,7 @@ fn owner_memory_pressure_freezes_then_kills_the_guest() {
     });
     assert!(ended(rt, &id).is_none(), "the guest was killed before the pressure cleared, not thawed");
     let demand = grow_until_frozen(rt, "frozen again");
-    std::thread::sleep(Duration::from_millis(4100));
+    std::thread::sleep(Duration::from_millis(10_100));
     rt.tick();
     wait_until("the guest to be killed", Duration::from_secs(20), || {
         rt.tick();
@@ -423,6 +439,7 @@ fn network_policy_is_enforced_per_job() {
 
 #[test]
 fn fallback_without_cgroups_stops_kills_and_caps_by_process_group() {
+    let _memory = machine_memory();
     // Needs no privilege: the process-group fallback is what runs where no cgroup can be made.
     let dir = tempfile::tempdir().expect("temp dir");
     let mut cfg = Config::default();
@@ -637,6 +654,7 @@ fn resident_mib(path: &Path) -> f64 {
 
 #[test]
 fn a_guest_that_pushes_the_owners_file_cache_out_is_followed_by_its_restore() {
+    let _memory = machine_memory();
     const FILE_MIB: usize = 96;
     let Some(machine) = WarmMachine::new(400 * MIB) else {
         let required = std::env::var("LULL_REQUIRE_CGROUPS").is_ok_and(|v| v == "1");
