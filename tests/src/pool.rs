@@ -7,7 +7,7 @@ use crate::{lull_bin, purge_cgroup_base};
 use agent_core::control::{call, AgentStatus, Request, Response};
 use agent_core::paths::Paths;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 

@@ -11,7 +11,9 @@
 
 use agent_core::control::{call, Request, Response};
 use agent_core::policy::StateKind;
-use lull_e2e::{alive, cgroup_of, cpu_ticks, instance_frozen, lull_bin, purge_cgroup_base as purge_base, read_pid, required};
+use lull_e2e::{
+    alive, cgroup_of, cpu_ticks, instance_frozen, lull_bin, purge_cgroup_base as purge_base, read_pid, required, skip_without_cgroups,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -29,22 +31,6 @@ fn eager_with_pause() -> String {
 
 /// A guest whose parent exits at once, leaving a setsid'ed, double-forked daemon that spins.
 const DAEMON: &str = r#"(setsid sh -c 'echo $$ > daemon.pid; while :; do :; done' &) ; exit 0"#;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Skips (true) unless cgroups can be managed here; panics when they are required.
-fn skip_without_cgroups() -> bool {
-    let v2_or_hybrid = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    if is_root() && v2_or_hybrid {
-        return false;
-    }
-    assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
-    eprintln!("SKIPPED: needs root to create cgroups (set LULL_REQUIRE_CGROUPS=1 to require)");
-    true
-}
 
 /// A cgroup base owned by one test, purged on drop.
 struct Base(String);

@@ -19,21 +19,8 @@
 //! Needs root for cgroups (`LULL_REQUIRE_CGROUPS=1` requires it) and Xvfb + xdotool
 //! (`LULL_REQUIRE_X11=1` requires them).
 
-use lull_e2e::{lull_bin, required, skip_without};
-use std::path::Path;
+use lull_e2e::{lull_bin, skip_without, skip_without_cgroups};
 use std::process::Command;
-
-fn skip_without_cgroups() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let cgroups = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    if root && cgroups {
-        return false;
-    }
-    assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
-    eprintln!("SKIPPED: needs root to create cgroups (set LULL_REQUIRE_CGROUPS=1 to require)");
-    true
-}
 
 #[test]
 fn a_guest_lent_while_the_owner_works_lightly_slows_them_by_at_most_one_percent() {

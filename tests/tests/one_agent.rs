@@ -10,7 +10,7 @@
 
 use agent_core::control::{call, AgentStatus, Request, Response};
 use agent_core::policy::StateKind;
-use lull_e2e::{lull_bin, purge_cgroup_base, required, tray_bin, Agent, Xvfb};
+use lull_e2e::{lull_bin, purge_cgroup_base, skip_without_cgroups, tray_bin, Agent, Xvfb};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,18 +19,6 @@ use std::time::{Duration, Instant};
 /// machine's load must not decide these tests), a short recruitment threshold.
 const CONFIG: &str = "[sampling]\ninterval_ms = 200\n\n[availability]\nrecruitment_threshold_s = 1\nowner_cpu_max = 1.0\n\
                       memory_growth_max = 1.0\n\n[input]\nbackend = \"x11\"\n";
-
-fn skip_without_cgroups() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() == 0 } && Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists()
-        || Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
-    {
-        return false;
-    }
-    assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
-    eprintln!("SKIPPED: needs root to create cgroups");
-    true
-}
 
 fn skip_without_x() -> bool {
     lull_e2e::skip_without("Xvfb", "LULL_REQUIRE_X11")

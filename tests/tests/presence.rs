@@ -13,9 +13,8 @@
 
 use agent_core::control::{Request, Response};
 use agent_core::policy::{NotAllowedReason, StateKind};
-use lull_e2e::{alive, instance_frozen, read_pid, required, skip_without, Agent};
+use lull_e2e::{alive, instance_frozen, read_pid, skip_without, skip_without_cgroups, Agent};
 use std::io::Write;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,18 +27,6 @@ fn config(threshold: u64, extra: &str) -> String {
     format!(
         "[sampling]\ninterval_ms = 100\nrelaxed_interval_ms = 1000\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\nrecruitment_threshold_s = {threshold}\n{extra}"
     )
-}
-
-fn skip_without_cgroups() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let cgroups = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    if root && cgroups {
-        return false;
-    }
-    assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
-    eprintln!("SKIPPED: needs root to create cgroups (set LULL_REQUIRE_CGROUPS=1 to require)");
-    true
 }
 
 /// A child killed on drop.

@@ -18,9 +18,8 @@
 
 use agent_core::control::{call, AgentStatus, Request, Response};
 use agent_core::policy::PauseSpan;
-use lull_e2e::{lull_bin, purge_cgroup_base, required};
+use lull_e2e::{lull_bin, purge_cgroup_base, skip_without_cgroups};
 use serde_json::Value;
-use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -35,18 +34,6 @@ const ONE_SLOT: &str = "[sampling]\ninterval_ms = 100\n[availability]\nowner_cpu
 /// The jobs: a short CPU-bound shell loop.
 const JOB: &str = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done";
 const JOBS: usize = 20;
-
-/// Skips (true) unless cgroups can be managed here; panics when they are required.
-fn skip_without_cgroups() -> bool {
-    let v2_or_hybrid = Path::new("/sys/fs/cgroup/unified/cgroup.procs").exists() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() == 0 } && v2_or_hybrid {
-        return false;
-    }
-    assert!(!required("LULL_REQUIRE_CGROUPS"), "LULL_REQUIRE_CGROUPS=1 but this test cannot manage cgroups");
-    eprintln!("SKIPPED: needs root to create cgroups (set LULL_REQUIRE_CGROUPS=1 to require)");
-    true
-}
 
 /// `lull up` in a directory of its own, with its own cgroup base; killed and purged on drop.
 struct Up {
