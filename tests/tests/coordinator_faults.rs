@@ -211,6 +211,9 @@ fn agent_loop(n: usize, urls: &[String], secret: &str, counted: &AtomicUsize, st
             Ok(r) => panic!("lease answered {}", r.status()),
             Err(_) => {
                 // The coordinator is down: try again shortly (the next one, if several).
+                // Seeing it die counts whether the kill hit a poll or a completion (a
+                // poll is where an agent spends nearly all its time).
+                retried += 1;
                 which += 1;
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
