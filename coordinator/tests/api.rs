@@ -590,13 +590,10 @@ async fn started_gang(admin: &Client, a: &Client, b: &Client, extra: Value) -> (
     (g, la, lb)
 }
 
-both!(a_started_gang_halts_until_its_lost_rank_is_replaced, gang_halt_on);
-/// Once a gang has started, losing one member (its owner came back) re-queues only that
-/// rank: the other keeps its lease and is told to halt; a third machine asking for work
-/// gets the lost rank alone (the scheduler places only the replacement), the halt ends
-/// when it takes the lease, and the job completes with both ranks.
-async fn gang_halt_on(b: Backend) {
-    let Some((_db, s)) = server(b).await else { return };
+/// Machines a, b and c enrolled; a 2-rank gang started on a and b, then a's owner came
+/// back: a's rank is queued again (one eviction) and b's member is told to halt. Returns
+/// the job, both first leases, and b's and c's clients.
+async fn halted_gang(s: &Server) -> (Job, Lease, Lease, Client, Client) {
     let admin = s.admin();
     let (_, a) = s.enrol("alice", "a").await;
     let (_, b2) = s.enrol("bob", "b").await;
@@ -607,6 +604,19 @@ async fn gang_halt_on(b: Backend) {
     assert_eq!((t.state.as_str(), t.evictions), ("queued", 1));
     let p: ProgressAck = b2.post_ok(&task(lb.rank, "progress"), json!({"lease": lb.lease})).await;
     assert!(p.halt && !p.cancel, "the remaining member is halted, not re-queued");
+    (g, la, lb, b2, c)
+}
+
+both!(a_started_gang_halts_until_its_lost_rank_is_replaced, gang_halt_on);
+/// Once a gang has started, losing one member (its owner came back) re-queues only that
+/// rank: the other keeps its lease and is told to halt; a third machine asking for work
+/// gets the lost rank alone (the scheduler places only the replacement), the halt ends
+/// when it takes the lease, and the job completes with both ranks.
+async fn gang_halt_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let (g, la, lb, b2, c) = halted_gang(&s).await;
+    let task = |rank: u32, what: &str| format!("/api/v1/tasks/{}/{rank}/{what}", g.id);
     let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
     assert_eq!(job.state, "running");
     assert_eq!(job.tasks[lb.rank as usize].state, "leased");
@@ -643,6 +653,38 @@ async fn gang_halt_on(b: Backend) {
     assert_eq!(job.placement.as_ref().map(|p| p.agents.len()), Some(2));
     // A lost lease (expiry) after the start halts too; before the start it re-queues the
     // gang (the existing test `a_gang_restarts_together_and_fails_together`).
+    s.stop().await;
+}
+
+both!(a_gang_halted_under_one_leader_gets_its_replacement_from_the_next, gang_halt_rebuild_on);
+/// The leader that saw the loss stops (a restart, or another replica taking over): the
+/// next one rebuilds its scheduler from the database with the gang still halted, and
+/// places the lost rank on the next free machine at once — not after the halt's timeout
+/// (here a minute) re-queues the whole gang.
+async fn gang_halt_rebuild_on(b: Backend) {
+    let mut config = test_config();
+    config.gang_halt_timeout = Duration::from_secs(60);
+    let Some((db, s)) = server_with(b, config.clone()).await else { return };
+    let (g, la, lb, b2, c) = halted_gang(&s).await;
+    let task = |rank: u32, what: &str| format!("/api/v1/tasks/{}/{rank}/{what}", g.id);
+    s.stop().await;
+    // The next leader, on the same database.
+    let s = Server::start(&db.url, config).await;
+    let rebase = |cl: &Client| Client { base: s.base.clone(), ..cl.clone() };
+    let (b2, c) = (rebase(&b2), rebase(&c));
+    let p: ProgressAck = b2.post_ok(&task(lb.rank, "progress"), json!({"lease": lb.lease})).await;
+    assert!(p.halt, "still halted under the new leader");
+    let started = std::time::Instant::now();
+    let lc = c.lease(0, 5000).await.expect("the new leader places the lost rank");
+    assert_eq!((lc.job_id, lc.rank), (g.id, la.rank), "the replacement, alone");
+    assert!(started.elapsed() < Duration::from_secs(5), "placed at once, not after the halt timeout: {:?}", started.elapsed());
+    let p: ProgressAck = b2.post_ok(&task(lb.rank, "progress"), json!({"lease": lb.lease})).await;
+    assert!(!p.halt, "whole again");
+    assert_eq!(b2.complete(&lb, 1.0, 0.0).await.0, 200);
+    assert_eq!(c.complete(&lc, 1.0, 0.0).await.0, 200);
+    let job: Job = s.admin().get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
+    assert_eq!(job.state, "completed");
+    assert!(job.tasks.iter().all(|t| t.attempts <= 1), "{job:?}");
     s.stop().await;
 }
 

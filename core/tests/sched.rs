@@ -799,6 +799,81 @@ fn losing_one_member_halts_the_gang_and_a_pass_places_only_its_replacement() {
 }
 
 #[test]
+fn a_gang_found_halted_at_a_rebuild_gets_its_replacement_as_if_halted_here() {
+    for alg in Algorithm::ALL {
+        // The scheduler that saw the loss…
+        let mut before = sched(alg);
+        let gang = gang_of_two_running(&mut before);
+        before.handle(t(5), Event::MachineUpdated(Machine { available: false, ..Machine::new(gang[0].0, "o", 1.0) })).unwrap();
+        before.handle(t(5), Event::MemberLost { job: JobId(2), machine: gang[0], cpu_seconds: 3.0 }).unwrap();
+        // …and a new leader's, rebuilt from the records: the same machines, job 1 running
+        // (held by the driver, not the scheduler), job 3 queued, the gang found halted.
+        let mut after = sched(alg);
+        for i in 1..=3 {
+            add_machine(&mut after, Machine::new(i, "o", 1.0));
+        }
+        after.handle(t(5), Event::MachineUpdated(Machine { available: false, ..Machine::new(gang[0].0, "o", 1.0) })).unwrap();
+        let job1 = before.job(JobId(1)).unwrap().running.as_ref().unwrap().members[0].machine;
+        after.handle(t(5), Event::MachineUpdated(Machine { available: false, ..Machine::new(job1.0, "o", 1.0) })).unwrap();
+        let found = Event::HaltedGangFound {
+            spec: seq_job(2, 1, 10.0).with_width(2),
+            members: vec![gang[1]],
+            vacancies: 1,
+            started_at: t(2),
+            halted_since: t(5),
+        };
+        assert!(after.handle(t(6), found.clone()).unwrap().is_empty());
+        submit(&mut after, seq_job(3, 3, 10.0));
+        let run = after.job(JobId(2)).unwrap().running.clone().unwrap();
+        assert_eq!((run.vacancies, run.halted_since, run.members.len()), (1, Some(t(5)), 1), "{alg}");
+        assert_eq!(run.reason, Reason::FoundAtRebuild);
+        assert_eq!(after.halted().collect::<Vec<_>>(), before.halted().collect::<Vec<_>>(), "{alg}");
+        assert_eq!(after.guests_on(gang[1]), [JobId(2)]);
+        assert_eq!(after.queued().map(|j| j.id().0).collect::<Vec<_>>(), vec![3], "{alg}: the gang is not queued");
+        // Found twice (a second rebuild message) is refused and changes nothing.
+        assert!(after.handle(t(6), found).is_err());
+        // Nothing free on either: both wait. A fourth machine: both place only the
+        // replacement there, before job 3.
+        assert!(after.pass(t(6)).is_empty() && before.pass(t(6)).is_empty(), "{alg}");
+        for s in [&mut before, &mut after] {
+            add_machine(s, Machine::new(4, "n", 1.0));
+        }
+        let (a, b) = (after.pass(t(7)), before.pass(t(7)));
+        assert_eq!(a.len(), 1, "{alg}");
+        assert_eq!((a[0].job, a[0].machines.clone(), a[0].reason), (b[0].job, b[0].machines.clone(), b[0].reason), "{alg}");
+        assert_eq!(a[0].machines, vec![MachineId(4)]);
+        let run = after.job(JobId(2)).unwrap().running.clone().unwrap();
+        assert_eq!((run.vacancies, run.halted_since), (0, None));
+        // It completes there like any gang.
+        after.handle(t(20), Event::JobFinished { job: JobId(2), machine: gang[1], cpu_seconds: 10.0, wall_seconds: 18.0 }).unwrap();
+        after.handle(t(20), Event::JobFinished { job: JobId(2), machine: MachineId(4), cpu_seconds: 10.0, wall_seconds: 13.0 }).unwrap();
+        assert!(after.job(JobId(2)).is_none(), "{alg}");
+    }
+}
+
+#[test]
+fn a_halted_gang_found_with_members_and_vacancies_that_do_not_add_up_is_refused() {
+    let mut s = sched(Algorithm::Fifo);
+    for i in 1..=2 {
+        add_machine(&mut s, Machine::new(i, "o", 1.0));
+    }
+    let found = |members: Vec<u64>, vacancies| Event::HaltedGangFound {
+        spec: seq_job(2, 1, 10.0).with_width(3),
+        members: members.into_iter().map(MachineId).collect(),
+        vacancies,
+        started_at: t(2),
+        halted_since: t(5),
+    };
+    assert!(matches!(s.handle(t(6), found(vec![1], 1)), Err(SchedError::InvalidJob { .. })));
+    assert!(matches!(s.handle(t(6), found(vec![1, 2, 2], 0)), Err(SchedError::InvalidJob { .. })));
+    assert!(matches!(s.handle(t(6), found(vec![1, 1], 1)), Err(SchedError::InvalidJob { .. })));
+    assert!(matches!(s.handle(t(6), found(vec![1, 9], 1)), Err(SchedError::UnknownMachine(MachineId(9)))));
+    assert!(s.job(JobId(2)).is_none() && s.guests_on(MachineId(1)).is_empty(), "a refused event changes nothing");
+    s.handle(t(6), found(vec![1, 2], 1)).unwrap();
+    assert_eq!(s.halted().collect::<Vec<_>>(), vec![(JobId(2), 1)]);
+}
+
+#[test]
 fn a_replacement_never_lands_on_a_machine_the_gang_uses_and_a_finished_rest_waits_for_it() {
     let mut s = sched(Algorithm::Fifo);
     let gang = gang_of_two_running(&mut s);

@@ -234,8 +234,12 @@ impl Driver {
         self.ids.get(agent).copied()
     }
 
-    /// Takes a job read at a rebuild into the scheduler (queued) or as external (running).
+    /// Takes a job read at a rebuild into the scheduler (queued, or a halted gang) or as
+    /// external (running).
     fn adopt(&mut self, j: JobRow, now: i64) {
+        if j.halted_ms.is_some() && self.adopt_halted_gang(&j, now) {
+            return;
+        }
         if j.tasks.iter().any(|t| t.state == "leased") {
             let machines: Vec<MachineId> = j
                 .tasks
@@ -252,6 +256,49 @@ impl Driver {
             self.external.insert(j.id, machines);
         } else if j.state == "queued" {
             self.submit(&j, now);
+        }
+    }
+
+    /// A gang halted for a lost member when the previous leader stopped: its leased
+    /// ranks hold their machines (frozen by their agents) and its queued ranks are
+    /// vacancies the next pass fills first, as under the leader that saw the loss. False
+    /// when the records do not describe such a gang (then it is adopted as usual, and
+    /// the halt sweep's timeout still applies).
+    fn adopt_halted_gang(&mut self, j: &JobRow, now: i64) -> bool {
+        let leased: Vec<&sql::TaskRow> = j.tasks.iter().filter(|t| t.state == "leased").collect();
+        let queued: Vec<u32> = j.tasks.iter().filter(|t| t.state == "queued").map(|t| t.rank).collect();
+        let members: Option<Vec<MachineId>> = leased.iter().map(|t| t.agent_id.as_deref().and_then(|a| self.ids.get(a).copied())).collect();
+        let Some(members) = members.filter(|m| !m.is_empty() && !queued.is_empty()) else { return false };
+        let halted_since = Millis(j.halted_ms.unwrap_or(now).max(0) as u64);
+        let spec = JobSpec {
+            id: JobId(j.id as u64),
+            program: j.program.clone(),
+            width: (members.len() + queued.len()) as u32,
+            memory_per_member: (j.mem_bytes > 0).then_some(j.mem_bytes),
+            submitted_at: Millis(j.created_ms.max(0) as u64),
+            user_estimate_s: j.estimate_s.filter(|e| e.is_finite() && *e >= 0.0),
+            checkpointable: j.checkpointable,
+        };
+        let found = Event::HaltedGangFound {
+            spec,
+            members: members.clone(),
+            vacancies: queued.len() as u32,
+            started_at: halted_since,
+            halted_since,
+        };
+        match self.sched.handle(Millis(now.max(0) as u64), found) {
+            Ok(_) => {
+                self.ranks.insert(j.id, queued);
+                for m in members {
+                    self.update_machine(m, now);
+                }
+                tracing::info!(job = j.id, "halted gang found at the rebuild: its lost ranks are placed first");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(job = j.id, error = %e, "scheduler refused a halted gang; held as running until the halt times out");
+                false
+            }
         }
     }
 

@@ -20,6 +20,8 @@ pub struct JobRow {
     pub checkpointable: bool,
     pub estimate_s: Option<f64>,
     pub created_ms: i64,
+    /// Since when a started gang has been halted for a lost member (`None`: not halted).
+    pub halted_ms: Option<i64>,
     pub tasks: Vec<TaskRow>,
 }
 
@@ -47,7 +49,7 @@ fn id_list(n: usize) -> String {
     (1..=n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
-const JOB_COLS: &str = "id, program, state, mem_bytes, checkpointable, estimate_s, created_ms";
+const JOB_COLS: &str = "id, program, state, mem_bytes, checkpointable, estimate_s, created_ms, halted_ms";
 
 fn job_row(r: &AnyRow) -> Result<JobRow> {
     Ok(JobRow {
@@ -58,6 +60,7 @@ fn job_row(r: &AnyRow) -> Result<JobRow> {
         checkpointable: col::<i64>(r, "checkpointable")? != 0,
         estimate_s: col(r, "estimate_s")?,
         created_ms: col(r, "created_ms")?,
+        halted_ms: col(r, "halted_ms")?,
         tasks: Vec::new(),
     })
 }

@@ -93,6 +93,9 @@ pub enum Reason {
         /// Members still placed and halted, waiting for these.
         halted: u32,
     },
+    /// Not placed by this scheduler: found running (a halted gang) when it was rebuilt
+    /// from the driver's records (see [`super::Event::HaltedGangFound`]).
+    FoundAtRebuild,
 }
 
 impl fmt::Display for Reason {
@@ -114,6 +117,7 @@ impl fmt::Display for Reason {
             Reason::ReplacesLostMembers { halted } => {
                 write!(f, "replaces lost gang member(s): {halted} halted member(s) resume when it runs")
             }
+            Reason::FoundAtRebuild => f.write_str("found running when the scheduler was rebuilt"),
             Reason::HeadCannotFit { head } => {
                 write!(f, "backfilled: {head} cannot fit on the pool even when every running job ends, so nothing is held back for it")
             }

@@ -13,6 +13,7 @@
 
 use super::job::{JobId, JobSpec};
 use super::machine::{Machine, MachineId};
+use super::time::Millis;
 use serde::{Deserialize, Serialize};
 
 /// An input to the scheduler. Each is applied at the `now` given to `handle`.
@@ -79,6 +80,24 @@ pub enum Event {
         to: MachineId,
         /// Its measured working set, bytes (0: unknown).
         working_set: u64,
+    },
+    /// A gang found halted when the scheduler is (re)built from the driver's records — a
+    /// new leader, a restart — with `members` still holding their machines, frozen, and
+    /// `vacancies` lost members waiting for a replacement: the state `MemberLost` leaves.
+    /// The next pass places the replacements first, as for a gang halted under this
+    /// scheduler; without this event a new leader could only hold such a gang as if it
+    /// ran whole, and the halt would last until the driver's timeout re-queued it.
+    HaltedGangFound {
+        /// The job as submitted (`width` counts every member, placed or vacant).
+        spec: JobSpec,
+        /// The machines of its members still placed (halted), at most one per machine.
+        members: Vec<MachineId>,
+        /// Lost members not yet replaced (`members.len() + vacancies == spec.width`).
+        vacancies: u32,
+        /// When the gang first started.
+        started_at: Millis,
+        /// Since when it has been halted.
+        halted_since: Millis,
     },
     /// The job is withdrawn, queued or running.
     JobCancelled {

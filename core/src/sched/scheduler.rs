@@ -17,17 +17,18 @@
 //! * each queued job's current prediction, refreshed when its program's history changes
 //!   (program identifiers are interned on first sight and kept for the scheduler's life).
 
+use super::assignment::Reason;
 use super::backfill::Reservation;
 use super::config::{Algorithm, SchedConfig};
 use super::error::SchedError;
 use super::event::{Event, Stop, StopWhy};
 use super::free::FreeMachines;
 use super::hash::{IdMap, IdSet};
-use super::job::{Job, JobId, JobSpec, RunningJob};
+use super::job::{Job, JobId, JobSpec, Member, RunningJob};
 use super::machine::{Machine, MachineId};
 use super::memory::{self, HostLoad, Migration, Thresholds};
 use super::placement::{check_eligible, rank_key_with_guests, Ineligible, RankKey};
-use super::predict::{Prediction, Predictor, ProgramStats};
+use super::predict::{runtime_from_speed, Prediction, Predictor, ProgramStats};
 use super::queue::{Queue, QueueKey, Queued};
 use super::rng::SplitMix64;
 use super::time::Millis;
@@ -286,6 +287,9 @@ impl Scheduler {
                 Ok(self.lose_member(now, job, machine, cpu_seconds))
             }
             Event::JobCancelled { job } => self.cancel(job),
+            Event::HaltedGangFound { spec, members, vacancies, started_at, halted_since } => {
+                self.adopt_halted_gang(spec, members, vacancies, started_at, halted_since).map(|()| Vec::new())
+            }
             Event::JobMigrated { job, from, to, working_set } => {
                 self.check_member(job, from)?;
                 let j = &mut self.jobs.get_mut(&job).expect("checked").job;
@@ -335,6 +339,67 @@ impl Scheduler {
         let prediction = self.predictor.predict(&spec.program, spec.width, spec.user_estimate_s, 0.0);
         self.jobs.insert(id, JobEntry { job: Job::new(spec), key, program, prediction });
         self.enqueue(id);
+        Ok(())
+    }
+
+    /// Takes in a gang found halted at a rebuild (see [`Event::HaltedGangFound`]): held
+    /// as running on `members`, with `vacancies` for the next pass to fill.
+    fn adopt_halted_gang(
+        &mut self,
+        spec: JobSpec,
+        members: Vec<MachineId>,
+        vacancies: u32,
+        started_at: Millis,
+        halted_since: Millis,
+    ) -> Result<(), SchedError> {
+        let id = spec.id;
+        let width = spec.width;
+        if members.is_empty() || vacancies == 0 || members.len() as u64 + u64::from(vacancies) != u64::from(width) {
+            return Err(SchedError::InvalidJob { job: id, why: "a halted gang needs members and vacancies adding up to its width" });
+        }
+        let mut seen = IdSet::default();
+        for &m in &members {
+            if !self.machines.contains_key(&m) {
+                return Err(SchedError::UnknownMachine(m));
+            }
+            if !seen.insert(m) {
+                return Err(SchedError::InvalidJob { job: id, why: "a gang has at most one member per machine" });
+            }
+        }
+        self.submit(spec)?;
+        self.dequeue(id);
+        let entry = self.jobs.get_mut(&id).expect("submitted just above");
+        let mem = entry.job.memory_need();
+        let prediction = entry.prediction;
+        let slowest = members.iter().map(|m| self.machines[m].m.base_speed).fold(f64::INFINITY, f64::min);
+        let runtime_s = runtime_from_speed(prediction.normtime_s, width as usize, slowest);
+        let runtime_s = if runtime_s.is_finite() { runtime_s } else { 0.0 };
+        let predicted_end = started_at.plus_secs_ceil(runtime_s);
+        entry.job.running = Some(Box::new(RunningJob {
+            members: members.iter().map(|&machine| Member { machine, finished: false }).collect(),
+            started_at,
+            prediction,
+            predicted_runtime_s: runtime_s,
+            predicted_end,
+            initial_runtime_s: runtime_s,
+            corrections: 0,
+            algorithm: self.config.algorithm,
+            reason: Reason::FoundAtRebuild,
+            normtime_so_far_s: 0.0,
+            wall_s: 0.0,
+            vacancies,
+            halted_since: Some(halted_since),
+            memory_per_member: mem,
+        }));
+        let key = entry.key;
+        self.ends.insert((predicted_end, id));
+        self.vacant.insert((key, id));
+        for m in members {
+            let e = self.machines.get_mut(&m).expect("checked above");
+            e.guests.push(id);
+            e.memory_in_use = e.memory_in_use.saturating_add(mem);
+            self.reindex(m);
+        }
         Ok(())
     }
 
