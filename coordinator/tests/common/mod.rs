@@ -35,10 +35,32 @@ pub enum Backend {
     Postgres,
 }
 
-/// A database for one test; dropping it leaves the files/database for inspection.
+/// A database for one test. Dropped with it when the test passes; a failing test's
+/// PostgreSQL database is kept for inspection (an SQLite file goes with its temporary
+/// directory either way).
 pub struct TestDb {
     pub url: String,
     _dir: Option<tempfile::TempDir>,
+    /// (server URL, database name) of a PostgreSQL test database.
+    pg: Option<(String, String)>,
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((base, name)) = self.pg.take() else { return };
+        if std::thread::panicking() {
+            eprintln!("kept the failed test's database {name} for inspection");
+            return;
+        }
+        // Hundreds of leftover databases made a restarted server spend minutes syncing
+        // them. `psql` comes with the server the tests need; FORCE ends the pool's
+        // connections the test left open.
+        let _ = std::process::Command::new("psql")
+            .args([base.as_str(), "-qc", &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
 }
 
 /// The PostgreSQL server URL, or None (and a printed SKIPPED) when the test must skip.
@@ -62,7 +84,7 @@ pub async fn fresh_db(backend: Backend) -> Option<TestDb> {
         Backend::Sqlite => {
             let dir = tempfile::tempdir().unwrap();
             let url = format!("sqlite:{}", dir.path().join("coordinator.db").display());
-            Some(TestDb { url, _dir: Some(dir) })
+            Some(TestDb { url, _dir: Some(dir), pg: None })
         }
         Backend::Postgres => {
             let base = pg_base()?;
@@ -74,7 +96,7 @@ pub async fn fresh_db(backend: Backend) -> Option<TestDb> {
             let i = base.rfind('/').filter(|i| *i > "postgresql://".len()).expect("LULL_TEST_PG_URL must be postgres://user:pass@host/db");
             let query = base[i..].find('?').map(|q| base[i + q..].to_string()).unwrap_or_default();
             let url = format!("{}/{name}{query}", &base[..i]);
-            Some(TestDb { url, _dir: None })
+            Some(TestDb { url, _dir: None, pg: Some((base, name)) })
         }
     }
 }
