@@ -861,7 +861,10 @@ impl Policy {
 
     fn track_clock(&mut self, now: Now, out: &mut Vec<Action>) {
         if let Some(prev) = self.last_now {
-            let wall = (now.utc - prev.utc).num_milliseconds();
+            // Within one UTC day the date parts cancel: the time of day alone gives the
+            // same difference, without the calendar arithmetic (this runs on every event).
+            let (a, b) = (now.utc.naive_utc(), prev.utc.naive_utc());
+            let wall = if a.date() == b.date() { a.time() - b.time() } else { a - b }.num_milliseconds();
             let mono = now.mono.0 as i64 - prev.mono.0 as i64;
             if (wall - mono).abs() > CLOCK_STEP_MS {
                 out.push(Action::ClockStepped { by_ms: wall - mono });
