@@ -20,7 +20,15 @@ use proptest::prelude::*;
 enum Step {
     /// `n` readings `gap_ms` apart, owner CPU drawn in `[cpu_lo, cpu_lo + spread)` %,
     /// owner memory rising by `mem_step_mib` per reading, input with chance `input` / 8.
-    Readings { n: u8, gap_ms: u32, cpu_lo: u8, spread: u8, mem_step_mib: u16, input: u8, seed: u32 },
+    Readings {
+        n: u8,
+        gap_ms: u32,
+        cpu_lo: u8,
+        spread: u8,
+        mem_step_mib: u16,
+        input: u8,
+        seed: u32,
+    },
     Input,
     Resumed,
     Idled,

@@ -352,10 +352,17 @@ struct WakeQueue {
 }
 
 impl WakeQueue {
-    const SECONDS: u64 = 1024;
+    /// Long enough for a 60-s trace's next sample; few enough buckets to stay in cache.
+    const SECONDS: u64 = 64;
 
     fn new() -> Self {
-        WakeQueue { batch: Vec::new(), second: None, ring: (0..Self::SECONDS).map(|_| Vec::new()).collect(), in_ring: 0, far: BinaryHeap::new() }
+        WakeQueue {
+            batch: Vec::new(),
+            second: None,
+            ring: (0..Self::SECONDS).map(|_| Vec::new()).collect(),
+            in_ring: 0,
+            far: BinaryHeap::new(),
+        }
     }
 
     fn second_of(key: u64) -> u64 {
