@@ -737,7 +737,7 @@ impl Policy {
     ///
     /// **The quiet fast path.** Most readings change nothing: the owner stays away (or
     /// busy), guest work runs on. When an evaluation settles in a state whose next
-    /// evaluation depends only on what [`Quiet`] holds (not lingering, not a
+    /// evaluation depends only on a small key (`Quiet`: not lingering, not a
     /// linger-mode eviction still deciding, no donate-now offer, no exclusive program),
     /// its key is armed; a later reading that leaves the key as it was (the same cause of
     /// unavailability, recruitability, lightness, allowed hours, pause and
