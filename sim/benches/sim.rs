@@ -1,6 +1,6 @@
 //! Benchmark of the simulator (plain `main`, no criterion: `harness = false`). Run with
 //! `cargo bench -p lull-sim` (release); `cargo bench -p lull-sim -- year` runs only the
-//! year, `-- samples` only the first part.
+//! year, `-- samples` only the first part, `-- samples-1s` only its generated 1-s owners.
 //!
 //! 1. **Node-samples per second with the full policy**: 200 generated owners × one day
 //!    of 1-s samples (`gen.rs`, every sample different: the generator draws background
@@ -62,12 +62,20 @@ fn availability_owner(seed: u64, i: u64, days: u32, step_s: u32) -> RunTrace {
     t
 }
 
+/// This thread's CPU time: what a run costs on its own, whatever else shares the cores.
+fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out-pointer for clock_gettime.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
-fn samples_part() {
+fn samples_part(only_1s: bool) {
     println!("== node-samples per second, full policy (median of 5) ==");
     let params = GenParams::default();
     let gen_ms: Vec<SimMachine> =
@@ -85,25 +93,33 @@ fn samples_part() {
         ("generated 1-s owners, 200 × 1 day, 2,000 jobs", &gen_ms, jobs(2000, 86_400.0, 1)),
         ("availability-level 60-s owners, 200 × 30 days, 2,000 jobs", &avail, jobs(2000, 30.0 * 86_400.0, 2)),
     ] {
+        if only_1s && !label.starts_with("generated") {
+            continue;
+        }
         for stepping in [Stepping::Sleep, Stepping::EverySample] {
             let mut cfg = SimConfig::new(SchedConfig::default());
             cfg.stepping = stepping;
             let mut rates = Vec::new();
+            let mut cpu_rates = Vec::new();
             let mut steps = 0;
             let mut samples = 0;
+            let mut quiet = 0;
             for _ in 0..5 {
-                let t0 = Instant::now();
+                let (t0, c0) = (Instant::now(), thread_cpu());
                 let out = run(ms, &js, &cfg, &mut |_, _| {}).expect("run");
-                let s = t0.elapsed().as_secs_f64();
+                let (s, c) = (t0.elapsed().as_secs_f64(), thread_cpu() - c0);
                 rates.push(out.node_samples as f64 / s);
+                cpu_rates.push(out.node_samples as f64 / c);
                 steps = out.policy_steps;
                 samples = out.node_samples;
+                quiet = out.quiet_readings;
             }
             println!(
-                "{label}, {stepping:?}: {:.1} M node-samples/s (median; min {:.1}, max {:.1}); {samples} node-samples, {steps} policy steps per run",
+                "{label}, {stepping:?}: {:.1} M node-samples/s (median; min {:.1}, max {:.1}); per CPU-second of the run's thread {:.1} M (median); {samples} node-samples, {steps} policy steps ({quiet} readings on the quiet fast path) per run",
                 median(rates.clone()) / 1e6,
                 rates.iter().cloned().fold(f64::INFINITY, f64::min) / 1e6,
-                rates.iter().cloned().fold(0.0, f64::max) / 1e6
+                rates.iter().cloned().fold(0.0, f64::max) / 1e6,
+                median(cpu_rates) / 1e6,
             );
         }
     }
@@ -125,11 +141,11 @@ fn year_part() {
     println!("built 10,000 machine-years ({runs} runs of samples) in {:.1} s (not part of the replay)", t0.elapsed().as_secs_f64());
     let js = jobs(36_500, 365.0 * 86_400.0, 3);
     let cfg = SimConfig::new(SchedConfig::default());
-    let t1 = Instant::now();
+    let (t1, c1) = (Instant::now(), thread_cpu());
     let out = run(&ms, &js, &cfg, &mut |_, _| {}).expect("run");
-    let s = t1.elapsed().as_secs_f64();
+    let (s, c) = (t1.elapsed().as_secs_f64(), thread_cpu() - c1);
     println!(
-        "replayed 365 days × 10,000 machines in {s:.1} s: {} node-samples ({:.1} M/s), {} policy steps, {} scheduler passes, {:.1} % of jobs completed",
+        "replayed 365 days × 10,000 machines in {s:.1} s ({c:.1} s of the thread's CPU time): {} node-samples ({:.1} M/s), {} policy steps, {} scheduler passes, {:.1} % of jobs completed",
         out.node_samples,
         out.node_samples as f64 / s / 1e6,
         out.policy_steps,
@@ -141,8 +157,8 @@ fn year_part() {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let want = |p: &str| args.is_empty() || args.iter().any(|a| a == p);
-    if want("samples") {
-        samples_part();
+    if want("samples") || want("samples-1s") {
+        samples_part(!want("samples"));
     }
     if want("year") {
         year_part();

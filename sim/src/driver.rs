@@ -34,7 +34,7 @@
 //!   guest work on the machine, whatever definition recruited it.
 //!
 
-use crate::error::Result;
+use crate::error::{Result, SimError};
 use crate::trace::{OwnerTrace, RunTrace};
 use chrono::{DateTime, NaiveDate, Utc};
 use lull_core::clock::{MonoMs, Now};
@@ -186,6 +186,9 @@ pub struct Outcome {
     pub policy_steps: u64,
     /// Trace samples replayed (fed or skipped as unchanged), over all machines.
     pub node_samples: u64,
+    /// Readings the policies took in on their quiet fast path, without an evaluation
+    /// (`Policy::quiet_readings`), over all machines.
+    pub quiet_readings: u64,
 }
 
 impl Outcome {
@@ -245,6 +248,8 @@ struct MState {
     /// Traced (owner CPU and idle time are accounted).
     traced: bool,
     guest: Option<JobId>,
+    /// The guest's job as an index into the run's jobs (valid while `guest` is set).
+    job: usize,
     /// Speed share the guest gets now (0 when frozen or absent).
     share: f64,
     owner_cpu: f64,
@@ -257,6 +262,7 @@ struct MState {
 }
 
 struct Run {
+    job: JobId,
     members: Vec<usize>,
     /// Work left at `as_of`.
     remaining: f64,
@@ -264,25 +270,175 @@ struct Run {
     as_of: f64,
     /// Progress per second since `as_of`.
     rate: f64,
-    /// Bumped when the rate changes; completion entries of older versions are stale.
-    version: u64,
+    /// When the work runs out at this rate (`None` while the rate is 0).
+    end: Option<f64>,
 }
-
-/// Completion times: (end time as f64 bits — non-negative, so ordered —, version, job).
-type Ends = BinaryHeap<Reverse<(u64, u64, JobId)>>;
 
 impl Run {
     /// The rate changes to `v` at `t`: bring the work left up to `t` and schedule the end.
-    fn retime(&mut self, job: JobId, t: f64, v: f64, ends: &mut Ends) {
+    fn retime(&mut self, t: f64, v: f64) {
         self.remaining -= self.rate * (t - self.as_of);
         self.as_of = t;
         self.rate = v;
-        self.version += 1;
-        if v > 0.0 {
-            let end = t + self.remaining.max(0.0) / v;
-            ends.push(Reverse((end.to_bits(), self.version, job)));
+        self.end = (v > 0.0).then(|| t + self.remaining.max(0.0) / v);
+    }
+}
+
+/// The jobs running, by index into the run's jobs, and the list of those indices. Their
+/// ends move with every change of a member's owner CPU, so the next one is found by a scan
+/// of the running jobs (few beside the machines' samples) rather than kept in a heap.
+struct Running {
+    runs: Vec<Option<Run>>,
+    active: Vec<usize>,
+}
+
+impl Running {
+    fn insert(&mut self, ix: usize, r: Run) {
+        if self.runs[ix].replace(r).is_none() {
+            self.active.push(ix);
         }
     }
+    fn remove(&mut self, ix: usize) -> Option<Run> {
+        let r = self.runs[ix].take()?;
+        let k = self.active.iter().position(|&a| a == ix).expect("an active run is listed");
+        self.active.swap_remove(k);
+        Some(r)
+    }
+    fn get(&self, ix: usize) -> Option<&Run> {
+        self.runs[ix].as_ref()
+    }
+    fn get_mut(&mut self, ix: usize) -> Option<&mut Run> {
+        self.runs[ix].as_mut()
+    }
+    fn is_empty(&self) -> bool {
+        self.active.is_empty()
+    }
+    /// The earliest end of a running job.
+    fn next_end(&self) -> Option<f64> {
+        self.active.iter().filter_map(|&ix| self.runs[ix].as_ref().and_then(|r| r.end)).reduce(f64::min)
+    }
+    /// The jobs whose end is due by `t` (job index), in job id order.
+    fn due(&self, t: f64) -> Vec<usize> {
+        let mut due: Vec<usize> =
+            self.active.iter().copied().filter(|&ix| self.runs[ix].as_ref().and_then(|r| r.end).is_some_and(|e| e <= t)).collect();
+        due.sort_unstable_by_key(|&ix| self.runs[ix].as_ref().map(|r| r.job));
+        due
+    }
+}
+
+/// A machine's wake time in the sample queue: (ms << 24) | machine, so one integer
+/// compares as (time, machine) did.
+fn wake_key(at_ms: u64, mi: usize) -> u64 {
+    (at_ms << MACHINE_BITS) | mi as u64
+}
+const MACHINE_BITS: u32 = 24;
+
+/// The machines' wake times, popped in order of [`wake_key`] (time, then machine) as a
+/// binary heap would, but in O(1) per wake for the common case of many machines waking
+/// within the next seconds: a ring of one bucket per second for the next
+/// [`WakeQueue::SECONDS`] seconds, a heap beyond. The second being drained is a batch
+/// sorted once (descending, so the next key pops from the end).
+struct WakeQueue {
+    /// The batch: every key whose second is at most `second`, sorted descending (none
+    /// before the first refill).
+    batch: Vec<u64>,
+    second: Option<u64>,
+    /// Keys of the next seconds (from [`Self::ring_start`]), in slot `second % SECONDS`,
+    /// unsorted.
+    ring: Vec<Vec<u64>>,
+    in_ring: usize,
+    /// Keys further out.
+    far: BinaryHeap<Reverse<u64>>,
+}
+
+impl WakeQueue {
+    /// Long enough for a 60-s trace's next sample; few enough buckets to stay in cache.
+    const SECONDS: u64 = 64;
+
+    fn new() -> Self {
+        WakeQueue {
+            batch: Vec::new(),
+            second: None,
+            ring: (0..Self::SECONDS).map(|_| Vec::new()).collect(),
+            in_ring: 0,
+            far: BinaryHeap::new(),
+        }
+    }
+
+    fn second_of(key: u64) -> u64 {
+        (key >> MACHINE_BITS) / 1000
+    }
+
+    /// The first second the ring holds.
+    fn ring_start(&self) -> u64 {
+        self.second.map_or(0, |s| s + 1)
+    }
+
+    fn push(&mut self, key: u64) {
+        let s = Self::second_of(key);
+        if self.second.is_some_and(|b| s <= b) {
+            let at = self.batch.partition_point(|&k| k > key);
+            self.batch.insert(at, key);
+        } else if s < self.ring_start() + Self::SECONDS {
+            self.ring[(s % Self::SECONDS) as usize].push(key);
+            self.in_ring += 1;
+        } else {
+            self.far.push(Reverse(key));
+        }
+    }
+
+    /// The smallest key.
+    fn peek(&mut self) -> Option<u64> {
+        if self.batch.is_empty() {
+            self.refill();
+        }
+        self.batch.last().copied()
+    }
+
+    fn pop(&mut self) -> Option<u64> {
+        let k = self.peek();
+        self.batch.pop();
+        k
+    }
+
+    /// Makes the earliest second still queued the batch.
+    fn refill(&mut self) {
+        let from_far = self.far.peek().map(|Reverse(k)| Self::second_of(*k));
+        let mut next = from_far;
+        if self.in_ring > 0 {
+            let start = self.ring_start();
+            let limit = from_far.map_or(start + Self::SECONDS, |f| f.min(start + Self::SECONDS));
+            next = (start..limit).find(|s| !self.ring[(s % Self::SECONDS) as usize].is_empty()).or(from_far);
+        }
+        let Some(next) = next else { return };
+        self.second = Some(next);
+        let slot = &mut self.ring[(next % Self::SECONDS) as usize];
+        self.in_ring -= slot.len();
+        std::mem::swap(&mut self.batch, slot);
+        while let Some(&Reverse(k)) = self.far.peek() {
+            if Self::second_of(k) > next {
+                break;
+            }
+            self.far.pop();
+            self.batch.push(k);
+        }
+        self.batch.sort_unstable_by(|a, b| b.cmp(a));
+    }
+}
+
+/// How far ahead in its trace a machine's runs are prefetched (2 cache lines of runs).
+const PREFETCH_RUNS: usize = 4;
+
+/// Asks the CPU to bring `p`'s cache line in ahead of use (a hint: no effect on results).
+#[inline(always)]
+fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint that never faults, and `p` is a valid reference anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const T as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// Runs `jobs` on `machines` (see the module doc). `progress(done, total)` is called as
@@ -307,7 +463,10 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
 
     // Machines and their sample queue: (time in ms, machine).
     let mut ms: Vec<MState> = Vec::with_capacity(machines.len());
-    let mut samples: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    if machines.len() >= 1 << MACHINE_BITS {
+        return Err(SimError::Invalid(format!("{} machines: at most {} per run", machines.len(), (1u64 << MACHINE_BITS) - 1)));
+    }
+    let mut samples = WakeQueue::new();
     let mut trace_end = 0.0f64;
     for (i, m) in machines.iter().enumerate() {
         let mut st = MState {
@@ -322,6 +481,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             acct_t: 0.0,
             traced: false,
             guest: None,
+            job: 0,
             share: 0.0,
             owner_cpu: 0.0,
             available: m.owner.is_none(),
@@ -348,8 +508,11 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             st.acct_t = st.off_ms as f64 / 1000.0;
             st.traced = true;
             st.wake_ms = st.off_ms;
+            if (tr.end_unix() - start_unix) as u64 * 1000 >= 1 << (64 - MACHINE_BITS) {
+                return Err(SimError::Invalid(format!("trace of {}: ends over 34 years after the run's start", m.name)));
+            }
             if tr.len > 0 {
-                samples.push(Reverse((st.wake_ms, i)));
+                samples.push(wake_key(st.wake_ms, i));
             }
         }
         sched.handle(to_millis(0.0), Event::MachineUpdated(machine_of(i, m, &st)))?;
@@ -357,8 +520,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
     }
     let horizon = cfg.horizon_s.unwrap_or(f64::INFINITY);
 
-    let mut runs: HashMap<JobId, Run> = HashMap::new();
-    let mut ends: Ends = BinaryHeap::new();
+    let mut runs = Running { runs: (0..jobs.len()).map(|_| None).collect(), active: Vec::new() };
     // Work left of evicted checkpointable jobs.
     let mut kept: HashMap<JobId, f64> = HashMap::new();
     let mut next_job = 0usize;
@@ -369,7 +531,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
     let mut steps = 0u64;
     let mut node_samples = 0u64;
     // A machine's policy may want an earlier wake after an event outside its samples.
-    let rewake = |mi: usize, st: &mut MState, t: f64, heap: &mut BinaryHeap<Reverse<(u64, usize)>>| {
+    let rewake = |mi: usize, st: &mut MState, t: f64, queue: &mut WakeQueue| {
         let (Some(tr), Some(p)) = (machines[mi].owner.as_ref(), st.policy.as_ref()) else { return };
         if st.next_sample >= tr.len {
             return;
@@ -379,7 +541,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             if ix < st.next_sample {
                 st.next_sample = ix;
                 st.wake_ms = st.off_ms + ix as u64 * tr.step_s as u64 * 1000;
-                heap.push(Reverse((st.wake_ms, mi)));
+                queue.push(wake_key(st.wake_ms, mi));
             }
         }
     };
@@ -402,6 +564,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                     let st = &mut ms[mi];
                     settle(st, t, machines[mi].base_speed);
                     st.guest = Some(a.job);
+                    st.job = ix;
                     if let Some(p) = st.policy.as_mut() {
                         steps += 1;
                         let acts = p.handle(now_of(t), PEvent::GuestsPresent(true));
@@ -412,27 +575,16 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 }
                 outcomes[ix].start_s.get_or_insert(t);
                 let remaining = kept.remove(&a.job).unwrap_or(jobs[ix].normtime_s);
-                let mut r = Run { members, remaining, started: t, as_of: t, rate: 0.0, version: 0 };
+                let mut r = Run { job: a.job, members, remaining, started: t, as_of: t, rate: 0.0, end: None };
                 let v = rate(&r, &ms);
-                r.retime(a.job, t, v, &mut ends);
-                runs.insert(a.job, r);
+                r.retime(t, v);
+                runs.insert(ix, r);
             }
         }
         // The next event.
         let t_arr = order.get(next_job).map_or(f64::INFINITY, |&i| jobs[i].submit_s.max(t));
-        while let Some(Reverse((_, ver, job))) = ends.peek() {
-            if runs.get(job).is_some_and(|r| r.version == *ver) {
-                break;
-            }
-            ends.pop(); // stale
-        }
-        // Owner CPU that changes every second retimes a guest's job every second: drop the
-        // stale entries before they swamp the heap.
-        if ends.len() > 4 * runs.len() + 64 {
-            ends.retain(|Reverse((_, ver, job))| runs.get(job).is_some_and(|r| r.version == *ver));
-        }
-        let t_done = ends.peek().map_or(f64::INFINITY, |Reverse((at, _, _))| f64::from_bits(*at).max(t));
-        let t_samp = samples.peek().map_or(f64::INFINITY, |Reverse((at, _))| *at as f64 / 1000.0);
+        let t_done = runs.next_end().map_or(f64::INFINITY, |e| e.max(t));
+        let t_samp = samples.peek().map_or(f64::INFINITY, |k| (k >> MACHINE_BITS) as f64 / 1000.0);
         let mut t_next = t_arr.min(t_done).min(t_samp);
         let work_left = next_job < order.len() || !runs.is_empty() || sched.queue_len() > 0;
         if !work_left && cfg.horizon_s.is_none() {
@@ -445,29 +597,20 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
         }
         t = t_next;
         let now = to_millis(t);
+        let nw = now_of(t);
 
-        // Completions: the current end entries due by now.
-        let mut finished: Vec<JobId> = Vec::new();
-        while let Some(&Reverse((at, ver, job))) = ends.peek() {
-            if f64::from_bits(at) > t {
-                break;
-            }
-            ends.pop();
-            if runs.get(&job).is_some_and(|r| r.version == ver) {
-                finished.push(job);
-            }
-        }
-        finished.sort_unstable();
-        for id in finished {
-            let r = runs.remove(&id).expect("running");
+        // Completions: the jobs whose end is due by now.
+        for ix in runs.due(t) {
+            let r = runs.remove(ix).expect("running");
+            let id = r.job;
             let wall = t - r.started;
             for &mi in &r.members {
                 let cpu = wall * ms[mi].share.max(0.0);
                 sched.handle(now, Event::JobFinished { job: id, machine: MachineId(mi as u64), cpu_seconds: cpu, wall_seconds: wall })?;
-                release(&mut ms[mi], t, machines[mi].base_speed, now_of(t), &mut steps);
+                release(&mut ms[mi], t, machines[mi].base_speed, nw, &mut steps);
                 rewake(mi, &mut ms[mi], t, &mut samples);
             }
-            outcomes[job_ix[&id.0]].end_s = Some(t);
+            outcomes[ix].end_s = Some(t);
             done += 1;
             progress(done, total);
             dirty = true;
@@ -485,7 +628,8 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             dirty = true;
         }
         // Owner samples due now: machines whose wake time has come.
-        while let Some(&Reverse((at, mi))) = samples.peek() {
+        while let Some(key) = samples.peek() {
+            let (at, mi) = (key >> MACHINE_BITS, (key & ((1 << MACHINE_BITS) - 1)) as usize);
             if at as f64 / 1000.0 > t + EPS {
                 break;
             }
@@ -520,8 +664,13 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 }
             }
             let s = tr.runs[st.run].1;
+            // Each machine reads its trace forward, but hundreds of them in turn, more
+            // streams than the CPU's own prefetcher follows: the runs a few samples ahead
+            // are asked for now, long before this machine's next turn.
+            if let Some(ahead) = tr.runs.get(st.run + PREFETCH_RUNS) {
+                prefetch(ahead);
+            }
             let unix = tr.start_unix + (i as i64) * tr.step_s as i64;
-            let nw = now_of(t);
             if s.input {
                 if st.guest.is_some() && st.last_input.is_none_or(|l| unix - l >= RETURN_AFTER_S) {
                     *st.out.owner_delays.entry(nw.local_date()).or_default() += 1;
@@ -531,7 +680,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             let p = st.policy.as_mut().expect("traced machines have a policy");
             let mut acts = Vec::new();
             if s.input && m.sees_input {
-                acts.extend(p.handle(nw, PEvent::Input(InputEvent { at: nw.mono, signal: InputSignal::Activity })));
+                acts = p.handle(nw, PEvent::Input(InputEvent { at: nw.mono, signal: InputSignal::Activity }));
                 steps += 1;
             }
             let sample = Sample {
@@ -548,7 +697,12 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 cpu_temp_c: None,
                 exclusive_program: None,
             };
-            acts.extend(p.handle(nw, PEvent::Sample(sample)));
+            let more = p.handle(nw, PEvent::Sample(sample));
+            if acts.is_empty() {
+                acts = more;
+            } else {
+                acts.extend(more);
+            }
             steps += 1;
             st.owner_cpu = s.owner_cpu as f64;
             apply_actions(st, &acts, nw);
@@ -564,7 +718,7 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             st.traced = !ended;
             if let Some(ix) = next {
                 st.wake_ms = st.off_ms + ix as u64 * tr.step_s as u64 * 1000;
-                samples.push(Reverse((st.wake_ms, mi)));
+                samples.push(wake_key(st.wake_ms, mi));
             }
             // The pool's view of the machine.
             let p = st.policy.as_ref().expect("policy");
@@ -585,12 +739,13 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             let evict = ended || p.directive() == GuestDirective::Evict;
             st.share = share_of(st);
             if let (true, Some(job)) = (evict, st.guest) {
-                let r = runs.get(&job).expect("a guest's job runs");
+                let jx = st.job;
+                let r = runs.get(jx).expect("a guest's job runs");
                 let cpu = (t - r.started) * machines[mi].base_speed;
                 let stops = sched.handle(now, Event::TaskEvicted { job, machine: MachineId(mi as u64), cpu_seconds: cpu.max(0.0) })?;
-                outcomes[job_ix[&job.0]].evictions += 1;
-                let r = runs.remove(&job).expect("running");
-                if jobs[job_ix[&job.0]].checkpointable {
+                outcomes[jx].evictions += 1;
+                let r = runs.remove(jx).expect("running");
+                if jobs[jx].checkpointable {
                     kept.insert(job, (r.remaining - r.rate * (t - r.as_of)).max(0.0));
                 }
                 for &o in &r.members {
@@ -601,11 +756,11 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
                 dirty = true;
             }
             // The guest's share changed with the sample: its job's pace too.
-            if let Some(job) = ms[mi].guest {
-                if let Some(r) = runs.get_mut(&job) {
+            if ms[mi].guest.is_some() {
+                if let Some(r) = runs.get_mut(ms[mi].job) {
                     let v = rate(r, &ms);
                     if v != r.rate {
-                        r.retime(job, t, v, &mut ends);
+                        r.retime(t, v);
                     }
                 }
             }
@@ -617,8 +772,9 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
     for (i, st) in ms.iter_mut().enumerate() {
         settle(st, t, machines[i].base_speed);
     }
+    let quiet_readings = ms.iter().filter_map(|s| s.policy.as_ref()).map(Policy::quiet_readings).sum();
     let machines_out = ms.into_iter().map(|s| s.out).collect();
-    Ok(Outcome { jobs: outcomes, machines: machines_out, end_s: t, passes, policy_steps: steps, node_samples })
+    Ok(Outcome { jobs: outcomes, machines: machines_out, end_s: t, passes, policy_steps: steps, node_samples, quiet_readings })
 }
 
 /// The first sample index at or after the policy deadline `dl` (a monotonic reading,

@@ -34,7 +34,7 @@ use config::{EvictionMode, PolicyConfig};
 pub use rules::NotAllowedReason;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use window::Window;
+use window::{GrowthWindow, Window};
 
 /// The states of the machine as the owner and the pool see them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -342,7 +342,7 @@ pub struct Policy {
     not_available_at: MonoMs,
     available: bool,
     busy_cause: Option<ReturnCause>,
-    mem: Window<u64>,
+    mem: GrowthWindow,
     util: Window<f32>,
 
     // Guests.
@@ -375,6 +375,45 @@ pub struct Policy {
     used_today: u32,
 
     last_now: Option<Now>,
+
+    /// The quiet fast path of [`Self::handle`].
+    quiet: QuietPath,
+}
+
+/// What the policy's evaluation branches on that a reading or the passing of time can
+/// move. Between two evaluations with the same `Quiet` (and no event but a reading), the
+/// evaluation takes the same branch and changes nothing but the idle clock's start: see
+/// [`Policy::handle`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Quiet {
+    /// Why the machine is not available now (`None`: available).
+    busy: Option<ReturnCause>,
+    recruitable: bool,
+    light: bool,
+    within_hours: bool,
+    pause_over: bool,
+    /// Pause-and-migrate: the pause before eviction is over (or none is set).
+    evict_due: bool,
+    hardware: Option<NotAllowedReason>,
+}
+
+/// The fast path's switch and its armed key. Its `Debug` shows neither, so two policies
+/// fed the same events print the same with the fast path on or off (the equivalence test
+/// compares them so).
+#[derive(Clone)]
+struct QuietPath {
+    enabled: bool,
+    /// The key of the last evaluation, when it settled and its state is one the fast
+    /// path may keep.
+    armed: Option<Quiet>,
+    /// Readings taken in without an evaluation.
+    taken: u64,
+}
+
+impl std::fmt::Debug for QuietPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("QuietPath")
+    }
 }
 
 /// What the driver knows of the pool for seed 000's migration decision
@@ -423,7 +462,7 @@ impl Policy {
             SavedDonate::Until(d) => Donate::Until(restore(d)),
             SavedDonate::UntilReturn => Donate::UntilReturn { armed: false },
         });
-        let mem = Window::new(Duration::from_secs(cfg.availability.memory_window_s));
+        let mem = GrowthWindow::new(Duration::from_secs(cfg.availability.memory_window_s));
         let util = Window::new(Duration::from_secs(cfg.eviction.linger_window_s));
         Self {
             hours: rules::CompiledHours::new(&cfg.rules.hours),
@@ -458,7 +497,20 @@ impl Policy {
             budget_day,
             used_today,
             last_now: None,
+            quiet: QuietPath { enabled: true, armed: None, taken: 0 },
         }
+    }
+
+    /// Turns the quiet fast path of [`Self::handle`] on (the default) or off. It never
+    /// changes an outcome; turning it off is for the test that proves so
+    /// (`core/tests/policy_fast_path.rs`) and for measuring what it saves.
+    pub fn set_fast_path(&mut self, enabled: bool) {
+        self.quiet = QuietPath { enabled, armed: None, taken: self.quiet.taken };
+    }
+
+    /// How many readings the quiet fast path has taken in without an evaluation.
+    pub fn quiet_readings(&self) -> u64 {
+        self.quiet.taken
     }
 
     /// The configuration in force.
@@ -468,10 +520,11 @@ impl Policy {
 
     /// Replaces the configuration (thresholds, limit, mode, rules) keeping all state.
     pub fn set_config(&mut self, cfg: PolicyConfig) {
-        self.mem = Window::new(Duration::from_secs(cfg.availability.memory_window_s));
+        self.mem = GrowthWindow::new(Duration::from_secs(cfg.availability.memory_window_s));
         self.util = Window::new(Duration::from_secs(cfg.eviction.linger_window_s));
         self.hours = rules::CompiledHours::new(&cfg.rules.hours);
         self.cfg = cfg;
+        self.quiet.armed = None;
     }
 
     /// The current state.
@@ -482,6 +535,7 @@ impl Policy {
     /// Sets T_migr as measured for the present guest work (`None`: the configured estimate).
     pub fn set_migration_cost(&mut self, t: Option<Duration>) {
         self.migration_cost = t;
+        self.quiet.armed = None;
     }
 
     /// Tells the policy what is known of the pool (a free machine's load, the job's
@@ -490,6 +544,7 @@ impl Policy {
     /// changes it feeds one (a reading or [`Event::Tick`]).
     pub fn set_pool_view(&mut self, pool: PoolView) {
         self.pool = pool;
+        self.quiet.armed = None;
     }
 
     /// Seed 000 §5.2's decision for guest work lingering under Linger-Longer now
@@ -679,10 +734,24 @@ impl Policy {
     }
 
     /// Feeds one event at `now`; returns what the driver must do, in order.
+    ///
+    /// **The quiet fast path.** Most readings change nothing: the owner stays away (or
+    /// busy), guest work runs on. When an evaluation settles in a state whose next
+    /// evaluation depends only on a small key (`Quiet`: not lingering, not a
+    /// linger-mode eviction still deciding, no donate-now offer, no exclusive program),
+    /// its key is armed; a later reading that leaves the key as it was (the same cause of
+    /// unavailability, recruitability, lightness, allowed hours, pause and
+    /// pause-and-migrate timers, hardware rules), with no clock step and no new day, is
+    /// taken in (windows, last reading) and the evaluation is skipped, but for restarting
+    /// the idle clock while the machine is busy, as the evaluation does. The outcome is the
+    /// same as with the path off ([`Self::set_fast_path`]): the property test
+    /// `core/tests/policy_fast_path.rs` feeds random events to both and compares every
+    /// action and the whole state after each.
     pub fn handle(&mut self, now: Now, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
         self.track_clock(now, &mut out);
         self.roll_day(now, &mut out);
+        let reading = matches!(event, Event::Sample(_));
         match event {
             Event::Sample(s) => {
                 self.mem.push(now.mono, s.owner_mem_bytes);
@@ -708,24 +777,94 @@ impl Policy {
             }
             Event::Tick => {}
         }
+        if let (true, true, Some(armed)) = (reading, out.is_empty(), self.quiet.armed) {
+            if self.quiet_key(now) == Some(armed) {
+                // What the skipped evaluation would have written: the rest it would
+                // rewrite with the values it holds already.
+                if let Some(cause) = armed.busy {
+                    self.restart_idle_clock(now, cause);
+                }
+                self.quiet.taken += 1;
+                return out;
+            }
+        }
         self.evaluate(now, &mut out);
         // One evaluation can leave a state the next one changes at once (an offer that
         // ended into `evicting` with no guest present becomes `owner_active` or
         // `out_of_budget`). Settle here, so the state `handle` leaves holds until the
         // next event or `next_deadline()`: a driver that sleeps until then misses nothing.
+        let mut settled = false;
         for _ in 0..4 {
             let before = out.len();
             self.evaluate(now, &mut out);
             if out.len() == before {
+                settled = true;
                 break;
             }
         }
+        self.quiet.armed = if self.quiet.enabled && settled { self.quiet_key(now) } else { None };
         out
+    }
+
+    /// The fast path's key now (see [`Self::handle`]), `None` in a state whose next
+    /// evaluation may depend on more: lingering or a linger-mode eviction still deciding
+    /// (the utilisation h of every reading counts there), a donate-now offer, an exclusive
+    /// program, guest work that just ended while the owner is busy.
+    fn quiet_key(&self, now: Now) -> Option<Quiet> {
+        if self.donate.is_some() || self.exclusive_program().is_some() {
+            return None;
+        }
+        let keeps = match self.state {
+            StateKind::Lingering => false,
+            StateKind::Evicting => {
+                self.directive == GuestDirective::Evict
+                    || matches!(self.cfg.eviction.mode, EvictionMode::ImmediateEviction | EvictionMode::PauseAndMigrate)
+            }
+            _ => true,
+        };
+        if !keeps {
+            return None;
+        }
+        let busy = self.availability(now);
+        if busy.is_some() && self.unattended_guest_end.is_some() {
+            return None;
+        }
+        Some(Quiet {
+            busy,
+            recruitable: busy.is_none() && now.mono.since(self.not_available_at) >= self.threshold(),
+            light: self.light(now),
+            within_hours: self.hours.allows(now.local),
+            pause_over: self.pause_over(now),
+            evict_due: self.evict_at.is_none_or(|t| now.mono >= t),
+            hardware: rules::hardware_block(&self.cfg.rules, self.last_sample.as_ref()),
+        })
+    }
+
+    /// The machine is busy now: the idle clock starts again (input keeps the owner
+    /// present until its hold ends, so then).
+    fn restart_idle_clock(&mut self, now: Now, cause: ReturnCause) {
+        self.not_available_at = match (cause, self.last_input) {
+            (ReturnCause::Input, Some(t)) if !self.presence_hold => now.mono.max(t.plus(INPUT_HOLD)),
+            _ => now.mono,
+        };
+        self.busy_cause = Some(cause);
+    }
+
+    /// A timed pause ran out, or the day a pause lasted until began.
+    fn pause_over(&self, now: Now) -> bool {
+        match self.pause {
+            Some(Pause::Until(m)) => now.mono >= m,
+            Some(Pause::UntilDay(d)) => self.budget_day >= d,
+            _ => false,
+        }
     }
 
     fn track_clock(&mut self, now: Now, out: &mut Vec<Action>) {
         if let Some(prev) = self.last_now {
-            let wall = (now.utc - prev.utc).num_milliseconds();
+            // Within one UTC day the date parts cancel: the time of day alone gives the
+            // same difference, without the calendar arithmetic (this runs on every event).
+            let (a, b) = (now.utc.naive_utc(), prev.utc.naive_utc());
+            let wall = if a.date() == b.date() { a.time() - b.time() } else { a - b }.num_milliseconds();
             let mono = now.mono.0 as i64 - prev.mono.0 as i64;
             if (wall - mono).abs() > CLOCK_STEP_MS {
                 out.push(Action::ClockStepped { by_ms: wall - mono });
@@ -907,12 +1046,7 @@ impl Policy {
     }
 
     fn expire_settings(&mut self, now: Now, busy: bool, out: &mut Vec<Action>) {
-        let pause_over = match self.pause {
-            Some(Pause::Until(m)) => now.mono >= m,
-            Some(Pause::UntilDay(d)) => self.budget_day >= d,
-            _ => false,
-        };
-        if pause_over {
+        if self.pause_over(now) {
             self.pause = None;
             out.push(Action::OwnerSettingsChanged);
         }
@@ -973,12 +1107,7 @@ impl Policy {
         let was_available = self.available;
         self.available = busy.is_none();
         if let Some(cause) = busy {
-            // Input keeps the owner present until its hold ends: the idle clock starts then.
-            self.not_available_at = match (cause, self.last_input) {
-                (ReturnCause::Input, Some(t)) if !self.presence_hold => now.mono.max(t.plus(INPUT_HOLD)),
-                _ => now.mono,
-            };
-            self.busy_cause = Some(cause);
+            self.restart_idle_clock(now, cause);
             if was_available {
                 self.sample_after_return = false;
             }
