@@ -1,0 +1,188 @@
+//! Issue 12 item 6, migration on request (seed 000 §5.2), with real agents and a real
+//! coordinator: a lingering guest is moved when its agent asks and a machine is free.
+//!
+//! - A: `lull up` (coordinator + agent) under Xvfb, Linger-Longer, recruited after 3 s
+//!   idle; its owner comes back with xdotool motion every half second (one interruption,
+//!   the return) and the guest lingers.
+//! - The counting checkpointable job of `checkpoint_jobs.rs` (one step every 0.2 s, its
+//!   count committed in `$LULL_CHECKPOINT`), submitted with an estimate of 10 s of work
+//!   at this machine's speed so the coordinator has a remaining time to weigh.
+//! - First no machine is free: A's owner load is a CPU spinner of the test's own (so h
+//!   is about one core), A asks once it has lingered `T_lingr`, the coordinator answers
+//!   "stay" and the guest, frozen while A asked, runs on (steps continue).
+//! - Then B (an enrolled `lull agent`, no input backend) joins, the spinner now B's own
+//!   guest (`lull run`): B's owner is idle (its guests are not its owner's load) while
+//!   A's owner still has a core busy, so B is free and lighter. A asks again, the
+//!   coordinator answers "migrate", A kills its frozen guest and the job completes on B
+//!   from A's last checkpoint: nothing A committed is lost or redone, no eviction is
+//!   counted on the task and A's owner counts only the return.
+//!
+//! Needs Xvfb, xdotool and cgroups (root); `LULL_REQUIRE_X11=1` / `LULL_REQUIRE_CGROUPS=1`
+//! make them required. `LULL_E2E_DISPLAYS=:92` keeps the X server on that display. The
+//! coordinator's "migrate" needs B to look lighter than A: on a machine whose cores other
+//! work keeps busy (the spinners run at idle priority) it may take longer or not come.
+
+use agent_core::control::{call, Request, Response};
+use agent_core::guest::GuestSpec;
+use agent_core::policy::StateKind;
+use lull_e2e::pool::{job, skip_without_cgroups, submit, wait_job, Machine};
+use lull_e2e::{skip_without, Xvfb};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const REQUIRE_X11: &str = "LULL_REQUIRE_X11";
+
+/// A: recruited after 3 s without input (so the owner's motion every half second keeps
+/// them present), CPU never makes the owner busy, Linger-Longer lingers at any h over a
+/// 5-s window.
+const CONFIG_A: &str = "[sampling]\ninterval_ms = 100\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\
+                        recruitment_threshold_s = 3\n[eviction]\nmode = \"linger-longer\"\nlinger_cpu_max = 1.0\n\
+                        linger_window_s = 5\nkill_grace_s = 30\n[guests]\npressure_freeze_pct = 100\n";
+
+/// B: recruited at once; two guests at a time (its own spinner and the moved task).
+const CONFIG_B: &str = "[sampling]\ninterval_ms = 100\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\
+                        recruitment_threshold_s = 0\n[guests]\nmax_jobs = 2\npressure_freeze_pct = 100\n";
+
+/// Steps the counting job takes in all (about 85 s of work).
+const STEPS: u32 = 400;
+
+/// The counting job (see `checkpoint_jobs.rs`): the count is committed by a rename, a
+/// step printed once committed.
+const COUNTER: &str = r#"n=$1; i=0; c="$LULL_CHECKPOINT"
+[ -n "$c" ] || { echo "no LULL_CHECKPOINT" >&2; exit 2; }
+if [ -s "$c" ]; then read i < "$c"; fi
+echo "start $i"
+while [ "$i" -lt "$n" ]; do
+  next=$((i+1))
+  echo "$next" > "$c.tmp"
+  mv -f "$c.tmp" "$c"
+  read i < "$c"
+  [ "$i" = "$next" ] && echo "step $i"
+  sleep 0.2
+done
+"#;
+
+const SPIN: &str = "while :; do :; done";
+
+fn steps(out: &str) -> Vec<u32> {
+    out.lines().filter_map(|l| l.strip_prefix("step ")).filter_map(|n| n.trim().parse().ok()).collect()
+}
+
+fn wait<T>(what: &str, secs: u64, log: impl Fn() -> String, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(secs), "never {what}\n{}", log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Kills the test's own spinner when dropped.
+struct Spinner(std::process::Child);
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_lingering_guest_moves_when_its_agent_asks_and_a_machine_is_free_and_completes_there_once() {
+    if skip_without("Xvfb", REQUIRE_X11) || skip_without("xdotool", REQUIRE_X11) || skip_without_cgroups() {
+        return;
+    }
+    let xa = Arc::new(Xvfb::start_listed(0));
+    let mut a = Machine::new(CONFIG_A);
+    let env_a = [("LULL_PROGRESS_MS", "500"), ("WAYLAND_DISPLAY", ""), ("DISPLAY", xa.display.as_str())];
+    let url = a.up(&env_a);
+    let admin = a.admin();
+
+    // 10 s of work at this machine's speed (normtime is S_b × CPU seconds).
+    let estimate = format!("{:.0}", 10.0 * agent_core::coordinator_client::base_speed());
+    let n = STEPS.to_string();
+    let id = submit(&a, &["--checkpointable", "--estimate", &estimate, "--", "sh", "-c", COUNTER, "counter", &n]);
+    let a_out = || a.workdirs(id).first().and_then(|d| std::fs::read_to_string(d.join("stdout.log")).ok()).unwrap_or_default();
+    wait("the job running on A", 120, || a.log(), || (steps(&a_out()).len() >= 5).then_some(()));
+
+    // A's owner: a core busy, then back at the keyboard (motion every half second).
+    let spinner = Spinner(std::process::Command::new("sh").args(["-c", SPIN]).spawn().unwrap());
+    std::thread::sleep(Duration::from_secs(2));
+    let present = Arc::new(AtomicBool::new(true));
+    let mover = {
+        let (xa, present) = (xa.clone(), present.clone());
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while present.load(Ordering::Relaxed) {
+                xa.xdotool(&["mousemove_relative", "--", if i % 2 == 0 { "5" } else { "-5" }, "0"]);
+                i += 1;
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        })
+    };
+    wait("A lingering", 30, || a.log(), || a.try_status().filter(|s| s.policy.state == StateKind::Lingering));
+    assert_eq!(a.call(&Request::Status).policy.interruptions_today, 1, "the owner's return counted once");
+
+    // No other machine: A asks, the answer is to stay, and the guest runs on.
+    wait("A's migration request answered 'stay'", 60, || a.log(), || a.log().contains("task stays: stay: no other machine").then_some(()));
+    let after_stay = steps(&a_out()).len();
+    wait("A's guest stepping after the answer", 10, || a.log(), || (steps(&a_out()).len() >= after_stay + 5).then_some(()));
+    assert_eq!(job(&url, &admin, id)["tasks"][0]["state"], "leased", "a 'stay' keeps the lease");
+    let st = a.call(&Request::Status);
+    assert_eq!((st.policy.state, st.policy.interruptions_today), (StateKind::Lingering, 1), "still lingering, nothing more counted");
+
+    // B joins, the spinner now its own guest: B is free and its owner idle.
+    drop(spinner);
+    let mut b = Machine::new(CONFIG_B);
+    b.enrol(&a, &url, "bob", "box2");
+    b.spawn(&["agent"], &[("LULL_PROGRESS_MS", "500"), ("DISPLAY", ""), ("WAYLAND_DISPLAY", "")]);
+    wait("B's agent", 60, || b.log(), || b.try_status());
+    let spec = GuestSpec::new("sh", ["-c", SPIN]);
+    match call(&b.dir.path().join("agent.sock"), &Request::RunJob { spec: Box::new(spec), donate_now: false }) {
+        Ok(Response::Guest(_)) => {}
+        other => panic!("B did not take its spinner: {other:?}\n{}", b.log()),
+    }
+    let asked_from = Instant::now();
+    let logs = || format!("A: {}\n----\nB: {}\n{}", a.log(), b.log(), b.agent_log());
+    let moved = wait_job(&url, &admin, id, "moved to B", 180, |j| j["placement"]["machines"][0] == "box2", logs);
+    let moved_after = asked_from.elapsed();
+    assert!(a.log().contains("task migrated: migrate:"), "A asked and was told to move: {}", a.log());
+    let j = wait_job(&url, &admin, id, "completed on B", 180, |j| j["state"] == "completed", logs);
+    present.store(false, Ordering::Relaxed);
+    mover.join().unwrap();
+    let t = &j["tasks"][0];
+    assert_eq!((t["exit_code"].as_i64(), t["evictions"].as_u64()), (Some(0), Some(0)), "a migration is not an eviction: {j}");
+
+    // A's guest is gone; its owner was interrupted only by the return.
+    wait("A without guests", 10, || a.log(), || (!a.call(&Request::Status).policy.guests_present).then_some(()));
+    assert_eq!(a.call(&Request::Status).policy.interruptions_today, 1, "the migration counted no interruption");
+
+    // Nothing A committed was lost or redone: B resumed at A's last committed count.
+    let dirs_a = a.workdirs(id);
+    assert_eq!(dirs_a.len(), 1, "{dirs_a:?}");
+    let a_out = std::fs::read_to_string(dirs_a[0].join("stdout.log")).unwrap();
+    let a_steps = steps(&a_out);
+    let committed: u32 = std::fs::read_to_string(dirs_a[0].join("lull-checkpoint")).unwrap().trim().parse().unwrap();
+    assert!(committed > 0 && committed < STEPS, "A did part of the work: {committed}");
+    // The guest is frozen between two instructions: a step whose count was committed
+    // just before may not have printed its line yet (done once, not shown).
+    let printed_all = a_steps == (1..=committed).collect::<Vec<u32>>();
+    let printed_but_last = a_steps == (1..committed).collect::<Vec<u32>>();
+    assert!(printed_all || printed_but_last, "A's steps are 1..={committed}: {a_out:?}");
+    let dirs_b = b.workdirs(id);
+    assert_eq!(dirs_b.len(), 1, "{dirs_b:?}");
+    let b_out = std::fs::read_to_string(dirs_b[0].join("stdout.log")).unwrap();
+    assert!(b_out.starts_with(&format!("start {committed}\n")), "B resumed from A's last checkpoint ({committed}): {b_out:?}");
+    assert_eq!(steps(&b_out), (committed + 1..=STEPS).collect::<Vec<u32>>(), "B did the rest, each step once");
+    eprintln!(
+        "A did steps 1..={committed} and lingered; 'stay' with no free machine; moved to B {:.1} s after B joined ({}); B did {}..={STEPS}",
+        moved_after.as_secs_f64(),
+        moved["placement"]["reason"],
+        committed + 1
+    );
+    b.stop();
+    a.stop();
+}
