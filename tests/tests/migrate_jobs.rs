@@ -4,29 +4,32 @@
 //! - A: `lull up` (coordinator + agent) under Xvfb, Linger-Longer, recruited after 3 s
 //!   idle; its owner comes back with xdotool motion every half second (one interruption,
 //!   the return) and the guest lingers.
-//! - The counting checkpointable job of `checkpoint_jobs.rs` (one step every 0.2 s, its
-//!   count committed in `$LULL_CHECKPOINT`), submitted with an estimate of 10 s of work
+//! - The counting checkpointable job of `checkpoint_jobs.rs` (one step every 0.5 s, its
+//!   count committed in `$LULL_CHECKPOINT`), submitted with an estimate of 3 s of work
 //!   at this machine's speed so the coordinator has a remaining time to weigh.
 //! - First no machine is free: A's owner load is a CPU spinner of the test's own (so h
 //!   is about one core), A asks once it has lingered `T_lingr`, the coordinator answers
-//!   "stay" and the guest, frozen while A asked, runs on (steps continue).
-//! - Then B (an enrolled `lull agent`, no input backend) joins, the spinner now B's own
-//!   guest (`lull run`): B's owner is idle (its guests are not its owner's load) while
-//!   A's owner still has a core busy, so B is free and lighter. A asks again, the
-//!   coordinator answers "migrate", A kills its frozen guest and the job completes on B
-//!   from A's last checkpoint: nothing A committed is lost or redone, no eviction is
-//!   counted on the task and A's owner counts only the return.
+//!   "stay" and the guest, frozen while A asked, is thawed and runs on.
+//! - Then B (an enrolled `lull agent`, no input backend) joins and the same spinner
+//!   becomes B's guest work: both agents run on this one host and see the same CPU, and
+//!   what tells them apart is that an agent's guests are not its owner's load. B's own
+//!   `lull run` guest (a sleep) gives it a guest cgroup, and the test moves its spinner
+//!   there: A still sees a core of owner load, B an idle owner, so B is free and lighter.
+//!   (A `lull run` spinner would be the same to B, but runs at idle priority: on a host
+//!   whose cores other work keeps busy it would get no CPU, and B would look as loaded
+//!   as A.) A asks again, the coordinator answers "migrate", A kills its frozen guest and
+//!   the job completes on B from A's last checkpoint: nothing A committed is lost or
+//!   redone, no eviction is counted on the task and A's owner counts only the return.
 //!
-//! Needs Xvfb, xdotool and cgroups (root); `LULL_REQUIRE_X11=1` / `LULL_REQUIRE_CGROUPS=1`
-//! make them required. `LULL_E2E_DISPLAYS=:92` keeps the X server on that display. The
-//! coordinator's "migrate" needs B to look lighter than A: on a machine whose cores other
-//! work keeps busy (the spinners run at idle priority) it may take longer or not come.
+//! Needs Xvfb, xdotool and cgroups v2 (root); `LULL_REQUIRE_X11=1` /
+//! `LULL_REQUIRE_CGROUPS=1` make them required. `LULL_E2E_DISPLAYS=:92` keeps the X server
+//! on that display.
 
 use agent_core::control::{call, Request, Response};
 use agent_core::guest::GuestSpec;
 use agent_core::policy::StateKind;
 use lull_e2e::pool::{job, skip_without_cgroups, submit, wait_job, Machine};
-use lull_e2e::{skip_without, Xvfb};
+use lull_e2e::{guest_frozen, skip_without, unified_cgroup_dir, Xvfb};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,16 +43,17 @@ const CONFIG_A: &str = "[sampling]\ninterval_ms = 100\n[availability]\nowner_cpu
                         recruitment_threshold_s = 3\n[eviction]\nmode = \"linger-longer\"\nlinger_cpu_max = 1.0\n\
                         linger_window_s = 5\nkill_grace_s = 30\n[guests]\npressure_freeze_pct = 100\n";
 
-/// B: recruited at once; two guests at a time (its own spinner and the moved task).
+/// B: recruited at once; two guests at a time (its own and the moved task).
 const CONFIG_B: &str = "[sampling]\ninterval_ms = 100\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\
                         recruitment_threshold_s = 0\n[guests]\nmax_jobs = 2\npressure_freeze_pct = 100\n";
 
-/// Steps the counting job takes in all (about 85 s of work).
-const STEPS: u32 = 400;
+/// Steps the counting job takes in all (about 60 s of work on an idle host; a loaded
+/// one runs the guests, at idle priority, much slower).
+const STEPS: u32 = 120;
 
 /// The counting job (see `checkpoint_jobs.rs`): the count is committed by a rename, a
 /// step printed once committed.
-const COUNTER: &str = r#"n=$1; i=0; c="$LULL_CHECKPOINT"
+const COUNTER: &str = r#"echo $$ > pid; n=$1; i=0; c="$LULL_CHECKPOINT"
 [ -n "$c" ] || { echo "no LULL_CHECKPOINT" >&2; exit 2; }
 if [ -s "$c" ]; then read i < "$c"; fi
 echo "start $i"
@@ -59,7 +63,7 @@ while [ "$i" -lt "$n" ]; do
   mv -f "$c.tmp" "$c"
   read i < "$c"
   [ "$i" = "$next" ] && echo "step $i"
-  sleep 0.2
+  sleep 0.5
 done
 "#;
 
@@ -100,9 +104,12 @@ fn a_lingering_guest_moves_when_its_agent_asks_and_a_machine_is_free_and_complet
     let env_a = [("LULL_PROGRESS_MS", "500"), ("WAYLAND_DISPLAY", ""), ("DISPLAY", xa.display.as_str())];
     let url = a.up(&env_a);
     let admin = a.admin();
+    // `lull up` logs warnings on stderr and everything in its log files.
+    let a_log = || format!("{}\n{}", a.log(), a.agent_log());
 
-    // 10 s of work at this machine's speed (normtime is S_b × CPU seconds).
-    let estimate = format!("{:.0}", 10.0 * agent_core::coordinator_client::base_speed());
+    // 3 s of work at this machine's speed (normtime is S_b × CPU seconds): the job is
+    // mostly asleep, so its CPU so far says little of what is left.
+    let estimate = format!("{:.0}", 3.0 * agent_core::coordinator_client::base_speed());
     let n = STEPS.to_string();
     let id = submit(&a, &["--checkpointable", "--estimate", &estimate, "--", "sh", "-c", COUNTER, "counter", &n]);
     let a_out = || a.workdirs(id).first().and_then(|d| std::fs::read_to_string(d.join("stdout.log")).ok()).unwrap_or_default();
@@ -123,41 +130,58 @@ fn a_lingering_guest_moves_when_its_agent_asks_and_a_machine_is_free_and_complet
             }
         })
     };
-    wait("A lingering", 30, || a.log(), || a.try_status().filter(|s| s.policy.state == StateKind::Lingering));
+    wait("A lingering", 30, a_log, || a.try_status().filter(|s| s.policy.state == StateKind::Lingering));
     assert_eq!(a.call(&Request::Status).policy.interruptions_today, 1, "the owner's return counted once");
 
     // No other machine: A asks, the answer is to stay, and the guest runs on.
-    wait("A's migration request answered 'stay'", 60, || a.log(), || a.log().contains("task stays: stay: no other machine").then_some(()));
+    wait("A's migration request answered 'stay'", 60, a_log, || a_log().contains("task stays: stay: no other machine").then_some(()));
     let after_stay = steps(&a_out()).len();
-    wait("A's guest stepping after the answer", 10, || a.log(), || (steps(&a_out()).len() >= after_stay + 5).then_some(()));
+    let pid_a: i32 = std::fs::read_to_string(a.workdirs(id)[0].join("pid")).unwrap().trim().parse().unwrap();
+    wait("A's guest thawed after the answer", 10, a_log, || guest_frozen(pid_a).filter(|(f, ev)| f == "0" && !*ev));
+    // At idle priority under a busy owner it may step slowly, but it steps.
+    wait("A's guest stepping after the answer", 60, a_log, || (steps(&a_out()).len() > after_stay).then_some(()));
     assert_eq!(job(&url, &admin, id)["tasks"][0]["state"], "leased", "a 'stay' keeps the lease");
     let st = a.call(&Request::Status);
     assert_eq!((st.policy.state, st.policy.interruptions_today), (StateKind::Lingering, 1), "still lingering, nothing more counted");
 
-    // B joins, the spinner now its own guest: B is free and its owner idle.
-    drop(spinner);
+    // B joins with a guest of its own, and the spinner becomes B's guest work: B is free
+    // and its owner idle, A's owner as busy as before.
     let mut b = Machine::new(CONFIG_B);
     b.enrol(&a, &url, "bob", "box2");
     b.spawn(&["agent"], &[("LULL_PROGRESS_MS", "500"), ("DISPLAY", ""), ("WAYLAND_DISPLAY", "")]);
     wait("B's agent", 60, || b.log(), || b.try_status());
-    let spec = GuestSpec::new("sh", ["-c", SPIN]);
-    match call(&b.dir.path().join("agent.sock"), &Request::RunJob { spec: Box::new(spec), donate_now: false }) {
-        Ok(Response::Guest(_)) => {}
-        other => panic!("B did not take its spinner: {other:?}\n{}", b.log()),
-    }
+    let sock_b = b.dir.path().join("agent.sock");
+    let spec = GuestSpec::new("sleep", ["3600"]);
+    let guest_b = match call(&sock_b, &Request::RunJob { spec: Box::new(spec), donate_now: false }) {
+        Ok(Response::Guest(g)) => g.id,
+        other => panic!("B did not take its guest: {other:?}\n{}", b.log()),
+    };
+    let pid_b = wait(
+        "B's guest running",
+        30,
+        || b.log(),
+        || match call(&sock_b, &Request::Guest { id: guest_b.clone() }) {
+            Ok(Response::Guest(g)) => g.pid,
+            _ => None,
+        },
+    );
+    let cgroup_b = unified_cgroup_dir(pid_b as i32).expect("B's guest cgroup");
+    std::fs::write(cgroup_b.join("cgroup.procs"), spinner.0.id().to_string()).unwrap();
     let asked_from = Instant::now();
-    let logs = || format!("A: {}\n----\nB: {}\n{}", a.log(), b.log(), b.agent_log());
+    let logs = || format!("A: {}\n----\nB: {}\n{}", a_log(), b.log(), b.agent_log());
     let moved = wait_job(&url, &admin, id, "moved to B", 180, |j| j["placement"]["machines"][0] == "box2", logs);
     let moved_after = asked_from.elapsed();
-    assert!(a.log().contains("task migrated: migrate:"), "A asked and was told to move: {}", a.log());
-    let j = wait_job(&url, &admin, id, "completed on B", 180, |j| j["state"] == "completed", logs);
+    // Its part played: the host's CPU back for the guests, which run at idle priority.
+    drop(spinner);
+    assert!(a_log().contains("task migrated: migrate:"), "A asked and was told to move: {}", a_log());
+    let j = wait_job(&url, &admin, id, "completed on B", 400, |j| j["state"] == "completed", logs);
     present.store(false, Ordering::Relaxed);
     mover.join().unwrap();
     let t = &j["tasks"][0];
     assert_eq!((t["exit_code"].as_i64(), t["evictions"].as_u64()), (Some(0), Some(0)), "a migration is not an eviction: {j}");
 
     // A's guest is gone; its owner was interrupted only by the return.
-    wait("A without guests", 10, || a.log(), || (!a.call(&Request::Status).policy.guests_present).then_some(()));
+    wait("A without guests", 10, a_log, || (!a.call(&Request::Status).policy.guests_present).then_some(()));
     assert_eq!(a.call(&Request::Status).policy.interruptions_today, 1, "the migration counted no interruption");
 
     // Nothing A committed was lost or redone: B resumed at A's last committed count.
