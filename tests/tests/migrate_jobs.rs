@@ -169,12 +169,13 @@ fn a_lingering_guest_moves_when_its_agent_asks_and_a_machine_is_free_and_complet
     std::fs::write(cgroup_b.join("cgroup.procs"), spinner.0.id().to_string()).unwrap();
     let asked_from = Instant::now();
     let logs = || format!("A: {}\n----\nB: {}\n{}", a_log(), b.log(), b.agent_log());
-    let moved = wait_job(&url, &admin, id, "moved to B", 180, |j| j["placement"]["machines"][0] == "box2", logs);
+    wait_job(&url, &admin, id, "moved to B", 180, |j| j["placement"]["machines"][0] == "box2", logs);
     let moved_after = asked_from.elapsed();
     // Its part played: the host's CPU back for the guests, which run at idle priority.
     drop(spinner);
-    assert!(a_log().contains("task migrated: migrate:"), "A asked and was told to move: {}", a_log());
-    let j = wait_job(&url, &admin, id, "completed on B", 400, |j| j["state"] == "completed", logs);
+    let answer = a_log().lines().find(|l| l.contains("task migrated: migrate:")).map(str::to_string);
+    let answer = answer.unwrap_or_else(|| panic!("A asked and was told to move: {}", a_log()));
+    let j = wait_job(&url, &admin, id, "completed on B", 600, |j| j["state"] == "completed", logs);
     present.store(false, Ordering::Relaxed);
     mover.join().unwrap();
     let t = &j["tasks"][0];
@@ -202,9 +203,8 @@ fn a_lingering_guest_moves_when_its_agent_asks_and_a_machine_is_free_and_complet
     assert!(b_out.starts_with(&format!("start {committed}\n")), "B resumed from A's last checkpoint ({committed}): {b_out:?}");
     assert_eq!(steps(&b_out), (committed + 1..=STEPS).collect::<Vec<u32>>(), "B did the rest, each step once");
     eprintln!(
-        "A did steps 1..={committed} and lingered; 'stay' with no free machine; moved to B {:.1} s after B joined ({}); B did {}..={STEPS}",
+        "A did steps 1..={committed} and lingered; 'stay' with no free machine; moved to B {:.1} s after B joined; B did {}..={STEPS}\n{answer}",
         moved_after.as_secs_f64(),
-        moved["placement"]["reason"],
         committed + 1
     );
     b.stop();
