@@ -107,6 +107,39 @@ pub struct JobRequest {
     /// The guest's last snapshot once it has ended, sent only after its final totals are
     /// in the ledger (so what the link reports equals what the ledger accounted).
     pub ended: oneshot::Sender<GuestInfo>,
+    /// Where the driver asks the link to request a migration while the guest lingers
+    /// (seed 000 §5.2); `None` for a task that is not moved on request (a gang rank). Its
+    /// answer comes back as [`JobMsg::MigrationAnswered`].
+    pub migration: Option<mpsc::Sender<MigrationAsk>>,
+}
+
+/// The readings of a lingering leased guest's migration request (`POST …/migrate`, seed
+/// 000 §5.2), which the driver hands the task's link. The driver has frozen the guest
+/// (its own `cgroup.freeze`, as a gang halt does) so that the checkpoint the link
+/// uploads before asking is its last: a task given back resumes elsewhere exactly there.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MigrationAsk {
+    /// h: the owner's CPU utilisation over the linger window, 0–1 (guests excluded).
+    pub owner_utilization: f64,
+    /// How long the guest has lingered in this episode of owner activity, seconds.
+    pub owner_busy_for_s: f64,
+    /// `T_migr` as the guest runtime estimates it, seconds.
+    pub migration_cost_s: f64,
+    /// The guest's CPU time so far (user + system), seconds.
+    pub cpu_s: f64,
+}
+
+/// What came of a migration request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MigrationOutcome {
+    /// The coordinator took the task back with the checkpoint just uploaded (no retry
+    /// used, no eviction): the guest is killed here, which counts no interruption.
+    Migrated(String),
+    /// The coordinator's answer was to stay (its reason): the guest keeps lingering.
+    Stays(String),
+    /// Not asked, or no answer (the coordinator unreachable, the checkpoint not
+    /// uploaded, the lease lost): nothing changes, the guest keeps lingering.
+    Failed(String),
 }
 
 /// What the coordinator link asks of the driver over the job channel.
@@ -122,6 +155,8 @@ pub enum JobMsg {
     /// replaced. Outside the policy: no interruption, and it stays frozen across the
     /// directive's thaws until released.
     Hold { guest: String, hold: bool },
+    /// The link's answer to a [`MigrationAsk`] for this guest (frozen while it asked).
+    MigrationAnswered { guest: String, outcome: MigrationOutcome },
 }
 
 /// The driver's end of the job channel (see [`JobMsg`]).
@@ -268,10 +303,29 @@ struct Driver {
     /// The last seed 000 §5.2 migration decision logged (its kind), while lingering.
     migration_logged: Option<std::mem::Discriminant<crate::policy::migration::MigrationDecision>>,
     guests_present: bool,
-    /// Guests started for jobs, with whom to tell when each ends (none for `lull run`'s
-    /// jobs, which their command follows over the control socket).
-    jobs: Vec<(String, Option<oneshot::Sender<GuestInfo>>)>,
+    /// Guests started for jobs (see [`JobGuest`]).
+    jobs: Vec<JobGuest>,
+    /// The guest whose migration request is under way (frozen until its answer).
+    migration_asked: Option<String>,
+    /// No migration request before this (the last answer was to stay).
+    next_migration_ask: Option<MonoMs>,
 }
+
+/// A guest started for a job.
+struct JobGuest {
+    id: String,
+    /// Whom to tell when it ends (none for `lull run`'s jobs, which their command follows
+    /// over the control socket).
+    ended: Option<oneshot::Sender<GuestInfo>>,
+    /// Its link's migration requests (a coordinator's task that may move on request).
+    migration: Option<mpsc::Sender<MigrationAsk>>,
+}
+
+/// After an answer to stay, the next migration request waits `T_lingr` (for l = 0) again,
+/// but at least this long…
+const MIGRATION_REASK_MIN: Duration = Duration::from_secs(5);
+/// …and at most this long.
+const MIGRATION_REASK_MAX: Duration = Duration::from_secs(60);
 
 /// Runs the agent until `shutdown` resolves.
 pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
@@ -395,6 +449,8 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         migration_logged: None,
         guests_present: false,
         jobs: Vec::new(),
+        migration_asked: None,
+        next_migration_ask: None,
     };
     d.watch_execs();
     let first = d.policy.state();
@@ -444,6 +500,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
                         debug!(guest = %guest, hold, "asked to hold or release a guest that is not running");
                     }
                 }
+                Some(JobMsg::MigrationAnswered { guest, outcome }) => d.on_migration_answer(&guest, outcome),
                 None => job_rx = None,
             },
         }
@@ -568,7 +625,7 @@ impl Driver {
             Some(id) => {
                 info!(guest = %id, "job queued as a guest");
                 let _ = job.started.send(Ok(id.clone()));
-                self.jobs.push((id, Some(job.ended)));
+                self.jobs.push(JobGuest { id, ended: Some(job.ended), migration: job.migration });
                 // Admission runs when the runtime is maintained: start it now if allowed.
                 let present = self.guests.present();
                 if present != self.guests_present {
@@ -599,11 +656,15 @@ impl Driver {
         let mut ended = Vec::new();
         let mut i = 0;
         while i < self.jobs.len() {
-            let info = self.guests.guest_info(&self.jobs[i].0);
+            let info = self.guests.guest_info(&self.jobs[i].id);
             match info {
                 Some(info) if !matches!(info.phase, GuestPhase::Ended { .. }) => i += 1,
                 other => {
-                    let (id, tx) = self.jobs.remove(i);
+                    let JobGuest { id, ended: tx, .. } = self.jobs.remove(i);
+                    if self.migration_asked.as_ref() == Some(&id) {
+                        // Gone while its link asked (cancelled, lease lost): no answer to wait for.
+                        self.migration_asked = None;
+                    }
                     match other {
                         Some(info) => ended.push((info, tx)),
                         None => warn!(guest = %id, "a job's guest vanished from the runtime"),
@@ -657,6 +718,10 @@ impl Driver {
         if matches!(event, Event::GuestsPresent(_)) {
             self.subscribe_execs();
         }
+        // The pool decides whether its guests move (the driver asks it), unless guest work
+        // of the owner's own (`lull run`) is here too: then the policy migrates as before.
+        let pool_decides = !self.jobs.is_empty() && self.jobs.iter().all(|j| j.migration.is_some());
+        self.policy.set_pool_view(crate::policy::PoolView { pool_decides, ..Default::default() });
         let now = self.clock.now();
         let command = match &event {
             Event::Command(c) => Some(*c),
@@ -718,6 +783,7 @@ impl Driver {
         }
         self.armed.store(self.policy.freeze_on_input(), Ordering::Release);
         self.log_migration_decision(now);
+        self.ask_migration(now);
         if let Some(tx) = &self.accepting {
             let wanted = crate::coordinator_client::may_lease_now(self.policy.state(), self.policy.directive());
             tx.send_if_modified(|cur| std::mem::replace(cur, wanted) != wanted);
@@ -733,9 +799,9 @@ impl Driver {
     }
 
     /// Logs seed 000 §5.2's decision for lingering guest work whenever its kind changes
-    /// (stay for want of a free machine, stay for now, the job ends first, migrate): what
-    /// the agent would ask the coordinator for. The policy acts on it itself (LL evicts
-    /// to migrate).
+    /// (stay for want of a free machine, stay for now, the job ends first, migrate). The
+    /// policy acts on it itself (LL evicts to migrate), except for a coordinator's guests,
+    /// for which it says when to ask ([`Self::ask_migration`]).
     fn log_migration_decision(&mut self, now: Now) {
         let decision = self.policy.migration_decision(now);
         let kind = decision.map(|d| std::mem::discriminant(&d));
@@ -744,6 +810,85 @@ impl Driver {
                 info!(decision = %d.describe(), h = self.policy.status(now).owner_utilisation_h, "lingering guest work: migration decision");
             }
             self.migration_logged = kind;
+        }
+    }
+
+    /// Seed 000 §5.2 with a coordinator. Once a leased guest has lingered `T_lingr` for a
+    /// free machine at l = 0 (the policy's decision: the earliest a move to any machine
+    /// could pay), the driver asks the coordinator, which knows the free machines, their
+    /// load and the job's predicted remaining time, whether to move it; after an answer
+    /// to stay it asks again every `T_lingr` (5 to 60 s) while the guest lingers, since
+    /// the episode's age and the free machines change the answer. The guest is frozen on
+    /// its own while its link uploads its checkpoint and asks (the paper's guest is
+    /// suspended for its migration), then killed (moved) or thawed
+    /// ([`Self::on_migration_answer`]); the request runs in the link's task, never here.
+    fn ask_migration(&mut self, now: Now) {
+        let Some(lingered) = self.policy.lingered_for(now) else {
+            self.next_migration_ask = None;
+            return;
+        };
+        if self.migration_asked.is_some() || self.next_migration_ask.is_some_and(|t| now.mono < t) {
+            return;
+        }
+        if self.policy.migration_decision(now) != Some(crate::policy::migration::MigrationDecision::Migrate) {
+            return;
+        }
+        let guests = &mut self.guests;
+        let Some((id, tx, cpu_us)) = self.jobs.iter().find_map(|j| {
+            let tx = j.migration.as_ref()?;
+            let info = guests.guest_info(&j.id).filter(|i| i.phase == GuestPhase::Running)?;
+            Some((j.id.clone(), tx.clone(), info.cpu_user_us + info.cpu_system_us))
+        }) else {
+            return;
+        };
+        let ask = MigrationAsk {
+            owner_utilization: f64::from(self.policy.status(now).owner_utilisation_h).clamp(0.0, 1.0),
+            owner_busy_for_s: lingered.as_secs_f64(),
+            migration_cost_s: self.policy.migration_cost().as_secs_f64(),
+            cpu_s: cpu_us as f64 / 1e6,
+        };
+        if !self.guests.hold_guest(&id, true) {
+            debug!(guest = %id, "cannot freeze the lingering guest to ask for its migration");
+            self.next_migration_ask = Some(now.mono.plus(MIGRATION_REASK_MIN));
+            return;
+        }
+        match tx.try_send(ask) {
+            Ok(()) => {
+                info!(guest = %id, h = ask.owner_utilization, lingered_s = ask.owner_busy_for_s, t_migr_s = ask.migration_cost_s, cpu_s = ask.cpu_s,
+                    "lingering guest: asking the coordinator whether to migrate it (frozen meanwhile)");
+                self.migration_asked = Some(id);
+            }
+            Err(_) => {
+                self.guests.hold_guest(&id, false);
+                self.next_migration_ask = Some(now.mono.plus(MIGRATION_REASK_MIN));
+            }
+        }
+    }
+
+    /// Carries out a migration answer: moved, the guest is killed here outside the policy
+    /// (no interruption; its donated time is accounted once, by this agent's ledger as it
+    /// ends); else it is thawed and lingers on, asked about again later.
+    fn on_migration_answer(&mut self, guest: &str, outcome: MigrationOutcome) {
+        if self.migration_asked.as_deref() == Some(guest) {
+            self.migration_asked = None;
+        }
+        let now = self.clock.now();
+        match outcome {
+            MigrationOutcome::Migrated(reason) => {
+                info!(guest = %guest, reason = %reason, "lingering guest migrated: the coordinator took its task back with its checkpoint; stopped here");
+                if !self.guests.kill_guest(guest) {
+                    debug!(guest = %guest, "the migrated guest had already ended");
+                }
+            }
+            MigrationOutcome::Stays(reason) | MigrationOutcome::Failed(reason) => {
+                self.guests.hold_guest(guest, false);
+                let h = self.policy.status(now).owner_utilisation_h;
+                let again = crate::policy::Policy::linger_time(h, 0.0, self.policy.migration_cost())
+                    .unwrap_or(MIGRATION_REASK_MAX)
+                    .clamp(MIGRATION_REASK_MIN, MIGRATION_REASK_MAX);
+                info!(guest = %guest, reason = %reason, again_in_s = again.as_secs_f64(), "lingering guest stays (thawed)");
+                self.next_migration_ask = Some(now.mono.plus(again));
+            }
         }
     }
 
@@ -835,7 +980,7 @@ impl Driver {
             return Response::Error { message: format!("this agent runs no guest work ({})", self.guests.describe()) };
         };
         info!(guest = %id, donate_now, "job queued as a guest (lull run)");
-        self.jobs.push((id.clone(), None));
+        self.jobs.push(JobGuest { id: id.clone(), ended: None, migration: None });
         let now = self.clock.now();
         if donate_now && !self.policy.status(now).donate_now {
             self.transient_donate = Some(id.clone());

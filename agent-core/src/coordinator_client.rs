@@ -14,12 +14,13 @@
 //! totals) or `evicted` when it ends. Around that it moves checkpoints (a checkpointable
 //! guest writes its state to `$LULL_CHECKPOINT`; the link uploads it with each renewal
 //! and after an eviction, and downloads the last one before a new lease starts), stops
-//! the guest when its job is cancelled or its lease lost, and holds a gang member back
-//! until every rank of its gang is leased.
+//! the guest when its job is cancelled or its lease lost, holds a gang member back
+//! until every rank of its gang is leased, and asks the coordinator to migrate a
+//! lingering guest when the driver says it is time (seed 000 §5.2, [`ask_migration`]).
 //!
 //! The request and answer bodies are the `lull-protocol` types the coordinator serves.
 
-use crate::agent::{JobMsg, JobRequest};
+use crate::agent::{JobMsg, JobRequest, MigrationAsk, MigrationOutcome};
 use crate::control::{self, Request, Response};
 use crate::guest::{GuestPhase, GuestSpec};
 use crate::ledger::{Ledger, LedgerError};
@@ -566,6 +567,8 @@ pub enum Stopped {
     /// The coordinator no longer holds the lease for this agent (409: expired, or the
     /// gang re-queued because a peer was evicted).
     LeaseLost,
+    /// The coordinator answered a migration request with yes and took the task back.
+    Migrated,
 }
 
 impl Stopped {
@@ -573,6 +576,7 @@ impl Stopped {
         match self {
             Self::Cancelled => "the job was cancelled",
             Self::LeaseLost => "the lease is no longer held",
+            Self::Migrated => "the task migrates to another machine",
         }
     }
 }
@@ -646,6 +650,52 @@ pub async fn upload_checkpoint(
     sent
 }
 
+/// How long a migration request (checkpoint upload included) may take: the guest is
+/// frozen meanwhile, so an unreachable coordinator must not hold it long.
+pub const MIGRATE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Seed 000 §5.2 from the link: uploads the guest's checkpoint if it changed (the driver
+/// froze the guest, so it is its last), then asks the coordinator whether to move the
+/// task, within [`MIGRATE_TIMEOUT`]. A checkpoint that cannot be uploaded means no
+/// request (moving would lose what it holds). With yes the coordinator has taken the
+/// task back, keeping that checkpoint for the next lease.
+pub async fn ask_migration(
+    client: &CoordinatorClient,
+    task: &Lease,
+    checkpoint: Option<&Path>,
+    uploaded: &mut Option<crate::checkpoint::Stamp>,
+    ask: &MigrationAsk,
+) -> MigrationOutcome {
+    let asked = tokio::time::timeout(MIGRATE_TIMEOUT, async {
+        if let Some(path) = checkpoint {
+            if !upload_checkpoint(client, task, path, uploaded, false).await {
+                return Err("the checkpoint could not be uploaded, so the task was not offered to move".to_string());
+            }
+        }
+        let req = MigrateRequest {
+            lease: task.lease,
+            owner_utilization: ask.owner_utilization,
+            owner_busy_for_s: ask.owner_busy_for_s,
+            migration_cost_s: ask.migration_cost_s,
+            cpu_s: ask.cpu_s,
+        };
+        client.migrate(task, &req).await.map_err(|e| format!("migration request: {e}"))
+    })
+    .await;
+    let outcome = match asked {
+        Ok(Ok(a)) if a.migrate => MigrationOutcome::Migrated(a.reason),
+        Ok(Ok(a)) => MigrationOutcome::Stays(a.reason),
+        Ok(Err(why)) => MigrationOutcome::Failed(why),
+        Err(_) => MigrationOutcome::Failed(format!("no answer within {} s", MIGRATE_TIMEOUT.as_secs())),
+    };
+    match &outcome {
+        MigrationOutcome::Migrated(why) => tracing::info!(job = task.job_id, rank = task.rank, "task migrated: {why}"),
+        MigrationOutcome::Stays(why) => tracing::info!(job = task.job_id, rank = task.rank, "task stays: {why}"),
+        MigrationOutcome::Failed(why) => tracing::warn!(job = task.job_id, rank = task.rank, "migration not asked or not answered: {why}"),
+    }
+    outcome
+}
+
 /// How waiting for a gang ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum GangWait {
@@ -706,7 +756,9 @@ pub async fn wait_for_gang(
 /// downloaded before the guest starts, its changed checkpoint uploaded with each
 /// renewal and after an eviction (before `evicted` is reported). A gang member starts
 /// only once its gang has filled. A cancel or a lost lease kills the guest at once and
-/// reports nothing (the coordinator already knows).
+/// reports nothing (the coordinator already knows). While the guest lingers the driver
+/// may ask, through the job's migration channel, whether the task should move
+/// ([`ask_migration`]); a yes also ends it that way (the driver kills the guest).
 async fn run_task(
     client: &CoordinatorClient,
     paths: &Paths,
@@ -757,7 +809,10 @@ async fn run_task(
     }
     let (started_tx, started_rx) = oneshot::channel();
     let (ended_tx, ended_rx) = oneshot::channel();
-    let started = match jobs.send(JobMsg::Run(JobRequest { spec, started: started_tx, ended: ended_tx })).await {
+    // A gang rank is not moved on request (its peers would have to halt for it).
+    let (migration_tx, mut migration_rx) = mpsc::channel::<MigrationAsk>(1);
+    let migration = (task.machines <= 1).then_some(migration_tx);
+    let started = match jobs.send(JobMsg::Run(JobRequest { spec, started: started_tx, ended: ended_tx, migration })).await {
         Ok(()) => started_rx.await.unwrap_or_else(|_| Err("the agent is stopping".into())),
         Err(_) => Err("the agent is stopping".into()),
     };
@@ -809,6 +864,18 @@ async fn run_task(
                     if jobs.send(JobMsg::Stop { guest: guest.clone() }).await.is_err() {
                         break None;
                     }
+                }
+            },
+            // The driver froze the lingering guest and asks whether it should move.
+            Some(ask) = migration_rx.recv(), if stopped.is_none() => {
+                let outcome = ask_migration(client, &task, checkpoint.as_deref(), &mut uploaded, &ask).await;
+                if matches!(outcome, MigrationOutcome::Migrated(_)) {
+                    // Given back by the coordinator: the driver kills the guest, and
+                    // nothing more is reported (no eviction, no completion).
+                    stopped = Some(Stopped::Migrated);
+                }
+                if jobs.send(JobMsg::MigrationAnswered { guest: guest.clone(), outcome }).await.is_err() {
+                    break None;
                 }
             },
         }

@@ -3,7 +3,8 @@
 //! late upload from a lost lease refused, an oversized one never sent), renewals that
 //! learn of a cancel or a lost lease, a gang member that starts only once its gang
 //! has filled and otherwise gives its lease back, a halted member told so by its
-//! renewals, and migration requests answered.
+//! renewals, and migration requests answered (and the link's own request: its
+//! checkpoint uploaded first, "stay" and an unreachable coordinator changing nothing).
 
 mod common;
 
@@ -19,6 +20,22 @@ async fn agent(s: &Server, machine: &str) -> CoordinatorClient {
     let token: JoinToken = s.admin().post_ok("/api/v1/join-tokens", json!({})).await;
     let creds = coordinator_client::enrol(&s.base, &token.token, "alice", machine, false).await.unwrap();
     CoordinatorClient::new(&creds).unwrap()
+}
+
+/// A heartbeat of an idle machine with interruptions left: a free machine to move to.
+fn idle_heartbeat() -> Heartbeat {
+    Heartbeat {
+        state: "recruitable".into(),
+        available: true,
+        budget_left: 2,
+        free_mem_bytes: 1 << 30,
+        base_speed: 1.0,
+        current_speed: 1.0,
+        interruption_limit: None,
+        idle_for_s: None,
+        owner_load: Vec::new(),
+        memory: None,
+    }
 }
 
 fn env<'a>(spec: &'a agent_core::guest::GuestSpec, name: &str) -> Option<&'a str> {
@@ -175,18 +192,7 @@ async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is
     let m = b.migrate(&lb, &ask).await.unwrap();
     assert!(!m.migrate, "{m:?}");
     // A is idle again (its heartbeat says available, and it holds no lease): B's rank moves.
-    let hb = Heartbeat {
-        state: "recruitable".into(),
-        available: true,
-        budget_left: 2,
-        free_mem_bytes: 1 << 30,
-        base_speed: 1.0,
-        current_speed: 1.0,
-        interruption_limit: None,
-        idle_for_s: None,
-        owner_load: Vec::new(),
-        memory: None,
-    };
+    let hb = idle_heartbeat();
     a.heartbeat(&hb).await.unwrap();
     let m = b.migrate(&lb, &ask).await.unwrap();
     assert!(m.migrate, "{m:?}");
@@ -201,5 +207,75 @@ async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is
         }
         other => panic!("{other:?}"),
     }
+    s.stop().await;
+}
+
+/// The link's migration request (`coordinator_client::ask_migration`, what the agent runs
+/// for a lingering guest it has frozen): the checkpoint goes up first, so a "yes" hands
+/// the next lease exactly the state the guest stopped at; "stay", a checkpoint that
+/// cannot be uploaded and an unreachable coordinator all leave the lease held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_links_migration_request_uploads_the_checkpoint_first_and_only_a_yes_gives_the_task_back() {
+    use agent_core::agent::{MigrationAsk, MigrationOutcome};
+    let db = fresh_db(Backend::Sqlite).await.unwrap();
+    let s = Server::start(&db.url, test_config()).await;
+    let a = agent(&s, "a").await;
+    let job: Job = s
+        .admin()
+        .post_ok("/api/v1/jobs", json!({"command": "sh", "args": ["-c", "true"], "checkpointable": true, "estimate_s": 1000.0}))
+        .await;
+    let root_a = tempfile::tempdir().unwrap();
+    let task = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("a task for A");
+    assert_eq!(task.job_id, job.id);
+    let spec = coordinator_client::guest_spec(&task, root_a.path()).unwrap();
+    let ck = checkpoint::path_in(spec.workdir.as_deref().unwrap());
+    let ask = MigrationAsk { owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 10.0 };
+    let mut uploaded = None;
+
+    // No other machine: stay, the checkpoint uploaded all the same, the lease held.
+    std::fs::write(&ck, b"count=7").unwrap();
+    match coordinator_client::ask_migration(&a, &task, Some(&ck), &mut uploaded, &ask).await {
+        MigrationOutcome::Stays(why) => assert!(why.contains("no other machine"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(a.get_checkpoint(&task).await.unwrap().as_deref(), Some(&b"count=7"[..]));
+    assert_eq!(coordinator_client::renewal(a.progress(&task).await), Ok(false), "a 'stay' keeps the lease");
+
+    // B is free now. A checkpoint that cannot be uploaded: not asked, nothing changes.
+    let b = agent(&s, "b").await;
+    let hb = idle_heartbeat();
+    b.heartbeat(&hb).await.unwrap();
+    let f = std::fs::File::create(&ck).unwrap();
+    f.set_len(lull_protocol::CHECKPOINT_MAX as u64 + 1).unwrap();
+    assert!(matches!(coordinator_client::ask_migration(&a, &task, Some(&ck), &mut uploaded, &ask).await, MigrationOutcome::Failed(_)));
+    assert_eq!(coordinator_client::renewal(a.progress(&task).await), Ok(false), "not asked: the lease is held");
+
+    // The coordinator unreachable: a failure, within the timeout, and nothing changes.
+    let gone = coordinator_client::Credentials { url: "http://127.0.0.1:9".into(), agent_id: "a".into(), secret: "x".into() };
+    let unreachable = CoordinatorClient::new(&gone).unwrap();
+    std::fs::write(&ck, b"count=8").unwrap();
+    let t0 = std::time::Instant::now();
+    let mut not_sent = uploaded;
+    assert!(matches!(
+        coordinator_client::ask_migration(&unreachable, &task, Some(&ck), &mut not_sent, &ask).await,
+        MigrationOutcome::Failed(_)
+    ));
+    assert!(t0.elapsed() <= coordinator_client::MIGRATE_TIMEOUT + Duration::from_secs(1));
+    assert_eq!(coordinator_client::renewal(a.progress(&task).await), Ok(false));
+
+    // Asked again with B free: yes. The checkpoint B's lease downloads is the last one.
+    match coordinator_client::ask_migration(&a, &task, Some(&ck), &mut uploaded, &ask).await {
+        MigrationOutcome::Migrated(why) => assert!(why.starts_with("migrate:"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(coordinator_client::renewal(a.progress(&task).await), Err(Some(Stopped::LeaseLost)), "given back: stop the guest");
+    let root_b = tempfile::tempdir().unwrap();
+    let next = b.lease(1 << 30, Duration::from_secs(3)).await.unwrap().expect("the migrated task for B");
+    assert_eq!((next.job_id, next.rank), (job.id, 0));
+    let ck_b = checkpoint::path_in(coordinator_client::guest_spec(&next, root_b.path()).unwrap().workdir.as_deref().unwrap());
+    assert!(coordinator_client::fetch_checkpoint(&b, &next, &ck_b).await.unwrap().is_some());
+    assert_eq!(std::fs::read(&ck_b).unwrap(), b"count=8");
+    let j: Job = s.admin().get_ok(&format!("/api/v1/jobs/{}", job.id)).await;
+    assert_eq!(j.tasks[0].evictions, 0, "a migration is not an eviction: {j:?}");
     s.stop().await;
 }

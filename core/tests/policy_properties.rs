@@ -11,7 +11,7 @@
 use chrono::{Duration as CDuration, TimeZone, Utc};
 use lull_core::clock::{MonoMs, Now};
 use lull_core::policy::config::{EvictionMode, PolicyConfig as Config};
-use lull_core::policy::{Action, Command, DonateSpan, Event, GuestDirective, PauseSpan, Policy, ReturnCause, Saved};
+use lull_core::policy::{Action, Command, DonateSpan, Event, GuestDirective, PauseSpan, Policy, PoolView, ReturnCause, Saved};
 use lull_core::sample::{InputEvent, InputSignal, Sample};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -34,6 +34,9 @@ enum Step {
     SetLimit(u8),
     /// The owner turns lend-while-light on or off.
     Lend(bool),
+    /// The driver says whether the guest work is a pool's, which decides its migration
+    /// (`PoolView::pool_decides`: Linger-Longer then lingers past `T_lingr`).
+    PoolDecides(bool),
     WallClockJump(i32),
     Restart,
 }
@@ -51,6 +54,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => proptest::option::of(1u16..7200).prop_map(Step::Donate),
         1 => (0u8..8).prop_map(Step::SetLimit),
         1 => any::<bool>().prop_map(Step::Lend),
+        1 => any::<bool>().prop_map(Step::PoolDecides),
         1 => (-10_800i32..10_800).prop_map(Step::WallClockJump),
         1 => Just(Step::Restart),
     ]
@@ -150,6 +154,10 @@ fn run_probed(
                 let mut c = policy.config().clone();
                 c.availability.lend_while_light = on;
                 policy.set_config(c);
+                Event::Tick
+            }
+            Step::PoolDecides(on) => {
+                policy.set_pool_view(PoolView { pool_decides: on, ..PoolView::default() });
                 Event::Tick
             }
             Step::WallClockJump(s) => {

@@ -506,6 +506,23 @@ pub fn cgroup_of(pid: i32, key: &str) -> Option<String> {
     })
 }
 
+/// The unified (v2) cgroup directory of process `pid`'s cgroup (v2, or the unified
+/// hierarchy of a hybrid layout).
+pub fn unified_cgroup_dir(pid: i32) -> Option<PathBuf> {
+    let cg = cgroup_of(pid, "0::")?;
+    let root = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/unified" };
+    Some(PathBuf::from(format!("{root}{cg}")))
+}
+
+/// The guest cgroup's `cgroup.freeze` and `cgroup.events` `frozen` of process `pid`, read
+/// from the kernel's files.
+pub fn guest_frozen(pid: i32) -> Option<(String, bool)> {
+    let dir = unified_cgroup_dir(pid)?;
+    let freeze = std::fs::read_to_string(dir.join("cgroup.freeze")).ok()?.trim().to_string();
+    let events = std::fs::read_to_string(dir.join("cgroup.events")).ok()?;
+    Some((freeze, events.lines().any(|l| l == "frozen 1")))
+}
+
 /// The agent instance's frozen flag (parent of the guest's own cgroup), from the kernel:
 /// whether the guest process `daemon` is frozen.
 pub fn instance_frozen(daemon: i32) -> bool {

@@ -120,7 +120,7 @@ impl Machine {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
         let out = self.lull(&["enrol", "--url", url, "--token", &token, "--owner", owner, "--machine", machine]).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{}\nthe coordinator's machine: {}", String::from_utf8_lossy(&out.stderr), coordinator.log());
     }
 
     /// Stops the process with SIGTERM; it must exit cleanly.

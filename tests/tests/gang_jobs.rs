@@ -15,9 +15,9 @@
 
 use agent_core::control::Request;
 use lull_e2e::pool::{http, job, skip_without_cgroups, submit, wait_job, Machine};
-use lull_e2e::{cgroup_of, skip_without, Xvfb};
+use lull_e2e::{guest_frozen, skip_without, Xvfb};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const REQUIRE_X11: &str = "LULL_REQUIRE_X11";
@@ -41,17 +41,6 @@ const ENV: &[(&str, &str)] = &[("LULL_PROGRESS_MS", "500"), ("WAYLAND_DISPLAY", 
 fn steps(dir: &Path) -> Vec<u32> {
     let out = std::fs::read_to_string(dir.join("stdout.log")).unwrap_or_default();
     out.lines().filter_map(|l| l.strip_prefix("step ")).filter_map(|n| n.trim().parse().ok()).collect()
-}
-
-/// The guest cgroup's `cgroup.freeze` and `cgroup.events` `frozen` of process `pid`, read
-/// from the kernel's files (v2, or the unified hierarchy of a hybrid layout).
-fn guest_frozen(pid: i32) -> Option<(String, bool)> {
-    let cg = cgroup_of(pid, "0::")?;
-    let root = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/unified" };
-    let dir = PathBuf::from(format!("{root}{cg}"));
-    let freeze = std::fs::read_to_string(dir.join("cgroup.freeze")).ok()?.trim().to_string();
-    let events = std::fs::read_to_string(dir.join("cgroup.events")).ok()?;
-    Some((freeze, events.lines().any(|l| l == "frozen 1")))
 }
 
 fn wait<T>(what: &str, secs: u64, log: impl Fn() -> String, mut f: impl FnMut() -> Option<T>) -> T {

@@ -194,7 +194,7 @@ mod tests {
         p.handle(at(7), Event::GuestsPresent(true));
         assert_eq!(p.state(), StateKind::Donating);
         p.handle(at(8), Event::Input(InputEvent { at: MonoMs(8000), signal: InputSignal::Activity }));
-        p.set_pool_view(PoolView { destination_load: None, remaining: None });
+        p.set_pool_view(PoolView { destination_load: None, remaining: None, pool_decides: false });
         // h = 10 % over the window: T_lingr to a free machine would be 300 s.
         for t in 9..=20 {
             p.handle(at(t), sample(t, 0.1));
@@ -206,9 +206,68 @@ mod tests {
         }
         assert_eq!((p.state(), p.directive()), (StateKind::Lingering, GuestDirective::Linger), "no free machine: it stays");
         // A free machine at 5 %: T_lingr = (0.95 / 0.05) · 30 s = 570 s, long passed.
-        p.set_pool_view(PoolView { destination_load: Some(0.05), remaining: None });
+        p.set_pool_view(PoolView { destination_load: Some(0.05), remaining: None, pool_decides: false });
         p.handle(at(701), Event::Tick);
         assert_eq!((p.state(), p.directive()), (StateKind::Evicting, GuestDirective::Evict), "migrates once a free machine is known");
+    }
+
+    /// When the pool decides (a coordinator's leased guest), reaching `T_lingr` keeps the
+    /// guest lingering with nothing counted and only turns the decision to "migrate" for
+    /// the driver to ask; the deadline at `T_lingr` is not repeated once passed. Without
+    /// it, the policy evicts at the next event, as before.
+    #[test]
+    fn a_pools_guest_keeps_lingering_past_t_lingr_and_the_driver_is_told_to_ask() {
+        use crate::clock::{MonoMs, Now};
+        use crate::policy::{Event, GuestDirective, Policy, PoolView, Saved, StateKind};
+        use crate::sample::{InputEvent, InputSignal, Sample};
+        let start = chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("a valid time");
+        let at = |s: u64| Now {
+            mono: MonoMs(s * 1000),
+            utc: start + chrono::Duration::seconds(s as i64),
+            local: (start + chrono::Duration::seconds(s as i64)).naive_utc(),
+        };
+        let mut cfg = crate::policy::config::PolicyConfig::default();
+        cfg.availability.recruitment_threshold_s = 5;
+        cfg.availability.owner_cpu_max = 0.05;
+        cfg.eviction.migration_cost_s = 30;
+        let mut p = Policy::new(cfg, at(0), Saved::default(), 0, "b");
+        let sample = |t: u64, cpu: f32| {
+            Event::Sample(Sample {
+                at: MonoMs(t * 1000),
+                owner_cpu: cpu,
+                mem_total_bytes: 16 << 30,
+                on_battery: Some(false),
+                ..Default::default()
+            })
+        };
+        for t in 1..=6 {
+            p.handle(at(t), sample(t, 0.0));
+        }
+        p.handle(at(7), Event::GuestsPresent(true));
+        p.handle(at(8), Event::Input(InputEvent { at: MonoMs(8000), signal: InputSignal::Activity }));
+        p.set_pool_view(PoolView { pool_decides: true, ..PoolView::default() });
+        for t in 9..=20 {
+            p.handle(at(t), sample(t, 0.1));
+        }
+        assert_eq!(p.state(), StateKind::Lingering);
+        let counted = p.status(at(20)).interruptions_today;
+        assert_eq!(counted, 1, "the owner's return counted once");
+        let since = 20 - p.lingered_for(at(20)).expect("lingering").as_secs();
+        // h = 10 %, l = 0: T_lingr = 30 s / 0.1 = 300 s after lingering began.
+        assert!(matches!(p.migration_decision(at(since + 299)), Some(MigrationDecision::Stay(StayReason::EpisodeTooShort { .. }))));
+        assert_eq!(p.next_deadline(at(since + 299)).map(|d| d.0 <= (since + 300) * 1000), Some(true), "woken at T_lingr");
+        for t in (30..=since + 400).step_by(10) {
+            p.handle(at(t), sample(t, 0.1));
+        }
+        let now = at(since + 400);
+        assert_eq!((p.state(), p.directive()), (StateKind::Lingering, GuestDirective::Linger), "still lingering: the pool decides");
+        assert_eq!(p.migration_decision(now), Some(MigrationDecision::Migrate), "time to ask the pool");
+        assert_eq!(p.status(now).interruptions_today, counted, "nothing more counted");
+        assert!(p.next_deadline(now).is_none_or(|d| d > now.mono), "no deadline in the past");
+        // Not the pool's: the policy migrates (evicts) itself at the next event.
+        p.set_pool_view(PoolView::default());
+        p.handle(at(since + 401), Event::Tick);
+        assert_eq!((p.state(), p.directive()), (StateKind::Evicting, GuestDirective::Evict));
     }
 
     /// Brute force over the paper's timeline (Fig. 1): the decision is "migrate" exactly

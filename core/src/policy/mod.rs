@@ -425,11 +425,16 @@ pub struct PoolView {
     pub destination_load: Option<f32>,
     /// The guest job's predicted remaining time on an unloaded machine, if known.
     pub remaining: Option<Duration>,
+    /// The guest work present is a pool's, and the pool (its coordinator) decides
+    /// whether it moves when the driver asks: under Linger-Longer a "migrate" decision
+    /// then keeps the guest lingering (no eviction, nothing counted) and only tells the
+    /// driver, through [`Policy::migration_decision`], that it is time to ask.
+    pub pool_decides: bool,
 }
 
 impl Default for PoolView {
     fn default() -> Self {
-        Self { destination_load: Some(0.0), remaining: None }
+        Self { destination_load: Some(0.0), remaining: None, pool_decides: false }
     }
 }
 
@@ -548,11 +553,19 @@ impl Policy {
     }
 
     /// Seed 000 §5.2's decision for guest work lingering under Linger-Longer now
-    /// (`None` when not lingering under LL): what [`Self::handle`] acts on.
+    /// (`None` when not lingering under LL): what [`Self::handle`] acts on, or, when the
+    /// pool decides ([`PoolView::pool_decides`]), when the driver asks the pool.
     pub fn migration_decision(&self, now: Now) -> Option<migration::MigrationDecision> {
         let since = self.linger_since?;
         (self.state == StateKind::Lingering && self.cfg.eviction.mode == EvictionMode::LingerLonger)
             .then(|| migration::decide(&self.migration_inputs(now.mono.since(since))))
+    }
+
+    /// How long guest work has lingered in this episode of owner activity (`None` when
+    /// it is not lingering).
+    pub fn lingered_for(&self, now: Now) -> Option<Duration> {
+        let since = self.linger_since?;
+        (self.state == StateKind::Lingering).then(|| now.mono.since(since))
     }
 
     fn migration_inputs(&self, lingered_for: Duration) -> migration::MigrationInputs {
@@ -1336,7 +1349,9 @@ impl Policy {
         }
         if self.cfg.eviction.mode == EvictionMode::LingerLonger {
             let since = *self.linger_since.get_or_insert(now.mono);
-            if migration::decide(&self.migration_inputs(now.mono.since(since))) == migration::MigrationDecision::Migrate {
+            let migrate = migration::decide(&self.migration_inputs(now.mono.since(since))) == migration::MigrationDecision::Migrate;
+            // A pool's guest keeps lingering: the driver asks the pool, which moves it.
+            if migrate && !self.pool.pool_decides {
                 self.linger_since = None;
                 self.count_lent(now, ReturnCause::OwnerCpu, out);
                 self.set(now, StateKind::Evicting, "lingered T_lingr: migrating", out);
