@@ -20,7 +20,8 @@
 //! Cases, alternated within each round: `no-restore` (`[memory] cache_snapshot_mib = 0`:
 //! only the swapped-page restore, which has nothing to do without swap), `restore` (the
 //! default) and `restore-4mib-reads` (the restore reading in 4-MiB steps, as it did
-//! before 128-KiB reads: `LULL_RESTORE_READ_KIB=4096` in the agent's environment). The
+//! before 128-KiB reads: `LULL_RESTORE_READ_KIB=4096` in the agent's environment; run the
+//! bench with `LULL_RESTORE_READ_KIB` set to measure `restore` at another size). The
 //! restore times come from the agent's ledger (`Today`).
 
 use crate::bench_guest::pct;
@@ -286,10 +287,10 @@ fn start_agent(machine: &Machine, a: &OwnerCacheArgs, case: &str, display: &str)
     let mut c = Command::new(lull_exe()?);
     c.arg("agent");
     machine_env(&mut c, dir.path(), &format!("{}/pool", machine.name), display);
+    // `restore` reads at the agent's default size, or at the bench's own
+    // `LULL_RESTORE_READ_KIB` when it has one (to measure another size).
     if case == "restore-4mib-reads" {
         c.env("LULL_RESTORE_READ_KIB", "4096");
-    } else {
-        c.env_remove("LULL_RESTORE_READ_KIB");
     }
     ends_with_us(&mut c, libc::SIGTERM);
     let child = c.spawn().context("starting lull agent")?;
