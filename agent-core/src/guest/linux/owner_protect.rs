@@ -288,7 +288,7 @@ impl OwnerProtection {
     /// The processes of the owner's session (the configured owner cgroup, or the one
     /// protected now) and of every cgroup below it; `None` when it is not known.
     pub fn session_pids(&self) -> Option<Vec<u32>> {
-        let f = self.flavour?;
+        self.flavour?;
         let top = match (&self.target, self.configured.is_empty()) {
             (Some(t), _) => t.clone(),
             (None, false) => self.root.join(self.configured.trim_start_matches('/')),
