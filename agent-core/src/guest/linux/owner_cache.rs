@@ -62,7 +62,7 @@ pub fn restore_read_bytes() -> u64 {
     std::env::var("LULL_RESTORE_READ_KIB")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|k| (4..=65536).contains(k) && k % 4 == 0)
+        .filter(|k| (4..=65536).contains(k) && k.is_multiple_of(4))
         .map_or(RESTORE_READ_BYTES, |k| k << 10)
 }
 
