@@ -18,8 +18,11 @@
 //! mousemove_relative` on the Xvfb; the agent evicts the guest and runs its restore
 //! (`lull status` shows it done). Then the owner reads its files once more (**after**).
 //! Cases, alternated within each round: `no-restore` (`[memory] cache_snapshot_mib = 0`:
-//! only the swapped-page restore, which has nothing to do without swap) and `restore`
-//! (the default). The restore times come from the agent's ledger (`Today`).
+//! only the swapped-page restore, which has nothing to do without swap), `restore` (the
+//! default) and `restore-4mib-reads` (the restore reading in 4-MiB steps, as it did
+//! before 128-KiB reads: `LULL_RESTORE_READ_KIB=4096` in the agent's environment; run the
+//! bench with `LULL_RESTORE_READ_KIB` set to measure `restore` at another size). The
+//! restore times come from the agent's ledger (`Today`).
 
 use crate::bench_guest::pct;
 use crate::bench_owner_return::{ends_with_us, lull_exe, machine_env, remove_cgroup_base, wait_for};
@@ -53,7 +56,7 @@ pub struct OwnerCacheArgs {
     /// Timed reads before the guest, per round and case.
     #[arg(long, default_value_t = 3)]
     pub before_reads: usize,
-    /// Cases: no-restore, restore (comma-separated).
+    /// Cases: no-restore, restore, restore-4mib-reads (comma-separated).
     #[arg(long, default_value = "no-restore,restore", value_delimiter = ',')]
     pub cases: Vec<String>,
     /// Where the working set's files go (a disk-backed directory; not tmpfs).
@@ -65,11 +68,11 @@ pub struct OwnerCacheArgs {
 }
 
 /// The owner: reads every file named on its command line through on each line of stdin
-/// and prints the nanoseconds it took.
+/// and prints the nanoseconds it took, wall and its own CPU time (user + system).
 const OWNER: &str = "import os, sys, time\n\
 fds = [os.open(p, os.O_RDONLY) for p in sys.argv[1:]]\n\
 buf = bytearray(1 << 20)\n\
-for line in sys.stdin:\n    t = time.monotonic_ns()\n    for fd in fds:\n        off = 0\n        while True:\n            n = os.preadv(fd, [buf], off)\n            if n <= 0:\n                break\n            off += n\n    print(time.monotonic_ns() - t, flush=True)\n";
+for line in sys.stdin:\n    t = time.monotonic_ns()\n    c = time.process_time_ns()\n    for fd in fds:\n        off = 0\n        while True:\n            n = os.preadv(fd, [buf], off)\n            if n <= 0:\n                break\n            off += n\n    print(time.monotonic_ns() - t, time.process_time_ns() - c, flush=True)\n";
 
 /// The guest: allocates and touches MiB in 8-MiB pieces, then says so and waits.
 fn hog(mib: u64) -> String {
@@ -160,22 +163,32 @@ impl Owner {
             .unwrap_or(0)
     }
 
-    /// One read of the whole working set: ms, and MiB of it that came from storage.
-    fn read_with_disk(&mut self) -> Result<(f64, f64)> {
+    /// One read of the whole working set: wall ms, and MiB of it that came from storage.
+    fn read_with_disk(&mut self) -> Result<(Read, f64)> {
         let before = self.disk_bytes();
-        let ms = self.read()?;
-        Ok((ms, (self.disk_bytes().saturating_sub(before)) as f64 / 1048576.0))
+        let read = self.read()?;
+        Ok((read, (self.disk_bytes().saturating_sub(before)) as f64 / 1048576.0))
     }
 
-    /// One read of the whole working set, ms.
-    fn read(&mut self) -> Result<f64> {
+    /// One read of the whole working set.
+    fn read(&mut self) -> Result<Read> {
         self.stdin.write_all(b"go\n")?;
         self.stdin.flush()?;
         let mut line = String::new();
         self.stdout.read_line(&mut line)?;
-        let ns: u64 = line.trim().parse().with_context(|| format!("the owner program said {line:?}"))?;
-        Ok(ns as f64 / 1e6)
+        let said = || format!("the owner program said {line:?}");
+        let mut it = line.split_whitespace().map(|v| v.parse::<u64>());
+        let (Some(Ok(wall)), Some(Ok(cpu))) = (it.next(), it.next()) else { bail!(said()) };
+        Ok(Read { wall_ms: wall as f64 / 1e6, cpu_ms: cpu as f64 / 1e6 })
     }
+}
+
+/// One read of the owner's working set: wall time, and the owner's own CPU time (less
+/// disturbed than wall time by other work on a shared machine).
+#[derive(Clone, Copy)]
+struct Read {
+    wall_ms: f64,
+    cpu_ms: f64,
 }
 
 impl Drop for Owner {
@@ -255,7 +268,11 @@ impl Drop for Agent {
     }
 }
 
-fn start_agent(machine: &Machine, a: &OwnerCacheArgs, restore: bool, display: &str) -> Result<Agent> {
+/// The cases the bench knows.
+const CASES: [&str; 3] = ["no-restore", "restore", "restore-4mib-reads"];
+
+fn start_agent(machine: &Machine, a: &OwnerCacheArgs, case: &str, display: &str) -> Result<Agent> {
+    let restore = case != "no-restore";
     let dir = tempfile::tempdir()?;
     let config = format!(
         "# CPU out of the definition: other work shares this machine; the owner's return is input.\n[availability]\nrecruitment_threshold_s = 1\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\n\
@@ -270,6 +287,11 @@ fn start_agent(machine: &Machine, a: &OwnerCacheArgs, restore: bool, display: &s
     let mut c = Command::new(lull_exe()?);
     c.arg("agent");
     machine_env(&mut c, dir.path(), &format!("{}/pool", machine.name), display);
+    // `restore` reads at the agent's default size, or at the bench's own
+    // `LULL_RESTORE_READ_KIB` when it has one (to measure another size).
+    if case == "restore-4mib-reads" {
+        c.env("LULL_RESTORE_READ_KIB", "4096");
+    }
     ends_with_us(&mut c, libc::SIGTERM);
     let child = c.spawn().context("starting lull agent")?;
     let agent = Agent { child, dir };
@@ -285,6 +307,10 @@ struct CaseResult {
     after_ms: Vec<f64>,
     /// The owner's second read after its return (warm in every case).
     after_second_ms: Vec<f64>,
+    /// The owner's CPU time of the same reads (before: median of the reads).
+    before_cpu_ms: Vec<f64>,
+    after_cpu_ms: Vec<f64>,
+    after_second_cpu_ms: Vec<f64>,
     /// MiB the owner's first read after its return had to fetch from storage.
     after_disk_mib: Vec<f64>,
     /// The owner's files in memory (MiB) while the guest held its memory, and after.
@@ -306,16 +332,17 @@ fn round(
     a: &OwnerCacheArgs,
     owner: &mut Owner,
     files: &[PathBuf],
-    restore: bool,
+    case: &str,
     display: &str,
     protection_before: &str,
     r: &mut CaseResult,
 ) -> Result<()> {
     drop_cache(files)?;
-    r.cold_ms.push(owner.read()?);
-    let mut before: Vec<f64> = (0..a.before_reads).map(|_| owner.read()).collect::<Result<_>>()?;
-    r.before_ms.push(pct(&mut before, 0.5));
-    let agent = start_agent(machine, a, restore, display)?;
+    r.cold_ms.push(owner.read()?.wall_ms);
+    let before: Vec<Read> = (0..a.before_reads).map(|_| owner.read()).collect::<Result<_>>()?;
+    r.before_ms.push(pct(&mut before.iter().map(|b| b.wall_ms).collect::<Vec<_>>(), 0.5));
+    r.before_cpu_ms.push(pct(&mut before.iter().map(|b| b.cpu_ms).collect::<Vec<_>>(), 0.5));
+    let agent = start_agent(machine, a, case, display)?;
     let spec = GuestSpec::new("python3", ["-c", hog(a.guest_mib).as_str()]);
     let id = match call(&agent.socket(), &Request::RunJob { spec: Box::new(spec), donate_now: false })? {
         Response::Guest(g) => g.id,
@@ -343,9 +370,12 @@ fn round(
     })?;
     r.resident_after_mib.push(resident_mib(files));
     let (after, disk) = owner.read_with_disk()?;
-    r.after_ms.push(after);
+    r.after_ms.push(after.wall_ms);
+    r.after_cpu_ms.push(after.cpu_ms);
     r.after_disk_mib.push(disk);
-    r.after_second_ms.push(owner.read()?);
+    let second = owner.read()?;
+    r.after_second_ms.push(second.wall_ms);
+    r.after_second_cpu_ms.push(second.cpu_ms);
     let today = match call(&agent.socket(), &Request::Today)? {
         Response::Today(t) => t,
         other => bail!("today: {other:?}"),
@@ -388,13 +418,13 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
     let protection_before = machine.owner_protection();
     let mut results: Vec<(String, CaseResult)> = a.cases.iter().map(|c| (c.clone(), CaseResult::default())).collect();
     for (name, _) in &results {
-        if name != "restore" && name != "no-restore" {
-            bail!("--cases: unknown case {name:?} (allowed: no-restore, restore)");
+        if !CASES.contains(&name.as_str()) {
+            bail!("--cases: unknown case {name:?} (allowed: {})", CASES.join(", "));
         }
     }
     for n in 0..a.rounds {
         for (name, r) in results.iter_mut() {
-            if let Err(e) = round(&machine, &a, &mut owner, &files, name == "restore", &display, &protection_before, r) {
+            if let Err(e) = round(&machine, &a, &mut owner, &files, name, &display, &protection_before, r) {
                 eprintln!("round {n}, case {name} failed: {e:#}");
                 r.failed.push(format!("round {n}: {e:#}"));
                 // Keep the per-round vectors aligned: drop what this round had pushed.
@@ -404,6 +434,9 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
                     &mut r.before_ms,
                     &mut r.after_ms,
                     &mut r.after_second_ms,
+                    &mut r.before_cpu_ms,
+                    &mut r.after_cpu_ms,
+                    &mut r.after_second_cpu_ms,
                     &mut r.after_disk_mib,
                     &mut r.left_under_guest_mib,
                     &mut r.resident_after_mib,
@@ -418,12 +451,15 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
             }
             if !a.json {
                 eprintln!(
-                    "round {n} {name:10}: before {:.0} ms · cache left under the guest {:.0} MiB · after {:.0} ms ({:.0} MiB from disk), then {:.0} ms · ledger restore {:?} ms / file cache {:?} ms",
+                    "round {n} {name:18}: before {:.0} ms (CPU {:.0}) · cache left under the guest {:.0} MiB · after {:.0} ms (CPU {:.0}; {:.0} MiB from disk), then {:.0} ms (CPU {:.0}) · ledger restore {:?} ms / file cache {:?} ms",
                     r.before_ms.last().unwrap_or(&0.0),
+                    r.before_cpu_ms.last().unwrap_or(&0.0),
                     r.left_under_guest_mib.last().unwrap_or(&0.0),
                     r.after_ms.last().unwrap_or(&0.0),
+                    r.after_cpu_ms.last().unwrap_or(&0.0),
                     r.after_disk_mib.last().unwrap_or(&0.0),
                     r.after_second_ms.last().unwrap_or(&0.0),
+                    r.after_second_cpu_ms.last().unwrap_or(&0.0),
                     r.ledger_anon_ms.last().copied().flatten(),
                     r.ledger_cache_ms.last().copied().flatten()
                 );
@@ -442,6 +478,9 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
                 "before_ms_median": b, "after_ms_median": af, "after_over_before": af / b,
                 "after_ms_p99": pct(&mut r.after_ms.clone(), 0.99),
                 "after_second_ms_median": med(&r.after_second_ms),
+                "before_cpu_ms_median": med(&r.before_cpu_ms), "after_cpu_ms_median": med(&r.after_cpu_ms),
+                "after_over_before_cpu": med(&r.after_cpu_ms) / med(&r.before_cpu_ms),
+                "after_second_cpu_ms_median": med(&r.after_second_cpu_ms),
                 "after_disk_mib_median": med(&r.after_disk_mib),
                 "left_under_guest_mib_median": med(&r.left_under_guest_mib),
                 "resident_after_mib_median": med(&r.resident_after_mib),
@@ -468,11 +507,14 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
         );
         for c in &cases {
             outln!(
-                "  {:10}  before {:.0} ms · after {:.0} ms ({:.2}×; {:.0} MiB from disk), second read {:.0} ms · cold {:.0} ms · cache left under the guest {:.0} MiB, after {:.0} MiB · file-cache restore {} (ledger)",
+                "  {:18}  before {:.0} ms · after {:.0} ms ({:.2}×; CPU {:.0} → {:.0} ms, {:.2}×; {:.0} MiB from disk), second read {:.0} ms · cold {:.0} ms · cache left under the guest {:.0} MiB, after {:.0} MiB · file-cache restore {} (ledger)",
                 c["case"].as_str().unwrap_or(""),
                 c["before_ms_median"].as_f64().unwrap_or(0.0),
                 c["after_ms_median"].as_f64().unwrap_or(0.0),
                 c["after_over_before"].as_f64().unwrap_or(0.0),
+                c["before_cpu_ms_median"].as_f64().unwrap_or(0.0),
+                c["after_cpu_ms_median"].as_f64().unwrap_or(0.0),
+                c["after_over_before_cpu"].as_f64().unwrap_or(0.0),
                 c["after_disk_mib_median"].as_f64().unwrap_or(0.0),
                 c["after_second_ms_median"].as_f64().unwrap_or(0.0),
                 c["cold_ms_median"].as_f64().unwrap_or(0.0),

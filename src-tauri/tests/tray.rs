@@ -498,6 +498,52 @@ fn settings_round_trip_and_invalid_value_is_refused_in_the_window() {
     tray.sigterm_and_wait();
 }
 
+/// The "lend while light" switch (issue 13, seed 000's lingering that starts work): off by
+/// default; flipped in the real Settings window with the keyboard and saved, the running
+/// agent's configuration and its status say it is on, the owner's config file holds it,
+/// and a restarted agent still lends while light.
+#[test]
+fn settings_turns_lend_while_light_on_and_the_agent_reports_it() {
+    if skip_gui() {
+        return;
+    }
+    let desk = Desktop::start(true);
+    let mut tray = Tray::new("");
+    tray.display = Some(desk.display.clone());
+    tray.start(&["--open", "settings"]);
+    let s = tray.wait_for("the agent", |_| true);
+    assert!(!s.policy.lend_while_light && !tray.config().availability.lend_while_light, "off by default");
+    wait_until("the settings window", Duration::from_secs(30), || desk.find_window(&["--name", "^Lull settings$"]).is_some());
+    std::thread::sleep(Duration::from_secs(3));
+    let win = desk.find_window(&["--name", "^Lull settings$"]).expect("settings window");
+    desk.xdotool(&["windowfocus", "--sync", &win]);
+    // From the limit field (focused): the CPU field, the threshold field, the calibrate
+    // button, the eviction mode (one stop for the radio group), the switch; space flips it.
+    desk.keys(&["Tab", "Tab", "Tab", "Tab", "Tab", "space"]);
+    std::thread::sleep(Duration::from_millis(500));
+    desk.screenshot("settings-lend-while-light.png");
+    // Switched on, the form shows the light limits: Tab to the first, Enter saves.
+    desk.keys(&["Tab", "Return"]);
+    wait_until("the save", Duration::from_secs(10), || desk.find_window(&["--name", "Lull settings: saved"]).is_some());
+    // The running agent, over its control socket (what `lull limits --json` and `lull
+    // status --json` print): the status's policy and its configuration say on.
+    tray.wait_for("lend while light on", |s| s.policy.lend_while_light);
+    let cfg = tray.config();
+    assert!(cfg.availability.lend_while_light, "the agent's configuration");
+    assert!(tray.log().contains("settings saved"), "{}", tray.log());
+    let text = std::fs::read_to_string(tray.dir.path().join("config.toml")).expect("config file");
+    assert!(text.contains("lend_while_light = true"), "{text}");
+    // Nothing else was changed by the form.
+    assert_eq!(cfg.budget.interruptions_per_day, agent_core::config::Config::default().budget.interruptions_per_day);
+
+    // After a restart the agent still lends while light.
+    let st = tray.sigterm_and_wait();
+    assert!(st.success(), "{st}\n{}", tray.output());
+    tray.start(&[]);
+    tray.wait_for("lend while light on after restart", |s| s.policy.lend_while_light);
+    tray.sigterm_and_wait();
+}
+
 /// Four days of the owner's recorded activity, ending now, in the tray's own ledger:
 /// nights away at 2 % CPU, working hours at 60 % with input, a long break at noon.
 fn four_days_of_history(ledger: &std::path::Path) {

@@ -762,7 +762,7 @@ impl LinuxRuntime {
                     let cache = snapshot.map(|snap| {
                         owner_cache::io_priority_for_this_thread(owner_cache::RestoreIo::from_env());
                         let mut gate = owner_cache::PressureGate::new(rules);
-                        owner_cache::restore(&snap, || gate.may_continue(), Duration::from_secs(60))
+                        owner_cache::restore(&snap, owner_cache::restore_read_bytes(), || gate.may_continue(), Duration::from_secs(60))
                     });
                     Restored { anon, cache }
                 })

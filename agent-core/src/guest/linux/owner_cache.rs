@@ -13,14 +13,23 @@
 //! memfds) and deleted files.
 //!
 //! **Restore**: for each recorded file still there (same device and inode), the pages
-//! resident before and missing now ([`missing_ranges`]) are read back with `pread` into
-//! one 4-MiB scratch buffer, overwritten by every read and never inspected, logged or
-//! kept, from a thread at the lowest best-effort I/O priority ([`RestoreIo`]), checking
-//! the owner's memory pressure between batches and stopping if it rose
-//! ([`restore_may_continue`]). Reading takes the kernel's ordinary read path, so the
-//! pages come back as the owner's own reads brought them (readahead may read up to one
-//! window past a range's end). Two ways that keep the bytes out of the agent were tried
-//! and measured worse by `lull bench owner-cache` (docs/BENCHMARKS.md):
+//! resident before and missing now ([`missing_ranges`]) are read back with `pread` in
+//! reads of [`RESTORE_READ_BYTES`] (128 KiB) into one scratch buffer, overwritten by every
+//! read and never inspected, logged or kept, from a thread at the lowest best-effort I/O
+//! priority ([`RestoreIo`]), checking the owner's memory pressure every 4 MiB and
+//! stopping if it rose ([`restore_may_continue`]). Reading takes the kernel's ordinary
+//! read path, so the pages come back as an owner's own reads bring them (readahead may
+//! read up to one window past a range's end). **How** they are read decides how fast the
+//! owner reads them afterwards, because it decides the page-cache folios they land in
+//! (`lull bench owner-cache`, docs/BENCHMARKS.md): reads of 4 MiB left pages the owner
+//! then read ~15–20 % slower (CPU time) than pages its own 1-MiB reads had brought in —
+//! on every later read, not just the first — while reads of 64–512 KiB leave pages as
+//! fast as the owner's own. Through `/proc/self/pagemap` and `/proc/kpageflags` (kernel
+//! 6.18, ext4): 4-MiB reads left 4.5 pages per folio on average (a sixth of the pages
+//! single), 1-MiB reads 13, 512-KiB reads 25, 128-KiB reads 46 — readahead grows the
+//! folio order as it ramps up, and a large read skips the ramp.
+//! `LULL_RESTORE_READ_KIB` overrides the read size (benchmarks compare the two). Two ways
+//! that keep the bytes out of the agent were measured worse still:
 //! `posix_fadvise(WILLNEED)` (single-page folios, at most one readahead window per call;
 //! the owner's reads of its pages ~1.5× slower) and `sendfile` into `/dev/null` (the
 //! owner's first read of the pages it brought back 2–3× slower than reading them from
@@ -43,6 +52,19 @@ pub const SNAPSHOT_TIME_CAP: Duration = Duration::from_secs(2);
 const MAX_SPAN: u64 = 16 << 30;
 /// Bytes read back between two looks at the owner's memory pressure (4 MiB).
 const BATCH_BYTES: u64 = 4 << 20;
+/// The size of one read of the restore: the kernel's usual readahead window, so the pages
+/// land in the page cache as an owner's own sequential reads put them (see the module doc).
+pub const RESTORE_READ_BYTES: u64 = 128 << 10;
+
+/// The restore's read size: [`RESTORE_READ_BYTES`], or `LULL_RESTORE_READ_KIB` (4..=65536
+/// KiB, a multiple of 4; anything else is ignored) for benchmarks that compare sizes.
+pub fn restore_read_bytes() -> u64 {
+    std::env::var("LULL_RESTORE_READ_KIB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|k| (4..=65536).contains(k) && k.is_multiple_of(4))
+        .map_or(RESTORE_READ_BYTES, |k| k << 10)
+}
 
 /// The system's page size.
 pub fn page_size() -> u64 {
@@ -341,15 +363,18 @@ impl PressureGate {
     }
 }
 
-/// Reads back the pages of `snap` that are missing now (see the module doc), asking
-/// `may_continue` before each batch; gives up after `timeout`.
-pub fn restore(snap: &CacheSnapshot, mut may_continue: impl FnMut() -> bool, timeout: Duration) -> CacheRestore {
+/// Reads back the pages of `snap` that are missing now (see the module doc) in reads of
+/// `read_bytes` ([`restore_read_bytes`]), asking `may_continue` before each 4 MiB; gives
+/// up after `timeout`.
+pub fn restore(snap: &CacheSnapshot, read_bytes: u64, mut may_continue: impl FnMut() -> bool, timeout: Duration) -> CacheRestore {
     let t0 = Instant::now();
     let ps = page_size();
+    let read_bytes = read_bytes.max(ps);
     let mut r = CacheRestore { files: snap.files.len() as u32, recorded_bytes: snap.bytes, ..Default::default() };
     // One scratch buffer, overwritten by every read and never looked at: the bytes pass
     // through and are gone (nothing of them is inspected, logged or kept).
-    let mut scratch = vec![0u8; BATCH_BYTES as usize];
+    let mut scratch = vec![0u8; read_bytes as usize];
+    let mut since_look = BATCH_BYTES;
     'files: for cf in &snap.files {
         let Ok(f) = open_quietly(&cf.path) else { continue };
         let Ok(m) = f.metadata() else { continue };
@@ -367,19 +392,25 @@ pub fn restore(snap: &CacheSnapshot, mut may_continue: impl FnMut() -> bool, tim
         for &(start, len) in &missing {
             let (mut off, end) = (start * ps, ((start + len) * ps).min(m.len()));
             while off < end {
-                if !may_continue() {
-                    r.stopped = Some("the owner's memory pressure rose".into());
-                    break 'files;
-                }
-                if t0.elapsed() > timeout {
-                    r.stopped = Some(format!("timed out after {} s", timeout.as_secs()));
-                    break 'files;
+                if since_look >= BATCH_BYTES {
+                    since_look = 0;
+                    if !may_continue() {
+                        r.stopped = Some("the owner's memory pressure rose".into());
+                        break 'files;
+                    }
+                    if t0.elapsed() > timeout {
+                        r.stopped = Some(format!("timed out after {} s", timeout.as_secs()));
+                        break 'files;
+                    }
                 }
                 // The kernel's ordinary read path, as the owner's own reads take it.
-                let n = (end - off).min(BATCH_BYTES) as usize;
+                let n = (end - off).min(read_bytes) as usize;
                 match std::os::unix::fs::FileExt::read_at(&f, &mut scratch[..n], off) {
                     Ok(0) | Err(_) => break,
-                    Ok(got) => off += got as u64,
+                    Ok(got) => {
+                        off += got as u64;
+                        since_look += got as u64;
+                    }
                 }
             }
         }
@@ -456,7 +487,7 @@ mod tests {
         drop_pages(&a);
         drop_pages(&b);
         assert!(resident(&a) < MIB, "DONTNEED dropped a");
-        let r = restore(&snap, || true, Duration::from_secs(30));
+        let r = restore(&snap, RESTORE_READ_BYTES, || true, Duration::from_secs(30));
         assert!(r.files_missing >= 2 && r.missing_bytes >= 10 * MIB, "{r:?}");
         assert_eq!(resident(&a), 8 * MIB, "{r:?}");
         // What was resident comes back, and little more (readahead may run one window,
@@ -465,7 +496,7 @@ mod tests {
         assert!(r.restored_bytes >= 10 * MIB && r.stopped.is_none(), "{r:?}");
         // A restore told to stop reads nothing back.
         drop_pages(&a);
-        let r = restore(&snap, || false, Duration::from_secs(30));
+        let r = restore(&snap, RESTORE_READ_BYTES, || false, Duration::from_secs(30));
         assert_eq!(r.stopped.as_deref(), Some("the owner's memory pressure rose"));
         assert!(resident(&a) < MIB);
     }
@@ -487,7 +518,7 @@ mod tests {
         std::fs::remove_file(&a).expect("rm");
         let a2 = data_file(dir.path(), "a", 4);
         drop_pages(&a2);
-        let r = restore(&snap, || true, Duration::from_secs(10));
+        let r = restore(&snap, RESTORE_READ_BYTES, || true, Duration::from_secs(10));
         assert_eq!(resident(&a2), 0, "{r:?}");
     }
 }

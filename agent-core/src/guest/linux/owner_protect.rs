@@ -67,6 +67,9 @@ pub struct OwnerProtection {
     /// `[memory] owner_cgroup`, or empty to find it.
     configured: String,
     flavour: Option<Flavour>,
+    /// The root of the protected memory hierarchy (`/sys/fs/cgroup` on v2,
+    /// `/sys/fs/cgroup/memory` on a hybrid system).
+    root: PathBuf,
     /// The guests' instance cgroup in the memory hierarchy (v1: its soft limit is set to 0).
     guests_memory: Option<PathBuf>,
     /// The cgroup protected now, while guests run.
@@ -90,6 +93,7 @@ impl OwnerProtection {
         Self {
             rules,
             configured: memory.owner_cgroup.clone(),
+            root: flavour.map_or_else(|| PathBuf::from(ROOT), |f| f.root()),
             flavour,
             guests_memory: cgroups.map(|c| c.memory.clone()),
             target: None,
@@ -98,6 +102,19 @@ impl OwnerProtection {
             peak_working_set: 0,
             why_not: None,
         }
+    }
+
+    /// The cgroup v2 path (`memory.low`) on the v2 hierarchy mounted at `root`, guests in
+    /// `guests` (a directory of it): what [`Self::new`] makes on a pure v2 system, for
+    /// tests that run it on whichever v2 hierarchy the machine has (a hybrid system's
+    /// `/sys/fs/cgroup/unified`).
+    #[cfg(test)]
+    pub(crate) fn v2_at(root: &Path, guests: &Path, memory: &crate::config::Memory, rules: WarmRules) -> Self {
+        let mut p = Self::new(None, memory, rules);
+        p.flavour = Some(Flavour::V2);
+        p.root = root.to_path_buf();
+        p.guests_memory = Some(guests.to_path_buf());
+        p
     }
 
     /// What `lull status` says about it.
@@ -114,7 +131,7 @@ impl OwnerProtection {
                     Flavour::V2 => "memory.low",
                     Flavour::V1 => "soft limit (guests' soft limit 0)",
                 };
-                let cg = t.strip_prefix(f.root()).map(|p| format!("/{}", p.display())).unwrap_or_else(|_| t.display().to_string());
+                let cg = t.strip_prefix(&self.root).map(|p| format!("/{}", p.display())).unwrap_or_else(|_| t.display().to_string());
                 format!("{how} {} MiB on {cg} while guests run", b / MIB)
             }
             (_, _, Some(why)) => format!("none: {why}"),
@@ -134,7 +151,7 @@ impl OwnerProtection {
         let file = f.protect_file();
         let writable = |dir: &Path| std::fs::OpenOptions::new().write(true).open(dir.join(file)).map(|_| ()).map_err(|e| e.to_string());
         if !self.configured.is_empty() {
-            let dir = f.root().join(self.configured.trim_start_matches('/'));
+            let dir = self.root.join(self.configured.trim_start_matches('/'));
             return writable(&dir)
                 .map(|_| dir.clone())
                 .map_err(|e| format!("cannot write {file} of the configured owner cgroup {}: {e}", dir.display()));
@@ -142,7 +159,7 @@ impl OwnerProtection {
         let guests = self
             .guests_memory
             .as_ref()
-            .and_then(|g| g.strip_prefix(f.root()).ok())
+            .and_then(|g| g.strip_prefix(&self.root).ok())
             .map(|p| format!("/{}", p.display()))
             .unwrap_or_default();
         let owner = Self::owner_cgroups(f, owner_pids);
@@ -159,7 +176,7 @@ impl OwnerProtection {
         }
         let mut last = String::new();
         for c in &candidates {
-            let dir = f.root().join(c.trim_start_matches('/'));
+            let dir = self.root.join(c.trim_start_matches('/'));
             match writable(&dir) {
                 Ok(()) => return Ok(dir),
                 Err(e) => last = format!("cannot write {file} of {c} (nor of {} other candidates): {e}", candidates.len() - 1),
@@ -271,10 +288,10 @@ impl OwnerProtection {
     /// The processes of the owner's session (the configured owner cgroup, or the one
     /// protected now) and of every cgroup below it; `None` when it is not known.
     pub fn session_pids(&self) -> Option<Vec<u32>> {
-        let f = self.flavour?;
+        self.flavour?;
         let top = match (&self.target, self.configured.is_empty()) {
             (Some(t), _) => t.clone(),
-            (None, false) => f.root().join(self.configured.trim_start_matches('/')),
+            (None, false) => self.root.join(self.configured.trim_start_matches('/')),
             (None, true) => return None,
         };
         let mut pids = Vec::new();
@@ -318,6 +335,133 @@ impl Drop for OwnerProtection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The machine's cgroup v2 hierarchy: `/sys/fs/cgroup` on a pure v2 system, the
+    /// unified hierarchy of a hybrid one.
+    fn v2_hierarchy() -> Option<PathBuf> {
+        [PathBuf::from(ROOT), Path::new(ROOT).join("unified")].into_iter().find(|r| r.join("cgroup.controllers").exists())
+    }
+
+    fn has_controller(dir: &Path, name: &str) -> bool {
+        std::fs::read_to_string(dir.join("cgroup.controllers")).is_ok_and(|c| c.split_whitespace().any(|w| w == name))
+    }
+
+    /// A test cgroup tree in the v2 hierarchy, its processes killed and the tree removed
+    /// when dropped (even on failure).
+    struct Tree {
+        top: PathBuf,
+        children: Vec<std::process::Child>,
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            for c in &mut self.children {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            // Deepest first; a killed process may take a moment to leave its cgroup.
+            for rel in ["user-4242.slice/session-1.scope", "user-4242.slice", "pool/guests", "pool", ""] {
+                let dir = self.top.join(rel);
+                for _ in 0..100 {
+                    if std::fs::remove_dir(&dir).is_ok() || !dir.exists() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
+    /// The v2 `memory.low` path on the real v2 hierarchy of this machine: the owner's
+    /// session is found from a real process's `0::` line (the `user-UID.slice` above it,
+    /// not the guests' cgroup), and — where the memory controller can be enabled in v2 —
+    /// `memory.low` is written there while guests run and put back after. Where the memory
+    /// controller is bound to v1 (a hybrid system, like the machine this was written on),
+    /// `memory.low` does not exist: the selection still runs for real and must say which
+    /// file of which cgroup it could not write; the write itself is skipped with a message,
+    /// and `LULL_REQUIRE_CGROUP_V2_MEMORY=1` makes that skip a failure.
+    #[test]
+    fn the_v2_memory_low_path_on_this_machines_cgroup2_hierarchy() {
+        let required = std::env::var("LULL_REQUIRE_CGROUPS").is_ok_and(|v| v == "1");
+        let Some(root) = v2_hierarchy() else {
+            assert!(!required, "LULL_REQUIRE_CGROUPS=1 but there is no cgroup v2 hierarchy at {ROOT} or {ROOT}/unified");
+            eprintln!("SKIPPED: no cgroup v2 hierarchy here; set LULL_REQUIRE_CGROUPS=1 to require");
+            return;
+        };
+        let top = root.join(format!("lull-test-v2low-{}", std::process::id()));
+        let session = top.join("user-4242.slice/session-1.scope");
+        let guests = top.join("pool/guests");
+        let mut tree = Tree { top: top.clone(), children: Vec::new() };
+        if let Err(e) = std::fs::create_dir_all(&session).and_then(|_| std::fs::create_dir_all(&guests)) {
+            assert!(!required, "LULL_REQUIRE_CGROUPS=1 but no cgroup can be made in {}: {e}", root.display());
+            eprintln!("SKIPPED: cannot create cgroups in {} ({e}); set LULL_REQUIRE_CGROUPS=1 to require", root.display());
+            return;
+        }
+        // The memory controller in v2, where the machine has it there (pure v2, or a
+        // hybrid system booted with cgroup_no_v1=memory).
+        let slice = top.join("user-4242.slice");
+        let memory_in_v2 = has_controller(&root, "memory") && {
+            for d in [&root, &top, &slice, &top.join("pool")] {
+                let _ = std::fs::write(d.join("cgroup.subtree_control"), "+memory");
+            }
+            slice.join("memory.low").exists()
+        };
+        // The owner: a real process in its session cgroup.
+        let owner = std::process::Command::new("sh")
+            .args(["-c", &format!("echo $$ > {} && exec sleep 600", session.join("cgroup.procs").display())])
+            .spawn()
+            .expect("owner process");
+        let pid = owner.id();
+        tree.children.push(owner);
+        let line = |p: u32| std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap_or_default();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !line(pid).contains("user-4242.slice/session-1.scope") {
+            assert!(std::time::Instant::now() < deadline, "the owner never joined {}: {}", session.display(), line(pid));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let rel = |d: &Path| format!("/{}", d.strip_prefix(&root).expect("inside the hierarchy").display());
+        // The v2 line of the owner's real /proc/PID/cgroup names its session.
+        assert_eq!(OwnerProtection::owner_cgroups(Flavour::V2, &[pid]), vec![rel(&session)]);
+
+        let memory = crate::config::Memory::default();
+        let rules = WarmRules { protect: true, protect_bytes: Some(64 * MIB), cache_max_bytes: 0, cache_max_files: 1 };
+        let mut p = OwnerProtection::v2_at(&root, &guests, &memory, rules);
+        if memory_in_v2 {
+            let before = std::fs::read_to_string(slice.join("memory.low")).expect("memory.low").trim().to_owned();
+            p.probe(&[pid]);
+            assert!(p.why_not.is_none(), "{:?}", p.why_not);
+            p.engage(&[pid], 16 << 30);
+            assert_eq!(std::fs::read_to_string(slice.join("memory.low")).expect("memory.low").trim(), (64 * MIB).to_string());
+            assert!(p.engaged());
+            assert_eq!(p.describe(), format!("memory.low 64 MiB on {} while guests run", rel(&slice)));
+            assert!(p.session_pids().is_some_and(|v| v.contains(&pid)), "{:?}", p.session_pids());
+            // Never the guests' cgroup, nor written on it.
+            assert_eq!(std::fs::read_to_string(guests.join("memory.low")).unwrap_or_else(|_| "0".into()).trim(), "0");
+            p.release();
+            assert_eq!(std::fs::read_to_string(slice.join("memory.low")).expect("memory.low").trim(), before, "put back");
+            assert!(!p.engaged());
+        } else {
+            // The selection ran on the real hierarchy: the owner's user slice is the
+            // first candidate, and with no memory controller in v2 there is no memory.low
+            // to write — which the agent must say, naming file and cgroup.
+            p.probe(&[pid]);
+            let why = p.why_not.clone().expect("nothing can be protected without the memory controller");
+            assert!(why.contains("cannot write memory.low of") && why.contains(&rel(&slice)), "{why}");
+            p.engage(&[pid], 16 << 30);
+            assert!(!p.engaged() && p.describe().starts_with("none: cannot write memory.low"), "{}", p.describe());
+            assert!(!slice.join("memory.low").exists());
+            let controllers = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+            let msg = format!(
+                "the memory controller is not available in the cgroup v2 hierarchy at {} (its controllers: {:?}; on a hybrid system memory is bound to v1): memory.low was not written; the v2 selection path ran",
+                root.display(),
+                controllers.trim()
+            );
+            assert!(!std::env::var("LULL_REQUIRE_CGROUP_V2_MEMORY").is_ok_and(|v| v == "1"), "LULL_REQUIRE_CGROUP_V2_MEMORY=1 but {msg}");
+            eprintln!("SKIPPED (in part): {msg}; set LULL_REQUIRE_CGROUP_V2_MEMORY=1 to require the write");
+        }
+        drop(tree);
+        assert!(!top.exists(), "test cgroup removed");
+    }
 
     #[test]
     fn the_memory_cgroup_is_read_from_the_right_line() {
