@@ -181,7 +181,13 @@ fn run(steps: Vec<Step>, mode: EvictionMode, threshold_s: u64, lend: Option<u64>
                 2 => exclusive = !exclusive,
                 _ => (battery, temp, exclusive) = (false, 50.0, false),
             },
-            Step::PoolView(l) => p.both(|q| q.set_pool_view(PoolView { destination_load: l.map(|l| l as f32 / 100.0), remaining: None })),
+            Step::PoolView(l) => p.both(|q| {
+                q.set_pool_view(PoolView {
+                    destination_load: l.map(|l| l as f32 / 100.0),
+                    remaining: None,
+                    pool_decides: l.is_some_and(|l| l % 2 == 1),
+                })
+            }),
             Step::MigrationCost(c) => p.both(|q| q.set_migration_cost(c.map(|c| std::time::Duration::from_secs(c as u64)))),
             Step::Reconfigure(k) => {
                 let mut c = p.fast.config().clone();
