@@ -101,9 +101,9 @@ pub fn reserved_of(idle: usize, reserve_pct: f64) -> usize {
     ((idle as f64) * reserve_pct.clamp(0.0, 1.0)).floor() as usize
 }
 
-/// One machine: its last [`HISTORY`] readings in a ring kept inline (a request walks
-/// every slot, so no pointer per machine to chase), whether it is lent, and whether the
-/// driver lets it be recruited at all.
+/// One machine: its last [`HISTORY`] readings in a ring kept inline (a request for a
+/// window without an index walks every slot, so no pointer per machine to chase), whether
+/// it is lent, whether the driver lets it be recruited at all, and where it is filed.
 #[derive(Clone, Debug)]
 struct Slot {
     ring: [f32; HISTORY],
