@@ -44,6 +44,10 @@ pub struct BenchDb {
     /// PostgreSQL server for `--db postgres` (a fresh database is created and dropped).
     #[arg(long, env = "LULL_TEST_PG_URL", default_value = "postgres://lull:lull@127.0.0.1:5432/lull")]
     pub pg_url: String,
+    /// The `lull` binary whose `coordinator serve` is measured (default: this one), e.g.
+    /// an older build, to compare two coordinators under the same harness.
+    #[arg(long, value_name = "PATH")]
+    pub coordinator_exe: Option<std::path::PathBuf>,
 }
 
 /// A keep-alive HTTP/1.1 connection to the coordinator that sends one request at a time
@@ -240,7 +244,11 @@ impl BenchCoordinator {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let addr = format!("127.0.0.1:{port}");
         let log = std::fs::File::create(tmp.path().join("coordinator.log"))?;
-        let child = Command::new(std::env::current_exe()?)
+        let exe = match &bench_db.coordinator_exe {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()?,
+        };
+        let child = Command::new(&exe)
             .args(["coordinator", "serve", "--db", &url, "--listen", &addr])
             .args(extra)
             .env("LULL_DATA_DIR", tmp.path())
@@ -248,7 +256,7 @@ impl BenchCoordinator {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .context("starting lull coordinator serve")?;
+            .with_context(|| format!("starting {} coordinator serve", exe.display()))?;
         let mut c = BenchCoordinator { pid: child.id(), child, tmp, addr, secrets, admin_key, pg };
         let started = Instant::now();
         while std::net::TcpStream::connect(&c.addr).is_err() {

@@ -139,6 +139,49 @@ async fn ask(http: &mut Http, addr: &str, key: &str, body: &str) -> Result<(Answ
     Ok((a, group))
 }
 
+/// The measuring client: waits until the coordinator counts every idle machine, warms
+/// up, then sends `requests` requests `gap_ms` apart. Returns the answers and the
+/// coordinator's CPU (cores) meanwhile.
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    addr: String,
+    key: String,
+    k: u32,
+    seconds: u32,
+    requests: usize,
+    gap_ms: u64,
+    heartbeat_s: u64,
+    expected_idle: u64,
+    pid: u32,
+) -> Result<(Vec<Answer>, f64)> {
+    let mut http = Http::connect(&addr).await?;
+    let body = format!(r#"{{"k":{k},"seconds":{seconds},"command":"true"}}"#);
+    // Warm-up: until the coordinator has every idle machine's readings and poll.
+    let ready_by = Instant::now() + Duration::from_secs(heartbeat_s.max(1) * 3 + 60);
+    loop {
+        let (ans, _) = ask(&mut http, &addr, &key, &body).await?;
+        if ans.idle >= expected_idle {
+            break;
+        }
+        if Instant::now() > ready_by {
+            bail!("only {} of {expected_idle} idle machines known after the warm-up", ans.idle);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for _ in 0..50 {
+        ask(&mut http, &addr, &key, &body).await?;
+    }
+    let cpu0 = cpu_s(pid);
+    let t0 = Instant::now();
+    let mut answers = Vec::with_capacity(requests);
+    for _ in 0..requests {
+        answers.push(ask(&mut http, &addr, &key, &body).await?.0);
+        tokio::time::sleep(Duration::from_millis(gap_ms)).await;
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    Ok((answers, (cpu_s(pid) - cpu0) / wall))
+}
+
 pub fn run(a: RecruitApiArgs) -> Result<()> {
     if a.agents < 10 || a.requests == 0 || a.k == 0 {
         bail!("--agents must be at least 10, --requests and --k at least 1");
@@ -161,36 +204,26 @@ pub fn run(a: RecruitApiArgs) -> Result<()> {
         for chunk in indexed.chunks(a.agents.div_ceil(conns)) {
             beats.spawn(heartbeats(addr.clone(), chunk.to_vec(), Duration::from_secs(a.heartbeat_s.max(1)), stop.clone(), bad.clone()));
         }
-        let mut http = Http::connect(&addr).await?;
-        let body = format!(r#"{{"k":{},"seconds":{},"command":"true"}}"#, a.k, a.seconds);
-        // Warm-up: until the coordinator has every idle machine's readings and poll.
-        let ready_by = Instant::now() + Duration::from_secs(a.heartbeat_s.max(1) * 3 + 60);
-        loop {
-            let (ans, _) = ask(&mut http, &addr, &key, &body).await?;
-            if ans.idle >= expected_idle {
-                break;
-            }
-            if Instant::now() > ready_by {
-                bail!("only {} of {expected_idle} idle machines known after the warm-up", ans.idle);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        for _ in 0..50 {
-            ask(&mut http, &addr, &key, &body).await?;
-        }
-        let cpu0 = cpu_s(pid);
-        let t0 = Instant::now();
-        let mut answers = Vec::with_capacity(a.requests);
-        for _ in 0..a.requests {
-            answers.push(ask(&mut http, &addr, &key, &body).await?.0);
-            tokio::time::sleep(Duration::from_millis(a.gap_ms)).await;
-        }
-        let wall = t0.elapsed().as_secs_f64();
-        let cpu = cpu_s(pid) - cpu0;
+        // The measuring client runs on a thread and runtime of its own, so that the
+        // simulated agents' 10,000 polls and heartbeats in this process do not delay
+        // when it reads an answer.
+        let client = {
+            let (addr, key, k, seconds, requests, gap_ms, hb_s) =
+                (addr.clone(), key.clone(), a.k, a.seconds, a.requests, a.gap_ms, a.heartbeat_s);
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                rt.block_on(measure(addr, key, k, seconds, requests, gap_ms, hb_s, expected_idle, pid))
+            })
+        };
+        let measured = tokio::task::spawn_blocking(move || client.join()).await?;
         stop.store(true, Ordering::Relaxed);
         polls.abort_all();
         beats.abort_all();
-        Ok::<_, anyhow::Error>((answers, bad.load(Ordering::Relaxed), cpu / wall))
+        let (answers, cores) = match measured {
+            Ok(r) => r?,
+            Err(_) => bail!("the measuring client panicked"),
+        };
+        Ok::<_, anyhow::Error>((answers, bad.load(Ordering::Relaxed), cores))
     });
     c.stop(&rt);
     let (answers, bad, cores) = result?;

@@ -1012,9 +1012,25 @@ pub struct Snapshot {
     pub availability: Vec<(String, i64, i64)>,
 }
 
-/// Rows per multi-row statement in a flush (8 parameters a row: 4,000 parameters, well
-/// under SQLite's 32,766 and PostgreSQL's 65,535).
+/// Rows per multi-row statement in a flush on PostgreSQL (9 parameters a row: 4,500
+/// parameters, well under its 65,535); SQLite takes fewer, see [`rows_per_statement`].
 const FLUSH_CHUNK: usize = 500;
+
+/// Numbered parameters per statement on SQLite. SQLite finds a numbered parameter's name
+/// by walking the statement's list of them, and sqlx asks for every parameter's name when
+/// it binds, so binding one statement costs the square of its parameters: 4,500 of them
+/// (a 500-row flush) made `sqlite3_bind_parameter_name` a tenth of the coordinator's CPU
+/// under 1,000 heartbeats/s (`perf`, `lull bench recruit-api`).
+const SQLITE_PARAMS_PER_STATEMENT: usize = 450;
+
+/// Rows per multi-row statement of `cols` parameters each: `rows` on PostgreSQL (fewer
+/// round trips), at most [`SQLITE_PARAMS_PER_STATEMENT`] parameters on SQLite.
+pub(crate) fn rows_per_statement(db: &Db, rows: usize, cols: usize) -> usize {
+    match db.dialect {
+        crate::db::Dialect::Postgres => rows,
+        crate::db::Dialect::Sqlite => (SQLITE_PARAMS_PER_STATEMENT / cols.max(1)).clamp(1, rows),
+    }
+}
 
 /// `($1, $2, …), ($9, …)`: `rows` tuples of `cols` numbered placeholders.
 pub(crate) fn placeholders(rows: usize, cols: usize) -> String {
@@ -1042,7 +1058,7 @@ pub async fn flush_snapshots(db: &Db, snaps: &[Snapshot]) -> Result<()> {
         return Ok(());
     }
     let mut tx = db.pool.begin().await?;
-    for chunk in snaps.chunks(FLUSH_CHUNK) {
+    for chunk in snaps.chunks(rows_per_statement(db, FLUSH_CHUNK, 9)) {
         let sql = format!(
             "WITH v(id, t, st, av, bl, fm, bs, cs, il) AS (VALUES {})
              UPDATE agents SET last_seen_ms = v.t, state = v.st, available = v.av, budget_left = v.bl, free_mem_bytes = v.fm,
@@ -1074,7 +1090,7 @@ pub async fn flush_snapshots(db: &Db, snaps: &[Snapshot]) -> Result<()> {
             s.availability.iter().map(move |(d, a, o)| (s.agent_id.as_str(), d.as_str(), *a, *o, lim))
         })
         .collect();
-    for chunk in avail.chunks(FLUSH_CHUNK) {
+    for chunk in avail.chunks(rows_per_statement(db, FLUSH_CHUNK, 5)) {
         let sql = format!(
             "INSERT INTO availability(agent_id, day, available_ms, observed_ms, interruption_limit) VALUES {}
              ON CONFLICT(agent_id, day) DO UPDATE SET available_ms = availability.available_ms + excluded.available_ms,

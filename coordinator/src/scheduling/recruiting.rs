@@ -232,9 +232,8 @@ impl Recruiting {
                 // Not recruitable before the driver has said it may be (set_standing).
                 rec.set_eligible(id, false);
             }
-            for v in seconds.into_iter().rev() {
-                rec.observe(id, v);
-            }
+            seconds.reverse();
+            rec.observe_all(id, &seconds);
         }
     }
 
