@@ -67,16 +67,24 @@ async fn batched_assign_and_delivery(backend: Backend) {
 
     // `a` holds j1, gang rank 0, j3 and j4 rank 1; two asks of `a` and one of `b` in one
     // batch: `a` gets its two lowest, `b` its lowest.
-    let got = sql::take_deliveries(&db, &[(a.clone(), 2), (b.clone(), 1)], 60_000).await.unwrap();
+    // Both still have leases waiting after it, and say so.
+    let (got, waiting) = sql::take_deliveries(&db, &[(a.clone(), 2), (b.clone(), 1)], 60_000).await.unwrap();
     let got: Vec<(String, i64, u32)> = got.into_iter().map(|(ag, l)| (ag, l.job_id, l.rank)).collect();
     assert_eq!(got, vec![(a.clone(), j1, 0), (a.clone(), gang, 0), (b.clone(), gang, 1)]);
+    assert_eq!(waiting, [a.clone(), b.clone()].into(), "a: j3 and j4 rank 1 left; b: j4 rank 0 left");
     // Each lease once: the next asks get the rest, then nothing.
     let l = sql::take_delivery(&db, &a, 60_000).await.unwrap().unwrap();
     assert_eq!((l.job_id, l.rank, l.machines), (j3, 0, 1));
-    let got = sql::take_deliveries(&db, &[(a.clone(), 5), (b.clone(), 5)], 60_000).await.unwrap();
+    // `b` gets its last with an ask of exactly one: it has nothing left, and says so.
+    let (got, waiting) = sql::take_deliveries(&db, &[(b.clone(), 1)], 60_000).await.unwrap();
+    assert_eq!(got.into_iter().map(|(ag, l)| (ag, l.job_id, l.rank)).collect::<Vec<_>>(), vec![(b.clone(), j4, 0)]);
+    assert!(waiting.is_empty(), "{waiting:?}");
+    let (got, waiting) = sql::take_deliveries(&db, &[(a.clone(), 5), (b.clone(), 5)], 60_000).await.unwrap();
     let got: Vec<(String, i64, u32)> = got.into_iter().map(|(ag, l)| (ag, l.job_id, l.rank)).collect();
-    assert_eq!(got, vec![(b.clone(), j4, 0), (a.clone(), j4, 1)]);
-    assert!(sql::take_deliveries(&db, &[(a.clone(), 1), (b.clone(), 1)], 60_000).await.unwrap().is_empty());
+    assert_eq!(got, vec![(a.clone(), j4, 1)]);
+    assert!(waiting.is_empty());
+    let (got, waiting) = sql::take_deliveries(&db, &[(a.clone(), 1), (b.clone(), 1)], 60_000).await.unwrap();
+    assert!(got.is_empty() && waiting.is_empty());
 
     // A delivery given back waits for the next poll again.
     sql::undeliver(&db, &l, 10_000).await.unwrap();

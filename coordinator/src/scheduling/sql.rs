@@ -7,6 +7,7 @@ use crate::model::{JobSpec, Lease};
 use crate::store::{now_ms, StoreError};
 use sqlx::any::AnyRow;
 use sqlx::Row;
+use std::collections::{HashMap, HashSet};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -340,7 +341,7 @@ async fn assign_each(tx: &mut sqlx::AnyConnection, plans: &[Planned], expires_ms
 /// Hands a lease waiting for `agent` to its poll: marks it delivered and gives it the
 /// full lease time. At most one poll gets each lease.
 pub async fn take_delivery(db: &Db, agent: &str, ttl_ms: i64) -> Result<Option<Lease>> {
-    Ok(take_deliveries(db, &[(agent.to_string(), 1)], ttl_ms).await?.pop().map(|(_, l)| l))
+    Ok(take_deliveries(db, &[(agent.to_string(), 1)], ttl_ms).await?.0.pop().map(|(_, l)| l))
 }
 
 /// Hands waiting leases to many polls in one transaction (one commit): for each
@@ -349,9 +350,13 @@ pub async fn take_delivery(db: &Db, agent: &str, ttl_ms: i64) -> Result<Option<L
 /// Returns them with their agent. Each lease is delivered at most once (the `UPDATE`
 /// re-checks `lease_delivered = 0` on the row it changes), so a lease another replica
 /// took meanwhile is simply not returned.
-pub async fn take_deliveries(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Result<Vec<(String, Lease)>> {
+///
+/// Also returns the agents that still have a lease waiting after this transaction (only
+/// those that got all they asked for can; one more read in the same transaction tells),
+/// so the leader knows the others have none ([`super::delivery::Hints`]).
+pub async fn take_deliveries(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Result<(Vec<(String, Lease)>, HashSet<String>)> {
     if asks.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), HashSet::new()));
     }
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
@@ -377,10 +382,30 @@ pub async fn take_deliveries(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Re
             taken.push((col(&r, "agent_id")?, col(&r, "job_id")?, col(&r, "rank")?, col(&r, "lease_epoch")?));
         }
     }
+    let mut got: HashMap<&str, u32> = HashMap::with_capacity(taken.len());
+    for t in &taken {
+        *got.entry(t.0.as_str()).or_default() += 1;
+    }
+    let full: Vec<&str> = asks.iter().filter(|(a, n)| got.get(a.as_str()).copied().unwrap_or(0) >= *n).map(|(a, _)| a.as_str()).collect();
+    let mut waiting = HashSet::new();
+    for chunk in full.chunks(IN_CHUNK) {
+        let sql = format!(
+            "SELECT DISTINCT agent_id FROM tasks WHERE agent_id IN ({}) AND lease_delivered = 0 AND state = 'leased'",
+            id_list(chunk.len())
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for agent in chunk {
+            q = q.bind(agent.to_string());
+        }
+        for r in q.fetch_all(&mut *tx).await? {
+            waiting.insert(col::<String>(&r, "agent_id")?);
+        }
+    }
+    drop(got);
     let mut jobs: Vec<i64> = taken.iter().map(|t| t.1).collect();
     jobs.sort_unstable();
     jobs.dedup();
-    let mut specs = std::collections::HashMap::with_capacity(jobs.len());
+    let mut specs = HashMap::with_capacity(jobs.len());
     for chunk in jobs.chunks(IN_CHUNK) {
         let sql = format!("SELECT id, program, spec, mem_bytes, checkpointable, gang FROM jobs WHERE id IN ({})", id_list(chunk.len()));
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -422,7 +447,7 @@ pub async fn take_deliveries(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Re
             },
         ));
     }
-    Ok(out)
+    Ok((out, waiting))
 }
 
 /// Gives back a delivered lease whose poll was gone before it could be answered: it
