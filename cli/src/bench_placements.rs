@@ -271,6 +271,10 @@ pub fn run(a: PlacementArgs) -> Result<()> {
         "coordinator_placements_total": metric(&m, "lull_placements_total"),
         "coordinator_leases_total": metric(&m, "lull_leases_total"),
         "coordinator_last_pass_ms": metric(&m, "lull_sched_last_pass_seconds") * 1e3,
+        "coordinator_placing_passes_total": metric(&m, "lull_sched_placing_passes_total"),
+        "coordinator_delivery_looks_total": metric(&m, "lull_delivery_looks_total"),
+        "coordinator_delivery_batches_total": metric(&m, "lull_delivery_batches_total"),
+        "coordinator_delivery_looks_skipped_total": metric(&m, "lull_delivery_looks_skipped_total"),
     });
     if a.json {
         outln!("{out}");
@@ -292,6 +296,16 @@ pub fn run(a: PlacementArgs) -> Result<()> {
             );
         }
         outln!("  leases {} · leased twice {twice} · missing {missing} · non-200 polls {non_200}", got.len());
+        // Whole run (both phases), from the coordinator's /metrics; zero from a coordinator
+        // that does not count them.
+        let per = |name: &str, by: &str| metric(&m, name) / metric(&m, by).max(1.0);
+        outln!(
+            "  per lease: {:.2} database looks ({:.2} skipped) in {:.1} looks per transaction · {:.1} placements per placing pass",
+            per("lull_delivery_looks_total", "lull_leases_total"),
+            per("lull_delivery_looks_skipped_total", "lull_leases_total"),
+            per("lull_delivery_looks_total", "lull_delivery_batches_total"),
+            per("lull_placements_total", "lull_sched_placing_passes_total"),
+        );
         outln!("  goal: ≥ 5000 placements/s; recruited → running p99 ≤ 1 s");
     }
     if twice > 0 || missing > 0 || got.len() != submitted.len() {

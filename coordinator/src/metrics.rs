@@ -21,6 +21,13 @@ pub struct Metrics {
     pub leases: AtomicU64,
     /// Jobs placed by the scheduler.
     pub placements: AtomicU64,
+    /// Passes that placed something, and how many placements they wrote (see `placements`).
+    pub placing_passes: AtomicU64,
+    /// Long polls' looks for a waiting lease that went to the database, the transactions
+    /// they were batched into, and the looks the leader skipped (nothing was waiting).
+    pub delivery_looks: AtomicU64,
+    pub delivery_batches: AtomicU64,
+    pub delivery_looks_skipped: AtomicU64,
     /// The last scheduling pass's duration (placement only, no database), microseconds.
     pub last_pass_us: AtomicU64,
     pub completions: AtomicU64,
@@ -77,6 +84,14 @@ impl Metrics {
             ("lull_heartbeats_total", "Heartbeats received.", &self.heartbeats),
             ("lull_leases_total", "Tasks leased.", &self.leases),
             ("lull_placements_total", "Jobs placed by the scheduler.", &self.placements),
+            ("lull_sched_placing_passes_total", "Scheduling passes that placed at least one job.", &self.placing_passes),
+            ("lull_delivery_looks_total", "Long polls' looks for a waiting lease made in the database.", &self.delivery_looks),
+            ("lull_delivery_batches_total", "Transactions the looks for waiting leases were batched into.", &self.delivery_batches),
+            (
+                "lull_delivery_looks_skipped_total",
+                "Looks for a waiting lease the leader skipped: nothing was waiting for the agent.",
+                &self.delivery_looks_skipped,
+            ),
             ("lull_completions_total", "Task completions counted (retries excluded).", &self.completions),
             ("lull_records_stored_total", "New ledger records stored.", &self.records_stored),
             ("lull_tasks_requeued_total", "Tasks re-queued or failed after their lease expired.", &self.requeued),

@@ -644,13 +644,15 @@ impl Driver {
     }
 
     /// Runs a pass and turns its assignments into leases; wakes the agents that got one.
-    pub async fn pass(&mut self) {
+    /// Returns how many jobs it placed.
+    pub async fn pass(&mut self) -> usize {
         let now = now_ms();
         let started = std::time::Instant::now();
         let assignments = self.sched.pass(Millis(now.max(0) as u64));
         if assignments.is_empty() {
-            return;
+            return 0;
         }
+        let mut placed_jobs = 0;
         let mut plans = Vec::with_capacity(assignments.len());
         let mut stale = Vec::new();
         for a in &assignments {
@@ -687,20 +689,29 @@ impl Driver {
         let placed = started.elapsed();
         match sql::assign(&self.app.db, &plans, DELIVERY_WINDOW_MS).await {
             Ok(conflicts) => {
+                let mut woken: Vec<&str> = Vec::new();
                 for p in plans.iter().filter(|p| !conflicts.contains(&p.job)) {
                     tracing::info!(job = p.job, agents = ?p.members.iter().map(|m| &m.1).collect::<Vec<_>>(), algorithm = %p.algorithm, reason = %p.reason, replacement = p.replacement, "job placed");
                     for (_, agent) in &p.members {
                         self.app.scheduling.wake(agent);
-                        super::replicas::announce_lease(&self.app, agent);
+                        woken.push(agent);
                     }
                 }
-                self.app.metrics.placements.fetch_add((plans.len() - conflicts.len()) as u64, std::sync::atomic::Ordering::Relaxed);
+                super::replicas::announce_leases(&self.app, &woken);
+                placed_jobs = plans.len() - conflicts.len();
+                self.app.metrics.placements.fetch_add(placed_jobs as u64, std::sync::atomic::Ordering::Relaxed);
+                self.app.metrics.placing_passes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 for job in conflicts {
                     Box::pin(self.reconcile(job, None)).await;
                 }
             }
             Err(e) => {
                 tracing::warn!(error = %e, jobs = plans.len(), "writing placements failed; the jobs are re-read");
+                // The write may have been committed all the same: their next looks go to
+                // the database.
+                for (_, agent) in plans.iter().flat_map(|p| &p.members) {
+                    self.app.scheduling.deliveries.may_wait(agent);
+                }
                 for p in &plans {
                     Box::pin(self.reconcile(p.job, None)).await;
                 }
@@ -714,6 +725,7 @@ impl Driver {
             self.update_machine(m, now);
         }
         self.app.metrics.last_pass_us.store(placed.as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+        placed_jobs
     }
 }
 
@@ -730,21 +742,75 @@ pub async fn run(app: Arc<App>, config: SchedConfig, mut inbox: mpsc::UnboundedR
             }
         }
     };
-    d.pass().await;
+    let mut busy = d.pass().await > 0;
     loop {
-        let msg = tokio::select! {
-            m = inbox.recv() => m,
-            _ = tokio::time::sleep(IDLE_PASS) => { d.pass().await; continue; }
-        };
-        let Some((mut last, msg)) = msg else { return };
-        // Everything that arrived meanwhile joins this batch: one pass for all of it.
-        let mut batch = vec![msg];
-        while let Ok((n, m)) = inbox.try_recv() {
-            batch.push(m);
-            last = n;
-        }
+        let Some((last, batch)) = next_batch(&mut inbox, busy).await else { return };
         d.apply_batch(batch).await;
-        d.pass().await;
+        busy = d.pass().await > 0;
         app.scheduling.mark_passed(last);
+    }
+}
+
+/// While the scheduler is placing (its last pass placed something), a batch gathers the
+/// messages of this long after its first one before the pass: the polls that open in a
+/// burst then share one pass and one transaction instead of one each.
+pub const COALESCE: Duration = Duration::from_millis(1);
+
+/// Waits for the next message (or [`IDLE_PASS`]: an empty batch), then takes everything
+/// that arrived meanwhile — and, when `busy`, what arrives within [`COALESCE`] — into one
+/// batch for one pass. Returns the number of its last message; `None` once the inbox
+/// closed.
+pub async fn next_batch(inbox: &mut mpsc::UnboundedReceiver<(u64, Msg)>, busy: bool) -> Option<(u64, Vec<Msg>)> {
+    let (mut last, first) = tokio::select! {
+        m = inbox.recv() => m?,
+        _ = tokio::time::sleep(IDLE_PASS) => return Some((0, Vec::new())),
+    };
+    if busy {
+        tokio::time::sleep(COALESCE).await;
+    }
+    let mut batch = vec![first];
+    while let Ok((n, m)) = inbox.try_recv() {
+        batch.push(m);
+        last = n;
+    }
+    Some((last, batch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn poll(agent: &str) -> Msg {
+        Msg::Poll { agent: agent.into(), open: true, free_mem: 0, delivered: false, hb: None }
+    }
+
+    /// Sends `poll(a)`, then `poll(b)` from a task that runs as soon as the batching
+    /// awaits anything (one thread: not before); returns the first batch.
+    async fn first_batch(busy: bool) -> Vec<String> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tx.send((1, poll("a"))).unwrap();
+        let later = tokio::spawn(async move {
+            tx.send((2, poll("b"))).unwrap();
+            tx
+        });
+        let (_, batch) = next_batch(&mut rx, busy).await.unwrap();
+        let _tx = later.await.unwrap();
+        batch.into_iter().map(|m| if let Msg::Poll { agent, .. } = m { agent } else { unreachable!() }).collect()
+    }
+
+    #[tokio::test]
+    async fn while_placing_a_batch_waits_for_the_polls_that_follow() {
+        assert_eq!(first_batch(true).await, ["a", "b"], "busy: the second poll shares the pass");
+        assert_eq!(first_batch(false).await, ["a"], "idle: the first poll is passed on at once");
+    }
+
+    #[tokio::test]
+    async fn a_batch_takes_what_is_queued_and_none_comes_once_the_inbox_closed() {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(u64, Msg)>();
+        tx.send((7, poll("a"))).unwrap();
+        tx.send((8, poll("b"))).unwrap();
+        assert_eq!(next_batch(&mut rx, false).await.map(|(n, b)| (n, b.len())), Some((8, 2)));
+        drop(tx);
+        assert!(next_batch(&mut rx, false).await.is_none());
     }
 }

@@ -155,8 +155,11 @@ impl Scheduling {
         w.entry(agent.to_string()).or_default().clone()
     }
 
-    /// Wakes an agent's long polls on this replica (a lease may be waiting for it).
+    /// Wakes an agent's long polls on this replica (a lease may be waiting for it): called
+    /// after every write that may leave one, it also makes the agent's next look go to the
+    /// database ([`delivery::Hints`]).
     pub fn wake(&self, agent: &str) {
+        self.deliveries.may_wait(agent);
         let w = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = w.get(agent) {
             n.notify_waiters();
@@ -173,6 +176,7 @@ impl Scheduling {
 
     pub(crate) fn lead(&self, inbox: mpsc::UnboundedSender<(u64, Msg)>) {
         *self.inbox.lock().unwrap_or_else(|e| e.into_inner()) = Some(inbox);
+        self.deliveries.forget_hints();
         self.leader.store(true, Ordering::Release);
         self.reannounce();
     }
@@ -218,6 +222,7 @@ impl Scheduling {
 
     pub(crate) fn step_down(&self) {
         self.leader.store(false, Ordering::Release);
+        self.deliveries.forget_hints();
         self.recruiting.stop();
         *self.inbox.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }

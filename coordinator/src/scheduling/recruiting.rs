@@ -521,8 +521,8 @@ async fn write_group(app: Arc<App>, who: Principal, group: String, req: RecruitR
     } else {
         for a in &agents {
             app.scheduling.wake(a);
-            super::replicas::announce_lease(&app, a);
         }
+        super::replicas::announce_leases(&app, &agents.iter().map(String::as_str).collect::<Vec<_>>());
     }
     app.scheduling.send(Msg::Job { job, ended: None });
 }

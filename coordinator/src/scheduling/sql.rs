@@ -2,11 +2,12 @@
 //! state, the one transaction that turns a pass's assignments into leases, and the
 //! long poll's hand-over of a waiting lease.
 
-use crate::db::{col, Db};
+use crate::db::{col, Db, Dialect};
 use crate::model::{JobSpec, Lease};
 use crate::store::{now_ms, StoreError};
 use sqlx::any::AnyRow;
 use sqlx::Row;
+use std::collections::{HashMap, HashSet};
 
 type Result<T> = std::result::Result<T, StoreError>;
 
@@ -219,7 +220,7 @@ const ASSIGN_CHUNK: usize = 500;
 pub async fn assign(db: &Db, plans: &[Planned], delivery_ms: i64) -> Result<Vec<i64>> {
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
-    if assign_all(&mut tx, plans, now + delivery_ms, now).await? {
+    if assign_all(&mut tx, db.dialect, plans, now + delivery_ms, now).await? {
         tx.commit().await?;
         return Ok(Vec::new());
     }
@@ -230,20 +231,33 @@ pub async fn assign(db: &Db, plans: &[Planned], delivery_ms: i64) -> Result<Vec<
     Ok(conflicts)
 }
 
+/// The statement that leases `members` queued tasks, each to its agent: `(job, rank,
+/// agent)` triples bound first, then the delivery deadline.
+///
+/// On SQLite the state test is written `+tasks.state` (no index on it): with a few
+/// hundred rows in `v`, SQLite's planner otherwise walked every queued task through
+/// `tasks_queue (state=?)` and scanned `v` for each — 20,000 × 500 comparisons per
+/// statement, ≈ 1 s, 85 % of the coordinator's CPU in `lull bench placements` — instead
+/// of looking each member up by its key (`sched_sql.rs` checks the plan).
+#[doc(hidden)]
+pub fn lease_tasks_sql(dialect: Dialect, members: usize) -> String {
+    let state = if dialect == Dialect::Sqlite { "+tasks.state" } else { "tasks.state" };
+    format!(
+        "WITH v(job, rnk, agent) AS (VALUES {})
+         UPDATE tasks SET state = 'leased', agent_id = v.agent, lease_epoch = lease_epoch + 1, lease_expires_ms = ${},
+            attempts = attempts + 1, lease_delivered = 0
+         FROM v WHERE tasks.job_id = v.job AND tasks.rank = v.rnk AND {state} = 'queued'",
+        crate::store::placeholders(members, 3),
+        members * 3 + 1
+    )
+}
+
 /// Writes every placement with multi-row statements; `false` (the caller rolls back)
 /// when some task was no longer queued.
-async fn assign_all(tx: &mut sqlx::AnyConnection, plans: &[Planned], expires_ms: i64, now: i64) -> Result<bool> {
+async fn assign_all(tx: &mut sqlx::AnyConnection, dialect: Dialect, plans: &[Planned], expires_ms: i64, now: i64) -> Result<bool> {
     let members: Vec<(i64, u32, &str)> = plans.iter().flat_map(|p| p.members.iter().map(|(r, a)| (p.job, *r, a.as_str()))).collect();
     for chunk in members.chunks(ASSIGN_CHUNK) {
-        let sql = format!(
-            "WITH v(job, rnk, agent) AS (VALUES {})
-             UPDATE tasks SET state = 'leased', agent_id = v.agent, lease_epoch = lease_epoch + 1, lease_expires_ms = ${},
-                attempts = attempts + 1, lease_delivered = 0
-             FROM v WHERE tasks.job_id = v.job AND tasks.rank = v.rnk AND tasks.state = 'queued'",
-            crate::store::placeholders(chunk.len(), 3),
-            chunk.len() * 3 + 1
-        );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(lease_tasks_sql(dialect, chunk.len())));
         for (job, rank, agent) in chunk {
             q = q.bind(*job).bind(*rank as i64).bind(agent.to_string());
         }
@@ -343,7 +357,7 @@ async fn assign_each(tx: &mut sqlx::AnyConnection, plans: &[Planned], expires_ms
 /// Hands a lease waiting for `agent` to its poll: marks it delivered and gives it the
 /// full lease time. At most one poll gets each lease.
 pub async fn take_delivery(db: &Db, agent: &str, ttl_ms: i64) -> Result<Option<Lease>> {
-    Ok(take_deliveries(db, &[(agent.to_string(), 1)], ttl_ms).await?.pop().map(|(_, l)| l))
+    Ok(take_deliveries(db, &[(agent.to_string(), 1)], ttl_ms).await?.0.pop().map(|(_, l)| l))
 }
 
 /// Hands waiting leases to many polls in one transaction (one commit): for each
@@ -352,9 +366,13 @@ pub async fn take_delivery(db: &Db, agent: &str, ttl_ms: i64) -> Result<Option<L
 /// Returns them with their agent. Each lease is delivered at most once (the `UPDATE`
 /// re-checks `lease_delivered = 0` on the row it changes), so a lease another replica
 /// took meanwhile is simply not returned.
-pub async fn take_deliveries(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Result<Vec<(String, Lease)>> {
+///
+/// Also returns the agents that still have a lease waiting after this transaction (only
+/// those that got all they asked for can; one more read in the same transaction tells),
+/// so the leader knows the others have none ([`super::delivery::Hints`]).
+pub async fn take_deliveries(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Result<(Vec<(String, Lease)>, HashSet<String>)> {
     if asks.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), HashSet::new()));
     }
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
@@ -380,10 +398,30 @@ pub async fn take_deliveries(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Re
             taken.push((col(&r, "agent_id")?, col(&r, "job_id")?, col(&r, "rank")?, col(&r, "lease_epoch")?));
         }
     }
+    let mut got: HashMap<&str, u32> = HashMap::with_capacity(taken.len());
+    for t in &taken {
+        *got.entry(t.0.as_str()).or_default() += 1;
+    }
+    let full: Vec<&str> = asks.iter().filter(|(a, n)| got.get(a.as_str()).copied().unwrap_or(0) >= *n).map(|(a, _)| a.as_str()).collect();
+    let mut waiting = HashSet::new();
+    for chunk in full.chunks(IN_CHUNK) {
+        let sql = format!(
+            "SELECT DISTINCT agent_id FROM tasks WHERE agent_id IN ({}) AND lease_delivered = 0 AND state = 'leased'",
+            id_list(chunk.len())
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for agent in chunk {
+            q = q.bind(agent.to_string());
+        }
+        for r in q.fetch_all(&mut *tx).await? {
+            waiting.insert(col::<String>(&r, "agent_id")?);
+        }
+    }
+    drop(got);
     let mut jobs: Vec<i64> = taken.iter().map(|t| t.1).collect();
     jobs.sort_unstable();
     jobs.dedup();
-    let mut specs = std::collections::HashMap::with_capacity(jobs.len());
+    let mut specs = HashMap::with_capacity(jobs.len());
     for chunk in jobs.chunks(IN_CHUNK) {
         let sql = format!("SELECT id, program, spec, mem_bytes, checkpointable, gang FROM jobs WHERE id IN ({})", id_list(chunk.len()));
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -425,7 +463,7 @@ pub async fn take_deliveries(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Re
             },
         ));
     }
-    Ok(out)
+    Ok((out, waiting))
 }
 
 /// Gives back a delivered lease whose poll was gone before it could be answered: it
