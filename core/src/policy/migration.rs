@@ -159,41 +159,51 @@ mod tests {
         assert_eq!(decide(&inputs(1.0, 1000, Some(0.0), Some(1))), MigrationDecision::Migrate);
     }
 
-    /// The policy acts on the decision: under Linger-Longer a lingering guest with no
-    /// free machine to go to stays past `T_lingr`; once the pool knows one, it migrates at
-    /// the next event.
-    #[test]
-    fn linger_longer_follows_the_pool_view() {
-        use crate::clock::{MonoMs, Now};
-        use crate::policy::{Event, GuestDirective, Policy, PoolView, Saved, StateKind};
-        use crate::sample::{InputEvent, InputSignal, Sample};
+    /// `s` seconds into the scenario of the two tests below.
+    fn at(s: u64) -> crate::clock::Now {
         let start = chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("a valid time");
-        let at = |s: u64| Now {
-            mono: MonoMs(s * 1000),
-            utc: start + chrono::Duration::seconds(s as i64),
-            local: (start + chrono::Duration::seconds(s as i64)).naive_utc(),
-        };
+        let t = start + chrono::Duration::seconds(s as i64);
+        crate::clock::Now { mono: crate::clock::MonoMs(s * 1000), utc: t, local: t.naive_utc() }
+    }
+
+    /// A reading at `t` seconds with the owner using `cpu` of the machine.
+    fn sample(t: u64, cpu: f32) -> crate::policy::Event {
+        crate::policy::Event::Sample(crate::sample::Sample {
+            at: crate::clock::MonoMs(t * 1000),
+            owner_cpu: cpu,
+            mem_total_bytes: 16 << 30,
+            on_battery: Some(false),
+            ..Default::default()
+        })
+    }
+
+    /// A Linger-Longer policy (T_migr 30 s) recruited after 5 idle seconds, guests present
+    /// at 7 s, the owner back (input) at 8 s.
+    fn guest_with_owner_back_at_8s() -> crate::policy::Policy {
+        use crate::policy::{Event, Policy, Saved, StateKind};
+        use crate::sample::{InputEvent, InputSignal};
         let mut cfg = crate::policy::config::PolicyConfig::default();
         cfg.availability.recruitment_threshold_s = 5;
         // The owner's 10 % keeps the machine busy (not re-recruited) but h ≤ 20 % lingers.
         cfg.availability.owner_cpu_max = 0.05;
         cfg.eviction.migration_cost_s = 30;
         let mut p = Policy::new(cfg, at(0), Saved::default(), 0, "b");
-        let sample = |t: u64, cpu: f32| {
-            Event::Sample(Sample {
-                at: MonoMs(t * 1000),
-                owner_cpu: cpu,
-                mem_total_bytes: 16 << 30,
-                on_battery: Some(false),
-                ..Default::default()
-            })
-        };
         for t in 1..=6 {
             p.handle(at(t), sample(t, 0.0));
         }
         p.handle(at(7), Event::GuestsPresent(true));
         assert_eq!(p.state(), StateKind::Donating);
-        p.handle(at(8), Event::Input(InputEvent { at: MonoMs(8000), signal: InputSignal::Activity }));
+        p.handle(at(8), Event::Input(InputEvent { at: crate::clock::MonoMs(8000), signal: InputSignal::Activity }));
+        p
+    }
+
+    /// The policy acts on the decision: under Linger-Longer a lingering guest with no
+    /// free machine to go to stays past `T_lingr`; once the pool knows one, it migrates at
+    /// the next event.
+    #[test]
+    fn linger_longer_follows_the_pool_view() {
+        use crate::policy::{Event, GuestDirective, PoolView, StateKind};
+        let mut p = guest_with_owner_back_at_8s();
         p.set_pool_view(PoolView { destination_load: None, remaining: None, pool_decides: false });
         // h = 10 % over the window: T_lingr to a free machine would be 300 s.
         for t in 9..=20 {
@@ -217,34 +227,8 @@ mod tests {
     /// it, the policy evicts at the next event, as before.
     #[test]
     fn a_pools_guest_keeps_lingering_past_t_lingr_and_the_driver_is_told_to_ask() {
-        use crate::clock::{MonoMs, Now};
-        use crate::policy::{Event, GuestDirective, Policy, PoolView, Saved, StateKind};
-        use crate::sample::{InputEvent, InputSignal, Sample};
-        let start = chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("a valid time");
-        let at = |s: u64| Now {
-            mono: MonoMs(s * 1000),
-            utc: start + chrono::Duration::seconds(s as i64),
-            local: (start + chrono::Duration::seconds(s as i64)).naive_utc(),
-        };
-        let mut cfg = crate::policy::config::PolicyConfig::default();
-        cfg.availability.recruitment_threshold_s = 5;
-        cfg.availability.owner_cpu_max = 0.05;
-        cfg.eviction.migration_cost_s = 30;
-        let mut p = Policy::new(cfg, at(0), Saved::default(), 0, "b");
-        let sample = |t: u64, cpu: f32| {
-            Event::Sample(Sample {
-                at: MonoMs(t * 1000),
-                owner_cpu: cpu,
-                mem_total_bytes: 16 << 30,
-                on_battery: Some(false),
-                ..Default::default()
-            })
-        };
-        for t in 1..=6 {
-            p.handle(at(t), sample(t, 0.0));
-        }
-        p.handle(at(7), Event::GuestsPresent(true));
-        p.handle(at(8), Event::Input(InputEvent { at: MonoMs(8000), signal: InputSignal::Activity }));
+        use crate::policy::{Event, GuestDirective, PoolView, StateKind};
+        let mut p = guest_with_owner_back_at_8s();
         p.set_pool_view(PoolView { pool_decides: true, ..PoolView::default() });
         for t in 9..=20 {
             p.handle(at(t), sample(t, 0.1));
