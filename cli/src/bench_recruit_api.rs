@@ -108,6 +108,8 @@ fn json_field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 
 /// One grant as the client read it.
 struct Answer {
+    /// When it was sent, µs after the first measured request.
+    at_us: u64,
     us: u32,
     decided_us: u32,
     granted: usize,
@@ -125,6 +127,7 @@ async fn ask(http: &mut Http, addr: &str, key: &str, body: &str) -> Result<(Answ
     }
     let group = json_field(&text, "group").filter(|g| *g != "null").map(str::to_string);
     let a = Answer {
+        at_us: 0,
         us,
         decided_us: json_field(&text, "decided_us").and_then(|v| v.parse().ok()).unwrap_or(0),
         granted: text.matches("\"agent_id\"").count(),
@@ -175,7 +178,8 @@ async fn measure(
     let t0 = Instant::now();
     let mut answers = Vec::with_capacity(requests);
     for _ in 0..requests {
-        answers.push(ask(&mut http, &addr, &key, &body).await?.0);
+        let at_us = t0.elapsed().as_micros() as u64;
+        answers.push(Answer { at_us, ..ask(&mut http, &addr, &key, &body).await?.0 });
         tokio::time::sleep(Duration::from_millis(gap_ms)).await;
     }
     let wall = t0.elapsed().as_secs_f64();
@@ -232,6 +236,13 @@ pub fn run(a: RecruitApiArgs) -> Result<()> {
     lat.sort_unstable();
     decided.sort_unstable();
     let short = answers.iter().filter(|x| x.granted < a.k as usize).count();
+    // The slowest 1 % with when they were sent, to tell periodic stalls (a flush) from noise.
+    let mut slow: Vec<&Answer> = answers.iter().collect();
+    slow.sort_unstable_by_key(|x| std::cmp::Reverse(x.us));
+    slow.truncate(answers.len().div_ceil(100));
+    slow.sort_unstable_by_key(|x| x.at_us);
+    let slowest: Vec<serde_json::Value> =
+        slow.iter().map(|x| serde_json::json!({"sent_ms": x.at_us as f64 / 1e3, "ms": x.us as f64 / 1e3})).collect();
     let out = serde_json::json!({
         "bench": "recruit-api",
         "db": a.db.db,
@@ -249,6 +260,7 @@ pub fn run(a: RecruitApiArgs) -> Result<()> {
         "grants_short_of_k": short,
         "heartbeats_not_200": bad,
         "server_cpu_cores": cores,
+        "slowest": slowest,
     });
     if a.json {
         outln!("{out}");

@@ -247,11 +247,26 @@ pub fn check_job(req: &SubmitJob) -> Result<(String, i64, u32)> {
 
 /// Submits a job: one row for the job, one task per machine.
 pub async fn submit(db: &Db, who: &Principal, req: &SubmitJob) -> Result<Job> {
+    let id = insert_job(db, who, req).await?;
+    get_job(db, who, id).await
+}
+
+/// Writes a job and its tasks (one row per machine) in one transaction of two statements,
+/// and returns its id: [`submit`] without reading the job back, for callers that need only
+/// the id (a recruit group's job).
+pub async fn insert_job(db: &Db, who: &Principal, req: &SubmitJob) -> Result<i64> {
+    let mut tx = db.pool.begin().await?;
+    let id = insert_job_in(&mut tx, who, req).await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// [`insert_job`] inside the caller's transaction.
+pub(crate) async fn insert_job_in(tx: &mut sqlx::AnyConnection, who: &Principal, req: &SubmitJob) -> Result<i64> {
     let (program, mem, max_retries) = check_job(req)?;
     let spec = JobSpec { command: req.command.clone(), args: req.args.clone(), env: req.env.clone(), inputs: req.inputs.clone() };
     let spec_json = serde_json::to_string(&spec).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let now = now_ms();
-    let mut tx = db.pool.begin().await?;
     let id: i64 = sqlx::query(
         "INSERT INTO jobs(submitter, program, spec, mem_bytes, checkpointable, gang, max_retries, state, created_ms, estimate_s)
          VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9) RETURNING id",
@@ -268,17 +283,18 @@ pub async fn submit(db: &Db, who: &Principal, req: &SubmitJob) -> Result<Job> {
     .fetch_one(&mut *tx)
     .await?
     .try_get("id")?;
-    for rank in 0..req.machines {
-        sqlx::query("INSERT INTO tasks(job_id, rank, state, max_retries, mem_bytes) VALUES ($1, $2, 'queued', $3, $4)")
-            .bind(id)
-            .bind(rank as i64)
-            .bind(max_retries as i64)
-            .bind(mem)
-            .execute(&mut *tx)
-            .await?;
-    }
-    tx.commit().await?;
-    get_job(db, who, id).await
+    // Ranks 0..machines from a recursive count: one statement of one text whatever the width.
+    sqlx::query(
+        "WITH RECURSIVE ranks(r) AS (SELECT CAST(0 AS BIGINT) UNION ALL SELECT r + 1 FROM ranks WHERE r + 1 < $4)
+         INSERT INTO tasks(job_id, rank, state, max_retries, mem_bytes) SELECT $1, r, 'queued', $2, $3 FROM ranks",
+    )
+    .bind(id)
+    .bind(max_retries as i64)
+    .bind(mem)
+    .bind(req.machines as i64)
+    .execute(&mut *tx)
+    .await?;
+    Ok(id)
 }
 
 fn task_of(row: &AnyRow) -> Result<Task> {
@@ -355,16 +371,7 @@ async fn placement(db: &Db, id: i64, finished_ms: Option<i64>) -> Result<Option<
     };
     let placed_ms: i64 = col(&r, "placed_ms")?;
     let agents: Vec<String> = col::<String>(&r, "agents")?.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
-    let mut machines = Vec::with_capacity(agents.len());
-    for a in &agents {
-        let name: Option<String> = sqlx::query("SELECT name FROM agents WHERE id = $1")
-            .bind(a)
-            .fetch_optional(&db.pool)
-            .await?
-            .map(|r| col(&r, "name"))
-            .transpose()?;
-        machines.push(name.unwrap_or_else(|| a.clone()));
-    }
+    let machines = machine_names(db, &agents).await?;
     Ok(Some(Placement {
         agents,
         machines,
@@ -375,6 +382,26 @@ async fn placement(db: &Db, id: i64, finished_ms: Option<i64>) -> Result<Option<
         placed_ms,
         actual_runtime_s: finished_ms.map(|f| (f - placed_ms).max(0) as f64 / 1000.0),
     }))
+}
+
+/// The machine name of each agent id, in order (the id itself where the agent is gone),
+/// read in one statement per [`rows_per_statement`] ids.
+async fn machine_names(db: &Db, agents: &[String]) -> Result<Vec<String>> {
+    let mut names: std::collections::HashMap<String, String> = std::collections::HashMap::with_capacity(agents.len());
+    for chunk in agents.chunks(rows_per_statement(db, agents.len().max(1), 1)) {
+        let sql = format!(
+            "SELECT id, name FROM agents WHERE id IN ({})",
+            (1..=chunk.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for a in chunk {
+            q = q.bind(a.clone());
+        }
+        for r in q.fetch_all(&db.pool).await? {
+            names.insert(col(&r, "id")?, col(&r, "name")?);
+        }
+    }
+    Ok(agents.iter().map(|a| names.get(a).cloned().unwrap_or_else(|| a.clone())).collect())
 }
 
 /// The output tails of a job's tasks, if `who` may see the job (as [`get_job`]): what
@@ -465,7 +492,23 @@ async fn refresh_job<'c, E: sqlx::Executor<'c, Database = sqlx::Any>>(ex: E, job
 /// Cancels a job: its queued and leased tasks become cancelled (agents learn it from
 /// their next progress report).
 pub async fn cancel(db: &Db, who: &Principal, id: i64) -> Result<Job> {
-    get_job(db, who, id).await?;
+    cancel_job(db, who, id).await?;
+    get_job(db, who, id).await
+}
+
+/// [`cancel`] without reading the job back: whether this call cancelled it (`false`: it
+/// had already ended). `NotFound` if `who` may not see it.
+pub async fn cancel_job(db: &Db, who: &Principal, id: i64) -> Result<bool> {
+    let submitter: Option<String> = sqlx::query("SELECT submitter FROM jobs WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&db.pool)
+        .await?
+        .map(|r| col(&r, "submitter"))
+        .transpose()?;
+    match submitter {
+        Some(s) if *who == Principal::Admin || who.submitter() == s => {}
+        _ => return Err(StoreError::NotFound),
+    }
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
     let n = sqlx::query("UPDATE jobs SET state = 'cancelled', finished_ms = $2 WHERE id = $1 AND state IN ('queued', 'running')")
@@ -481,7 +524,7 @@ pub async fn cancel(db: &Db, who: &Principal, id: i64) -> Result<Job> {
             .await?;
     }
     tx.commit().await?;
-    get_job(db, who, id).await
+    Ok(n == 1)
 }
 
 async fn task_row(db: &Db, job_id: i64, rank: i64) -> Result<AnyRow> {

@@ -426,7 +426,7 @@ pub async fn release(app: &Arc<App>, who: &Principal, id: &str) -> Result<Recrui
         (job, release_group(&mut p, id, "released"))
     };
     if let Some(j) = job {
-        match store::cancel(&app.db, who, j).await {
+        match store::cancel_job(&app.db, who, j).await {
             Ok(_) | Err(store::StoreError::Conflict(_)) => {}
             Err(e) => return Err(e.into()),
         }
@@ -474,11 +474,7 @@ async fn write_group(app: Arc<App>, who: Principal, group: String, req: RecruitR
         };
         look_again(app, &machines);
     };
-    let job = match store::submit(&app.db, &who, &submit_of(&req, agents.len() as u32)).await {
-        Ok(j) => j.id,
-        Err(e) => return fail(&app, e.to_string()),
-    };
-    let plan = Planned {
+    let plan_of = |job| Planned {
         job,
         replacement: false,
         members: agents.iter().enumerate().map(|(r, a)| (r as u32, a.clone())).collect(),
@@ -487,13 +483,17 @@ async fn write_group(app: Arc<App>, who: Principal, group: String, req: RecruitR
         prediction_source: "estimate".into(),
         predicted_runtime_s: req.seconds as f64,
     };
-    let written = sql::assign(&app.db, &[plan], DELIVERY_WINDOW_MS).await;
+    let written = sql::insert_placed(&app.db, &who, &submit_of(&req, agents.len() as u32), plan_of, DELIVERY_WINDOW_MS).await;
+    let job = match written {
+        Ok(job) => job,
+        Err(e) => return fail(&app, e.to_string()),
+    };
     let released = {
         let mut p = app.scheduling.recruiting.lock();
         let released = match p.groups.get_mut(&group) {
             Some(g) => {
                 g.job = Some(job);
-                if g.state == "leasing" && matches!(&written, Ok(c) if c.is_empty()) {
+                if g.state == "leasing" {
                     g.state = "leased";
                 }
                 g.state == "released"
@@ -505,19 +505,8 @@ async fn write_group(app: Arc<App>, who: Principal, group: String, req: RecruitR
         }
         released
     };
-    match written {
-        Ok(c) if c.is_empty() => {}
-        Ok(_) => {
-            let _ = store::cancel(&app.db, &who, job).await;
-            return fail(&app, "its tasks were no longer queued".into());
-        }
-        Err(e) => {
-            let _ = store::cancel(&app.db, &who, job).await;
-            return fail(&app, e.to_string());
-        }
-    }
     if released {
-        let _ = store::cancel(&app.db, &who, job).await;
+        let _ = store::cancel_job(&app.db, &who, job).await;
     } else {
         for a in &agents {
             app.scheduling.wake(a);

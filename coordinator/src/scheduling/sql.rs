@@ -2,8 +2,9 @@
 //! state, the one transaction that turns a pass's assignments into leases, and the
 //! long poll's hand-over of a waiting lease.
 
+use crate::auth::Principal;
 use crate::db::{col, Db, Dialect};
-use crate::model::{JobSpec, Lease};
+use crate::model::{JobSpec, Lease, SubmitJob};
 use crate::store::{now_ms, StoreError};
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -229,6 +230,27 @@ pub async fn assign(db: &Db, plans: &[Planned], delivery_ms: i64) -> Result<Vec<
     let conflicts = assign_each(&mut tx, plans, now + delivery_ms, now).await?;
     tx.commit().await?;
     Ok(conflicts)
+}
+
+/// Submits a job and leases its ranks as `plan_of(job id)` says, in one transaction: a
+/// recruit group's job, written already placed on the machines it was granted. Returns
+/// the job's id.
+pub async fn insert_placed(
+    db: &Db,
+    who: &Principal,
+    req: &SubmitJob,
+    plan_of: impl FnOnce(i64) -> Planned,
+    delivery_ms: i64,
+) -> Result<i64> {
+    let now = now_ms();
+    let mut tx = db.pool.begin().await?;
+    let job = crate::store::insert_job_in(&mut tx, who, req).await?;
+    // The tasks were inserted queued by this very transaction, so every lease takes.
+    if !assign_all(&mut tx, db.dialect, &[plan_of(job)], now + delivery_ms, now).await? {
+        return Err(StoreError::Conflict("a new job's tasks were not queued".into()));
+    }
+    tx.commit().await?;
+    Ok(job)
 }
 
 /// The statement that leases `members` queued tasks, each to its agent: `(job, rank,
