@@ -41,8 +41,7 @@ fn jobs(n: u64, span_s: f64, seed: u64, gangs: bool) -> Vec<SimJob> {
 
 /// Generated 1-s owners, one eviction mode, limit and input setting per machine.
 fn generated(n: u64, days: u32, seed: u64) -> Vec<SimMachine> {
-    let modes =
-        [EvictionMode::ImmediateEviction, EvictionMode::PauseAndMigrate, EvictionMode::LingerLonger, EvictionMode::LingerForever];
+    let modes = [EvictionMode::ImmediateEviction, EvictionMode::PauseAndMigrate, EvictionMode::LingerLonger, EvictionMode::LingerForever];
     (0..n)
         .map(|i| {
             let mut p = PolicyConfig::default();
@@ -99,7 +98,12 @@ fn cases() -> Vec<Case> {
     });
     let mut pool = SimConfig::new(SchedConfig::default());
     pool.migration_sees_pool = true;
-    out.push(Case { name: "generated, migration sees the pool", machines: generated(8, 1, 7), jobs: jobs(40, 86_400.0, 7, false), cfg: pool });
+    out.push(Case {
+        name: "generated, migration sees the pool",
+        machines: generated(8, 1, 7),
+        jobs: jobs(40, 86_400.0, 7, false),
+        cfg: pool,
+    });
     out.push(Case {
         name: "availability-level 1/2/10/60-s, gangs",
         machines: availability(24, 4, 8),
