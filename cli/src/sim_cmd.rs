@@ -22,6 +22,11 @@ pub struct SimArgs {
     /// A quick, smaller run (for a first look; the committed reports are full runs).
     #[arg(long)]
     pub small: bool,
+    /// Simulation runs at once: the experiment's independent runs go to this many threads
+    /// (default: every core this process may use). The report is the same, byte for byte,
+    /// on any number; one run still uses one core.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
     /// Print where the report went as JSON.
     #[arg(long)]
     pub json: bool,
@@ -35,7 +40,8 @@ pub fn run(a: SimArgs) -> Result<()> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar.set_message(format!("simulating {}", a.experiment));
-    let report = lull_sim::run_experiment(&a.experiment, a.seed, scale, &mut |done, total| {
+    let threads = a.threads.map_or_else(lull_sim::parallel::default_threads, usize::from);
+    let report = lull_sim::run_experiment(&a.experiment, a.seed, scale, threads, &mut |done, total| {
         bar.set_length(total.max(1));
         bar.set_position(done);
     })
@@ -45,10 +51,10 @@ pub fn run(a: SimArgs) -> Result<()> {
     let md = a.out.join(format!("{}.md", report.name));
     let plots: Vec<PathBuf> = report.svgs.iter().map(|(f, _)| a.out.join(f)).collect();
     if a.json {
-        outln!("{}", serde_json::json!({"experiment": report.name, "seed": a.seed, "report": md, "plots": plots}));
+        outln!("{}", serde_json::json!({"experiment": report.name, "seed": a.seed, "threads": threads, "report": md, "plots": plots}));
     } else {
         outln!("{}", md.display());
-        errln!("{} plot(s) beside it; seed {}", plots.len(), a.seed);
+        errln!("{} plot(s) beside it; seed {}, {threads} thread(s)", plots.len(), a.seed);
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Benchmark of the simulator (plain `main`, no criterion: `harness = false`). Run with
 //! `cargo bench -p lull-sim` (release); `cargo bench -p lull-sim -- year` runs only the
-//! year, `-- samples` only the first part, `-- samples-1s` only its generated 1-s owners.
+//! year, `-- samples` only the first part, `-- samples-1s` only its generated 1-s owners,
+//! `-- sweep` only the third part.
 //!
 //! 1. **Node-samples per second with the full policy**: 200 generated owners × one day
 //!    of 1-s samples (`gen.rs`, every sample different: the generator draws background
@@ -13,6 +14,11 @@
 //!    samples, sessions of mean 2 h shaped by seed 004's hourly activity, built directly
 //!    as runs), 365 days, 36,500 sequential jobs (1–4 h, 100 a day), every machine's
 //!    policy and the pool's scheduler. Wall time of one run (trace building timed apart).
+//! 3. **A sweep of independent runs on the pool** (`sweep`): part 1's generated 1-s owners
+//!    workload replayed as 8 independent runs (job streams from seeds 1–8), as an
+//!    experiment does, through `lull_sim::parallel::map_runs` on 1 thread and on every
+//!    core, alternately in one process, 3 rounds: aggregate node-samples per wall second of
+//!    the whole sweep (median), the ratio, and each run's own rate (wall and thread CPU).
 
 use lull_core::policy::config::PolicyConfig;
 use lull_core::sched::SchedConfig;
@@ -154,6 +160,49 @@ fn year_part() {
     );
 }
 
+fn sweep_part() {
+    const RUNS: u64 = 8;
+    const ROUNDS: usize = 3;
+    let cores = lull_sim::parallel::default_threads();
+    println!("== a sweep of {RUNS} independent runs on the pool: 1 thread vs {cores} (median of {ROUNDS} rounds, alternating) ==");
+    let params = GenParams::default();
+    let ms: Vec<SimMachine> = (0..200).map(|i| SimMachine::traced(&generate(&params, 1, i, START, 1), PolicyConfig::default())).collect();
+    let streams: Vec<Vec<SimJob>> = (1..=RUNS).map(|seed| jobs(2000, 86_400.0, seed)).collect();
+    let cfg = SimConfig::new(SchedConfig::default());
+    let mut aggregate: Vec<(usize, Vec<f64>)> = vec![(1, Vec::new()), (cores, Vec::new())];
+    let mut per_run: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
+    for _ in 0..ROUNDS {
+        for (k, (threads, rates)) in aggregate.iter_mut().enumerate() {
+            let t0 = Instant::now();
+            let outs = lull_sim::parallel::map_runs(*threads, &streams, &mut |_, _| {}, |js| {
+                let (t, c) = (Instant::now(), thread_cpu());
+                let out = run(&ms, js, &cfg, &mut |_, _| {})?;
+                Ok((out.node_samples, t.elapsed().as_secs_f64(), thread_cpu() - c))
+            })
+            .expect("sweep");
+            let wall = t0.elapsed().as_secs_f64();
+            rates.push(outs.iter().map(|o| o.0).sum::<u64>() as f64 / wall);
+            for (n, s, c) in outs {
+                per_run[k].0.push(n as f64 / s);
+                per_run[k].1.push(n as f64 / c);
+            }
+        }
+    }
+    let medians: Vec<f64> = aggregate.iter().map(|(_, r)| median(r.clone())).collect();
+    for (k, (threads, rates)) in aggregate.iter().enumerate() {
+        println!(
+            "{threads} thread(s): {:.1} M node-samples per wall second of the sweep (median; min {:.1}, max {:.1}); each run {:.1} M/s of wall time, {:.1} M per CPU-second of its thread (medians of {} runs)",
+            medians[k] / 1e6,
+            rates.iter().cloned().fold(f64::INFINITY, f64::min) / 1e6,
+            rates.iter().cloned().fold(0.0, f64::max) / 1e6,
+            median(per_run[k].0.clone()) / 1e6,
+            median(per_run[k].1.clone()) / 1e6,
+            per_run[k].0.len(),
+        );
+    }
+    println!("ratio {cores} threads / 1 thread: {:.2}×", medians[1] / medians[0]);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let want = |p: &str| args.is_empty() || args.iter().any(|a| a == p);
@@ -162,5 +211,8 @@ fn main() {
     }
     if want("year") {
         year_part();
+    }
+    if want("sweep") {
+        sweep_part();
     }
 }

@@ -18,7 +18,7 @@ fn main() {
     let dir = PathBuf::from(pos.get(2).map(|s| s.as_str()).unwrap_or("docs/experiments"));
     let scale = if small { Scale::Small } else { Scale::Full };
     let started = std::time::Instant::now();
-    let report = run_experiment(name, seed, scale, &mut |done, total| {
+    let report = run_experiment(name, seed, scale, lull_sim::parallel::default_threads(), &mut |done, total| {
         let w = 40;
         let filled = (done * w / total.max(1)) as usize;
         eprint!("\r[{}{}] {done}/{total} {:.0}s", "#".repeat(filled), " ".repeat(w as usize - filled), started.elapsed().as_secs_f64());

@@ -21,6 +21,7 @@ pub mod error;
 pub mod experiments;
 pub mod fta;
 pub mod gen;
+pub mod parallel;
 pub mod rng;
 pub mod svg;
 pub mod swf;

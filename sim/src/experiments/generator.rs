@@ -5,18 +5,16 @@
 use super::{Report, Scale};
 use crate::error::Result;
 use crate::gen::{generate, stats, GenParams, HOURLY_ACTIVITY, TARGETS};
+use crate::parallel::map_runs;
 use crate::svg::Chart;
 use std::fmt::Write;
 
 /// Runs the experiment: `machines × days` generated machine-days.
-pub fn run(seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+pub fn run(seed: u64, scale: Scale, threads: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     let (machines, days) = if scale == Scale::Small { (4u64, 1u32) } else { (60, 7) };
     let p = GenParams::default();
-    let mut traces = Vec::new();
-    for i in 0..machines {
-        traces.push(generate(&p, seed, i, 1_767_225_600, days));
-        progress(i + 1, machines);
-    }
+    let ids: Vec<u64> = (0..machines).collect();
+    let traces = map_runs(threads, &ids, progress, |&i| Ok(generate(&p, seed, i, 1_767_225_600, days)))?;
     let st = stats(&traces);
     let mut md = String::new();
     let _ = writeln!(md, "# `generator` — synthetic owner activity against the published statistics\n");
@@ -53,7 +51,7 @@ mod tests {
 
     #[test]
     fn small_report_lists_every_target() {
-        let r = run(1, Scale::Small, &mut |_, _| {}).unwrap();
+        let r = run(1, Scale::Small, 1, &mut |_, _| {}).unwrap();
         for t in TARGETS {
             assert!(r.markdown.contains(t.name), "{}", t.name);
         }

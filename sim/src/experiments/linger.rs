@@ -31,6 +31,7 @@ use super::{Report, Scale};
 use crate::driver::{self, Outcome, SimConfig, SimJob, SimMachine};
 use crate::error::Result;
 use crate::gen::{generate, GenParams};
+use crate::parallel::map_runs;
 use crate::rng::Rng;
 use crate::svg::Chart;
 use lull_core::policy::config::{EvictionMode, PolicyConfig};
@@ -113,7 +114,7 @@ fn job_stats(out: &Outcome) -> (f64, f64, f64, u32) {
 }
 
 /// Runs the experiment (see the module doc).
-pub fn run(seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+pub fn run(seed: u64, scale: Scale, threads: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     let small = scale == Scale::Small;
     let (nodes, w1, w2, hour) = if small { (16u64, 32u64, 4u64, 1200.0) } else { (64, 128, 16, 3600.0) };
     let params = GenParams::default();
@@ -128,26 +129,33 @@ pub fn run(seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Resul
             t
         })
         .collect();
-    let total = (MODES.len() * 4) as u64;
-    let mut done = 0u64;
+    // Per mode and workload: the jobs run to completion, then the same number of jobs that
+    // never finish for an hour (throughput). All independent: run together on the pool.
+    let workloads = [(w1, 600.0), (w2, 1800.0)];
+    let mode_machines: Vec<Vec<SimMachine>> = MODES.iter().map(|(mode, _)| machines(&traces, *mode)).collect();
+    let mut specs = Vec::new();
+    for m in 0..MODES.len() {
+        for k in 0..workloads.len() {
+            specs.extend([(m, k, false), (m, k, true)]);
+        }
+    }
+    let outs = map_runs(threads, &specs, progress, |&(m, k, throughput)| {
+        let (n, cpu) = workloads[k];
+        let mut cfg = SimConfig::new(SchedConfig::default());
+        cfg.migration_sees_pool = true;
+        if throughput {
+            cfg.horizon_s = Some(hour);
+            driver::run(&mode_machines[m], &jobs(n, 1e12), &cfg, &mut |_, _| {})
+        } else {
+            driver::run(&mode_machines[m], &jobs(n, cpu), &cfg, &mut |_, _| {})
+        }
+    })?;
     let mut rows: Vec<[Row; 2]> = Vec::new();
-    for (mode, _) in MODES {
-        let ms = machines(&traces, mode);
+    for per_mode in outs.chunks(2 * workloads.len()) {
         let mut pair: [Row; 2] = Default::default();
-        for (k, (n, cpu)) in [(w1, 600.0), (w2, 1800.0)].into_iter().enumerate() {
-            let mut cfg = SimConfig::new(SchedConfig::default());
-            cfg.migration_sees_pool = true;
-            let out = driver::run(&ms, &jobs(n, cpu), &cfg, &mut |_, _| {})?;
-            done += 1;
-            progress(done, total);
-            let (avg, var, fam, ev) = job_stats(&out);
-            // Throughput: the same number of jobs, never finishing, for an hour.
-            let mut tcfg = SimConfig::new(SchedConfig::default());
-            tcfg.horizon_s = Some(hour);
-            tcfg.migration_sees_pool = true;
-            let tout = driver::run(&ms, &jobs(n, 1e12), &tcfg, &mut |_, _| {})?;
-            done += 1;
-            progress(done, total);
+        for (k, runs) in per_mode.chunks(2).enumerate() {
+            let (out, tout) = (&runs[0], &runs[1]);
+            let (avg, var, fam, ev) = job_stats(out);
             let sum = |f: fn(&driver::MachineOutcome) -> f64| tout.machines.iter().map(f).sum::<f64>();
             pair[k] = Row {
                 avg_job: avg,
@@ -266,8 +274,8 @@ mod tests {
 
     #[test]
     fn small_run_is_reproducible_and_lingering_harvests_more() {
-        let a = run(5, Scale::Small, &mut |_, _| {}).unwrap();
-        assert_eq!(a, run(5, Scale::Small, &mut |_, _| {}).unwrap());
+        let a = run(5, Scale::Small, 1, &mut |_, _| {}).unwrap();
+        assert_eq!(a, run(5, Scale::Small, 2, &mut |_, _| {}).unwrap());
         let line = a.markdown.lines().find(|l| l.starts_with("| **throughput**")).unwrap();
         let v: Vec<f64> = line.split("**").filter_map(|c| c.trim().parse().ok()).collect();
         assert_eq!(v.len(), 4, "{line}");

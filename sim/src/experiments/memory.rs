@@ -26,6 +26,7 @@
 
 use super::{Report, Scale};
 use crate::error::Result;
+use crate::parallel::map_runs;
 use crate::rng::Rng;
 use crate::svg::Chart;
 use lull_core::sched::memory::{accepts, identify, overloaded, paging_rate, target, Choice, HostLoad, JobLoad, Thresholds};
@@ -258,36 +259,28 @@ fn simulate(jobs: &[Job], policy: Policy, mt: f64) -> Totals {
 const PAPER_NOLS: [f64; 3] = [37.88, 25.58, 22.25];
 
 /// Runs the experiment (see the module doc).
-pub fn run(seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+pub fn run(seed: u64, scale: Scale, threads: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     let small = scale == Scale::Small;
     let traces: Vec<(&str, usize, f64)> =
         if small { vec![("Trace 1 (small)", 120, 330.0)] } else { TRACES.iter().map(|t| (t.0, t.1, t.2)).collect() };
     let policies: Vec<Policy> = std::iter::once(Policy::NoLs).chain(Choice::ALL.iter().map(|c| Policy::Ls(*c))).collect();
     let mts: Vec<f64> = if small { vec![0.0, 0.15] } else { vec![-0.15, -0.05, 0.0, 0.05, 0.15] };
-    let total = (traces.len() * policies.len() + mts.len() * Choice::ALL.len()) as u64;
-    let mut done = 0u64;
-    let mut fig2: Vec<Vec<Totals>> = Vec::new();
-    for (ti, (_, n, span)) in traces.iter().enumerate() {
-        let js = arrivals(seed.wrapping_add(ti as u64), *n, *span);
-        let mut row = Vec::new();
-        for p in &policies {
-            row.push(simulate(&js, *p, 0.0));
-            done += 1;
-            progress(done, total);
-        }
-        fig2.push(row);
-    }
+    // Fig. 2: every trace under every policy at MT = 0; Fig. 3: trace 1 under each choice
+    // at every MT. All independent: run together on the pool, read back in this order.
+    let streams: Vec<Vec<Job>> =
+        traces.iter().enumerate().map(|(ti, (_, n, span))| arrivals(seed.wrapping_add(ti as u64), *n, *span)).collect();
     let js1 = arrivals(seed, traces[0].1, traces[0].2);
-    let mut fig3: Vec<Vec<Totals>> = Vec::new();
-    for c in Choice::ALL {
-        let mut row = Vec::new();
-        for &mt in &mts {
-            row.push(simulate(&js1, Policy::Ls(c), mt));
-            done += 1;
-            progress(done, total);
-        }
-        fig3.push(row);
+    let mut specs: Vec<(&[Job], Policy, f64)> = Vec::new();
+    for js in &streams {
+        specs.extend(policies.iter().map(|p| (js.as_slice(), *p, 0.0)));
     }
+    for c in Choice::ALL {
+        specs.extend(mts.iter().map(|&mt| (js1.as_slice(), Policy::Ls(c), mt)));
+    }
+    let totals = map_runs(threads, &specs, progress, |&(js, p, mt)| Ok(simulate(js, p, mt)))?;
+    let (fig2_runs, fig3_runs) = totals.split_at(streams.len() * policies.len());
+    let fig2: Vec<Vec<Totals>> = fig2_runs.chunks(policies.len()).map(<[Totals]>::to_vec).collect();
+    let fig3: Vec<Vec<Totals>> = fig3_runs.chunks(mts.len()).map(<[Totals]>::to_vec).collect();
 
     let mut md = String::new();
     let _ = writeln!(md, "# `memory` — seed 001's memory-centric load sharing on lull-core's choice functions\n");
@@ -411,8 +404,8 @@ mod tests {
 
     #[test]
     fn small_run_is_reproducible_and_load_sharing_beats_none() {
-        let a = run(4, Scale::Small, &mut |_, _| {}).unwrap();
-        assert_eq!(a, run(4, Scale::Small, &mut |_, _| {}).unwrap());
+        let a = run(4, Scale::Small, 1, &mut |_, _| {}).unwrap();
+        assert_eq!(a, run(4, Scale::Small, 2, &mut |_, _| {}).unwrap());
         let js = arrivals(4, 120, 330.0);
         let none = simulate(&js, Policy::NoLs, 0.0);
         let comb = simulate(&js, Policy::Ls(Choice::Combined), 0.0);

@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! use lull_sim::{run_experiment, Scale};
-//! let report = run_experiment("winner", 1, Scale::Full, &mut |done, total| eprint!("\r{done}/{total}")).unwrap();
+//! let report = run_experiment("winner", 1, Scale::Full, lull_sim::parallel::default_threads(), &mut |done, total| eprint!("\r{done}/{total}")).unwrap();
 //! report.write_to(std::path::Path::new("docs/experiments")).unwrap();
 //! ```
 //!
@@ -64,16 +64,18 @@ impl Report {
 /// The experiments [`run_experiment`] knows.
 pub const EXPERIMENTS: [&str; 6] = ["winner", "now", "linger", "memory", "reserve", "generator"];
 
-/// Runs the named experiment from `seed`. `progress(done, total)` is called as work
-/// units (single simulation runs) finish, for a progress bar.
-pub fn run_experiment(name: &str, seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+/// Runs the named experiment from `seed`, its independent simulation runs on `threads`
+/// workers ([`crate::parallel::map_runs`]; the report is the same on any number).
+/// `progress(done, total)` is called as work units (single simulation runs) finish, for a
+/// progress bar.
+pub fn run_experiment(name: &str, seed: u64, scale: Scale, threads: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     match name {
-        "winner" => winner::run(seed, scale, progress),
-        "now" => now::run(seed, scale, progress),
-        "generator" => generator::run(seed, scale, progress),
-        "linger" => linger::run(seed, scale, progress),
-        "memory" => memory::run(seed, scale, progress),
-        "reserve" => reserve::run(seed, scale, progress),
+        "winner" => winner::run(seed, scale, threads, progress),
+        "now" => now::run(seed, scale, threads, progress),
+        "generator" => generator::run(seed, scale, threads, progress),
+        "linger" => linger::run(seed, scale, threads, progress),
+        "memory" => memory::run(seed, scale, threads, progress),
+        "reserve" => reserve::run(seed, scale, threads, progress),
         _ => Err(SimError::UnknownExperiment(name.into(), EXPERIMENTS.join(", "))),
     }
 }

@@ -27,6 +27,7 @@ use super::{Report, Scale};
 use crate::driver::{self, Outcome, SimConfig, SimJob, SimMachine};
 use crate::error::Result;
 use crate::gen::{generate, GenParams, HOURLY_ACTIVITY};
+use crate::parallel::map_runs;
 use crate::rng::Rng;
 use crate::svg::Chart;
 use lull_core::policy::config::PolicyConfig;
@@ -167,7 +168,7 @@ fn row(label: String, x: f64, out: &Outcome, baseline: &Outcome) -> Row {
 }
 
 /// Runs the experiment (see the module doc).
-pub fn run(seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+pub fn run(seed: u64, scale: Scale, threads: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     let small = scale == Scale::Small;
     let (n_machines, day_s, n_jobs) = if small { (40u64, 6.0 * 3600.0, 30) } else { (60, 86_400.0, 200) };
     let days = 1;
@@ -193,45 +194,47 @@ pub fn run(seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Resul
     cfg.horizon_s = Some(day_s);
     let thresholds: Vec<u64> = if small { vec![60, 180] } else { vec![0, 30, 60, 120, 180, 300, 600, 900] };
     let budgets: Vec<u32> = if small { vec![1, 10_000] } else { vec![1, 2, 3, 4, 5, 8, 10, 15, 20, 10_000] };
-    let total = 1 + 3 + thresholds.len() as u64 + budgets.len() as u64 + pools.len() as u64;
-    let mut done = 0u64;
-    let mut tick = |progress: &mut dyn FnMut(u64, u64)| {
-        done += 1;
-        progress(done, total);
-    };
-
+    // Every run of the experiment, independent of the others: run together on the pool,
+    // read back in this order.
+    enum Run {
+        Baseline,
+        Def(Def),
+        Threshold(u64),
+        Budget(u32),
+        Pool(u64),
+    }
+    const DEFS: [(Def, &str); 3] = [(Def::CpuOnly, "CPU only"), (Def::Condor, "Condor-like"), (Def::Lull, "Lull")];
+    let runs: Vec<Run> = std::iter::once(Run::Baseline)
+        .chain(DEFS.iter().map(|(d, _)| Run::Def(*d)))
+        .chain(thresholds.iter().map(|&t| Run::Threshold(t)))
+        .chain(budgets.iter().map(|&n| Run::Budget(n)))
+        .chain(pools.iter().map(|&n| Run::Pool(n)))
+        .collect();
     let dedicated: Vec<SimMachine> = (0..WIDTH).map(|i| SimMachine::dedicated(format!("mpp{i}"), 1.0)).collect();
     let mut base_cfg = cfg.clone();
     base_cfg.horizon_s = None;
-    let baseline = driver::run(&dedicated, &js, &base_cfg, &mut |_, _| {})?;
-    tick(progress);
-
-    let mut defs = Vec::new();
-    for (def, name) in [(Def::CpuOnly, "CPU only"), (Def::Condor, "Condor-like"), (Def::Lull, "Lull")] {
-        let out = driver::run(&owners(def, &traces, None, None), &js, &cfg, &mut |_, _| {})?;
-        tick(progress);
-        defs.push((name, out));
-    }
-    let mut sweep_t = Vec::new();
-    for &t in &thresholds {
-        let out = driver::run(&owners(Def::Lull, &traces, Some(t), Some(10_000)), &js, &cfg, &mut |_, _| {})?;
-        tick(progress);
-        sweep_t.push(row(format!("{t} s"), t as f64, &out, &baseline));
-    }
-    let mut sweep_n = Vec::new();
-    for &n in &budgets {
-        let out = driver::run(&owners(Def::Lull, &traces, None, Some(n)), &js, &cfg, &mut |_, _| {})?;
-        tick(progress);
-        let label = if n >= 10_000 { "none".to_string() } else { n.to_string() };
-        sweep_n.push(row(label, n.min(25) as f64, &out, &baseline));
-    }
-
-    let mut sweep_m = Vec::new();
-    for &n in &pools {
-        let out = driver::run(&owners(Def::Lull, &make(n), None, None), &js, &cfg, &mut |_, _| {})?;
-        tick(progress);
-        sweep_m.push(row(format!("{n}"), n as f64, &out, &baseline));
-    }
+    let mut outs = map_runs(threads, &runs, progress, |r| match *r {
+        Run::Baseline => driver::run(&dedicated, &js, &base_cfg, &mut |_, _| {}),
+        Run::Def(def) => driver::run(&owners(def, &traces, None, None), &js, &cfg, &mut |_, _| {}),
+        Run::Threshold(t) => driver::run(&owners(Def::Lull, &traces, Some(t), Some(10_000)), &js, &cfg, &mut |_, _| {}),
+        Run::Budget(n) => driver::run(&owners(Def::Lull, &traces, None, Some(n)), &js, &cfg, &mut |_, _| {}),
+        Run::Pool(n) => driver::run(&owners(Def::Lull, &make(n), None, None), &js, &cfg, &mut |_, _| {}),
+    })?
+    .into_iter();
+    let mut take = |n: usize| outs.by_ref().take(n).collect::<Vec<_>>();
+    let baseline = take(1).remove(0);
+    let defs: Vec<(&str, Outcome)> = DEFS.iter().map(|(_, name)| *name).zip(take(DEFS.len())).collect();
+    let sweep_t: Vec<Row> =
+        thresholds.iter().zip(take(thresholds.len())).map(|(&t, out)| row(format!("{t} s"), t as f64, &out, &baseline)).collect();
+    let sweep_n: Vec<Row> = budgets
+        .iter()
+        .zip(take(budgets.len()))
+        .map(|(&n, out)| {
+            let label = if n >= 10_000 { "none".to_string() } else { n.to_string() };
+            row(label, n.min(25) as f64, &out, &baseline)
+        })
+        .collect();
+    let sweep_m: Vec<Row> = pools.iter().zip(take(pools.len())).map(|(&n, out)| row(format!("{n}"), n as f64, &out, &baseline)).collect();
 
     let mut md = String::new();
     let _ = writeln!(md, "# `now` — seed 004's user delays, recruitment threshold and social contract on Lull's policy\n");
@@ -353,7 +356,7 @@ mod tests {
 
     #[test]
     fn small_run_reports_every_definition_and_lulls_contract_holds() {
-        let r = run(2, Scale::Small, &mut |_, _| {}).unwrap();
+        let r = run(2, Scale::Small, 1, &mut |_, _| {}).unwrap();
         assert_eq!(r.svgs.len(), 3);
         for d in ["| CPU only |", "| Condor-like |", "| Lull |"] {
             assert!(r.markdown.contains(d), "{d}");

@@ -26,6 +26,7 @@
 use super::{Report, Scale};
 use crate::error::Result;
 use crate::gen::{generate, GenParams};
+use crate::parallel::map_runs;
 use crate::rng::Rng;
 use crate::svg::Chart;
 use lull_core::sched::recruit::{RecruitConfig, Recruiter, Request};
@@ -174,7 +175,7 @@ const PAPER: [(&str, f64, f64, f64, f64, f64); 8] = [
 ];
 
 /// Runs the experiment (see the module doc).
-pub fn run(seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+pub fn run(seed: u64, scale: Scale, threads: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     let small = scale == Scale::Small;
     let (from_h, hours) = if small { (10usize, 1usize) } else { (0, 24) };
     let params = GenParams::default();
@@ -196,12 +197,8 @@ pub fn run(seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Resul
     let strategies: Vec<(String, Strategy)> = std::iter::once(("rand".to_string(), Strategy::Random))
         .chain((0..=6).map(|x| (if x == 0 { "no res".into() } else { format!("{}-res", x * 10) }, Strategy::Reserve(x as f64 / 10.0))))
         .collect();
-    let total = strategies.len() as u64;
-    let mut rows = Vec::new();
-    for (i, (label, s)) in strategies.iter().enumerate() {
-        rows.push((label.clone(), *s, simulate(&traces, &arrivals, *s, seed)));
-        progress(i as u64 + 1, total);
-    }
+    let rows: Vec<_> =
+        map_runs(threads, &strategies, progress, |(label, s)| Ok((label.clone(), *s, simulate(&traces, &arrivals, *s, seed))))?;
     let idle_share = {
         let (mut idle, mut all) = (0u64, 0u64);
         for t in &traces {
@@ -299,8 +296,8 @@ mod tests {
 
     #[test]
     fn small_run_is_reproducible_and_a_reserve_refuses_less() {
-        let a = run(3, Scale::Small, &mut |_, _| {}).unwrap();
-        let b = run(3, Scale::Small, &mut |_, _| {}).unwrap();
+        let a = run(3, Scale::Small, 1, &mut |_, _| {}).unwrap();
+        let b = run(3, Scale::Small, 2, &mut |_, _| {}).unwrap();
         assert_eq!(a, b);
         assert!(a.markdown.contains("| 30-res |"));
         let refused = |label: &str| -> f64 {

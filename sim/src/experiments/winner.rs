@@ -23,6 +23,7 @@
 use super::{secs, Report, Scale};
 use crate::driver::{self, SimConfig, SimJob, SimMachine};
 use crate::error::Result;
+use crate::parallel::map_runs;
 use crate::rng::Rng;
 use crate::svg::Chart;
 use lull_core::sched::{Algorithm, SchedConfig};
@@ -240,30 +241,58 @@ struct Results {
     points: Vec<(f64, [Objectives; 6])>,
 }
 
-fn run_scenario(s: &Scenario, seed: u64, iterations: u64, speeds: &[f64], progress: &mut dyn FnMut()) -> Result<Results> {
-    let mut points = Vec::new();
-    for (pi, &v) in s.values.iter().enumerate() {
-        let sc = s.at(v);
-        let machines = pool(&sc, speeds);
-        let mut acc = [Objectives::default(); 6];
-        for it in 0..iterations {
-            let jobs = sc.mix(seed, it, pi as u64);
-            for (ai, alg) in Algorithm::ALL.iter().enumerate() {
-                let mut cfg = SchedConfig::with_algorithm(*alg);
-                cfg.random_seed = seed ^ (it << 20) ^ pi as u64;
-                let out = driver::run(&machines, &jobs, &SimConfig::new(cfg), &mut |_, _| {})?;
-                if out.completed_share() < 1.0 {
-                    return Err(crate::SimError::Invalid(format!("{}: {alg} left jobs unfinished", s.id)));
+/// One simulation: a scenario's sweep point, a job-mix iteration and an algorithm.
+struct RunSpec {
+    scenario: usize,
+    point: usize,
+    iteration: u64,
+    algorithm: usize,
+}
+
+/// Every scenario's runs on the pool, averaged per point over the iterations in the
+/// order a sequential loop would add them.
+fn run_scenarios(
+    all: &[Scenario],
+    seed: u64,
+    iterations: u64,
+    speeds: &[f64],
+    threads: usize,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Vec<Results>> {
+    let mut specs = Vec::new();
+    for (scenario, s) in all.iter().enumerate() {
+        for point in 0..s.values.len() {
+            for iteration in 0..iterations {
+                for algorithm in 0..Algorithm::ALL.len() {
+                    specs.push(RunSpec { scenario, point, iteration, algorithm });
                 }
-                acc[ai].makespan += out.makespan() / iterations as f64;
-                acc[ai].flowtime += out.avg_flowtime() / iterations as f64;
-                acc[ai].max_wait += out.max_wait() / iterations as f64;
-                progress();
             }
         }
-        points.push((v, acc));
     }
-    Ok(Results { scenario: s.clone(), points })
+    let outs = map_runs(threads, &specs, progress, |r| {
+        let s = &all[r.scenario];
+        let sc = s.at(s.values[r.point]);
+        let jobs = sc.mix(seed, r.iteration, r.point as u64);
+        let alg = Algorithm::ALL[r.algorithm];
+        let mut cfg = SchedConfig::with_algorithm(alg);
+        cfg.random_seed = seed ^ (r.iteration << 20) ^ r.point as u64;
+        let out = driver::run(&pool(&sc, speeds), &jobs, &SimConfig::new(cfg), &mut |_, _| {})?;
+        if out.completed_share() < 1.0 {
+            return Err(crate::SimError::Invalid(format!("{}: {alg} left jobs unfinished", s.id)));
+        }
+        Ok(Objectives { makespan: out.makespan(), flowtime: out.avg_flowtime(), max_wait: out.max_wait() })
+    })?;
+    let mut results: Vec<Results> = all
+        .iter()
+        .map(|s| Results { scenario: s.clone(), points: s.values.iter().map(|&v| (v, [Objectives::default(); 6])).collect() })
+        .collect();
+    for (r, o) in specs.iter().zip(outs) {
+        let acc = &mut results[r.scenario].points[r.point].1[r.algorithm];
+        acc.makespan += o.makespan / iterations as f64;
+        acc.flowtime += o.flowtime / iterations as f64;
+        acc.max_wait += o.max_wait / iterations as f64;
+    }
+    Ok(results)
 }
 
 fn label(a: Algorithm) -> &'static str {
@@ -403,20 +432,12 @@ fn chart(r: &Results, what: &str, f: fn(&Objectives) -> f64) -> Chart {
 }
 
 /// Runs the experiment (see the module doc).
-pub fn run(seed: u64, scale: Scale, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+pub fn run(seed: u64, scale: Scale, threads: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     let iterations: u64 = if scale == Scale::Small { 1 } else { 10 };
     let mut sr = Rng::derive(seed, 22);
     let speeds: Vec<f64> = (0..22).map(|_| (sr.range(0.5, 2.0) * 100.0).round() / 100.0).collect();
     let all = scenarios(scale);
-    let total: u64 = all.iter().map(|s| s.values.len() as u64 * iterations * 6).sum();
-    let mut done = 0u64;
-    let mut results = Vec::new();
-    for s in &all {
-        results.push(run_scenario(s, seed, iterations, &speeds, &mut || {
-            done += 1;
-            progress(done, total);
-        })?);
-    }
+    let results = run_scenarios(&all, seed, iterations, &speeds, threads, progress)?;
 
     let mut md = String::new();
     let _ = writeln!(md, "# `winner` — seed 002's online scheduling comparison on lull-core's scheduler\n");
@@ -486,7 +507,7 @@ mod tests {
     fn small_run_produces_a_report_with_plots_and_is_reproducible() {
         let mut calls = 0u64;
         let mut last = (0, 0);
-        let a = run(3, Scale::Small, &mut |d, t| {
+        let a = run(3, Scale::Small, 1, &mut |d, t| {
             calls += 1;
             last = (d, t);
         })
@@ -499,9 +520,9 @@ mod tests {
             assert_eq!(svg.matches("<polyline").count(), 6);
         }
         assert!(a.markdown.contains("Fig. 8"));
-        let b = run(3, Scale::Small, &mut |_, _| {}).unwrap();
+        let b = run(3, Scale::Small, 2, &mut |_, _| {}).unwrap();
         assert_eq!(a, b);
-        let c = run(4, Scale::Small, &mut |_, _| {}).unwrap();
+        let c = run(4, Scale::Small, 1, &mut |_, _| {}).unwrap();
         assert_ne!(a.markdown, c.markdown);
     }
 
