@@ -32,6 +32,36 @@ pub enum StoreError {
 
 type Result<T> = std::result::Result<T, StoreError>;
 
+/// True when PostgreSQL ended this transaction to break a deadlock (SQLSTATE 40P01) or
+/// for a serialization failure (40001): nothing it did was kept, and running it again is
+/// the remedy PostgreSQL's manual gives. (SQLite, one writer, never says either.)
+pub fn is_transient(e: &StoreError) -> bool {
+    matches!(e, StoreError::Sql(sqlx::Error::Database(d)) if matches!(d.code().as_deref(), Some("40P01" | "40001")))
+}
+
+/// How many times [`retry_transient`] runs a transaction at most.
+const TRANSIENT_TRIES: u32 = 5;
+
+/// Runs `transaction` again, up to [`TRANSIENT_TRIES`] times in all, while PostgreSQL
+/// ends it for a deadlock or a serialization failure ([`is_transient`]); any other
+/// outcome is returned as it is. `transaction` must begin, do and commit its whole work
+/// each time, so a retry redoes all of it. Two statements that lock the same task rows
+/// in different orders (a job's cancel, by rank; a batch of deliveries, by agent) can
+/// deadlock under load (`lull bench recruit-api --db postgres`): without this the loser
+/// answered 503, and a recruit group's release left its job leased in the database.
+pub async fn retry_transient<T, F: std::future::Future<Output = Result<T>>>(mut transaction: impl FnMut() -> F) -> Result<T> {
+    let mut tries = 1;
+    loop {
+        match transaction().await {
+            Err(e) if tries < TRANSIENT_TRIES && is_transient(&e) => {
+                tracing::info!(error = %e, tries, "transaction ended by the database; running it again");
+                tries += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
 /// Unix milliseconds now.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -509,22 +539,25 @@ pub async fn cancel_job(db: &Db, who: &Principal, id: i64) -> Result<bool> {
         Some(s) if *who == Principal::Admin || who.submitter() == s => {}
         _ => return Err(StoreError::NotFound),
     }
-    let now = now_ms();
-    let mut tx = db.pool.begin().await?;
-    let n = sqlx::query("UPDATE jobs SET state = 'cancelled', finished_ms = $2 WHERE id = $1 AND state IN ('queued', 'running')")
-        .bind(id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    if n == 1 {
-        sqlx::query("UPDATE tasks SET state = 'cancelled' WHERE job_id = $1 AND state IN ('queued', 'leased')")
+    retry_transient(|| async {
+        let now = now_ms();
+        let mut tx = db.pool.begin().await?;
+        let n = sqlx::query("UPDATE jobs SET state = 'cancelled', finished_ms = $2 WHERE id = $1 AND state IN ('queued', 'running')")
             .bind(id)
+            .bind(now)
             .execute(&mut *tx)
-            .await?;
-    }
-    tx.commit().await?;
-    Ok(n == 1)
+            .await?
+            .rows_affected();
+        if n == 1 {
+            sqlx::query("UPDATE tasks SET state = 'cancelled' WHERE job_id = $1 AND state IN ('queued', 'leased')")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(n == 1)
+    })
+    .await
 }
 
 async fn task_row(db: &Db, job_id: i64, rank: i64) -> Result<AnyRow> {

@@ -11,6 +11,7 @@ use coordinator::auth::Principal;
 use coordinator::model::{CreateJoinToken, EnrolRequest, SubmitJob};
 use coordinator::scheduling::sql::{self, Planned};
 use coordinator::{store, Db};
+use sqlx::Row;
 
 async fn agent(db: &Db, machine: &str) -> String {
     let token = store::create_join_token(db, &CreateJoinToken { uses: Some(1), ttl_s: Some(60) }).await.unwrap();
@@ -121,4 +122,39 @@ async fn leasing_a_chunk_of_tasks_looks_each_up_by_its_key_on_sqlite() {
         assert!(first < then, "{members} members: the members must drive the join:\n{plan}");
     }
     db.close().await;
+}
+
+/// A cancel that PostgreSQL ends to break a deadlock is run again, not answered 503:
+/// another transaction holds a gang's rank 1 while the cancel, having locked rank 0,
+/// waits for it; then that transaction asks for rank 0. The cancel, waiting longer, is
+/// the one PostgreSQL ends (its deadlock check runs first); run again once the other
+/// committed, it cancels the whole job. The deadlock is the one `lull bench recruit-api
+/// --db postgres` met between a recruit group's release and a batch of deliveries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_ended_by_a_deadlock_is_run_again_on_postgres() {
+    let Some(t) = fresh_db(Backend::Postgres).await else { return };
+    let db = Db::connect(&t.url).await.unwrap();
+    let (a, b) = (agent(&db, "a").await, agent(&db, "b").await);
+    let gang = submit(&db, 2).await;
+    assert!(sql::assign(&db, &[plan(gang, &[&a, &b])], 10_000).await.unwrap().is_empty());
+
+    let mut other = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT rank FROM tasks WHERE job_id = $1 AND rank = 1 FOR UPDATE").bind(gang).fetch_all(&mut *other).await.unwrap();
+    let cancel = tokio::spawn({
+        let db = db.clone();
+        async move { store::cancel_job(&db, &Principal::Admin, gang).await }
+    });
+    // Until the cancel waits for rank 1's lock.
+    let waiting = "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sqlx::query(waiting).fetch_one(&db.pool).await.unwrap().get::<i64, _>("n") == 0 {
+        assert!(std::time::Instant::now() < deadline, "the cancel never waited for the lock");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Rank 0 now: a deadlock, which PostgreSQL breaks by ending the cancel's transaction.
+    sqlx::query("UPDATE tasks SET lease_delivered = 1 WHERE job_id = $1 AND rank = 0").bind(gang).execute(&mut *other).await.unwrap();
+    other.commit().await.unwrap();
+
+    assert!(cancel.await.unwrap().expect("the cancel, run again after the deadlock, succeeds"), "it cancelled the job");
+    assert_eq!(states(&db, gang).await, ("cancelled".into(), vec![("cancelled".into(), Some(a)), ("cancelled".into(), Some(b))]));
 }

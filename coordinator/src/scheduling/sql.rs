@@ -396,6 +396,12 @@ pub async fn take_deliveries(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Re
     if asks.is_empty() {
         return Ok((Vec::new(), HashSet::new()));
     }
+    // A deadlock with a cancel (which locks a job's rows by rank) is run again.
+    crate::store::retry_transient(|| take_deliveries_once(db, asks, ttl_ms)).await
+}
+
+/// One try of [`take_deliveries`], in one transaction.
+async fn take_deliveries_once(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Result<(Vec<(String, Lease)>, HashSet<String>)> {
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
     let mut taken: Vec<(String, i64, i64, i64)> = Vec::new();
