@@ -182,7 +182,7 @@ impl CoordinatorClient {
 
     /// Asks for work, waiting up to `wait` (long-poll); `None` when there is none.
     pub async fn lease(&self, free_mem_bytes: u64, wait: Duration) -> Result<Option<Lease>> {
-        let req = LeaseRequest { free_mem_bytes, wait_ms: wait.as_millis().min(30_000) as u32 };
+        let req = LeaseRequest { free_mem_bytes, wait_ms: wait.as_millis().min(lull_protocol::MAX_LEASE_WAIT_MS as u128) as u32 };
         let r = self.post("/api/v1/lease").json(&req).send().await?;
         if r.status() == reqwest::StatusCode::NO_CONTENT {
             return Ok(None);
@@ -448,8 +448,25 @@ pub fn guest_output(workdir: &Path) -> Output {
     Output { stdout, stderr, stdout_bytes, stderr_bytes }
 }
 
-/// How long one lease request waits for work.
-const LEASE_WAIT: Duration = Duration::from_secs(20);
+/// How long one lease request waits for work, on average: each poll waits a random
+/// time within a quarter of this either side ([`lease_wait`]).
+pub const LEASE_WAIT: Duration = Duration::from_secs(20);
+
+/// How long one lease poll waits, given a random number `r`: spread evenly over
+/// 15–25 s (`LEASE_WAIT` ± 25 %). Polls opened together (every agent reconnecting after
+/// the coordinator restarted, or a pool enrolled at once) would otherwise end and reopen
+/// together every round, a wave of N requests within a second or two; a wave that meets
+/// the coordinator's credential cache expiring (30 s after the agents' first calls) looks
+/// every agent's secret up in the database at once. Fixed 30-s polls at 10,000 agents on
+/// PostgreSQL did that, and the recruit p99 was 2.7–3.8 ms instead of 1.2–1.5 ms
+/// (`lull bench recruit-api --poll-wait-ms 30000`, docs/BENCHMARKS.md). Spread, the
+/// polls part after one round. The mean, and so the polls per second, stays that of the
+/// fixed 20-s wait this replaces.
+pub fn lease_wait(r: u64) -> Duration {
+    let mean = LEASE_WAIT.as_millis() as u64;
+    let spread = mean / 2;
+    Duration::from_millis(mean - spread / 2 + r % (spread + 1))
+}
 /// How often a running task's lease is renewed (the coordinator's default TTL is 60 s),
 /// which is also how soon a cancel reaches the guest and how often a changed checkpoint
 /// is uploaded. `LULL_PROGRESS_MS` (200 to 30,000) overrides it, for tests.
@@ -537,7 +554,9 @@ async fn run_jobs(
         if accepting.wait_for(|wanted| *wanted).await.is_err() {
             return;
         }
-        match client.lease(free_memory(), LEASE_WAIT).await {
+        // Without the OS's random source the poll keeps the mean wait: unspread, not wrong.
+        let wait = getrandom::u64().map_or(LEASE_WAIT, lease_wait);
+        match client.lease(free_memory(), wait).await {
             Ok(None) => backoff = Duration::from_secs(1),
             Ok(Some(task)) => {
                 backoff = Duration::from_secs(1);
@@ -996,6 +1015,23 @@ pub async fn run_link(
 mod tests {
     use super::*;
     use crate::guest::{GuestMemoryReading, GuestsMemory};
+
+    #[test]
+    fn lease_polls_wait_15_to_25_s_spread_evenly_and_within_the_coordinators_limit() {
+        let waits: Vec<u64> =
+            (0..10_000u64).map(|i| lease_wait(i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17)).as_millis() as u64).collect();
+        assert_eq!((lease_wait(0), lease_wait(10_000)), (Duration::from_secs(15), Duration::from_secs(25)));
+        assert!(waits.iter().all(|w| (15_000..=25_000).contains(w)), "outside 15–25 s");
+        assert!(*waits.iter().max().unwrap() <= lull_protocol::MAX_LEASE_WAIT_MS as u64);
+        // Evenly: each 2.5-s quarter of the range holds about a quarter of the polls, and
+        // the mean is the fixed wait it replaces (so the rate of polls is unchanged).
+        for q in 0..4u64 {
+            let n = waits.iter().filter(|w| (*w - 15_000) * 4 / 10_001 == q).count();
+            assert!((2_200..=2_800).contains(&n), "quarter {q} holds {n} of 10,000");
+        }
+        let mean = waits.iter().sum::<u64>() as f64 / waits.len() as f64;
+        assert!((mean - LEASE_WAIT.as_millis() as f64).abs() < 200.0, "mean {mean} ms");
+    }
 
     #[test]
     fn the_memory_report_names_tasks_and_turns_counters_into_rates() {

@@ -3,8 +3,10 @@
 //! a real `lull coordinator serve` process (SQLite file or a fresh PostgreSQL database).
 //!
 //! N simulated agents are enrolled. Each holds one keep-alive loopback connection with a
-//! long poll open (`POST /api/v1/lease`, `wait_ms` 30 s; a lease received is dropped and
-//! the next poll opens at once), as a real agent does while it wants work. Their
+//! long poll open (`POST /api/v1/lease`, `wait_ms` 15–25 s at random as a real agent picks
+//! it, `agent_core::coordinator_client::lease_wait`; a lease received is dropped and the
+//! next poll opens at once), as a real agent does while it wants work. All polls open
+//! together at the start, as after a coordinator restart. Their
 //! heartbeats, with ten owner-load readings of a second each, come over separate
 //! keep-alive connections at the rate agents send them (N per heartbeat interval, 10 s):
 //! 90 % of the machines report an idle owner (0–5 % CPU), 10 % a busy one (40–90 %).
@@ -41,6 +43,11 @@ pub struct RecruitApiArgs {
     /// Heartbeat interval the agents keep, seconds (each agent sends one per interval).
     #[arg(long, default_value_t = 10)]
     pub heartbeat_s: u64,
+    /// Every long poll waits exactly this long, ms (at most 30000), instead of a random
+    /// 15–25 s as agents do: polls opened together then end and reopen together, the
+    /// wave agents made before they spread their waits. For comparison.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=lull_protocol::MAX_LEASE_WAIT_MS as i64))]
+    pub poll_wait_ms: Option<u32>,
     #[command(flatten)]
     pub db: BenchDb,
     /// Print the result as JSON.
@@ -65,10 +72,17 @@ fn heartbeat(i: usize, round: u64) -> String {
 }
 
 /// One simulated agent's long polls, forever.
-async fn poller(addr: String, secret: String) -> Result<()> {
+async fn poller(addr: String, secret: String, fixed_wait_ms: Option<u32>) -> Result<()> {
     let mut http = Http::connect(&addr).await?;
-    let poll = post(&addr, "/api/v1/lease", &secret, r#"{"free_mem_bytes":8589934592,"wait_ms":30000}"#);
+    // Each poll waits as a real agent's does (`lease_wait`: 15–25 s, at random), from a
+    // xorshift seeded by the agent's secret, so runs differ only by timing.
+    let mut x: u64 = secret.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)) | 1;
     loop {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let wait = fixed_wait_ms.map_or_else(|| agent_core::coordinator_client::lease_wait(x).as_millis(), u128::from);
+        let poll = post(&addr, "/api/v1/lease", &secret, &format!(r#"{{"free_mem_bytes":8589934592,"wait_ms":{wait}}}"#));
         let (status, _) = http.call(&poll).await?;
         if status != 200 && status != 204 {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -200,7 +214,7 @@ pub fn run(a: RecruitApiArgs) -> Result<()> {
         let bad = Arc::new(AtomicU64::new(0));
         let mut polls = tokio::task::JoinSet::new();
         for s in &secrets {
-            polls.spawn(poller(addr.clone(), s.clone()));
+            polls.spawn(poller(addr.clone(), s.clone(), a.poll_wait_ms));
         }
         let mut beats = tokio::task::JoinSet::new();
         let indexed: Vec<(usize, String)> = secrets.iter().cloned().enumerate().collect();
@@ -251,6 +265,7 @@ pub fn run(a: RecruitApiArgs) -> Result<()> {
         "requests": answers.len(),
         "k": a.k,
         "seconds": a.seconds,
+        "poll_wait_ms": a.poll_wait_ms.map_or_else(|| serde_json::json!("15000-25000 (the agent's spread)"), |w| serde_json::json!(w)),
         "heartbeats_per_s": a.agents as f64 / a.heartbeat_s.max(1) as f64,
         "p50_ms": pct(&lat, 0.5),
         "p99_ms": pct(&lat, 0.99),
@@ -281,6 +296,10 @@ pub fn run(a: RecruitApiArgs) -> Result<()> {
             pct(&lat, 1.0)
         );
         outln!("  decision inside the coordinator:  p50 {:.3} ms · p99 {:.3} ms", pct(&decided, 0.5), pct(&decided, 0.99));
+        match a.poll_wait_ms {
+            Some(w) => outln!("  long polls: every one waits {w} ms (fixed)"),
+            None => outln!("  long polls: each waits 15–25 s at random, as agents do"),
+        }
         outln!("  grants short of k: {short} · heartbeats not 200: {bad} · coordinator CPU {cores:.2} cores · goal: p99 ≤ 2 ms");
     }
     if short > 0 {

@@ -445,8 +445,8 @@ async fn predictions(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Js
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn lease(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<LeaseRequest>) -> ApiResult<Response> {
     let agent = need_agent(&p)?.to_string();
-    if req.wait_ms > 30_000 {
-        return Err(ApiError(StatusCode::BAD_REQUEST, "wait_ms must be at most 30000".into()));
+    if req.wait_ms > lull_protocol::MAX_LEASE_WAIT_MS {
+        return Err(ApiError(StatusCode::BAD_REQUEST, format!("wait_ms must be at most {}", lull_protocol::MAX_LEASE_WAIT_MS)));
     }
     let deadline = tokio::time::Instant::now() + Duration::from_millis(req.wait_ms as u64);
     let mut shutdown = app.shutdown.clone();

@@ -189,10 +189,13 @@ pub struct HeartbeatAck {
 pub struct LeaseRequest {
     /// Free memory for guests, in bytes: only jobs that fit are leased.
     pub free_mem_bytes: u64,
-    /// Long-poll: wait up to this long for work (at most 30000).
+    /// Long-poll: wait up to this long for work (at most [`MAX_LEASE_WAIT_MS`]).
     #[serde(default)]
     pub wait_ms: u32,
 }
+
+/// The longest a lease long poll may wait; the coordinator refuses more with a 400.
+pub const MAX_LEASE_WAIT_MS: u32 = 30_000;
 
 /// Work leased to an agent until `expires_ms` (renewed by progress reports).
 #[derive(Clone, Debug, Serialize, Deserialize)]
