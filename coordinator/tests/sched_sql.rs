@@ -1,7 +1,8 @@
 //! The scheduler's batched writes on both databases: `assign` writes a whole pass with
 //! multi-row statements and falls back to job-by-job savepoints when a task is no longer
 //! queued (only that job is left untouched); `take_deliveries` hands each waiting lease to
-//! at most one poll, several to one agent when it asks for several, lowest job first.
+//! at most one poll, several to one agent when it asks for several, lowest job first; a
+//! cancel that PostgreSQL ends to break a deadlock is run again.
 
 #[macro_use]
 mod common;
