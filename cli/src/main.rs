@@ -46,7 +46,7 @@ enum Cmd {
     Resume(owner_cmd::JsonFlag),
     /// Offer this machine now, skipping the idle wait: for a time (2h, 90m) or until-return.
     Donate(owner_cmd::DonateArgs),
-    /// Set the daily interruption limit.
+    /// Show or set your limits: daily interruptions and lending while light (no options: show them).
     Limits(owner_cmd::LimitsArgs),
     /// Run one guest job under the policy, without a coordinator: `lull run [--now] -- CMD ARGS…`.
     Run(run_cmd::RunArgs),

@@ -193,9 +193,42 @@ pub fn donate(a: DonateArgs) -> Result<()> {
     print_status(ask(Request::Donate { span: a.span })?, a.json.json)
 }
 
+/// `lull limits` with nothing to set: the limits in force and today's use of them.
+fn show_limits(json: bool) -> Result<()> {
+    let Response::Config { config } = ask(Request::GetConfig)? else {
+        bail!("the agent answered with something other than its configuration")
+    };
+    let Response::Status(s) = ask(Request::Status)? else { bail!("the agent answered with something other than a status") };
+    let (av, p) = (&config.availability, &s.policy);
+    let light_cpu_pct = (av.light_cpu_max * 100.0).round() as u64;
+    if json {
+        let limits = serde_json::json!({
+            "interruptions_per_day": p.interruption_limit,
+            "interruptions_today": p.interruptions_today,
+            "lend_while_light": av.lend_while_light,
+            "light_cpu_pct": light_cpu_pct,
+            "light_for_s": av.light_for_s,
+        });
+        outln!("{}", serde_json::to_string_pretty(&limits).context("limits as JSON")?);
+        return Ok(());
+    }
+    outln!("Interruptions:     at most {} a day · {} used today ({})", p.interruption_limit, p.interruptions_today, p.budget_day);
+    outln!(
+        "Lend while light:  {} · light = your CPU under {light_cpu_pct} % for {}",
+        if av.lend_while_light { "on" } else { "off" },
+        human(av.light_for_s)
+    );
+    outln!(
+        "Change with:       lull limits --interruptions N (0–20) · --lend-while-light on|off · --light-cpu PERCENT · --light-for DURATION"
+    );
+    Ok(())
+}
+
+/// `lull limits`: sets what is given (the agent validates and keeps it), then prints the
+/// status; with nothing given, shows the limits.
 pub fn limits(a: LimitsArgs) -> Result<()> {
     if a.interruptions.is_none() && a.lend_while_light.is_none() && a.light_cpu.is_none() && a.light_for.is_none() {
-        bail!("nothing to set: give --interruptions N (0–20), --lend-while-light on|off, --light-cpu PERCENT or --light-for DURATION");
+        return show_limits(a.json.json);
     }
     if a.lend_while_light.is_some() || a.light_cpu.is_some() || a.light_for.is_some() {
         // The agent validates and writes only the changed fields into the owner's file.

@@ -60,6 +60,17 @@ fn limits_are_persisted_and_bad_values_refused() {
     a.kill9();
     a.start();
     assert_eq!(a.status().policy.interruption_limit, 3, "limit survives a restart via the config file");
+    // With nothing to set, `lull limits` shows them (and changes nothing).
+    let out = a.lull(&["limits"]).output().expect("lull limits");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("at most 3 a day") && text.contains("Lend while light:  off"), "{text}");
+    let out = a.lull(&["limits", "--json"]).output().expect("lull limits --json");
+    let l: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        (l["interruptions_per_day"].as_u64(), l["interruptions_today"].as_u64(), l["lend_while_light"].as_bool()),
+        (Some(3), Some(0), Some(false)),
+        "{l}"
+    );
     // 21 and 99999999999 are one mistake: one error, one exit code, the agent unchanged.
     let mut seen = Vec::new();
     for v in ["21", "99999999999"] {
