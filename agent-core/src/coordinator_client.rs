@@ -467,6 +467,12 @@ pub fn lease_wait(r: u64) -> Duration {
     let spread = mean / 2;
     Duration::from_millis(mean - spread / 2 + r % (spread + 1))
 }
+
+/// [`lease_wait`] drawn from the OS's random source: how long the next poll waits.
+/// Without that source the poll keeps the mean wait: unspread, not wrong.
+pub fn next_lease_wait() -> Duration {
+    getrandom::u64().map_or(LEASE_WAIT, lease_wait)
+}
 /// How often a running task's lease is renewed (the coordinator's default TTL is 60 s),
 /// which is also how soon a cancel reaches the guest and how often a changed checkpoint
 /// is uploaded. `LULL_PROGRESS_MS` (200 to 30,000) overrides it, for tests.
@@ -554,9 +560,7 @@ async fn run_jobs(
         if accepting.wait_for(|wanted| *wanted).await.is_err() {
             return;
         }
-        // Without the OS's random source the poll keeps the mean wait: unspread, not wrong.
-        let wait = getrandom::u64().map_or(LEASE_WAIT, lease_wait);
-        match client.lease(free_memory(), wait).await {
+        match client.lease(free_memory(), next_lease_wait()).await {
             Ok(None) => backoff = Duration::from_secs(1),
             Ok(Some(task)) => {
                 backoff = Duration::from_secs(1);

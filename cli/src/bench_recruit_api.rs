@@ -4,7 +4,7 @@
 //!
 //! N simulated agents are enrolled. Each holds one keep-alive loopback connection with a
 //! long poll open (`POST /api/v1/lease`, `wait_ms` 15–25 s at random as a real agent picks
-//! it, `agent_core::coordinator_client::lease_wait`; a lease received is dropped and the
+//! it, `agent_core::coordinator_client::next_lease_wait`; a lease received is dropped and the
 //! next poll opens at once), as a real agent does while it wants work. All polls open
 //! together at the start, as after a coordinator restart. Their
 //! heartbeats, with ten owner-load readings of a second each, come over separate
@@ -74,14 +74,9 @@ fn heartbeat(i: usize, round: u64) -> String {
 /// One simulated agent's long polls, forever.
 async fn poller(addr: String, secret: String, fixed_wait_ms: Option<u32>) -> Result<()> {
     let mut http = Http::connect(&addr).await?;
-    // Each poll waits as a real agent's does (`lease_wait`: 15–25 s, at random), from a
-    // xorshift seeded by the agent's secret, so runs differ only by timing.
-    let mut x: u64 = secret.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)) | 1;
     loop {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let wait = fixed_wait_ms.map_or_else(|| agent_core::coordinator_client::lease_wait(x).as_millis(), u128::from);
+        // Each poll waits as a real agent's does (15–25 s, at random), unless fixed.
+        let wait = fixed_wait_ms.map_or_else(|| agent_core::coordinator_client::next_lease_wait().as_millis(), u128::from);
         let poll = post(&addr, "/api/v1/lease", &secret, &format!(r#"{{"free_mem_bytes":8589934592,"wait_ms":{wait}}}"#));
         let (status, _) = http.call(&poll).await?;
         if status != 200 && status != 204 {

@@ -35,7 +35,7 @@ type Result<T> = std::result::Result<T, StoreError>;
 /// True when PostgreSQL ended this transaction to break a deadlock (SQLSTATE 40P01) or
 /// for a serialization failure (40001): nothing it did was kept, and running it again is
 /// the remedy PostgreSQL's manual gives. (SQLite, one writer, never says either.)
-pub fn is_transient(e: &StoreError) -> bool {
+fn is_transient(e: &StoreError) -> bool {
     matches!(e, StoreError::Sql(sqlx::Error::Database(d)) if matches!(d.code().as_deref(), Some("40P01" | "40001")))
 }
 
@@ -277,21 +277,14 @@ pub fn check_job(req: &SubmitJob) -> Result<(String, i64, u32)> {
 
 /// Submits a job: one row for the job, one task per machine.
 pub async fn submit(db: &Db, who: &Principal, req: &SubmitJob) -> Result<Job> {
-    let id = insert_job(db, who, req).await?;
-    get_job(db, who, id).await
-}
-
-/// Writes a job and its tasks (one row per machine) in one transaction of two statements,
-/// and returns its id: [`submit`] without reading the job back, for callers that need only
-/// the id (a recruit group's job).
-pub async fn insert_job(db: &Db, who: &Principal, req: &SubmitJob) -> Result<i64> {
     let mut tx = db.pool.begin().await?;
     let id = insert_job_in(&mut tx, who, req).await?;
     tx.commit().await?;
-    Ok(id)
+    get_job(db, who, id).await
 }
 
-/// [`insert_job`] inside the caller's transaction.
+/// Writes a job and its tasks (one row per machine, two statements) inside the caller's
+/// transaction, and returns its id.
 pub(crate) async fn insert_job_in(tx: &mut sqlx::AnyConnection, who: &Principal, req: &SubmitJob) -> Result<i64> {
     let (program, mem, max_retries) = check_job(req)?;
     let spec = JobSpec { command: req.command.clone(), args: req.args.clone(), env: req.env.clone(), inputs: req.inputs.clone() };
@@ -372,8 +365,7 @@ pub async fn get_job(db: &Db, who: &Principal, id: i64) -> Result<Job> {
     let row =
         sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1"))).bind(id).fetch_optional(&db.pool).await?;
     let row = row.ok_or(StoreError::NotFound)?;
-    let submitter: String = col(&row, "submitter")?;
-    if *who != Principal::Admin && who.submitter() != submitter {
+    if !may_see_job(who, &col::<String>(&row, "submitter")?) {
         return Err(StoreError::NotFound);
     }
     let tasks = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLS} FROM tasks WHERE job_id = $1 ORDER BY rank")))
@@ -386,6 +378,11 @@ pub async fn get_job(db: &Db, who: &Principal, id: i64) -> Result<Job> {
     let mut job = job_of(&row, tasks)?;
     job.placement = placement(db, id, job.finished_ms).await?;
     Ok(job)
+}
+
+/// Whether `who` may see (and cancel) a job its `submitter` submitted: the admin any.
+fn may_see_job(who: &Principal, submitter: &str) -> bool {
+    *who == Principal::Admin || who.submitter() == submitter
 }
 
 /// A job's latest placement, if the scheduler placed it.
@@ -419,10 +416,7 @@ async fn placement(db: &Db, id: i64, finished_ms: Option<i64>) -> Result<Option<
 async fn machine_names(db: &Db, agents: &[String]) -> Result<Vec<String>> {
     let mut names: std::collections::HashMap<String, String> = std::collections::HashMap::with_capacity(agents.len());
     for chunk in agents.chunks(rows_per_statement(db, agents.len().max(1), 1)) {
-        let sql = format!(
-            "SELECT id, name FROM agents WHERE id IN ({})",
-            (1..=chunk.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
-        );
+        let sql = format!("SELECT id, name FROM agents WHERE id IN ({})", id_list(chunk.len()));
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for a in chunk {
             q = q.bind(a.clone());
@@ -535,9 +529,8 @@ pub async fn cancel_job(db: &Db, who: &Principal, id: i64) -> Result<bool> {
         .await?
         .map(|r| col(&r, "submitter"))
         .transpose()?;
-    match submitter {
-        Some(s) if *who == Principal::Admin || who.submitter() == s => {}
-        _ => return Err(StoreError::NotFound),
+    if !submitter.is_some_and(|s| may_see_job(who, &s)) {
+        return Err(StoreError::NotFound);
     }
     retry_transient(|| async {
         let now = now_ms();
@@ -1106,6 +1099,11 @@ pub(crate) fn rows_per_statement(db: &Db, rows: usize, cols: usize) -> usize {
         crate::db::Dialect::Postgres => rows,
         crate::db::Dialect::Sqlite => (SQLITE_PARAMS_PER_STATEMENT / cols.max(1)).clamp(1, rows),
     }
+}
+
+/// `$1, $2, …, $n`.
+pub(crate) fn id_list(n: usize) -> String {
+    (1..=n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
 /// `($1, $2, …), ($9, …)`: `rows` tuples of `cols` numbered placeholders.

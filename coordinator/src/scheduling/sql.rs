@@ -5,7 +5,7 @@
 use crate::auth::Principal;
 use crate::db::{col, Db, Dialect};
 use crate::model::{JobSpec, Lease, SubmitJob};
-use crate::store::{now_ms, StoreError};
+use crate::store::{id_list, now_ms, StoreError};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 use std::collections::{HashMap, HashSet};
@@ -45,11 +45,6 @@ impl JobRow {
 
 /// Ids (or agents) one statement names at most.
 const IN_CHUNK: usize = 400;
-
-/// `$1, $2, …, $n`.
-fn id_list(n: usize) -> String {
-    (1..=n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
-}
 
 const JOB_COLS: &str = "id, program, state, mem_bytes, checkpointable, estimate_s, created_ms, halted_ms";
 
