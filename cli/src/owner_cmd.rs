@@ -88,11 +88,24 @@ fn print_status(resp: Response, json: bool) -> Result<()> {
     Ok(())
 }
 
+/// Why the machine is not available, in the owner's words: their own input, or what
+/// else keeps it busy (never "you" for CPU or memory the owner may not have caused).
+fn busy_words(p: &agent_core::policy::PolicyStatus) -> String {
+    use agent_core::policy::ReturnCause;
+    match p.busy {
+        Some(ReturnCause::OwnerCpu) => format!("busy: CPU {:.0} % (not your input)", p.owner_cpu * 100.0),
+        Some(ReturnCause::OwnerMemory) => "busy: memory use is growing (not your input)".to_string(),
+        Some(ReturnCause::Inhibitor) => "you are present: a program holds an idle inhibitor (a call, a video)".to_string(),
+        Some(ReturnCause::ExclusiveProgram) => "busy: an exclusive program runs".to_string(),
+        _ => "owner active (you are using this machine)".to_string(),
+    }
+}
+
 /// The human-readable status.
 pub fn describe(s: &AgentStatus) -> String {
     let p = &s.policy;
     let state = match p.state {
-        StateKind::OwnerActive => "owner active (you are using this machine)".to_string(),
+        StateKind::OwnerActive => busy_words(p),
         StateKind::Idle => format!("idle for {} (guest work may start after {})", human(p.idle_for_s), human(p.recruitment_threshold_s)),
         StateKind::Recruitable => format!("idle for {}: ready for guest work", human(p.idle_for_s)),
         StateKind::Donating if p.donate_now => "donating (you offered this machine now)".to_string(),
@@ -100,7 +113,7 @@ pub fn describe(s: &AgentStatus) -> String {
         StateKind::Lingering => {
             format!("lingering: guest work runs at lowest priority (your CPU h = {:.0} %)", p.owner_utilisation_h * 100.0)
         }
-        StateKind::Evicting => "evicting: guest work is being stopped because you are back".to_string(),
+        StateKind::Evicting => format!("evicting: guest work is being stopped ({})", p.reason),
         StateKind::LendingLight => format!(
             "lending while light: you are here but your CPU has stayed below the light limit for {}; guest work runs at lowest priority",
             human(p.light_for_s)

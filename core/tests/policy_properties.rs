@@ -1,8 +1,12 @@
 //! Property tests of the social contract: for any sequence of input, samples, guest
-//! activity, owner commands, clock steps and restarts over any number of days, no local
-//! day has more interruptions counted than the limit in force, numbers never repeat, and
-//! time under "Donate now" never counts, nor does making way for an exclusive program
-//! (`rules.exclusive_programs`). Every interruption counted for guest work comes with
+//! activity, owner commands, settings changes, clock steps and restarts over any number
+//! of days, no local day has more interruptions counted than the limit in force, numbers
+//! never repeat, and time under "Donate now" never counts, nor does making way for an
+//! exclusive program (`rules.exclusive_programs`). The contract charges only the pool:
+//! the owner's own acts (pause, resume, a new or ended offer, a new limit, a settings
+//! change) never count, and one return of the owner counts at most once, whatever the
+//! eviction mode does afterwards (freeze, thaw to linger, evict): a second count needs
+//! guest work recruited again in between. Every interruption counted for guest work comes with
 //! the directive that stops it (freeze or evict): lending while light counts only what
 //! the owner's activity stops. And a driver that sleeps until `Policy::next_deadline`
 //! between events misses nothing a 1-ms ticker would have seen. Each property runs with
@@ -11,7 +15,7 @@
 use chrono::{Duration as CDuration, TimeZone, Utc};
 use lull_core::clock::{MonoMs, Now};
 use lull_core::policy::config::{EvictionMode, PolicyConfig as Config};
-use lull_core::policy::{Action, Command, DonateSpan, Event, GuestDirective, PauseSpan, Policy, PoolView, ReturnCause, Saved};
+use lull_core::policy::{Action, Command, DonateSpan, Event, GuestDirective, PauseSpan, Policy, PoolView, ReturnCause, Saved, StateKind};
 use lull_core::sample::{InputEvent, InputSignal, Sample};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -34,11 +38,23 @@ enum Step {
     SetLimit(u8),
     /// The owner turns lend-while-light on or off.
     Lend(bool),
+    /// The owner changes the availability definition: the owner-CPU limit (percent) and
+    /// the recruitment threshold (seconds).
+    Settings {
+        cpu_max: u8,
+        threshold_s: u16,
+    },
     /// The driver says whether the guest work is a pool's, which decides its migration
     /// (`PoolView::pool_decides`: Linger-Longer then lingers past `T_lingr`).
     PoolDecides(bool),
     WallClockJump(i32),
     Restart,
+}
+
+/// Which steps are the owner changing their settings (the driver then feeds a Tick).
+enum StepKind {
+    Settings,
+    Other,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -54,6 +70,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => proptest::option::of(1u16..7200).prop_map(Step::Donate),
         1 => (0u8..8).prop_map(Step::SetLimit),
         1 => any::<bool>().prop_map(Step::Lend),
+        1 => (1u8..60, 0u16..400).prop_map(|(cpu_max, threshold_s)| Step::Settings { cpu_max, threshold_s }),
         1 => any::<bool>().prop_map(Step::PoolDecides),
         1 => (-10_800i32..10_800).prop_map(Step::WallClockJump),
         1 => Just(Step::Restart),
@@ -115,12 +132,30 @@ fn run_probed(
     let mut ledger: BTreeMap<chrono::NaiveDate, u32> = BTreeMap::new();
     let mut saved = Saved::default();
     let mut policy = Policy::new(cfg.clone(), now_at(mono, skew), saved.clone(), 0, "b");
+    // Guest work was recruited (or lent) since the last interruption counted: a new
+    // return may count. Every count before the first needs one too.
+    let mut recruited_since_count = false;
     for ((dt_ms, st), gap) in steps.into_iter().zip(gaps) {
         mono += dt_ms as u64;
+        let st_kind = if matches!(st, Step::Settings { .. } | Step::Lend(_)) { StepKind::Settings } else { StepKind::Other };
+        // A driver wakes at every deadline, so by the time the owner acts, whatever time
+        // alone decided (a linger time, an offer's end) has been handled: tick first, so
+        // that what the act's own evaluation does is the act's alone.
+        let mut batches = Vec::new();
+        if matches!(st, Step::Pause(_) | Step::Resume | Step::Donate(_) | Step::SetLimit(_) | Step::Lend(_) | Step::Settings { .. }) {
+            let now = now_at(mono, skew);
+            let actions = policy.handle(now, Event::Tick);
+            batches.push((actions, false, false));
+        }
         let now = now_at(mono, skew);
         let before = policy.status(now);
         let donate_active = before.donate_now && before.donate_for_s.is_none_or(|s| s > 0);
         let exclusive_before = before.exclusive_program.is_some();
+        // Lent anew: guest work starts while the owner is light. Lent work that lingers
+        // and becomes light again is the same lending, counted once.
+        if matches!(st, Step::Guests(true)) && !before.guests_present && before.state == StateKind::LendingLight {
+            recruited_since_count = true;
+        }
         let event = match st {
             Step::Sample { cpu, mem_mib, exclusive } => Event::Sample(Sample {
                 at: now.mono,
@@ -156,6 +191,13 @@ fn run_probed(
                 policy.set_config(c);
                 Event::Tick
             }
+            Step::Settings { cpu_max, threshold_s } => {
+                let mut c = policy.config().clone();
+                c.availability.owner_cpu_max = cpu_max as f64 / 100.0;
+                c.availability.recruitment_threshold_s = threshold_s as u64;
+                policy.set_config(c);
+                Event::Tick
+            }
             Step::PoolDecides(on) => {
                 policy.set_pool_view(PoolView { pool_decides: on, ..PoolView::default() });
                 Event::Tick
@@ -175,33 +217,53 @@ fn run_probed(
                 Event::Tick
             }
         };
-        let is_command = matches!(event, Event::Command(_));
+        // The owner's own act: a command, or the Tick a driver feeds after a new configuration.
+        let owner_act = matches!(event, Event::Command(_)) || matches!(st_kind, StepKind::Settings);
         let exclusive_now = matches!(&event, Event::Sample(s) if s.exclusive_program.is_some());
         let now = now_at(mono, skew);
         let actions = policy.handle(now, event);
-        let stopped = actions.iter().any(|a| matches!(a, Action::Directive(GuestDirective::Freeze | GuestDirective::Evict)));
-        for a in actions {
-            match a {
-                Action::InterruptionCounted(i) => {
-                    prop_assert!(
-                        i.cause == ReturnCause::AfterGuest || stopped,
-                        "an interruption was counted for guest work that was not stopped (state before {:?}): {:?}",
-                        before.state,
-                        i
-                    );
-                    let n = ledger.entry(i.day).or_default();
-                    *n += 1;
-                    prop_assert_eq!(*n, i.number, "numbers are consecutive per day, never repeated");
-                    prop_assert!(i.number <= i.limit, "day {} got interruption {} over limit {}", i.day, i.number, i.limit);
-                    if fixed_limit {
-                        prop_assert!(*n <= limit, "day {} has {} > {}", i.day, n, limit);
+        batches.push((actions, owner_act, exclusive_now));
+        for (actions, owner_act, exclusive_now) in batches {
+            let stopped = actions.iter().any(|a| matches!(a, Action::Directive(GuestDirective::Freeze | GuestDirective::Evict)));
+            for a in actions {
+                match a {
+                    Action::InterruptionCounted(i) => {
+                        prop_assert!(
+                            i.cause == ReturnCause::AfterGuest || stopped,
+                            "an interruption was counted for guest work that was not stopped (state before {:?}): {:?}",
+                            before.state,
+                            i
+                        );
+                        let n = ledger.entry(i.day).or_default();
+                        *n += 1;
+                        prop_assert_eq!(*n, i.number, "numbers are consecutive per day, never repeated");
+                        prop_assert!(i.number <= i.limit, "day {} got interruption {} over limit {}", i.day, i.number, i.limit);
+                        if fixed_limit {
+                            prop_assert!(*n <= limit, "day {} has {} > {}", i.day, n, limit);
+                        }
+                        prop_assert!(!donate_active, "an interruption was counted during donate-now");
+                        prop_assert!(
+                            !owner_act,
+                            "the owner's own act was counted as an interruption (state before {:?}): {:?}",
+                            before.state,
+                            i
+                        );
+                        prop_assert!(
+                            recruited_since_count,
+                            "a second interruption for one return (no guest work recruited since the last count; state before {:?}): {:?}",
+                            before.state,
+                            i
+                        );
+                        recruited_since_count = false;
+                        prop_assert!(!exclusive_before && !exclusive_now, "an interruption was counted for an exclusive program: {:?}", i);
+                        saved = policy.saved(now, "b");
                     }
-                    prop_assert!(!donate_active || is_command, "an interruption was counted during donate-now");
-                    prop_assert!(!exclusive_before && !exclusive_now, "an interruption was counted for an exclusive program: {:?}", i);
-                    saved = policy.saved(now, "b");
+                    Action::OwnerSettingsChanged | Action::DayRolled { .. } => saved = policy.saved(now, "b"),
+                    // Recruited again: the owner was away for the threshold (or offered the
+                    // machine).
+                    Action::StateChanged { to: StateKind::Recruitable | StateKind::Donating, .. } => recruited_since_count = true,
+                    _ => {}
                 }
-                Action::OwnerSettingsChanged | Action::DayRolled { .. } => saved = policy.saved(now, "b"),
-                _ => {}
             }
         }
         if probe {
@@ -256,6 +318,40 @@ proptest! {
         lend in lend(),
     ) {
         run_probed(steps, mode, limit, threshold_s, false, lend, true)?;
+    }
+}
+
+/// One return counts once in every mode: recruited or lent guest work that the owner's
+/// work freezes, thaws to linger and freezes again, round after round, counts one
+/// interruption per recruitment or lending, however often the mode goes back and forth.
+#[test]
+fn freezing_and_thawing_after_one_return_counts_once() {
+    for mode in [EvictionMode::LingerForever, EvictionMode::LingerLonger, EvictionMode::PauseAndMigrate, EvictionMode::ImmediateEviction] {
+        for lend in [None, Some(5)] {
+            let mut steps = Vec::new();
+            let sample = |cpu| Step::Sample { cpu, mem_mib: 0, exclusive: false };
+            // Lent: the owner types lightly; recruited: the owner is away past the threshold.
+            for _ in 0..40 {
+                if lend.is_some() {
+                    steps.push((500, Step::Input));
+                }
+                steps.push((500, sample(2)));
+            }
+            steps.push((1, Step::Guests(true)));
+            if lend.is_none() {
+                steps.push((1, Step::Input));
+            }
+            for _ in 0..6 {
+                for cpu in [35u8, 1] {
+                    for _ in 0..90 {
+                        steps.push((500, Step::Input));
+                        steps.push((500, sample(cpu)));
+                    }
+                }
+            }
+            let counted = run(steps, mode, 5, 15, true, lend).expect("the contract holds");
+            assert_eq!(counted, 1, "{mode:?}, lend {lend:?}: one return (or one lending) counts exactly once");
+        }
     }
 }
 

@@ -383,7 +383,23 @@ fn run_scenario(name: &str) {
 }
 
 macro_rules! scenarios {
-    ($($name:ident),* $(,)?) => { $( #[test] fn $name() { run_scenario(stringify!($name)); } )* };
+    ($($name:ident),* $(,)?) => {
+        $( #[test] fn $name() { run_scenario(stringify!($name)); } )*
+
+        /// A `.scn` file that no test runs would pass unnoticed.
+        #[test]
+        fn every_scenario_file_is_run() {
+            let listed = [$(stringify!($name)),*];
+            let dir = format!("{}/tests/scenarios", env!("CARGO_MANIFEST_DIR"));
+            for entry in std::fs::read_dir(&dir).expect("scenarios directory") {
+                let path = entry.expect("directory entry").path();
+                if path.extension().is_some_and(|e| e == "scn") {
+                    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
+                    assert!(listed.contains(&stem.as_str()), "{} is not listed in scenarios!(…)", path.display());
+                }
+            }
+        }
+    };
 }
 
 scenarios!(
@@ -409,4 +425,6 @@ scenarios!(
     lend_while_light,
     lend_while_light_on,
     lend_while_light_stops,
+    owner_acts_never_count,
+    donate_until_return_input_only,
 );

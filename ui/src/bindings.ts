@@ -6,6 +6,8 @@ export type StateKind = "owner_active" | "idle" | "recruitable" | "donating" | "
 
 export type NotAllowedReason = "hours" | "battery" | "heat" | "exclusive_program";
 
+export type ReturnCause = "input" | "inhibitor" | "owner_cpu" | "owner_memory" | "after_guest" | "exclusive_program";
+
 export type GuestDirective = "accept" | "linger" | "freeze" | "evict";
 
 export type PauseSpan = { "kind": "for", secs: number, } | { "kind": "until_tomorrow" } | { "kind": "until_resumed" };
@@ -59,7 +61,17 @@ light_for_s: number,
 /**
  * The owner lends while light (`availability.lend_while_light`).
  */
-lend_while_light: boolean, };
+lend_while_light: boolean, 
+/**
+ * Why the policy entered the current state, in its own words ("owner returned",
+ * "donate-now offer ended by the owner", "idle for the recruitment threshold").
+ */
+reason: string, 
+/**
+ * What keeps the machine from being available now (`None`: available): the owner's
+ * input, an idle inhibitor, CPU or memory beyond the definition, an exclusive program.
+ */
+busy: ReturnCause | null, };
 
 export type CoordinatorLink = { url: string, agent_id: string, };
 
@@ -167,7 +179,17 @@ light_for_s: number,
 /**
  * The owner lends while light (`availability.lend_while_light`).
  */
-lend_while_light: boolean, };
+lend_while_light: boolean, 
+/**
+ * Why the policy entered the current state, in its own words ("owner returned",
+ * "donate-now offer ended by the owner", "idle for the recruitment threshold").
+ */
+reason: string, 
+/**
+ * What keeps the machine from being available now (`None`: available): the owner's
+ * input, an idle inhibitor, CPU or memory beyond the definition, an exclusive program.
+ */
+busy: ReturnCause | null, };
 
 export type TransitionRow = { at_utc: string, from: string, to: string, reason: string, };
 

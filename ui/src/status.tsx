@@ -126,6 +126,19 @@ function headline(s: AgentStatus): string {
       return s.donate_now ? (s.donate_for_s != null ? `Donating now, ${human(s.donate_for_s)} left` : "Donating until you return") : "Donating while you are away";
     case "idle":
       return `Idle for ${human(s.idle_for_s)}; guest work may start after ${human(s.recruitment_threshold_s)}`;
+    case "owner_active":
+      switch (s.busy) {
+        case "owner_cpu":
+          return `Busy: CPU ${Math.round(s.owner_cpu * 100)} % (not your input)`;
+        case "owner_memory":
+          return "Busy: memory use is growing (not your input)";
+        case "inhibitor":
+          return "You are present: a program holds an idle inhibitor";
+        default:
+          return STATES[s.state].label;
+      }
+    case "evicting":
+      return `Stopping guest work (${s.reason})`;
     case "not_allowed":
       if (s.not_allowed === "exclusive_program" && s.exclusive_program) return `Not allowed while ${s.exclusive_program} runs`;
       return `Not allowed now (${(s.not_allowed ?? "rules").replace(/_/g, " ")})`;

@@ -149,6 +149,7 @@ pub enum Event {
 
 /// What made the owner count as back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(rename_all = "snake_case")]
 pub enum ReturnCause {
     Input,
@@ -281,6 +282,14 @@ pub struct PolicyStatus {
     /// The owner lends while light (`availability.lend_while_light`).
     #[serde(default)]
     pub lend_while_light: bool,
+    /// Why the policy entered the current state, in its own words ("owner returned",
+    /// "donate-now offer ended by the owner", "idle for the recruitment threshold").
+    #[serde(default)]
+    pub reason: String,
+    /// What keeps the machine from being available now (`None`: available): the owner's
+    /// input, an idle inhibitor, CPU or memory beyond the definition, an exclusive program.
+    #[serde(default)]
+    pub busy: Option<ReturnCause>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -293,15 +302,18 @@ enum Pause {
 #[derive(Clone, Debug, PartialEq)]
 enum Donate {
     Until(MonoMs),
-    /// `armed` once the machine has been available for [`DONATE_ARM`] after the offer:
-    /// the click that made the offer is itself input and must not end it.
+    /// `armed` once no input has come for [`DONATE_ARM`] since the offer (`since`): the
+    /// click that made the offer is itself input and must not end it.
     UntilReturn {
+        since: MonoMs,
         armed: bool,
     },
 }
 
-/// How long the machine must be available after a "Donate until I return" offer before
-/// the owner's next activity ends it.
+/// How long no input must come after a "Donate until I return" offer before the owner's
+/// next input ends it. What ends it is the input rule of an owner's return (a key, a
+/// button, pointer motion, a session that stops being idle), never owner CPU or memory:
+/// the owner who offered the machine may leave a build running, and guests run below it.
 pub const DONATE_ARM: Duration = Duration::from_secs(10);
 
 /// How closely the driver must read the machine (owner CPU and memory, power, heat) in
@@ -329,6 +341,8 @@ pub struct Policy {
     cfg: PolicyConfig,
     state: StateKind,
     state_since: MonoMs,
+    /// Why the current state was entered (see [`PolicyStatus::reason`]).
+    state_reason: std::borrow::Cow<'static, str>,
     not_allowed: Option<NotAllowedReason>,
     directive: GuestDirective,
 
@@ -369,6 +383,13 @@ pub struct Policy {
     // The owner's settings.
     pause: Option<Pause>,
     donate: Option<Donate>,
+    /// The owner ended a donate-now offer with a command (resume, pause, a new offer):
+    /// the guest work it covered must earn its place again, uncounted.
+    offer_ended_by_owner: bool,
+    /// The owner acted (a command, a new configuration) since the last event was
+    /// handled: what the evaluation of this event stops, it stops on the owner's own
+    /// account, and nothing is counted.
+    owner_acted: bool,
 
     // The social contract.
     budget_day: NaiveDate,
@@ -465,7 +486,7 @@ impl Policy {
         });
         let donate = saved.donate.as_ref().map(|d| match d {
             SavedDonate::Until(d) => Donate::Until(restore(d)),
-            SavedDonate::UntilReturn => Donate::UntilReturn { armed: false },
+            SavedDonate::UntilReturn => Donate::UntilReturn { since: now.mono, armed: false },
         });
         let mem = GrowthWindow::new(Duration::from_secs(cfg.availability.memory_window_s));
         let util = Window::new(Duration::from_secs(cfg.eviction.linger_window_s));
@@ -474,6 +495,7 @@ impl Policy {
             cfg,
             state: StateKind::OwnerActive,
             state_since: now.mono,
+            state_reason: "agent started".into(),
             not_allowed: None,
             directive: GuestDirective::Evict,
             last_sample: None,
@@ -499,6 +521,8 @@ impl Policy {
             migration_cost: None,
             pause,
             donate,
+            offer_ended_by_owner: false,
+            owner_acted: false,
             budget_day,
             used_today,
             last_now: None,
@@ -524,7 +548,11 @@ impl Policy {
     }
 
     /// Replaces the configuration (thresholds, limit, mode, rules) keeping all state.
+    /// It is the owner's own act: a driver feeds [`Event::Tick`] right after, and what that
+    /// evaluation stops (a new threshold that makes the machine busy, a lower limit) is
+    /// never counted as an interruption.
     pub fn set_config(&mut self, cfg: PolicyConfig) {
+        self.owner_acted = true;
         self.mem = GrowthWindow::new(Duration::from_secs(cfg.availability.memory_window_s));
         self.util = Window::new(Duration::from_secs(cfg.eviction.linger_window_s));
         self.hours = rules::CompiledHours::new(&cfg.rules.hours);
@@ -596,7 +624,7 @@ impl Policy {
             && matches!(self.state, StateKind::Donating)
             && match self.donate {
                 None => true,
-                Some(Donate::UntilReturn { armed }) => armed,
+                Some(Donate::UntilReturn { armed, .. }) => armed,
                 Some(Donate::Until(_)) => false,
             }
     }
@@ -653,6 +681,8 @@ impl Policy {
             exclusive_program: self.exclusive_program().map(str::to_owned),
             light_for_s: self.light_since.map_or(0, |t| now.mono.since(t).as_secs()),
             lend_while_light: self.cfg.availability.lend_while_light,
+            reason: self.state_reason.to_string(),
+            busy: if self.available { None } else { self.busy_cause },
         }
     }
 
@@ -690,7 +720,9 @@ impl Policy {
         }
         match &self.donate {
             Some(Donate::Until(m)) => at(*m),
-            Some(Donate::UntilReturn { armed: false }) if self.available => at(self.not_available_at.plus(DONATE_ARM)),
+            Some(Donate::UntilReturn { since, armed: false }) if !self.presence_hold => {
+                at(self.last_input.map_or(*since, |t| t.max(*since)).plus(DONATE_ARM))
+            }
             _ => {}
         }
         if self.available {
@@ -790,7 +822,7 @@ impl Policy {
             }
             Event::Tick => {}
         }
-        if let (true, true, Some(armed)) = (reading, out.is_empty(), self.quiet.armed) {
+        if let (true, true, false, Some(armed)) = (reading, out.is_empty(), self.owner_acted, self.quiet.armed) {
             if self.quiet_key(now) == Some(armed) {
                 // What the skipped evaluation would have written: the rest it would
                 // rewrite with the values it holds already.
@@ -816,6 +848,7 @@ impl Policy {
             }
         }
         self.quiet.armed = if self.quiet.enabled && settled { self.quiet_key(now) } else { None };
+        self.owner_acted = false;
         out
     }
 
@@ -923,6 +956,8 @@ impl Policy {
     }
 
     fn command(&mut self, now: Now, c: Command, out: &mut Vec<Action>) {
+        self.owner_acted = true;
+        let offered = self.donate.is_some();
         match c {
             Command::Pause(span) => {
                 self.pause = Some(match span {
@@ -940,12 +975,19 @@ impl Policy {
                 self.pause = None;
                 self.donate = Some(match span {
                     DonateSpan::For { secs } => Donate::Until(now.mono.plus(Duration::from_secs(secs))),
-                    DonateSpan::UntilReturn => Donate::UntilReturn { armed: false },
+                    DonateSpan::UntilReturn => Donate::UntilReturn { since: now.mono, armed: false },
                 });
             }
             Command::SetLimit(n) => self.cfg.budget.interruptions_per_day = n,
         }
+        self.offer_ended_by_owner |= offered && self.donate.is_none();
         out.push(Action::OwnerSettingsChanged);
+    }
+
+    /// The owner is at the keyboard or mouse: input within its hold, or a session that
+    /// said it stopped being idle.
+    fn input_present(&self, now: Now) -> bool {
+        self.presence_hold || self.input_pending || self.last_input.is_some_and(|t| t.plus(INPUT_HOLD) > now.mono)
     }
 
     /// The exclusive program the last reading found running, if any.
@@ -963,7 +1005,7 @@ impl Policy {
         if self.inhibited {
             return Some(ReturnCause::Inhibitor);
         }
-        if self.presence_hold || self.input_pending || self.last_input.is_some_and(|t| t.plus(INPUT_HOLD) > now.mono) {
+        if self.input_present(now) {
             return Some(ReturnCause::Input);
         }
         // No reading yet (the agent just started): the owner may be at work, so the
@@ -1067,13 +1109,21 @@ impl Policy {
             if now.mono >= m {
                 self.donate = None;
                 out.push(Action::OwnerSettingsChanged);
-                // The offer ran out; guest work present now was not recruited by the
-                // owner's absence, so it must earn its place again without counting.
-                if busy || !self.available || now.mono.since(self.not_available_at) < self.threshold() {
-                    self.unattended_guest_end = None;
-                    self.set(now, StateKind::Evicting, "donate-now offer ended", out);
-                }
+                self.offer_over(now, busy, "donate-now offer ended", out);
             }
+        }
+        if std::mem::take(&mut self.offer_ended_by_owner) {
+            self.offer_over(now, busy, "donate-now offer ended by the owner", out);
+        }
+    }
+
+    /// A donate-now offer ended (it ran out, or the owner ended it): guest work present
+    /// now was not recruited by the owner's absence, so unless the machine has been idle
+    /// for the recruitment threshold it is stopped, without counting.
+    fn offer_over(&mut self, now: Now, busy: bool, why: &'static str, out: &mut Vec<Action>) {
+        if busy || !self.available || now.mono.since(self.not_available_at) < self.threshold() {
+            self.unattended_guest_end = None;
+            self.set(now, StateKind::Evicting, why, out);
         }
     }
 
@@ -1083,7 +1133,9 @@ impl Policy {
 
     fn set(&mut self, now: Now, to: StateKind, reason: impl Into<std::borrow::Cow<'static, str>>, out: &mut Vec<Action>) {
         if self.state != to {
-            out.push(Action::StateChanged { from: self.state, to, reason: reason.into() });
+            let reason = reason.into();
+            self.state_reason = reason.clone();
+            out.push(Action::StateChanged { from: self.state, to, reason });
             self.state = to;
             self.state_since = now.mono;
         }
@@ -1153,13 +1205,16 @@ impl Policy {
             self.direct(GuestDirective::Evict, out);
             return;
         }
-        if let Some(Donate::UntilReturn { armed }) = &mut self.donate {
-            if self.available && idle_for >= DONATE_ARM {
+        let input_now = self.input_present(now);
+        let quiet_since = self.last_input;
+        if let Some(Donate::UntilReturn { since, armed }) = &mut self.donate {
+            let quiet_from = quiet_since.map_or(*since, |t| t.max(*since));
+            if !input_now && now.mono.since(quiet_from) >= DONATE_ARM {
                 *armed = true;
             }
         }
         if let Some(d) = &self.donate {
-            if matches!(d, Donate::UntilReturn { armed: true }) && busy.is_some() {
+            if matches!(d, Donate::UntilReturn { armed: true, .. }) && input_now {
                 // The owner came back: the offer ends, and that is not an interruption.
                 self.donate = None;
                 out.push(Action::OwnerSettingsChanged);
@@ -1188,6 +1243,14 @@ impl Policy {
         }
         if self.state == StateKind::Donating && self.guests_present {
             if let Some(cause) = busy {
+                if self.owner_acted {
+                    // The owner's own command or settings made the machine busy: the
+                    // guest work makes way, on their account, and nothing is counted.
+                    self.unattended_guest_end = None;
+                    self.set(now, StateKind::Evicting, "owner changed the settings", out);
+                    self.evicting(now, out);
+                    return;
+                }
                 self.count_interruption(now, cause, out);
                 self.unattended_guest_end = None;
                 self.evict_at = None;
@@ -1212,7 +1275,7 @@ impl Policy {
         // Guest work that finished shortly before the owner came back.
         if !self.guests_present {
             if let (Some(end), Some(_)) = (self.unattended_guest_end, busy) {
-                if now.mono.since(end) <= Duration::from_secs(self.cfg.budget.after_guest_window_s) {
+                if now.mono.since(end) <= Duration::from_secs(self.cfg.budget.after_guest_window_s) && !self.owner_acted {
                     self.count_interruption(now, ReturnCause::AfterGuest, out);
                 }
                 self.unattended_guest_end = None;

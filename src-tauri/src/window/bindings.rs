@@ -29,10 +29,13 @@ pub struct FieldError {
 pub fn typescript() -> String {
     use agent_core::control::{AgentStatus, CoordinatorLink, TodayReport};
     use agent_core::ledger::{DayDonation, InterruptionRow, TransitionRow};
-    use agent_core::policy::{Deadline, DonateSpan, GuestDirective, NotAllowedReason, PauseSpan, PolicyStatus, SavedPause, StateKind};
+    use agent_core::policy::{
+        Deadline, DonateSpan, GuestDirective, NotAllowedReason, PauseSpan, PolicyStatus, ReturnCause, SavedPause, StateKind,
+    };
     let decls = [
         StateKind::decl(),
         NotAllowedReason::decl(),
+        ReturnCause::decl(),
         GuestDirective::decl(),
         PauseSpan::decl(),
         DonateSpan::decl(),
