@@ -27,8 +27,8 @@ use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
 use lull_protocol::{
     Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, GuestMemory, Heartbeat, HeartbeatAck, Lease, LeaseRequest,
-    MemoryReport, MigrateAnswer, MigrateRequest, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease,
-    CHECKPOINT_MAX,
+    MemoryReport, MigrateAnswer, MigrateRequest, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskOutcome,
+    TaskRelease, CHECKPOINT_MAX,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -190,10 +190,21 @@ impl CoordinatorClient {
         Ok(Some(answer(r).await?))
     }
 
-    /// Renews a lease; `true` if the job was cancelled and the guest must stop.
-    pub async fn progress(&self, t: &Lease) -> Result<ProgressAck> {
-        let req = Progress { lease: t.lease, fraction: None };
-        answer(self.post(&format!("/api/v1/tasks/{}/{}/progress", t.job_id, t.rank)).json(&req).send().await?).await
+    /// Renews a lease, with the tail of what the guest wrote so far when it wrote more
+    /// (see [`OutputShipper`]); the answer says whether the job was cancelled (the guest
+    /// must stop) or its gang is halted. A coordinator older than output shipping
+    /// refuses the unknown field (400/422): the renewal is then sent again without it.
+    pub async fn progress(&self, t: &Lease, output: Option<Output>) -> Result<ProgressAck> {
+        let path = format!("/api/v1/tasks/{}/{}/progress", t.job_id, t.rank);
+        let had_output = output.is_some();
+        let req = Progress { lease: t.lease, fraction: None, output };
+        match answer(self.post(&path).json(&req).send().await?).await {
+            Err(ClientError::Refused { status: 400 | 422, .. }) if had_output => {
+                let req = Progress { output: None, ..req };
+                answer(self.post(&path).json(&req).send().await?).await
+            }
+            other => other,
+        }
     }
 
     /// Asks the coordinator to move a lingering task (seed 000 §5.2). With `migrate` in
@@ -203,23 +214,45 @@ impl CoordinatorClient {
         answer(self.post(&format!("/api/v1/tasks/{}/{}/migrate", t.job_id, t.rank)).json(req).send().await?).await
     }
 
-    /// Reports completion with the CPU time the OS measured and the tail of the guest's
-    /// output; `true` if counted now, `false` if it had been already (a retry). A
-    /// coordinator older than output tails refuses the unknown field (400/422): the
-    /// completion is then sent again without it, so the job still completes there.
-    pub async fn complete(&self, t: &Lease, exit_code: i32, user_cpu_s: f64, sys_cpu_s: f64, output: Option<Output>) -> Result<bool> {
+    /// Reports how the task's guest ended (`outcome`: its exit code, signal, or why it
+    /// never started) with the CPU time the OS measured and the tail of its output;
+    /// `true` if counted now, `false` if it had been already (a retry). A coordinator
+    /// older than output tails or outcomes refuses the unknown fields (400/422): the
+    /// completion is then sent again without them (the exit code as a shell gives it),
+    /// so the job still ends there.
+    pub async fn complete(
+        &self,
+        t: &Lease,
+        outcome: &TaskOutcome,
+        user_cpu_s: f64,
+        sys_cpu_s: f64,
+        output: Option<Output>,
+    ) -> Result<bool> {
         let path = format!("/api/v1/tasks/{}/{}/complete", t.job_id, t.rank);
-        let had_output = output.is_some();
-        let req = Completion { lease: t.lease, exit_code, user_cpu_s, sys_cpu_s, output };
+        let exit_code = outcome.shell_code();
+        let req = Completion { lease: t.lease, exit_code, outcome: Some(outcome.clone()), user_cpu_s, sys_cpu_s, output };
         let a: CompletionAck = match answer(self.post(&path).json(&req).send().await?).await {
-            Err(ClientError::Refused { status: 400 | 422, message }) if had_output => {
-                tracing::warn!("the coordinator refused the output tail ({message}); completing without it");
-                let req = Completion { output: None, ..req };
+            Err(ClientError::Refused { status: 400 | 422, message }) => {
+                tracing::warn!("the coordinator refused the outcome or output tail ({message}); completing with the exit code alone");
+                let req = Completion { output: None, outcome: None, ..req };
                 answer(self.post(&path).json(&req).send().await?).await?
             }
             other => other?,
         };
         Ok(a.counted)
+    }
+
+    /// Tells the coordinator that no guest of this agent runs (it just started, or it is
+    /// stopping): the tasks it held go back to the queue at once, neither an eviction
+    /// nor a retry. Returns how many; a coordinator without the route (404) leaves them
+    /// to expire, as before.
+    pub async fn give_back_all(&self) -> Result<u32> {
+        let r = self.post("/api/v1/give-back").send().await?;
+        if r.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(0);
+        }
+        let a: lull_protocol::GivenBack = answer(r).await?;
+        Ok(a.tasks_requeued)
     }
 
     /// Uploads a task's checkpoint under its lease (the coordinator refuses it with 409
@@ -262,7 +295,22 @@ impl CoordinatorClient {
 
     /// Gives a task back because the owner returned (does not use one of its retries).
     pub async fn evicted(&self, t: &Lease, reason: &str) -> Result<()> {
-        let req = TaskRelease { lease: t.lease, reason: Some(reason.into()) };
+        self.release(t, reason, false).await
+    }
+
+    /// Gives a task back before its guest started (the machine stopped accepting guest
+    /// work, its gang did not fill, its checkpoint could not be downloaded): neither an
+    /// eviction nor a retry. A coordinator older than that refuses the field (400/422):
+    /// it is then given back as an eviction, as before.
+    pub async fn not_started(&self, t: &Lease, reason: &str) -> Result<()> {
+        match self.release(t, reason, true).await {
+            Err(ClientError::Refused { status: 400 | 422, .. }) => self.release(t, reason, false).await,
+            other => other,
+        }
+    }
+
+    async fn release(&self, t: &Lease, reason: &str, not_started: bool) -> Result<()> {
+        let req = TaskRelease { lease: t.lease, reason: Some(reason.into()), not_started };
         let _: Task = answer(self.post(&format!("/api/v1/tasks/{}/{}/evicted", t.job_id, t.rank)).json(&req).send().await?).await?;
         Ok(())
     }
@@ -352,7 +400,9 @@ impl MemoryReporter {
 }
 
 /// A heartbeat from the agent's status: `S_c` is `S_b` scaled by the CPU share the owner
-/// leaves free. It always carries the owner's daily interruption limit (coordinators
+/// leaves free; free memory at most what guests may hold ([`GuestsMemory`]'s M, which
+/// the guest cap and the owner's share bound); what keeps the machine busy, by cause
+/// only. It always carries the owner's daily interruption limit (coordinators
 /// before the dashboard refuse unknown heartbeat fields: upgrade the coordinator first),
 /// the owner-load readings numbered `load_from` onwards (see [`crate::owner_load`]), and
 /// `memory` when the agent measures it (see [`MemoryReporter`]); also returns the number
@@ -367,6 +417,13 @@ pub fn heartbeat_from(
     let p = &status.policy;
     let owner = (p.owner_cpu as f64).clamp(0.0, 1.0);
     let (owner_load, next) = status.owner_load.since(load_from);
+    // What guests may really hold: the free memory, at most what the guest runtime
+    // allows them in all (the guest cap and the owner's share).
+    let free_mem_bytes = match &status.guest_memory {
+        Some(m) => free_mem_bytes.min(m.guest_memory_bytes),
+        None => free_mem_bytes,
+    };
+    let busy = p.busy.and_then(|c| serde_json::to_value(c).ok()).and_then(|v| v.as_str().map(str::to_string));
     let hb = Heartbeat {
         state: p.state.as_str().to_string(),
         available: p.available,
@@ -378,6 +435,7 @@ pub fn heartbeat_from(
         idle_for_s: Some(p.idle_for_s),
         owner_load,
         memory,
+        busy,
     };
     (hb, next)
 }
@@ -446,6 +504,36 @@ pub fn guest_output(workdir: &Path) -> Output {
     let (stdout, stdout_bytes) = file_tail(&workdir.join("stdout.log"));
     let (stderr, stderr_bytes) = file_tail(&workdir.join("stderr.log"));
     Output { stdout, stderr, stdout_bytes, stderr_bytes }
+}
+
+/// What a running guest wrote, shipped with its lease renewals (`lull jobs output
+/// --follow`): a renewal carries the tails (at most [`lull_protocol::OUTPUT_TAIL_MAX`]
+/// of each stream) only when the guest wrote more since the last tails shipped, so a
+/// quiet guest costs nothing and a chatty one at most 128 KiB per renewal.
+#[derive(Debug, Default)]
+pub struct OutputShipper {
+    /// The streams' sizes when their tails were last shipped (`None`: nothing shipped,
+    /// or the last renewal failed).
+    shipped: Option<(u64, u64)>,
+}
+
+impl OutputShipper {
+    /// The tails to send with the next renewal, if the guest wrote more.
+    pub fn next(&mut self, workdir: &Path) -> Option<Output> {
+        let size = |name: &str| std::fs::metadata(workdir.join(name)).map_or(0, |m| m.len());
+        let now = (size("stdout.log"), size("stderr.log"));
+        if self.shipped == Some(now) || (self.shipped.is_none() && now == (0, 0)) {
+            return None;
+        }
+        let out = guest_output(workdir);
+        self.shipped = Some((out.stdout_bytes, out.stderr_bytes));
+        Some(out)
+    }
+
+    /// The renewal carrying the last tails failed: send them again next time.
+    pub fn unsent(&mut self) {
+        self.shipped = None;
+    }
 }
 
 /// How long one lease request waits for work, on average: each poll waits a random
@@ -570,7 +658,7 @@ async fn run_jobs(
                     run_task(client, paths, running, &jobs, &accepting, task).await;
                 } else {
                     tracing::info!(job = task.job_id, "the machine stopped accepting guest work during the lease; task given back");
-                    retry("giving a task back", || client.evicted(&task, "the machine is no longer available")).await;
+                    retry("giving a task back", || client.not_started(&task, "the machine stopped accepting guest work")).await;
                 }
             }
             Err(e) => {
@@ -763,7 +851,7 @@ pub async fn wait_for_gang(
         }
         if tokio::time::Instant::now() >= renew_at {
             renew_at = tokio::time::Instant::now() + progress_every();
-            if let Err(Some(why)) = renewal(client.progress(task).await) {
+            if let Err(Some(why)) = renewal(client.progress(task, None).await) {
                 return GangWait::Gone(why);
             }
         }
@@ -795,9 +883,10 @@ async fn run_task(
         Ok(s) => s,
         Err(why) => {
             tracing::warn!(job = task.job_id, "cannot run the task: {why}");
-            let stderr = lull_protocol::output_tail(format!("lull: cannot run the task: {why}\n").as_bytes());
+            let outcome = TaskOutcome::StartFailed { error: format!("cannot run the task: {why}") };
+            let stderr = lull_protocol::output_tail(format!("lull: {}\n", outcome.describe()).as_bytes());
             let output = Output { stderr_bytes: stderr.len() as u64, stderr, ..Output::default() };
-            retry("reporting an unrunnable task", || client.complete(&task, 127, 0.0, 0.0, Some(output.clone()))).await;
+            retry("reporting an unrunnable task", || client.complete(&task, &outcome, 0.0, 0.0, Some(output.clone()))).await;
             return;
         }
     };
@@ -811,7 +900,7 @@ async fn run_task(
                 // task back for another try instead.
                 tracing::warn!(job = task.job_id, rank = task.rank, "task given back: {why}");
                 let reason = format!("agent: {why}");
-                retry("giving a task back", || client.evicted(&task, &reason)).await;
+                retry("giving a task back", || client.not_started(&task, &reason)).await;
                 return;
             }
         }
@@ -821,7 +910,7 @@ async fn run_task(
             GangWait::Ready => {}
             GangWait::GiveBack(why) => {
                 tracing::info!(job = task.job_id, rank = task.rank, "gang member gives its lease back: {why}");
-                retry("giving a task back", || client.evicted(&task, &why)).await;
+                retry("giving a task back", || client.not_started(&task, &why)).await;
                 return;
             }
             GangWait::Gone(why) => {
@@ -830,6 +919,7 @@ async fn run_task(
             }
         }
     }
+    let workdir = spec.workdir.clone().unwrap_or_default();
     let (started_tx, started_rx) = oneshot::channel();
     let (ended_tx, ended_rx) = oneshot::channel();
     // A gang rank is not moved on request (its peers would have to halt for it).
@@ -843,7 +933,7 @@ async fn run_task(
         Ok(id) => id,
         Err(why) => {
             tracing::warn!(job = task.job_id, "task not started: {why}");
-            retry("giving a task back", || client.evicted(&task, &why)).await;
+            retry("giving a task back", || client.not_started(&task, &why)).await;
             return;
         }
     };
@@ -859,10 +949,11 @@ async fn run_task(
     let mut halt_poll = tokio::time::interval(HALT_POLL.min(every));
     let mut halted = false;
     let mut stopped: Option<Stopped> = None;
+    let mut shipper = OutputShipper::default();
     let info = loop {
         tokio::select! {
             info = &mut ended_rx => break info.ok(),
-            _ = async { if halted { halt_poll.tick().await } else { renew.tick().await } }, if stopped.is_none() => match renewal(client.progress(&task).await) {
+            _ = async { if halted { halt_poll.tick().await } else { renew.tick().await } }, if stopped.is_none() => match renewal(client.progress(&task, shipper.next(&workdir)).await) {
                 Ok(halt) => {
                     if halt != halted {
                         tracing::info!(job = task.job_id, rank = task.rank, guest = %guest, "{}", if halt {
@@ -880,7 +971,7 @@ async fn run_task(
                         upload_checkpoint(client, &task, path, &mut uploaded, false).await;
                     }
                 }
-                Err(None) => {}
+                Err(None) => shipper.unsent(),
                 Err(Some(why)) => {
                     tracing::info!(job = task.job_id, rank = task.rank, guest = %guest, "{}: stopping its guest", why.as_str());
                     stopped = Some(why);
@@ -911,7 +1002,7 @@ async fn run_task(
         retry("giving a task back", || client.evicted(&task, "agent stopped")).await;
         return;
     };
-    let GuestPhase::Ended { code, signal, evicted } = info.phase else { return };
+    let GuestPhase::Ended { evicted, .. } = info.phase else { return };
     if evicted {
         tracing::info!(job = task.job_id, guest = %guest, "task evicted; giving it back");
         if let Some(path) = &checkpoint {
@@ -921,11 +1012,11 @@ async fn run_task(
         retry("reporting an eviction", || client.evicted(&task, "evicted: the owner returned")).await;
         return;
     }
-    let exit = code.unwrap_or_else(|| signal.map_or(-1, |s| 128 + s));
+    let outcome = info.outcome().unwrap_or_else(|| TaskOutcome::StartFailed { error: "it ended without an exit status".into() });
     let (user_s, sys_s) = (info.cpu_user_us as f64 / 1e6, info.cpu_system_us as f64 / 1e6);
-    tracing::info!(job = task.job_id, guest = %guest, exit, cpu_s = user_s + sys_s, "task ended");
+    tracing::info!(job = task.job_id, guest = %guest, outcome = %outcome.describe(), cpu_s = user_s + sys_s, "task ended");
     let output = guest_output(&info.workdir);
-    retry("reporting a completion", || client.complete(&task, exit, user_s, sys_s, Some(output.clone()))).await;
+    retry("reporting a completion", || client.complete(&task, &outcome, user_s, sys_s, Some(output.clone()))).await;
 }
 
 /// Links a running agent to its coordinator until `shutdown`: every heartbeat interval
@@ -945,6 +1036,17 @@ pub async fn run_link(
     let s_b = tokio::task::spawn_blocking(base_speed).await.unwrap_or(0.0);
     tracing::info!(url = %creds.url, agent = %creds.agent_id, base_speed = s_b, "linked to coordinator");
     let running = RunningTasks::default();
+    if jobs.is_some() {
+        // A new run holds no lease: what an earlier run of this agent held goes back now,
+        // not when its lease expires. Before any slot leases anything.
+        match tokio::time::timeout(Duration::from_secs(10), client.give_back_all()).await {
+            Ok(Ok(n)) if n > 0 => tracing::info!(tasks = n, "gave back the tasks an earlier run of this agent held"),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!("could not give back an earlier run's tasks (their leases expire instead): {e}"),
+            Err(_) => tracing::warn!("giving back an earlier run's tasks timed out (their leases expire instead)"),
+        }
+    }
+    let linked_jobs = jobs.is_some();
     let beat = async {
         let mut reporter = MemoryReporter::default();
         let mut interval = Duration::from_secs(10);
@@ -1012,6 +1114,15 @@ pub async fn run_link(
     }
     // One last sync so nothing accounted waits for the next start.
     let _ = client.sync_outbox(&ledger).await;
+    if linked_jobs {
+        // Stopping: its guests are killed with it, so its tasks go back now (briefly:
+        // a coordinator stopping too must not hold the agent up).
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(2), client.give_back_all()).await {
+            if n > 0 {
+                tracing::info!(tasks = n, "stopping: the tasks this agent held went back to the queue");
+            }
+        }
+    }
     Ok(())
 }
 

@@ -36,9 +36,14 @@ impl Remote {
         };
         let key = match &self.key {
             Some(k) => k.clone(),
-            None => std::fs::read_to_string(&f.admin_key_file)
-                .map(|s| s.trim().to_string())
-                .with_context(|| format!("no --key given and no admin key in {}", f.admin_key_file.display()))?,
+            None => match std::fs::read_to_string(&f.admin_key_file) {
+                Ok(k) => k.trim().to_string(),
+                Err(_) => bail!(
+                    "no --key given and no admin key in {}: start a coordinator here with `lull up` (it writes that key), or give \
+                     --key (or LULL_KEY) and --url for another one",
+                    f.admin_key_file.display()
+                ),
+            },
         };
         Ok((url.trim_end_matches('/').to_string(), key))
     }
@@ -97,6 +102,21 @@ pub fn parse_bytes(s: &str) -> Result<u64> {
     n.checked_mul(mult).with_context(|| format!("{s} is too large"))
 }
 
+/// A request that never reached the coordinator, in one line that says what to do: a
+/// refused connection means none runs there (`lull up` starts one).
+pub(crate) fn unreachable(url: &str, e: reqwest::Error) -> anyhow::Error {
+    let refused = std::error::Error::source(&e)
+        .and_then(|s| s.source().or(Some(s)))
+        .is_some_and(|s| s.to_string().to_lowercase().contains("connection refused"))
+        || e.to_string().to_lowercase().contains("connection refused");
+    if e.is_connect() && refused {
+        return anyhow::anyhow!(
+            "no coordinator answers at {url} (connection refused): start one with `lull up` (or `lull coordinator serve`), or give its address with --url"
+        );
+    }
+    anyhow::anyhow!("cannot reach the coordinator at {url}: {}", agent_core::message::once(anyhow::Error::from(e).chain()))
+}
+
 /// The response if it is a success; otherwise one error line with the coordinator's message.
 pub(crate) async fn check(r: reqwest::Response) -> Result<reqwest::Response> {
     let st = r.status();
@@ -135,18 +155,22 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
     runtime()?.block_on(async move {
         let http = reqwest::Client::new();
         for _ in 0..a.count {
-            let r = http
-                .post(format!("{url}/api/v1/jobs"))
-                .bearer_auth(&key)
-                .json(&job)
-                .send()
-                .await
-                .with_context(|| format!("reaching {url}"))?;
+            let r = http.post(format!("{url}/api/v1/jobs")).bearer_auth(&key).json(&job).send().await.map_err(|e| unreachable(&url, e))?;
             let j: Job = check(r).await?.json().await?;
             if a.json {
                 outln!("{}", serde_json::to_string(&j)?);
-            } else {
-                outln!("job {} queued: {} on {} machine(s)", j.id, j.program, j.machines);
+                continue;
+            }
+            outln!("job {} queued: {} on {} machine{}", j.id, j.program, j.machines, if j.machines == 1 { "" } else { "s" });
+            match &j.waiting {
+                Some(w) if w.cannot_run => errln!(
+                    "lull: warning: job {} cannot run with the pool as it is: {}; it waits until that changes (cancel it with `lull jobs cancel {}`)",
+                    j.id,
+                    w.reason,
+                    j.id
+                ),
+                Some(w) if a.count == 1 => errln!("lull: {}", w.reason),
+                _ => {}
             }
         }
         Ok(())
@@ -191,7 +215,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
             .query(&query)
             .send()
             .await
-            .with_context(|| format!("reaching {url}"))?;
+            .map_err(|e| unreachable(&url, e))?;
         let text = check(r).await?.text().await?;
         if a.csv || a.json {
             out!("{text}");
@@ -213,9 +237,14 @@ pub fn report(a: ReportArgs) -> Result<()> {
             "evict",
             "linger s"
         );
+        // Machines by name; an id (its first 8 characters) only where two share a name.
+        let named = |m: &str| {
+            r.rows.iter().filter(|x| x.machine.as_deref() == Some(m)).map(|x| &x.key).collect::<std::collections::BTreeSet<_>>().len()
+        };
         for row in &r.rows {
             let key = match &row.machine {
-                Some(m) => format!("{m} ({})", &row.key[..row.key.len().min(8)]),
+                Some(m) if named(m) > 1 => format!("{m} ({})", &row.key[..row.key.len().min(8)]),
+                Some(m) => m.clone(),
                 None => row.key.clone(),
             };
             outln!(

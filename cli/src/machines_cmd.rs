@@ -28,14 +28,15 @@ pub fn print(machines: &[AgentInfo], json: bool) -> Result<()> {
         outln!("(no machines enrolled)");
         return Ok(());
     }
-    outln!("{:<32}  {:<16} {:<20} {:<14} {}", "id", "owner", "machine", "state", "last heard");
+    // Names only: ids are in --json (and `lull coordinator machine rm` takes a name).
+    outln!("{:<16} {:<20} {:<14} {}", "owner", "machine", "state", "last heard");
     for m in machines {
         let state = m.heartbeat.as_ref().map_or("never_seen", |h| h.state.as_str());
         let seen = m
             .last_seen_ms
             .and_then(chrono::DateTime::from_timestamp_millis)
             .map_or("never".to_string(), |t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string());
-        outln!("{:<32}  {:<16} {:<20} {:<14} {seen}", m.id, m.owner, m.machine, state);
+        outln!("{:<16} {:<20} {:<14} {seen}", m.owner, m.machine, state);
     }
     Ok(())
 }
@@ -48,7 +49,7 @@ pub fn run(a: MachinesArgs) -> Result<()> {
             .bearer_auth(&key)
             .send()
             .await
-            .with_context(|| format!("reaching {url}"))?;
+            .map_err(|e| crate::jobs_cmd::unreachable(&url, e))?;
         check(r).await?.json().await.context("reading the coordinator's machine list")
     })?;
     print(&machines, a.json)

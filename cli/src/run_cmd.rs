@@ -303,36 +303,39 @@ fn announce_start(info: &GuestInfo, json: bool) {
     }
 }
 
-/// Says how the job ended and returns the command's exit code.
+/// Says how the job ended and returns the command's exit code: the job's own, 128 + N
+/// for signal N, 127 for a program not found, 126 for one that could not be executed or
+/// was refused by the sandbox, 75 if it was evicted.
 fn report_end(info: &GuestInfo, json: bool) -> u8 {
     let GuestPhase::Ended { code, signal, evicted } = info.phase else { return 1 };
+    let outcome = info.outcome();
     let cpu_s = (info.cpu_user_us + info.cpu_system_us) as f64 / 1e6;
     if json {
         outln!(
             "{}",
             serde_json::json!({"event": "guest_ended", "guest": info.id, "code": code, "signal": signal, "evicted": evicted,
+                "outcome": outcome, "reason": outcome.as_ref().map(|o| o.describe()),
                 "cpu_user_us": info.cpu_user_us, "cpu_system_us": info.cpu_system_us, "wall_ms": info.wall_ms,
                 "peak_mem_bytes": info.peak_mem_bytes})
         );
     } else {
-        let how = match (evicted, code, signal) {
-            (true, _, _) => "evicted".to_string(),
-            (_, Some(c), _) => format!("exited with code {c}"),
-            (_, _, Some(s)) => format!("killed by signal {s}"),
-            _ => "ended".into(),
-        };
-        errln!(
-            "lull: guest {} {how}: {cpu_s:.2} CPU-s donated over {:.1} s, peak memory {:.1} MiB",
-            info.id,
-            info.wall_ms as f64 / 1000.0,
-            info.peak_mem_bytes as f64 / 1048576.0
-        );
+        match (&outcome, evicted) {
+            (_, true) => errln!("lull: guest {} evicted: {cpu_s:.2} CPU-s donated over {:.1} s", info.id, info.wall_ms as f64 / 1000.0),
+            (Some(o), _) if info.start_error.is_some() => errln!("lull: guest {} not started: {}", info.id, o.describe()),
+            (Some(o), _) => errln!(
+                "lull: guest {} {}: {cpu_s:.2} CPU-s donated over {:.1} s, peak memory {:.1} MiB",
+                info.id,
+                if o.succeeded() { "exited with code 0".to_string() } else { format!("failed: {}", o.describe()) },
+                info.wall_ms as f64 / 1000.0,
+                info.peak_mem_bytes as f64 / 1048576.0
+            ),
+            (None, _) => errln!("lull: guest {} ended without an exit status", info.id),
+        }
     }
-    match (evicted, code, signal) {
-        (true, _, _) => 75,
-        (_, Some(c), _) => c.clamp(0, 255) as u8,
-        (_, _, Some(s)) => (128 + s).clamp(0, 255) as u8,
-        _ => 1,
+    match (evicted, outcome) {
+        (true, _) => 75,
+        (_, Some(o)) => o.shell_code().clamp(0, 255) as u8,
+        (_, None) => 1,
     }
 }
 

@@ -47,6 +47,7 @@ impl From<StoreError> for ApiError {
             StoreError::Invalid(m) => ApiError(StatusCode::BAD_REQUEST, m),
             StoreError::Unauthorised => ApiError(StatusCode::UNAUTHORIZED, "unknown, spent or expired credential".into()),
             StoreError::Forbidden => ApiError(StatusCode::FORBIDDEN, "not allowed for this role".into()),
+            StoreError::Refused(m) => ApiError(StatusCode::FORBIDDEN, m),
         }
     }
 }
@@ -139,6 +140,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/tasks/{job}/{rank}/evicted", post(evicted))
         .route("/api/v1/tasks/{job}/{rank}/gang", get(gang))
         .route("/api/v1/tasks/{job}/{rank}/migrate", post(migrate))
+        .route("/api/v1/give-back", post(give_back))
         .route("/api/v1/records", post(records))
         .route("/api/v1/reports", get(reports))
         .route("/api/v1/recruit", post(crate::api_recruit::recruit))
@@ -238,6 +240,9 @@ async fn heartbeat(State(app): State<Arc<App>>, Auth(p): Auth, Body(hb): Body<He
         return Err(ApiError(StatusCode::BAD_REQUEST, "speeds must be finite and non-negative".into()));
     }
     store::check_text("state", &hb.state, 1, 32)?;
+    if let Some(b) = &hb.busy {
+        store::check_text("busy", b, 1, 32)?;
+    }
     if hb.owner_load.len() > lull_protocol::OWNER_LOAD_MAX {
         return Err(ApiError(
             StatusCode::BAD_REQUEST,
@@ -326,6 +331,39 @@ async fn agents_now(app: &App, p: &Principal) -> ApiResult<Vec<AgentInfo>> {
 /// A machine silent for this many heartbeat intervals (and at least 30 s) is offline.
 const OFFLINE_INTERVALS: u32 = 3;
 
+/// How long a machine may be silent before it counts as offline, seconds.
+fn offline_after_s(app: &App) -> u32 {
+    (app.config.heartbeat_interval.as_secs() as u32 * OFFLINE_INTERVALS).max(30)
+}
+
+/// Says why each queued job of `jobs` waits ([`crate::waiting`]), from every enrolled
+/// machine as it is now (those `who` may not see are counted, not named); with `ahead`,
+/// also how many jobs are queued before it (one count each: for single jobs).
+async fn with_waiting(app: &App, who: &Principal, jobs: &mut [Job], ahead: bool) -> ApiResult<()> {
+    if !jobs.iter().any(|j| j.state == "queued") {
+        return Ok(());
+    }
+    let all = agents_now(app, &Principal::Admin).await?;
+    let (now, offline) = (now_ms(), offline_after_s(app));
+    let owner = match who {
+        Principal::Owner { owner } => Some(owner.as_str()),
+        _ => None,
+    };
+    let machines: Vec<crate::waiting::PoolMachine> = all
+        .iter()
+        .map(|a| crate::waiting::PoolMachine {
+            info: a,
+            state: machine_state(a, now, offline),
+            visible: owner.is_none_or(|o| o == a.owner),
+        })
+        .collect();
+    for j in jobs.iter_mut().filter(|j| j.state == "queued") {
+        let before = if ahead { Some(crate::job_view::queued_before(&app.db, j.id).await?) } else { None };
+        j.waiting = crate::waiting::explain(j, &machines, before);
+    }
+    Ok(())
+}
+
 /// A machine's state for the pool overview: its last reported policy state, `offline`
 /// when silent for longer than `offline_after_s`, `never_seen` before its first heartbeat.
 fn machine_state(a: &AgentInfo, now_ms: i64, offline_after_s: u32) -> String {
@@ -341,13 +379,13 @@ fn machine_state(a: &AgentInfo, now_ms: i64, offline_after_s: u32) -> String {
 async fn pool(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<PoolSummary>> {
     need_person(&p)?;
     let now = now_ms();
-    let offline_after_s = (app.config.heartbeat_interval.as_secs() as u32 * OFFLINE_INTERVALS).max(30);
+    let offline_after_s = offline_after_s(&app);
     let list = agents_now(&app, &p).await?;
     let mut machines = std::collections::BTreeMap::new();
     for a in &list {
         *machines.entry(machine_state(a, now, offline_after_s)).or_insert(0) += 1;
     }
-    let jobs: std::collections::BTreeMap<String, u32> = store::job_counts(&app.db, &p).await?.into_iter().collect();
+    let jobs: std::collections::BTreeMap<String, u32> = crate::job_view::job_counts(&app.db, &p).await?.into_iter().collect();
     let viewer = match &*p {
         Principal::Owner { owner } => Viewer { role: "owner".into(), owner: Some(owner.clone()) },
         _ => Viewer { role: "admin".into(), owner: None },
@@ -367,8 +405,9 @@ async fn pool(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<Pool
     responses((status = 200, body = Job), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn submit(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<SubmitJob>) -> ApiResult<Json<Job>> {
     need_person(&p)?;
-    let job = store::submit(&app.db, &p, &req).await?;
+    let mut job = store::submit(&app.db, &p, &req).await?;
     app.scheduling.send(Msg::Job { job: job.id, ended: None });
+    with_waiting(&app, &p, std::slice::from_mut(&mut job), true).await?;
     tracing::info!(job = job.id, submitter = %job.submitter, program = %job.program, machines = job.machines, "job submitted");
     Ok(Json(job))
 }
@@ -399,7 +438,9 @@ async fn list_jobs(
     if let Some(s) = &f.state {
         store::check_text("state", s, 1, 16)?;
     }
-    Ok(Json(store::list_jobs(&app.db, &p, f.state.as_deref(), f.limit.unwrap_or(100)).await?))
+    let mut jobs = crate::job_view::list_jobs(&app.db, &p, f.state.as_deref(), f.limit.unwrap_or(100)).await?;
+    with_waiting(&app, &p, &mut jobs, false).await?;
+    Ok(Json(jobs))
 }
 
 pub(crate) fn path<T>(p: Result<Path<T>, axum::extract::rejection::PathRejection>) -> ApiResult<T> {
@@ -413,18 +454,22 @@ type TaskPath = Result<Path<(i64, i64)>, axum::extract::rejection::PathRejection
     responses((status = 200, body = Job), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn get_job(State(app): State<Arc<App>>, Auth(p): Auth, id: JobPath) -> ApiResult<Json<Job>> {
     need_person(&p)?;
-    Ok(Json(store::get_job(&app.db, &p, path(id)?).await?))
+    let mut job = crate::job_view::get_job(&app.db, &p, path(id)?).await?;
+    with_waiting(&app, &p, std::slice::from_mut(&mut job), true).await?;
+    Ok(Json(job))
 }
 
 #[utoipa::path(get, path = "/api/v1/jobs/{id}/output", params(("id" = i64, Path)), security(("bearer" = [])),
     responses((status = 200, body = JobOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 async fn job_output(State(app): State<Arc<App>>, Auth(p): Auth, id: JobPath) -> ApiResult<Json<JobOutput>> {
     need_person(&p)?;
-    Ok(Json(store::job_output(&app.db, &p, path(id)?).await?))
+    Ok(Json(crate::job_view::job_output(&app.db, &p, path(id)?).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/jobs/{id}/cancel", params(("id" = i64, Path)), security(("bearer" = [])),
-    responses((status = 200, body = Job), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Job, description = "the job, cancelled (or as it ended, when it had already ended)"), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody, description = "visible (it ran on the caller's machine) but submitted by someone else"),
+        (status = 404, body = ErrorBody)))]
 async fn cancel(State(app): State<Arc<App>>, Auth(p): Auth, id: JobPath) -> ApiResult<Json<Job>> {
     need_person(&p)?;
     let job = store::cancel(&app.db, &p, path(id)?).await?;
@@ -530,7 +575,7 @@ impl Drop for PollGuard<'_> {
 async fn progress(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<Progress>) -> ApiResult<Json<ProgressAck>> {
     let agent = need_agent(&p)?;
     let (job, rank) = path(t)?;
-    Ok(Json(store::progress(&app.db, agent, job, rank, req.lease, app.config.lease_ttl.as_millis() as i64).await?))
+    Ok(Json(store::progress(&app.db, agent, job, rank, &req, app.config.lease_ttl.as_millis() as i64).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/tasks/{job}/{rank}/complete", request_body = Completion, params(("job" = i64, Path), ("rank" = i64, Path)),
@@ -555,11 +600,15 @@ async fn release(app: &App, p: &Principal, t: TaskPath, req: TaskRelease, evicte
     if let Some(r) = &req.reason {
         store::check_text("reason", r, 0, 4096)?;
     }
-    let why = if evicted { store::GiveBack::Evicted } else { store::GiveBack::Failed };
-    let task = store::release(&app.db, agent, job, rank, req.lease, why).await?;
+    let why = match (evicted, req.not_started) {
+        (_, true) => store::GiveBack::NotStarted,
+        (true, false) => store::GiveBack::Evicted,
+        (false, false) => store::GiveBack::Failed,
+    };
+    let task = store::release(&app.db, agent, job, rank, req.lease, why, req.reason.as_deref()).await?;
     let ended = Ended { agent: agent.to_string(), rank: rank as u32, cpu_s: 0.0, completed: false };
     app.scheduling.send(Msg::Job { job, ended: Some(ended) });
-    tracing::info!(job, rank, agent, evicted, state = %task.state, reason = req.reason.as_deref().unwrap_or(""), "task released");
+    tracing::info!(job, rank, agent, ?why, state = %task.state, reason = req.reason.as_deref().unwrap_or(""), "task released");
     Ok(Json(task))
 }
 
@@ -575,6 +624,22 @@ async fn fail(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req)
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 async fn evicted(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<TaskRelease>) -> ApiResult<Json<Task>> {
     release(&app, &p, t, req, true).await
+}
+
+#[utoipa::path(post, path = "/api/v1/give-back", security(("bearer" = [])),
+    responses((status = 200, body = GivenBack, description = "an agent that just started, or is stopping, runs no guest: the tasks it held went back to the queue (no retry used, not an eviction)"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+async fn give_back(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<GivenBack>> {
+    let agent = need_agent(&p)?;
+    let (n, jobs) = store::give_back_all(&app.db, agent).await?;
+    for job in jobs {
+        app.scheduling.send(Msg::Job { job, ended: None });
+    }
+    if n > 0 {
+        tracing::info!(agent, tasks = n, "agent runs no guest (started or stopping): the tasks it held went back to the queue");
+        app.metrics.requeued.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    Ok(Json(GivenBack { tasks_requeued: n }))
 }
 
 #[utoipa::path(get, path = "/api/v1/tasks/{job}/{rank}/gang", params(("job" = i64, Path), ("rank" = i64, Path)),
@@ -736,11 +801,11 @@ impl utoipa::Modify for Security {
 #[openapi(
     info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports."),
     paths(create_key, create_join_token, enrol, heartbeat, agents, remove_agent, pool, submit, list_jobs, get_job, job_output, cancel, predictions, lease, progress, complete, fail, evicted,
-        gang, migrate, put_checkpoint, get_checkpoint, records, reports, crate::api_recruit::recruit, crate::api_recruit::group, crate::api_recruit::release),
+        give_back, gang, migrate, put_checkpoint, get_checkpoint, records, reports, crate::api_recruit::recruit, crate::api_recruit::group, crate::api_recruit::release),
     components(schemas(ErrorBody, CreateJoinToken, JoinToken, CreateKey, ApiKey, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, MemoryReport, GuestMemory, SubmitJob,
         JobSpec, Job, Task, LeaseRequest, Lease, Progress, ProgressAck, Completion, CompletionAck, TaskRelease, Gang, Record, RecordBatch,
         RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved, Placement, ProgramPrediction,
-        MigrateRequest, MigrateAnswer,
+        MigrateRequest, MigrateAnswer, TaskOutcome, Waiting, GivenBack,
         lull_protocol::LoadReading, crate::scheduling::recruiting::RecruitRequest, crate::scheduling::recruiting::RecruitGrant,
         crate::scheduling::recruiting::RecruitedMachine, crate::scheduling::recruiting::RecruitGroup)),
     modifiers(&Security)
@@ -764,6 +829,7 @@ mod tests {
             idle_for_s: None,
             owner_load: Vec::new(),
             memory: None,
+            busy: None,
         };
         let a = |seen: Option<i64>, hb: Option<Heartbeat>| AgentInfo {
             id: "x".into(),

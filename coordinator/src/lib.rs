@@ -13,6 +13,7 @@ pub mod auth;
 mod bindings;
 pub mod dashboard;
 pub mod db;
+pub mod job_view;
 pub mod live;
 pub mod metrics;
 pub mod migration;
@@ -20,6 +21,7 @@ pub mod model;
 pub mod report;
 pub mod scheduling;
 pub mod store;
+pub mod waiting;
 
 pub use db::{Db, DbError, Dialect};
 

@@ -153,6 +153,7 @@ mod tests {
             idle_for_s: None,
             owner_load: Vec::new(),
             memory: None,
+            busy: None,
         }
     }
 

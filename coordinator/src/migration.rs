@@ -153,7 +153,7 @@ pub async fn ask(app: &App, agent: &str, job: i64, rank: i64, req: &MigrateReque
     };
     let answer = MigrateAnswer { migrate: d.migrates(), reason: d.to_string(), stay_s, move_s };
     if let MigrateDecision::Migrate { to, .. } = &d {
-        store::release(db, agent, job, rank, req.lease, store::GiveBack::Migrated).await?;
+        store::release(db, agent, job, rank, req.lease, store::GiveBack::Migrated, None).await?;
         let ended = Ended { agent: agent.to_string(), rank: rank as u32, cpu_s: req.cpu_s, completed: false };
         app.scheduling.send(Msg::Job { job, ended: Some(ended) });
         tracing::info!(job, rank, agent, to = names.get(to).map_or("", String::as_str), reason = %answer.reason, "task migrates");

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 pub use lull_protocol::{
-    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, GuestMemory, Heartbeat, HeartbeatAck, JobSpec, Lease,
+    Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, GivenBack, GuestMemory, Heartbeat, HeartbeatAck, JobSpec, Lease,
     LeaseRequest, MemoryReport, MigrateAnswer, MigrateRequest, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task,
-    TaskRelease, OUTPUT_TAIL_MAX,
+    TaskOutcome, TaskRelease, OUTPUT_TAIL_MAX,
 };
 
 /// Admin: create a join token.
@@ -101,14 +101,44 @@ pub struct Job {
     pub checkpointable: bool,
     pub machines: u32,
     pub max_retries: u32,
-    /// `queued`, `running`, `completed`, `failed` or `cancelled`.
+    /// `queued`, `running`, `completed` (every rank exited 0), `failed` (a rank ran and
+    /// failed: see `reason`), `cancelled` or `lost` (a rank's retries were used up).
     pub state: String,
     pub created_ms: i64,
     pub finished_ms: Option<i64>,
+    /// Why it ended so (failed, lost, cancelled): "program not found: NAME", "exit code
+    /// 3", "killed by SIGKILL", "cancelled by alice"; null otherwise.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// How its ranks ended: the exit code or the signal's name (`SIGKILL`), one word
+    /// when the ranks agree, else each rank's joined with commas; null before any ended
+    /// and for a program that never ran (see `reason`).
+    #[serde(default)]
+    pub exit: Option<String>,
     pub tasks: Vec<Task>,
     /// The scheduler's latest placement of this job (null before the first).
     #[serde(default)]
     pub placement: Option<Placement>,
+    /// A queued job: why it waits, said now from the pool's machines as this viewer
+    /// may see them.
+    #[serde(default)]
+    pub waiting: Option<Waiting>,
+    /// Whether this viewer may cancel it now (its submitter or an admin, while it is
+    /// queued or running).
+    #[serde(default)]
+    pub may_cancel: bool,
+}
+
+/// Why a queued job waits.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct Waiting {
+    /// In words: "no machine idle — vm: owner active (CPU 99 %)", "needs 5 machines,
+    /// the pool has 1".
+    pub reason: String,
+    /// The pool as it is can never run it (more machines than are enrolled, more memory
+    /// than any machine offers guests): it waits until that changes.
+    pub cannot_run: bool,
 }
 
 /// Where and why the scheduler placed a job, and what it predicted.
@@ -134,22 +164,36 @@ pub struct Placement {
 
 /// What a job's tasks wrote: `GET /api/v1/jobs/{id}/output`.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct JobOutput {
     pub job_id: i64,
-    /// The job's state (`queued`, `running`, `completed`, `failed` or `cancelled`).
+    /// The job's state (as [`Job::state`]).
     pub state: String,
+    /// Why it ended so (as [`Job::reason`]).
+    #[serde(default)]
+    pub reason: Option<String>,
     /// One entry per rank.
     pub tasks: Vec<TaskOutput>,
 }
 
-/// One rank's output: the tails its completing agent sent.
+/// One rank's output: the tails its agent sent with its renewals while it ran, and with
+/// its completion.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct TaskOutput {
     pub rank: u32,
     pub state: String,
     pub agent_id: Option<String>,
+    /// The machine's name.
+    #[serde(default)]
+    pub machine: Option<String>,
     pub exit_code: Option<i64>,
-    /// Null until the rank completes (and for agents that send no output).
+    #[serde(default)]
+    pub signal: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Null until the rank's guest has written something its agent sent (and for
+    /// agents that send no output).
     pub output: Option<Output>,
 }
 
@@ -230,7 +274,7 @@ pub struct PoolSummary {
     /// `paused`, …), `offline` (silent for `offline_after_s`) or `never_seen`.
     pub machines: BTreeMap<String, u32>,
     pub jobs_total: u32,
-    /// Jobs by state (`queued`, `running`, `completed`, `failed`, `cancelled`).
+    /// Jobs by state (`queued`, `running`, `completed`, `failed`, `cancelled`, `lost`).
     pub jobs: BTreeMap<String, u32>,
 }
 

@@ -28,9 +28,12 @@ pub enum StoreError {
     Unauthorised,
     #[error("forbidden")]
     Forbidden,
+    /// Not allowed, and why (403 with this message).
+    #[error("{0}")]
+    Refused(String),
 }
 
-type Result<T> = std::result::Result<T, StoreError>;
+pub(crate) type Result<T> = std::result::Result<T, StoreError>;
 
 /// True when PostgreSQL ended this transaction to break a deadlock (SQLSTATE 40P01) or
 /// for a serialization failure (40001): nothing it did was kept, and running it again is
@@ -280,7 +283,7 @@ pub async fn submit(db: &Db, who: &Principal, req: &SubmitJob) -> Result<Job> {
     let mut tx = db.pool.begin().await?;
     let id = insert_job_in(&mut tx, who, req).await?;
     tx.commit().await?;
-    get_job(db, who, id).await
+    crate::job_view::get_job(db, who, id).await
 }
 
 /// Writes a job and its tasks (one row per machine, two statements) inside the caller's
@@ -320,190 +323,25 @@ pub(crate) async fn insert_job_in(tx: &mut sqlx::AnyConnection, who: &Principal,
     Ok(id)
 }
 
-fn task_of(row: &AnyRow) -> Result<Task> {
-    Ok(Task {
-        rank: col::<i64>(row, "rank")? as u32,
-        state: col(row, "state")?,
-        agent_id: col(row, "agent_id")?,
-        lease: col(row, "lease_epoch")?,
-        attempts: col::<i64>(row, "attempts")? as u32,
-        evictions: col::<i64>(row, "evictions")? as u32,
-        exit_code: col(row, "exit_code")?,
-        user_cpu_s: col(row, "user_cpu_s")?,
-        sys_cpu_s: col(row, "sys_cpu_s")?,
-    })
-}
-
-fn spec_of(s: &str) -> Result<JobSpec> {
-    serde_json::from_str(s).map_err(|e| StoreError::Sql(sqlx::Error::Decode(Box::new(e))))
-}
-
-const JOB_COLS: &str = "id, submitter, program, spec, mem_bytes, checkpointable, gang, max_retries, state, created_ms, finished_ms";
-
-fn job_of(row: &AnyRow, tasks: Vec<Task>) -> Result<Job> {
-    Ok(Job {
-        id: col(row, "id")?,
-        submitter: col(row, "submitter")?,
-        program: col(row, "program")?,
-        spec: spec_of(&col::<String>(row, "spec")?)?,
-        mem_bytes: col::<i64>(row, "mem_bytes")? as u64,
-        checkpointable: col::<i64>(row, "checkpointable")? != 0,
-        machines: col::<i64>(row, "gang")? as u32,
-        max_retries: col::<i64>(row, "max_retries")? as u32,
-        state: col(row, "state")?,
-        created_ms: col(row, "created_ms")?,
-        finished_ms: col(row, "finished_ms")?,
-        tasks,
-        placement: None,
-    })
-}
-
-const TASK_COLS: &str = "rank, state, agent_id, lease_epoch, attempts, evictions, exit_code, user_cpu_s, sys_cpu_s";
-
-/// A job, if `who` may see it (admins: all; others: their own submissions).
-pub async fn get_job(db: &Db, who: &Principal, id: i64) -> Result<Job> {
-    let row =
-        sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1"))).bind(id).fetch_optional(&db.pool).await?;
-    let row = row.ok_or(StoreError::NotFound)?;
-    if !may_see_job(who, &col::<String>(&row, "submitter")?) {
-        return Err(StoreError::NotFound);
-    }
-    let tasks = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLS} FROM tasks WHERE job_id = $1 ORDER BY rank")))
-        .bind(id)
-        .fetch_all(&db.pool)
-        .await?
-        .iter()
-        .map(task_of)
-        .collect::<Result<Vec<_>>>()?;
-    let mut job = job_of(&row, tasks)?;
-    job.placement = placement(db, id, job.finished_ms).await?;
-    Ok(job)
-}
-
-/// Whether `who` may see (and cancel) a job its `submitter` submitted: the admin any.
-fn may_see_job(who: &Principal, submitter: &str) -> bool {
-    *who == Principal::Admin || who.submitter() == submitter
-}
-
-/// A job's latest placement, if the scheduler placed it.
-async fn placement(db: &Db, id: i64, finished_ms: Option<i64>) -> Result<Option<Placement>> {
-    let Some(r) = sqlx::query(
-        "SELECT agents, algorithm, reason, prediction_source, predicted_runtime_s, placed_ms FROM placements WHERE job_id = $1",
-    )
-    .bind(id)
-    .fetch_optional(&db.pool)
-    .await?
-    else {
-        return Ok(None);
-    };
-    let placed_ms: i64 = col(&r, "placed_ms")?;
-    let agents: Vec<String> = col::<String>(&r, "agents")?.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
-    let machines = machine_names(db, &agents).await?;
-    Ok(Some(Placement {
-        agents,
-        machines,
-        algorithm: col(&r, "algorithm")?,
-        reason: col(&r, "reason")?,
-        prediction_source: col(&r, "prediction_source")?,
-        predicted_runtime_s: col(&r, "predicted_runtime_s")?,
-        placed_ms,
-        actual_runtime_s: finished_ms.map(|f| (f - placed_ms).max(0) as f64 / 1000.0),
-    }))
-}
-
-/// The machine name of each agent id, in order (the id itself where the agent is gone),
-/// read in one statement per [`rows_per_statement`] ids.
-async fn machine_names(db: &Db, agents: &[String]) -> Result<Vec<String>> {
-    let mut names: std::collections::HashMap<String, String> = std::collections::HashMap::with_capacity(agents.len());
-    for chunk in agents.chunks(rows_per_statement(db, agents.len().max(1), 1)) {
-        let sql = format!("SELECT id, name FROM agents WHERE id IN ({})", id_list(chunk.len()));
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for a in chunk {
-            q = q.bind(a.clone());
-        }
-        for r in q.fetch_all(&db.pool).await? {
-            names.insert(col(&r, "id")?, col(&r, "name")?);
-        }
-    }
-    Ok(agents.iter().map(|a| names.get(a).cloned().unwrap_or_else(|| a.clone())).collect())
-}
-
-/// The output tails of a job's tasks, if `who` may see the job (as [`get_job`]): what
-/// each rank's completing agent sent; `None` for ranks that have not completed (or whose
-/// agent predates output tails).
-pub async fn job_output(db: &Db, who: &Principal, id: i64) -> Result<JobOutput> {
-    let job = get_job(db, who, id).await?;
-    let rows = sqlx::query(
-        "SELECT rank, state, agent_id, exit_code, stdout_tail, stderr_tail, stdout_bytes, stderr_bytes FROM tasks WHERE job_id = $1 ORDER BY rank",
-    )
-    .bind(id)
-    .fetch_all(&db.pool)
-    .await?;
-    let tasks = rows
-        .iter()
-        .map(|r| {
-            let stdout: Option<String> = col(r, "stdout_tail")?;
-            let output = match stdout {
-                Some(stdout) => Some(Output {
-                    stdout,
-                    stderr: col::<Option<String>>(r, "stderr_tail")?.unwrap_or_default(),
-                    stdout_bytes: col::<Option<i64>>(r, "stdout_bytes")?.unwrap_or(0).max(0) as u64,
-                    stderr_bytes: col::<Option<i64>>(r, "stderr_bytes")?.unwrap_or(0).max(0) as u64,
-                }),
-                None => None,
-            };
-            Ok(TaskOutput {
-                rank: col::<i64>(r, "rank")? as u32,
-                state: col(r, "state")?,
-                agent_id: col(r, "agent_id")?,
-                exit_code: col(r, "exit_code")?,
-                output,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(JobOutput { job_id: job.id, state: job.state, tasks })
-}
-
-/// Jobs `who` may see, newest first, optionally in one state (at most `limit`).
-pub async fn list_jobs(db: &Db, who: &Principal, state: Option<&str>, limit: u32) -> Result<Vec<Job>> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {JOB_COLS} FROM jobs WHERE ($1 = '' OR submitter = $1) AND ($2 = '' OR state = $2) ORDER BY id DESC LIMIT $3"
-    )))
-    .bind(if *who == Principal::Admin { String::new() } else { who.submitter() })
-    .bind(state.unwrap_or(""))
-    .bind(limit.min(10_000) as i64)
-    .fetch_all(&db.pool)
-    .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let id: i64 = col(row, "id")?;
-        let tasks = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLS} FROM tasks WHERE job_id = $1 ORDER BY rank")))
-            .bind(id)
-            .fetch_all(&db.pool)
-            .await?
-            .iter()
-            .map(task_of)
-            .collect::<Result<Vec<_>>>()?;
-        let mut job = job_of(row, tasks)?;
-        job.placement = placement(db, id, job.finished_ms).await?;
-        out.push(job);
-    }
-    Ok(out)
-}
-
-/// Recomputes a job's state from its tasks (cancelled stays cancelled).
+/// Recomputes a job's state from its tasks (cancelled stays cancelled): `failed` once a
+/// rank failed, `lost` once a rank's retries were used up, `completed` when every rank
+/// completed; its `reason` is then the first such rank's (a failure before a loss).
 async fn refresh_job<'c, E: sqlx::Executor<'c, Database = sqlx::Any>>(ex: E, job_id: i64, now: i64) -> Result<()> {
     sqlx::query(
         "UPDATE jobs SET state = CASE
             WHEN state = 'cancelled' THEN 'cancelled'
             WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state = 'failed') THEN 'failed'
+            WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state = 'lost') THEN 'lost'
             WHEN NOT EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state <> 'completed') THEN 'completed'
             WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state = 'leased') THEN 'running'
             ELSE 'queued' END,
           finished_ms = CASE WHEN finished_ms IS NOT NULL THEN finished_ms
-            WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state = 'failed')
+            WHEN EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state IN ('failed', 'lost'))
               OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.job_id = jobs.id AND t.state <> 'completed') THEN $2
-            ELSE NULL END
+            ELSE NULL END,
+          reason = CASE WHEN state = 'cancelled' THEN reason
+            ELSE (SELECT t.end_reason FROM tasks t WHERE t.job_id = jobs.id AND t.state IN ('failed', 'lost')
+                  ORDER BY CASE WHEN t.state = 'failed' THEN 0 ELSE 1 END, t.rank LIMIT 1) END
          WHERE id = $1",
     )
     .bind(job_id)
@@ -517,11 +355,12 @@ async fn refresh_job<'c, E: sqlx::Executor<'c, Database = sqlx::Any>>(ex: E, job
 /// their next progress report).
 pub async fn cancel(db: &Db, who: &Principal, id: i64) -> Result<Job> {
     cancel_job(db, who, id).await?;
-    get_job(db, who, id).await
+    crate::job_view::get_job(db, who, id).await
 }
 
 /// [`cancel`] without reading the job back: whether this call cancelled it (`false`: it
-/// had already ended). `NotFound` if `who` may not see it.
+/// had already ended). `NotFound` if `who` may not see it; `Refused` if they may see it
+/// (it ran on their machine) but did not submit it.
 pub async fn cancel_job(db: &Db, who: &Principal, id: i64) -> Result<bool> {
     let submitter: Option<String> = sqlx::query("SELECT submitter FROM jobs WHERE id = $1")
         .bind(id)
@@ -529,21 +368,28 @@ pub async fn cancel_job(db: &Db, who: &Principal, id: i64) -> Result<bool> {
         .await?
         .map(|r| col(&r, "submitter"))
         .transpose()?;
-    if !submitter.is_some_and(|s| may_see_job(who, &s)) {
-        return Err(StoreError::NotFound);
+    let Some(submitter) = submitter else { return Err(StoreError::NotFound) };
+    if !crate::job_view::may_cancel(who, &submitter) {
+        crate::job_view::get_job(db, who, id).await?;
+        return Err(StoreError::Refused(format!("job {id} was submitted by {submitter}: only they or an admin may cancel it")));
     }
+    let reason = format!("cancelled by {}", who.submitter());
     retry_transient(|| async {
         let now = now_ms();
         let mut tx = db.pool.begin().await?;
-        let n = sqlx::query("UPDATE jobs SET state = 'cancelled', finished_ms = $2 WHERE id = $1 AND state IN ('queued', 'running')")
-            .bind(id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        let n = sqlx::query(
+            "UPDATE jobs SET state = 'cancelled', finished_ms = $2, reason = $3 WHERE id = $1 AND state IN ('queued', 'running')",
+        )
+        .bind(id)
+        .bind(now)
+        .bind(&reason)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
         if n == 1 {
-            sqlx::query("UPDATE tasks SET state = 'cancelled' WHERE job_id = $1 AND state IN ('queued', 'leased')")
+            sqlx::query("UPDATE tasks SET state = 'cancelled', end_reason = $2 WHERE job_id = $1 AND state IN ('queued', 'leased')")
                 .bind(id)
+                .bind(&reason)
                 .execute(&mut *tx)
                 .await?;
         }
@@ -562,20 +408,39 @@ async fn task_row(db: &Db, job_id: i64, rank: i64) -> Result<AnyRow> {
         .ok_or(StoreError::NotFound)
 }
 
-/// Renews a lease. `cancel` tells the agent the job was cancelled.
-pub async fn progress(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, ttl_ms: i64) -> Result<ProgressAck> {
+/// Checks an output tail an agent sent (each stream at most [`OUTPUT_TAIL_MAX`] bytes of
+/// text without NUL).
+fn check_output(o: Option<&Output>) -> Result<()> {
+    if let Some(o) = o {
+        check_text("output.stdout", &o.stdout, 0, OUTPUT_TAIL_MAX)?;
+        check_text("output.stderr", &o.stderr, 0, OUTPUT_TAIL_MAX)?;
+    }
+    Ok(())
+}
+
+/// Renews a lease, keeping the output tail the renewal carries (what the guest wrote so
+/// far, for `lull jobs output --follow`). `cancel` tells the agent the job was cancelled.
+pub async fn progress(db: &Db, agent_id: &str, job_id: i64, rank: i64, req: &Progress, ttl_ms: i64) -> Result<ProgressAck> {
+    check_output(req.output.as_ref())?;
+    let out = req.output.as_ref();
     let expires = now_ms() + ttl_ms;
     // The job's width comes back with the renewal, so only a gang's renewal asks whether
     // it is halted.
     let renewed = sqlx::query(
-        "UPDATE tasks SET lease_expires_ms = $5 WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'
+        "UPDATE tasks SET lease_expires_ms = $5, stdout_tail = COALESCE($6, stdout_tail), stderr_tail = COALESCE($7, stderr_tail),
+            stdout_bytes = COALESCE($8, stdout_bytes), stderr_bytes = COALESCE($9, stderr_bytes)
+         WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'
          RETURNING (SELECT gang FROM jobs WHERE jobs.id = $1) AS gang",
     )
     .bind(job_id)
     .bind(rank)
     .bind(agent_id)
-    .bind(lease)
+    .bind(req.lease)
     .bind(expires)
+    .bind(out.map(|o| o.stdout.clone()))
+    .bind(out.map(|o| o.stderr.clone()))
+    .bind(out.map(|o| i64::try_from(o.stdout_bytes).unwrap_or(i64::MAX)))
+    .bind(out.map(|o| i64::try_from(o.stderr_bytes).unwrap_or(i64::MAX)))
     .fetch_optional(&db.pool)
     .await?;
     if let Some(r) = renewed {
@@ -584,35 +449,51 @@ pub async fn progress(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i6
     }
     let row = task_row(db, job_id, rank).await?;
     let (state, holder, epoch): (String, Option<String>, i64) = (col(&row, "state")?, col(&row, "agent_id")?, col(&row, "lease_epoch")?);
-    if state == "cancelled" && holder.as_deref() == Some(agent_id) && epoch == lease {
+    if state == "cancelled" && holder.as_deref() == Some(agent_id) && epoch == req.lease {
         return Ok(ProgressAck { expires_ms: 0, cancel: true, halt: false });
     }
     Err(StoreError::Conflict("the lease is no longer held".into()))
 }
 
-/// Completes a task. Idempotent: a retry of the same (agent, lease) answers
-/// `counted: false`; a completion under a lost lease is a conflict.
+/// How a completion says its guest ended: its outcome, or (older agents) what its bare
+/// exit code says; the texts checked.
+fn outcome_of(c: &Completion) -> Result<TaskOutcome> {
+    let outcome = c.outcome.clone().unwrap_or_else(|| TaskOutcome::from_legacy_code(c.exit_code));
+    for t in outcome.texts() {
+        check_text("outcome text", t, 0, lull_protocol::OUTCOME_TEXT_MAX)?;
+    }
+    Ok(outcome)
+}
+
+/// Completes a task: `completed` when its guest exited with 0, `failed` (with the
+/// reason, for good: no retry) otherwise; a failed rank cancels the rest of its gang.
+/// Idempotent: a retry of the same (agent, lease) answers `counted: false`; a
+/// completion under a lost lease is a conflict.
 pub async fn complete(db: &Db, agent_id: &str, job_id: i64, rank: i64, c: &Completion) -> Result<CompletionAck> {
     if !(c.user_cpu_s.is_finite() && c.sys_cpu_s.is_finite() && c.user_cpu_s >= 0.0 && c.sys_cpu_s >= 0.0) {
         return Err(StoreError::Invalid("CPU times must be finite and non-negative".into()));
     }
-    if let Some(o) = &c.output {
-        check_text("output.stdout", &o.stdout, 0, OUTPUT_TAIL_MAX)?;
-        check_text("output.stderr", &o.stderr, 0, OUTPUT_TAIL_MAX)?;
-    }
+    check_output(c.output.as_ref())?;
+    let outcome = outcome_of(c)?;
+    let state = if outcome.succeeded() { "completed" } else { "failed" };
+    let signal = match outcome {
+        TaskOutcome::Signalled { signal } => Some(signal as i64),
+        TaskOutcome::OutputLimit => Some(lull_protocol::outcome::SIGXFSZ as i64),
+        _ => None,
+    };
     let out = c.output.as_ref();
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
     let n = sqlx::query(
-        "UPDATE tasks SET state = 'completed', exit_code = $5, user_cpu_s = $6, sys_cpu_s = $7, finished_ms = $8, lease_expires_ms = NULL,
-            stdout_tail = $9, stderr_tail = $10, stdout_bytes = $11, stderr_bytes = $12
+        "UPDATE tasks SET state = $13, exit_code = $5, user_cpu_s = $6, sys_cpu_s = $7, finished_ms = $8, lease_expires_ms = NULL,
+            stdout_tail = $9, stderr_tail = $10, stdout_bytes = $11, stderr_bytes = $12, signal = $14, end_reason = $15
          WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'",
     )
     .bind(job_id)
     .bind(rank)
     .bind(agent_id)
     .bind(c.lease)
-    .bind(c.exit_code as i64)
+    .bind(outcome.exit_code().map(i64::from))
     .bind(c.user_cpu_s)
     .bind(c.sys_cpu_s)
     .bind(now)
@@ -620,36 +501,42 @@ pub async fn complete(db: &Db, agent_id: &str, job_id: i64, rank: i64, c: &Compl
     .bind(out.map(|o| o.stderr.clone()))
     .bind(out.map(|o| i64::try_from(o.stdout_bytes).unwrap_or(i64::MAX)))
     .bind(out.map(|o| i64::try_from(o.stderr_bytes).unwrap_or(i64::MAX)))
+    .bind(state)
+    .bind(signal)
+    .bind((!outcome.succeeded()).then(|| outcome.describe()))
     .execute(&mut *tx)
     .await?
     .rows_affected();
     if n == 1 {
-        sqlx::query(
-            "INSERT INTO task_events(job_id, rank, lease_epoch, kind, agent_id, day, at_ms) VALUES ($1, $2, $3, 'completed', $4, $5, $6)",
-        )
-        .bind(job_id)
-        .bind(rank)
-        .bind(c.lease)
-        .bind(agent_id)
-        .bind(day_of(now))
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query("INSERT INTO task_events(job_id, rank, lease_epoch, kind, agent_id, day, at_ms) VALUES ($1, $2, $3, $7, $4, $5, $6)")
+            .bind(job_id)
+            .bind(rank)
+            .bind(c.lease)
+            .bind(agent_id)
+            .bind(day_of(now))
+            .bind(now)
+            .bind(state)
+            .execute(&mut *tx)
+            .await?;
+        if state == "failed" {
+            gang_follow(&mut tx, job_id, false, now).await?;
+        }
         refresh_job(&mut *tx, job_id, now).await?;
         tx.commit().await?;
         return Ok(CompletionAck { counted: true });
     }
     tx.commit().await?;
     let row = task_row(db, job_id, rank).await?;
-    let (state, holder, epoch): (String, Option<String>, i64) = (col(&row, "state")?, col(&row, "agent_id")?, col(&row, "lease_epoch")?);
-    if state == "completed" && holder.as_deref() == Some(agent_id) && epoch == c.lease {
+    let (now_state, holder, epoch): (String, Option<String>, i64) =
+        (col(&row, "state")?, col(&row, "agent_id")?, col(&row, "lease_epoch")?);
+    if now_state == state && holder.as_deref() == Some(agent_id) && epoch == c.lease {
         return Ok(CompletionAck { counted: false });
     }
-    Err(StoreError::Conflict(format!("task is {state} and the lease is no longer held")))
+    Err(StoreError::Conflict(format!("task is {now_state} and the lease is no longer held")))
 }
 
-/// After a rank of a job went back to the queue or failed. Once any rank failed for
-/// good the remaining ranks are cancelled. A rank `lost` (evicted, lease expired, machine
+/// After a rank of a job went back to the queue, failed or was lost. Once any rank
+/// failed or was lost for good the remaining ranks are cancelled. A rank `lost` (evicted, lease expired, machine
 /// removed, moved away) from a gang that had started halts the gang: its other leased
 /// ranks keep their leases (their agents freeze them, told by their renewals) from
 /// `halted_ms` until a replacement takes the lost rank (see [`resolve_halts`]).
@@ -658,8 +545,8 @@ pub async fn complete(db: &Db, agent_id: &str, job_id: i64, rank: i64, c: &Compl
 /// retries; their holders learn it from a 409 on their next progress report).
 async fn gang_follow(conn: &mut sqlx::AnyConnection, job_id: i64, lost: bool, now: i64) -> Result<()> {
     sqlx::query(
-        "UPDATE tasks SET state = 'cancelled' WHERE job_id = $1 AND state IN ('queued', 'leased')
-           AND EXISTS (SELECT 1 FROM tasks f WHERE f.job_id = $1 AND f.state = 'failed')",
+        "UPDATE tasks SET state = 'cancelled', end_reason = 'another rank of the job ended it' WHERE job_id = $1 AND state IN ('queued', 'leased')
+           AND EXISTS (SELECT 1 FROM tasks f WHERE f.job_id = $1 AND f.state IN ('failed', 'lost'))",
     )
     .bind(job_id)
     .execute(&mut *conn)
@@ -698,13 +585,19 @@ async fn gang_follow(conn: &mut sqlx::AnyConnection, job_id: i64, lost: bool, no
     Ok(())
 }
 
+/// The jobs of `rows` (which carry `job_id`), each once, in order.
+fn distinct_jobs(rows: &[AnyRow]) -> Result<Vec<i64>> {
+    let mut jobs: Vec<i64> = rows.iter().map(|r| col(r, "job_id")).collect::<std::result::Result<_, _>>()?;
+    jobs.sort_unstable();
+    jobs.dedup();
+    Ok(jobs)
+}
+
 /// After tasks went back to the queue (or failed): each of their jobs (`rows` carry
 /// `job_id`) has its gang followed (`lost`: see [`gang_follow`]) and its state
 /// recomputed, once.
 async fn follow_requeued(tx: &mut sqlx::Transaction<'_, sqlx::Any>, rows: &[AnyRow], lost: bool, now: i64) -> Result<()> {
-    let mut jobs: Vec<i64> = rows.iter().map(|r| col(r, "job_id")).collect::<std::result::Result<_, _>>()?;
-    jobs.sort_unstable();
-    jobs.dedup();
+    let jobs = distinct_jobs(rows)?;
     for j in &jobs {
         gang_follow(tx, *j, lost, now).await?;
         refresh_job(&mut **tx, *j, now).await?;
@@ -778,13 +671,16 @@ async fn halted_now(db: &Db, job_id: i64) -> Result<bool> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GiveBack {
     /// The agent could not run it, or it failed: uses a retry; past `max_retries` the
-    /// task and job fail.
+    /// task is lost (and the job with it).
     Failed,
     /// The owner came back: no retry used, one eviction counted.
     Evicted,
     /// It moves (the coordinator decided a migration, `migration.rs`): no retry used, no
     /// eviction counted; its last checkpoint stays for the next holder.
     Migrated,
+    /// The agent gives it back before its guest started (the machine stopped accepting
+    /// guest work, a gang that did not fill): no retry, no eviction, not an attempt.
+    NotStarted,
 }
 
 impl GiveBack {
@@ -793,31 +689,47 @@ impl GiveBack {
             GiveBack::Failed => "failed",
             GiveBack::Evicted => "evicted",
             GiveBack::Migrated => "migrated",
+            GiveBack::NotStarted => "returned",
+        }
+    }
+
+    /// The statement that gives the task back (`$5`, for a failure only: the agent's
+    /// reason, kept if it is the last retry).
+    fn sql(self) -> &'static str {
+        match self {
+            GiveBack::Evicted => {
+                "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1, evictions = evictions + 1
+                 WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+            }
+            GiveBack::Migrated => {
+                "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
+                 WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+            }
+            GiveBack::NotStarted => {
+                "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1,
+                    runs = CASE WHEN runs > 0 THEN runs - 1 ELSE 0 END
+                 WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+            }
+            GiveBack::Failed => {
+                "UPDATE tasks SET state = CASE WHEN attempts > max_retries THEN 'lost' ELSE 'queued' END,
+                    agent_id = CASE WHEN attempts > max_retries THEN agent_id ELSE NULL END, lease_expires_ms = NULL,
+                    end_reason = CASE WHEN attempts > max_retries THEN 'retries used up: ' || $5 ELSE end_reason END
+                 WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
+            }
         }
     }
 }
 
-/// Gives a leased task back (`why`). A rank lost this way (evicted, migrated) halts a
-/// started gang until it is replaced; a failure restarts the gang (see `gang_follow`).
-pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, why: GiveBack) -> Result<Task> {
+/// Gives a leased task back (`why`, with the agent's `reason`). A rank lost this way
+/// (evicted, migrated, given back unstarted) halts a started gang until it is replaced;
+/// a failure restarts the gang (see `gang_follow`).
+pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64, why: GiveBack, reason: Option<&str>) -> Result<Task> {
     let now = now_ms();
+    let reason = reason.filter(|r| !r.is_empty()).unwrap_or("the agent gave it back as failed").to_string();
     let mut tx = db.pool.begin().await?;
-    let sql = match why {
-        GiveBack::Evicted => {
-            "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1, evictions = evictions + 1
-             WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
-        }
-        GiveBack::Migrated => {
-            "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
-             WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
-        }
-        GiveBack::Failed => {
-            "UPDATE tasks SET state = CASE WHEN attempts > max_retries THEN 'failed' ELSE 'queued' END,
-                agent_id = CASE WHEN attempts > max_retries THEN agent_id ELSE NULL END, lease_expires_ms = NULL
-             WHERE job_id = $1 AND rank = $2 AND agent_id = $3 AND lease_epoch = $4 AND state = 'leased'"
-        }
-    };
-    let n = sqlx::query(sql).bind(job_id).bind(rank).bind(agent_id).bind(lease).execute(&mut *tx).await?.rows_affected();
+    let q = sqlx::query(why.sql()).bind(job_id).bind(rank).bind(agent_id).bind(lease);
+    let q = if why == GiveBack::Failed { q.bind(&reason) } else { q };
+    let n = q.execute(&mut *tx).await?.rows_affected();
     if n != 1 {
         tx.commit().await?;
         return Err(StoreError::Conflict("the lease is no longer held".into()));
@@ -836,13 +748,33 @@ pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64
     .await?;
     gang_follow(&mut tx, job_id, why != GiveBack::Failed, now).await?;
     refresh_job(&mut *tx, job_id, now).await?;
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TASK_COLS} FROM tasks WHERE job_id = $1 AND rank = $2")))
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!("{} WHERE t.job_id = $1 AND t.rank = $2", crate::job_view::TASK_SELECT)))
         .bind(job_id)
         .bind(rank)
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;
-    task_of(&row)
+    crate::job_view::task_of(&row)
+}
+
+/// An agent that just started (or is stopping) runs no guest: the tasks it held (leases
+/// it took) go back to the queue at once rather than when their leases expire — no retry
+/// used, not an eviction (the guests died with the agent's run, not for anything they
+/// did or because the owner came back). A lease assigned but not yet taken stays for its
+/// next polls. Returns how many tasks went back and their jobs.
+pub async fn give_back_all(db: &Db, agent_id: &str) -> Result<(u32, Vec<i64>)> {
+    let now = now_ms();
+    let mut tx = db.pool.begin().await?;
+    let rows = sqlx::query(
+        "UPDATE tasks SET state = 'queued', agent_id = NULL, lease_expires_ms = NULL, attempts = attempts - 1
+         WHERE agent_id = $1 AND state = 'leased' AND lease_delivered = 1 RETURNING job_id",
+    )
+    .bind(agent_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    follow_requeued(&mut tx, &rows, true, now).await?;
+    tx.commit().await?;
+    Ok((rows.len() as u32, distinct_jobs(&rows)?))
 }
 
 /// Carries out a memory migration (seed 001) the scheduler decided: the task `job_id`/
@@ -885,15 +817,19 @@ pub async fn migrate_task(db: &Db, agent_id: &str, job_id: i64, rank: i64, reaso
     Ok(true)
 }
 
-/// Re-queues tasks whose lease expired (their agent is lost), or fails them past their
-/// retries; a lease its agent never took (`lease_delivered = 0`) uses no retry. Returns
-/// the jobs that changed, each once.
+/// Re-queues tasks whose lease expired (their agent is lost), or marks them lost past
+/// their retries; a lease its agent never took (`lease_delivered = 0`) uses no retry.
+/// Returns the jobs that changed, each once.
 pub async fn requeue_expired(db: &Db) -> Result<Vec<i64>> {
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
     let rows = sqlx::query(
         "UPDATE tasks SET attempts = attempts - 1 + lease_delivered,
-            state = CASE WHEN attempts - 1 + lease_delivered > max_retries THEN 'failed' ELSE 'queued' END,
+            state = CASE WHEN attempts - 1 + lease_delivered > max_retries THEN 'lost' ELSE 'queued' END,
+            end_reason = CASE WHEN attempts - 1 + lease_delivered > max_retries
+              THEN 'retries used up: its lease expired on ' || COALESCE((SELECT a.name FROM agents a WHERE a.id = tasks.agent_id), agent_id)
+                || ' (the machine stopped answering)'
+              ELSE end_reason END,
             agent_id = CASE WHEN attempts - 1 + lease_delivered > max_retries THEN agent_id ELSE NULL END, lease_expires_ms = NULL,
             lease_delivered = 1
          WHERE state = 'leased' AND lease_expires_ms < $1 RETURNING job_id",
@@ -903,10 +839,7 @@ pub async fn requeue_expired(db: &Db) -> Result<Vec<i64>> {
     .await?;
     follow_requeued(&mut tx, &rows, true, now).await?;
     tx.commit().await?;
-    let mut jobs: Vec<i64> = rows.iter().map(|r| col(r, "job_id")).collect::<std::result::Result<_, _>>()?;
-    jobs.sort_unstable();
-    jobs.dedup();
-    Ok(jobs)
+    distinct_jobs(&rows)
 }
 
 /// The gang state of the job a task belongs to; only the lease holder may ask.
@@ -1213,6 +1146,7 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
                     idle_for_s: None,
                     owner_load: Vec::new(),
                     memory: None,
+                    busy: None,
                 }),
                 None => None,
             };
@@ -1226,13 +1160,4 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
             })
         })
         .collect()
-}
-
-/// Jobs `who` may see, counted by state.
-pub async fn job_counts(db: &Db, who: &Principal) -> Result<Vec<(String, u32)>> {
-    let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM jobs WHERE ($1 = '' OR submitter = $1) GROUP BY state ORDER BY state")
-        .bind(if *who == Principal::Admin { String::new() } else { who.submitter() })
-        .fetch_all(&db.pool)
-        .await?;
-    rows.iter().map(|r| Ok((col(r, "state")?, col::<i64>(r, "n")? as u32))).collect()
 }

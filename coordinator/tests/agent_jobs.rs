@@ -35,6 +35,7 @@ fn idle_heartbeat() -> Heartbeat {
         idle_for_s: None,
         owner_load: Vec::new(),
         memory: None,
+        busy: None,
     }
 }
 
@@ -113,7 +114,7 @@ async fn a_checkpoint_moves_from_one_lease_to_the_next() {
     assert!(!coordinator_client::upload_checkpoint(&a, &first, &ck, &mut stale, true).await);
     assert_eq!(b.get_checkpoint(&second).await.unwrap().as_deref(), Some(&b"count=4"[..]));
     // B's own renewal holds; and its newer state is stored.
-    assert_eq!(coordinator_client::renewal(b.progress(&second).await), Ok(false));
+    assert_eq!(coordinator_client::renewal(b.progress(&second, None).await), Ok(false));
     std::fs::write(&ck_b, b"count=9").unwrap();
     assert!(coordinator_client::upload_checkpoint(&b, &second, &ck_b, &mut last_b, false).await);
     assert_eq!(b.get_checkpoint(&second).await.unwrap().as_deref(), Some(&b"count=9"[..]));
@@ -125,8 +126,8 @@ async fn a_checkpoint_moves_from_one_lease_to_the_next() {
 
     // Renewals: a cancel is learnt; a lease that moved on is lost (409).
     let _: Job = s.admin().post_ok(&format!("/api/v1/jobs/{}/cancel", job.id), json!({})).await;
-    assert_eq!(coordinator_client::renewal(b.progress(&second).await), Err(Some(Stopped::Cancelled)));
-    assert_eq!(coordinator_client::renewal(a.progress(&first).await), Err(Some(Stopped::LeaseLost)));
+    assert_eq!(coordinator_client::renewal(b.progress(&second, None).await), Err(Some(Stopped::Cancelled)));
+    assert_eq!(coordinator_client::renewal(a.progress(&first, None).await), Err(Some(Stopped::LeaseLost)));
     s.stop().await;
 }
 
@@ -153,7 +154,7 @@ async fn a_gang_member_starts_once_its_gang_fills_and_gives_back_a_lease_that_do
     assert_eq!(coordinator_client::wait_for_gang(&a, &la, &accepting, Duration::from_secs(5)).await, GangWait::Ready);
     assert_eq!(coordinator_client::wait_for_gang(&b, &lb, &accepting, Duration::from_secs(5)).await, GangWait::Ready);
     for (c, l) in [(&a, &la), (&b, &lb)] {
-        assert!(c.complete(l, 0, 0.1, 0.0, None).await.unwrap(), "the completion counts");
+        assert!(c.complete(l, &lull_protocol::TaskOutcome::Exited { code: 0 }, 0.1, 0.0, None).await.unwrap(), "the completion counts");
     }
 
     // The machine stops accepting guest work while a member waits: it gives the lease back,
@@ -183,10 +184,10 @@ async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is
     let (la, lb) = (la.unwrap().expect("rank for A"), lb.unwrap().expect("rank for B"));
     assert_eq!(coordinator_client::wait_for_gang(&a, &la, &accepting, Duration::from_secs(5)).await, GangWait::Ready);
     assert_eq!(coordinator_client::wait_for_gang(&b, &lb, &accepting, Duration::from_secs(5)).await, GangWait::Ready);
-    assert_eq!(coordinator_client::renewal(b.progress(&lb).await), Ok(false), "whole: not halted");
+    assert_eq!(coordinator_client::renewal(b.progress(&lb, None).await), Ok(false), "whole: not halted");
     // A's owner comes back: B's renewal says halt (freeze the guest), not a lost lease.
     a.evicted(&la, "evicted: the owner returned").await.unwrap();
-    assert_eq!(coordinator_client::renewal(b.progress(&lb).await), Ok(true));
+    assert_eq!(coordinator_client::renewal(b.progress(&lb, None).await), Ok(true));
     // B's owner comes back too and B asks to move: no machine is free.
     let ask = MigrateRequest { lease: lb.lease, owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 100.0 };
     let m = b.migrate(&lb, &ask).await.unwrap();
@@ -196,7 +197,7 @@ async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is
     a.heartbeat(&hb).await.unwrap();
     let m = b.migrate(&lb, &ask).await.unwrap();
     assert!(m.migrate, "{m:?}");
-    assert_eq!(coordinator_client::renewal(b.progress(&lb).await), Err(Some(Stopped::LeaseLost)), "given back: stop the guest");
+    assert_eq!(coordinator_client::renewal(b.progress(&lb, None).await), Err(Some(Stopped::LeaseLost)), "given back: stop the guest");
     let job: Job = s.admin().get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
     assert!(job.tasks.iter().all(|t| t.state == "queued"), "{job:?}");
     assert_eq!(job.tasks[lb.rank as usize].evictions, 0, "a migration is not an eviction");
@@ -239,7 +240,7 @@ async fn the_links_migration_request_uploads_the_checkpoint_first_and_only_a_yes
         other => panic!("{other:?}"),
     }
     assert_eq!(a.get_checkpoint(&task).await.unwrap().as_deref(), Some(&b"count=7"[..]));
-    assert_eq!(coordinator_client::renewal(a.progress(&task).await), Ok(false), "a 'stay' keeps the lease");
+    assert_eq!(coordinator_client::renewal(a.progress(&task, None).await), Ok(false), "a 'stay' keeps the lease");
 
     // B is free now. A checkpoint that cannot be uploaded: not asked, nothing changes.
     let b = agent(&s, "b").await;
@@ -248,7 +249,7 @@ async fn the_links_migration_request_uploads_the_checkpoint_first_and_only_a_yes
     let f = std::fs::File::create(&ck).unwrap();
     f.set_len(lull_protocol::CHECKPOINT_MAX as u64 + 1).unwrap();
     assert!(matches!(coordinator_client::ask_migration(&a, &task, Some(&ck), &mut uploaded, &ask).await, MigrationOutcome::Failed(_)));
-    assert_eq!(coordinator_client::renewal(a.progress(&task).await), Ok(false), "not asked: the lease is held");
+    assert_eq!(coordinator_client::renewal(a.progress(&task, None).await), Ok(false), "not asked: the lease is held");
 
     // The coordinator unreachable: a failure, within the timeout, and nothing changes.
     let gone = coordinator_client::Credentials { url: "http://127.0.0.1:9".into(), agent_id: "a".into(), secret: "x".into() };
@@ -261,14 +262,14 @@ async fn the_links_migration_request_uploads_the_checkpoint_first_and_only_a_yes
         MigrationOutcome::Failed(_)
     ));
     assert!(t0.elapsed() <= coordinator_client::MIGRATE_TIMEOUT + Duration::from_secs(1));
-    assert_eq!(coordinator_client::renewal(a.progress(&task).await), Ok(false));
+    assert_eq!(coordinator_client::renewal(a.progress(&task, None).await), Ok(false));
 
     // Asked again with B free: yes. The checkpoint B's lease downloads is the last one.
     match coordinator_client::ask_migration(&a, &task, Some(&ck), &mut uploaded, &ask).await {
         MigrationOutcome::Migrated(why) => assert!(why.starts_with("migrate:"), "{why}"),
         other => panic!("{other:?}"),
     }
-    assert_eq!(coordinator_client::renewal(a.progress(&task).await), Err(Some(Stopped::LeaseLost)), "given back: stop the guest");
+    assert_eq!(coordinator_client::renewal(a.progress(&task, None).await), Err(Some(Stopped::LeaseLost)), "given back: stop the guest");
     let root_b = tempfile::tempdir().unwrap();
     let next = b.lease(1 << 30, Duration::from_secs(3)).await.unwrap().expect("the migrated task for B");
     assert_eq!((next.job_id, next.rank), (job.id, 0));

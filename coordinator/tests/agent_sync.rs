@@ -41,6 +41,7 @@ async fn outbox_sync_survives_lost_acks_and_outages_without_loss_or_double() {
         idle_for_s: None,
         owner_load: Vec::new(),
         memory: None,
+        busy: None,
     };
     client.heartbeat(&hb).await.unwrap();
 

@@ -132,12 +132,15 @@ async fn lost_leases_requeue_on(b: Backend) {
     let lb = b2.lease(0, 5000).await.expect("re-queued work");
     assert_eq!((lb.job_id, lb.lease), (j.id, la.lease + 1));
     assert_eq!(a.complete(&la, 1.0, 0.0).await.0, 409, "the lost agent's late completion is refused");
-    // b is lost too: past max_retries the job fails.
+    // b is lost too: past max_retries the job is lost.
     let t0 = Instant::now();
     loop {
         let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", j.id)).await;
-        if job.state == "failed" {
-            assert_eq!(job.tasks[0].attempts, 2);
+        if job.state == "lost" {
+            let t = &job.tasks[0];
+            assert_eq!((t.state.as_str(), t.attempts, t.retries_used), ("lost", 2, 1), "{t:?}");
+            let why = "retries used up: its lease expired on b (the machine stopped answering)";
+            assert_eq!((t.reason.as_deref(), job.reason.as_deref()), (Some(why), Some(why)));
             break;
         }
         assert!(t0.elapsed() < Duration::from_secs(10), "job did not fail: {job:?}");
@@ -147,10 +150,10 @@ async fn lost_leases_requeue_on(b: Backend) {
     let j2: Job = admin.post_ok("/api/v1/jobs", json!({"command": "y", "max_retries": 0})).await;
     let l = a.lease(0, 0).await.unwrap();
     let t: Task = a.post_ok(&format!("/api/v1/tasks/{}/0/evicted", j2.id), json!({"lease": l.lease, "reason": "owner back"})).await;
-    assert_eq!((t.state.as_str(), t.evictions, t.attempts), ("queued", 1, 0));
+    assert_eq!((t.state.as_str(), t.evictions, t.retries_used, t.attempts), ("queued", 1, 0, 1));
     let l = b2.lease(0, 0).await.unwrap();
-    let t: Task = b2.post_ok(&format!("/api/v1/tasks/{}/0/fail", j2.id), json!({"lease": l.lease})).await;
-    assert_eq!(t.state, "failed");
+    let t: Task = b2.post_ok(&format!("/api/v1/tasks/{}/0/fail", j2.id), json!({"lease": l.lease, "reason": "disk full"})).await;
+    assert_eq!((t.state.as_str(), t.reason.as_deref(), t.attempts), ("lost", Some("retries used up: disk full"), 2));
     let r: Report = admin.get_ok("/api/v1/reports?by=machine&since=1d").await;
     assert_eq!(r.rows.iter().map(|r| r.evictions).sum::<u32>(), 1);
     s.stop().await;
@@ -552,24 +555,24 @@ async fn gang_restart_on(b: Backend) {
     let (st, _) = b2.post(&task(&lb, "progress"), json!({"lease": lb.lease})).await;
     assert_eq!(st, 409, "the peer's lease was revoked: the gang restarts together");
     let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
-    assert!(job.tasks.iter().all(|t| t.state == "queued" && t.attempts == 0), "{job:?}");
+    assert!(job.tasks.iter().all(|t| t.state == "queued" && t.retries_used == 0 && t.attempts == 1), "{job:?}");
     // Both ranks leased again; now a's rank fails: one retry left, the gang restarts.
     let (la, lb) = pair().await;
     let (la, lb) = (la.unwrap(), lb.unwrap());
     let t: Task = a.post_ok(&task(&la, "fail"), json!({"lease": la.lease})).await;
-    assert_eq!((t.state.as_str(), t.attempts), ("queued", 1), "one retry left");
+    assert_eq!((t.state.as_str(), t.retries_used), ("queued", 1), "one retry left");
     assert_eq!(b2.post(&task(&lb, "progress"), json!({"lease": lb.lease})).await.0, 409, "restarted together");
     let (la, lb) = pair().await;
     let (la, lb) = (la.unwrap(), lb.unwrap());
     // Whichever machine holds the rank that already failed once fails it for good.
     let failed_once = job_rank_attempts(&admin, g.id).await;
-    let (fl, fc, sl, sc) = if failed_once[la.rank as usize] == 2 { (&la, &a, &lb, &b2) } else { (&lb, &b2, &la, &a) };
+    let (fl, fc, sl, sc) = if failed_once[la.rank as usize] == 1 { (&la, &a, &lb, &b2) } else { (&lb, &b2, &la, &a) };
     let t: Task = fc.post_ok(&task(fl, "fail"), json!({"lease": fl.lease})).await;
-    assert_eq!(t.state, "failed");
+    assert_eq!(t.state, "lost");
     let p: ProgressAck = sc.post_ok(&task(sl, "progress"), json!({"lease": sl.lease})).await;
     assert!(p.cancel, "the surviving rank is told to stop");
     let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
-    assert_eq!(job.state, "failed");
+    assert_eq!(job.state, "lost");
     s.stop().await;
 }
 
@@ -684,7 +687,7 @@ async fn gang_halt_rebuild_on(b: Backend) {
     assert_eq!(c.complete(&lc, 1.0, 0.0).await.0, 200);
     let job: Job = s.admin().get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
     assert_eq!(job.state, "completed");
-    assert!(job.tasks.iter().all(|t| t.attempts <= 1), "{job:?}");
+    assert!(job.tasks.iter().all(|t| t.retries_used == 0), "{job:?}");
     s.stop().await;
 }
 
@@ -714,7 +717,7 @@ async fn gang_halt_timeout_on(b: Backend) {
     let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", g.id)).await;
     assert_eq!(job.state, "queued");
     assert!(job.tasks.iter().all(|t| t.state == "queued"), "{job:?}");
-    assert_eq!(job.tasks[lb.rank as usize].attempts, 0, "the halted rank used no retry");
+    assert_eq!(job.tasks[lb.rank as usize].retries_used, 0, "the halted rank used no retry");
     // Both machines ask again: the gang starts again, whole.
     let (la, lb) = tokio::join!(a.lease(0, 5000), b2.lease(0, 5000));
     assert_eq!(la.unwrap().rank + lb.unwrap().rank, 1);
@@ -769,7 +772,7 @@ async fn migrate_on(b: Backend) {
     assert_eq!(a.post(&format!("/api/v1/tasks/{}/0/progress", j.id), json!({"lease": l.lease})).await.0, 409, "given back");
     assert_eq!(a.post(&path, ask(l.lease, 0.9, 300.0)).await.0, 404, "no longer the holder");
     let job: Job = admin.get_ok(&format!("/api/v1/jobs/{}", j.id)).await;
-    assert_eq!((job.tasks[0].state.as_str(), job.tasks[0].evictions, job.tasks[0].attempts), ("queued", 0, 0));
+    assert_eq!((job.tasks[0].state.as_str(), job.tasks[0].evictions, job.tasks[0].retries_used), ("queued", 0, 0));
     // c takes it, with the checkpoint.
     let lc = c.lease(0, 5000).await.expect("placed again");
     assert_eq!(lc.job_id, j.id);
@@ -782,10 +785,10 @@ async fn migrate_on(b: Backend) {
     s.stop().await;
 }
 
-/// Each rank's attempts so far, by rank.
+/// Each rank's retries used so far, by rank.
 async fn job_rank_attempts(admin: &Client, id: i64) -> Vec<u32> {
     let job: Job = admin.get_ok(&format!("/api/v1/jobs/{id}")).await;
-    job.tasks.iter().map(|t| t.attempts).collect()
+    job.tasks.iter().map(|t| t.retries_used).collect()
 }
 
 both!(pool_summary_and_limits_for_the_dashboard, pool_summary_on);
@@ -834,10 +837,13 @@ async fn pool_summary_on(b: Backend) {
     assert_eq!(p.jobs.get("running"), Some(&1));
     assert_eq!(p.jobs.get("queued"), Some(&2));
     assert_eq!(p.jobs.values().sum::<u32>(), p.jobs_total);
-    // Owners see their own machines and their own jobs only.
+    // Owners see their own machines, their own jobs and the jobs that ran on their
+    // machines (the admin's two, on desk and laptop).
     let pa: PoolSummary = alice.get_ok("/api/v1/pool").await;
     assert_eq!(pa.viewer, Viewer { role: "owner".into(), owner: Some("alice".into()) });
-    assert_eq!((pa.machines_total, m(&pa, "idle"), m(&pa, "donating"), pa.jobs_total), (2, 1, 1, 1));
+    assert_eq!((pa.machines_total, m(&pa, "idle"), m(&pa, "donating"), pa.jobs_total), (2, 1, 1, 3));
+    let pb: PoolSummary = bob.get_ok("/api/v1/pool").await;
+    assert_eq!(pb.jobs_total, 1, "nothing ran on bob's machines: his own job only");
     assert_eq!(a.get("/api/v1/pool").await.0, 403, "agents have no pool view");
     assert_eq!(s.client("").get("/api/v1/pool").await.0, 401);
 
@@ -968,7 +974,7 @@ async fn re_enrolling_and_removal_on(b: Backend) {
     let r: MachineRemoved = serde_json::from_value(v).unwrap();
     assert_eq!((r.owner.as_str(), r.machine.as_str(), r.tasks_requeued), ("alice", "desk", 1));
     let j: Job = admin.get_ok(&format!("/api/v1/jobs/{}", j.id)).await;
-    assert_eq!((j.state.as_str(), j.tasks[0].state.as_str(), j.tasks[0].attempts), ("queued", "queued", 0), "{j:?}");
+    assert_eq!((j.state.as_str(), j.tasks[0].state.as_str(), j.tasks[0].retries_used), ("queued", "queued", 0), "{j:?}");
     assert_eq!(new.post("/api/v1/heartbeat", hb.clone()).await.0, 401, "a removed machine's secret is refused");
     let all: Vec<AgentInfo> = admin.get_ok("/api/v1/agents").await;
     assert_eq!(all.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), vec![bobs.agent_id.as_str()]);

@@ -16,6 +16,9 @@
 //! `GET /api/v1/reports?since=90m`).
 
 pub mod duration;
+pub mod outcome;
+
+pub use outcome::{signal_name, TaskOutcome, OUTCOME_TEXT_MAX};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -103,6 +106,11 @@ pub struct Heartbeat {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "ts", ts(skip))]
     pub owner_load: Vec<LoadReading>,
+    /// What keeps the machine from being available now, when it is not: `input` (the
+    /// owner's keyboard or mouse), `inhibitor`, `owner_cpu`, `owner_memory`,
+    /// `exclusive_program` (never which program). Older agents leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<String>,
 }
 
 /// The most owner-load readings one heartbeat carries.
@@ -234,6 +242,11 @@ pub struct Progress {
     pub lease: i64,
     #[serde(default)]
     pub fraction: Option<f64>,
+    /// The tail of what the guest has written so far, sent when it wrote more since the
+    /// last renewal (so `lull jobs output --follow` shows a running job). Older agents
+    /// leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Output>,
 }
 
 /// The answer to a progress report.
@@ -284,13 +297,20 @@ pub struct MigrateAnswer {
     pub move_s: Option<f64>,
 }
 
-/// A task finished (whatever its exit code).
+/// A task's guest ended (whatever its exit code): the task is `completed` when it
+/// exited with 0, `failed` otherwise, with the reason.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Completion {
     pub lease: i64,
+    /// The exit code as a shell gives it (128 + N for signal N, 127 for a program not
+    /// found); what older coordinators read. `outcome` says more.
     pub exit_code: i32,
+    /// How the guest ended (agents since job outcomes). Without it the coordinator
+    /// reads `exit_code` alone (-1 from older agents: the guest never started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<TaskOutcome>,
     /// CPU time the guest used, as measured by the OS.
     pub user_cpu_s: f64,
     pub sys_cpu_s: f64,
@@ -308,6 +328,7 @@ pub const OUTPUT_TAIL_MAX: usize = 64 << 10;
 /// many bytes the guest wrote to each in all.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(deny_unknown_fields)]
 pub struct Output {
     pub stdout: String,
@@ -348,6 +369,12 @@ pub struct TaskRelease {
     pub lease: i64,
     #[serde(default)]
     pub reason: Option<String>,
+    /// The agent gives the lease back before the task's guest started (the machine
+    /// stopped accepting guest work, a gang that did not fill, a checkpoint that could
+    /// not be downloaded): neither an eviction nor a retry, and not an attempt. Older
+    /// agents leave it out.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub not_started: bool,
 }
 
 /// One rank of a job, as leased to one agent.
@@ -356,15 +383,45 @@ pub struct TaskRelease {
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub struct Task {
     pub rank: u32,
-    /// `queued`, `leased`, `completed`, `failed` or `cancelled`.
+    /// `queued`, `leased`, `completed` (exit 0), `failed` (it ran and failed: a non-zero
+    /// exit, a signal, a program not found or not executable, the sandbox, the output
+    /// limit), `cancelled`, or `lost` (its retries used up: leases lost or given back
+    /// as failed).
     pub state: String,
     pub agent_id: Option<String>,
+    /// The machine's name (as enrolled) of `agent_id`.
+    #[serde(default)]
+    pub machine: Option<String>,
     pub lease: i64,
+    /// How many times a machine took it to run (leases delivered and not given back
+    /// before the guest started).
     pub attempts: u32,
+    /// Leases counted against the job's `max_retries` (failures and lost leases; an
+    /// eviction, a move or a lease given back unstarted uses none).
+    #[serde(default)]
+    pub retries_used: u32,
+    /// Times its guest was stopped because the owner came back.
     pub evictions: u32,
+    /// The exit code when the program exited.
     pub exit_code: Option<i64>,
+    /// The signal's name (`SIGKILL`) when a signal ended it.
+    #[serde(default)]
+    pub signal: Option<String>,
+    /// Why it failed, was lost or was cancelled ("program not found: NAME", "exit code
+    /// 3", "killed by SIGKILL", "retries used up: …").
+    #[serde(default)]
+    pub reason: Option<String>,
     pub user_cpu_s: Option<f64>,
     pub sys_cpu_s: Option<f64>,
+}
+
+/// The answer to an agent that gives back every task it holds (`POST /api/v1/give-back`:
+/// it just started, or it is stopping, so none of its guests runs).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GivenBack {
+    /// Tasks that went back to the queue (neither an eviction nor a retry).
+    pub tasks_requeued: u32,
 }
 
 /// A gang's readiness: every rank must be leased before any starts.

@@ -68,6 +68,7 @@ fn heartbeat_with_and_without_the_limit() {
         idle_for_s: None,
         owner_load: Vec::new(),
         memory: None,
+        busy: None,
     };
     pinned(
         &hb,
@@ -75,11 +76,16 @@ fn heartbeat_with_and_without_the_limit() {
     );
     // Older agents leave the limit out; it is then not written back either.
     pinned(
-        &Heartbeat { interruption_limit: None, ..hb },
+        &Heartbeat { interruption_limit: None, ..hb.clone() },
         r#"{"state":"donating","available":true,"budget_left":2,"free_mem_bytes":6442450944,"base_speed":812.5,"current_speed":406.25}"#,
     );
     refused::<Heartbeat>(
         r#"{"state":"idle","available":true,"budget_left":2,"free_mem_bytes":1,"base_speed":1.0,"current_speed":1.0,"cpu":1}"#,
+    );
+    // Agents since the pool's reasons say what keeps their machine busy.
+    pinned(
+        &Heartbeat { state: "owner_active".into(), available: false, busy: Some("owner_cpu".into()), ..hb.clone() },
+        r#"{"state":"owner_active","available":false,"budget_left":2,"free_mem_bytes":6442450944,"base_speed":812.5,"current_speed":406.25,"interruption_limit":3,"busy":"owner_cpu"}"#,
     );
     pinned(&HeartbeatAck { next_heartbeat_s: 10 }, r#"{"next_heartbeat_s":10}"#);
 }
@@ -109,6 +115,7 @@ fn heartbeat_with_a_memory_report() {
                 io_bytes_per_s: None,
             }],
         }),
+        busy: None,
     };
     pinned(
         &hb,
@@ -143,8 +150,17 @@ fn lease_request_and_lease() {
 
 #[test]
 fn progress_and_its_ack() {
-    pinned(&Progress { lease: 3, fraction: None }, r#"{"lease":3,"fraction":null}"#);
-    pinned(&Progress { lease: 3, fraction: Some(0.5) }, r#"{"lease":3,"fraction":0.5}"#);
+    pinned(&Progress { lease: 3, fraction: None, output: None }, r#"{"lease":3,"fraction":null}"#);
+    pinned(&Progress { lease: 3, fraction: Some(0.5), output: None }, r#"{"lease":3,"fraction":0.5}"#);
+    // Agents since `lull jobs output --follow` ship what the guest wrote so far.
+    pinned(
+        &Progress {
+            lease: 3,
+            fraction: None,
+            output: Some(Output { stdout: "step 1\n".into(), stderr: String::new(), stdout_bytes: 7, stderr_bytes: 0 }),
+        },
+        r#"{"lease":3,"fraction":null,"output":{"stdout":"step 1\n","stderr":"","stdout_bytes":7,"stderr_bytes":0}}"#,
+    );
     let p: Progress = serde_json::from_str(r#"{"lease":3}"#).unwrap();
     assert_eq!((p.lease, p.fraction), (3, None), "fraction is optional");
     refused::<Progress>(r#"{"lease":3,"done":true}"#);
@@ -178,13 +194,14 @@ fn migration_request_and_answer() {
 #[test]
 fn completion_and_its_ack() {
     pinned(
-        &Completion { lease: 3, exit_code: 0, user_cpu_s: 812.5, sys_cpu_s: 3.25, output: None },
+        &Completion { lease: 3, exit_code: 0, outcome: None, user_cpu_s: 812.5, sys_cpu_s: 3.25, output: None },
         r#"{"lease":3,"exit_code":0,"user_cpu_s":812.5,"sys_cpu_s":3.25}"#,
     );
     pinned(
         &Completion {
             lease: 3,
             exit_code: 0,
+            outcome: None,
             user_cpu_s: 0.5,
             sys_cpu_s: 0.25,
             output: Some(Output { stdout: "hello\n".into(), stderr: String::new(), stdout_bytes: 6, stderr_bytes: 0 }),
@@ -192,44 +209,71 @@ fn completion_and_its_ack() {
         r#"{"lease":3,"exit_code":0,"user_cpu_s":0.5,"sys_cpu_s":0.25,"output":{"stdout":"hello\n","stderr":"","stdout_bytes":6,"stderr_bytes":0}}"#,
     );
     refused::<Completion>(r#"{"lease":3,"exit_code":0,"user_cpu_s":1.0}"#);
+    // Agents since job outcomes say how the guest ended.
+    pinned(
+        &Completion {
+            lease: 3,
+            exit_code: 127,
+            outcome: Some(TaskOutcome::ProgramNotFound { program: "nosuch".into() }),
+            user_cpu_s: 0.0,
+            sys_cpu_s: 0.0,
+            output: None,
+        },
+        r#"{"lease":3,"exit_code":127,"outcome":{"kind":"program_not_found","program":"nosuch"},"user_cpu_s":0.0,"sys_cpu_s":0.0}"#,
+    );
     pinned(&CompletionAck { counted: true }, r#"{"counted":true}"#);
 }
 
 #[test]
 fn task_release_task_and_gang() {
     pinned(
-        &TaskRelease { lease: 3, reason: Some("evicted: the owner returned".into()) },
+        &TaskRelease { lease: 3, reason: Some("evicted: the owner returned".into()), not_started: false },
         r#"{"lease":3,"reason":"evicted: the owner returned"}"#,
     );
-    pinned(&TaskRelease { lease: 3, reason: None }, r#"{"lease":3,"reason":null}"#);
+    pinned(&TaskRelease { lease: 3, reason: None, not_started: false }, r#"{"lease":3,"reason":null}"#);
+    pinned(&TaskRelease { lease: 3, reason: None, not_started: true }, r#"{"lease":3,"reason":null,"not_started":true}"#);
     refused::<TaskRelease>(r#"{"lease":3,"why":"x"}"#);
     pinned(
         &Task {
             rank: 0,
             state: "completed".into(),
             agent_id: Some("a1b2".into()),
+            machine: Some("desk".into()),
             lease: 3,
             attempts: 1,
+            retries_used: 0,
             evictions: 0,
             exit_code: Some(0),
+            signal: None,
+            reason: None,
             user_cpu_s: Some(812.5),
             sys_cpu_s: Some(3.25),
         },
-        r#"{"rank":0,"state":"completed","agent_id":"a1b2","lease":3,"attempts":1,"evictions":0,"exit_code":0,"user_cpu_s":812.5,"sys_cpu_s":3.25}"#,
+        r#"{"rank":0,"state":"completed","agent_id":"a1b2","machine":"desk","lease":3,"attempts":1,"retries_used":0,"evictions":0,"exit_code":0,"signal":null,"reason":null,"user_cpu_s":812.5,"sys_cpu_s":3.25}"#,
     );
+    // What an older coordinator answers an agent's release with still reads.
+    let t: Task = serde_json::from_str(
+        r#"{"rank":0,"state":"queued","agent_id":null,"lease":3,"attempts":0,"evictions":1,"exit_code":null,"user_cpu_s":null,"sys_cpu_s":null}"#,
+    )
+    .unwrap();
+    assert_eq!((t.machine, t.signal, t.reason, t.retries_used), (None, None, None, 0));
     pinned(
         &Task {
             rank: 1,
             state: "queued".into(),
             agent_id: None,
+            machine: None,
             lease: 0,
             attempts: 0,
+            retries_used: 0,
             evictions: 0,
             exit_code: None,
+            signal: Some("SIGKILL".into()),
+            reason: Some("killed by SIGKILL".into()),
             user_cpu_s: None,
             sys_cpu_s: None,
         },
-        r#"{"rank":1,"state":"queued","agent_id":null,"lease":0,"attempts":0,"evictions":0,"exit_code":null,"user_cpu_s":null,"sys_cpu_s":null}"#,
+        r#"{"rank":1,"state":"queued","agent_id":null,"machine":null,"lease":0,"attempts":0,"retries_used":0,"evictions":0,"exit_code":null,"signal":"SIGKILL","reason":"killed by SIGKILL","user_cpu_s":null,"sys_cpu_s":null}"#,
     );
     pinned(
         &Gang { machines: 2, leased: 1, ready: false, agents: vec![Some("a1b2".into()), None] },

@@ -10,10 +10,37 @@
 
 use crate::agent::GuestHost;
 use crate::config::NetworkPolicy;
+pub use lull_protocol::TaskOutcome;
 use std::path::PathBuf;
 
 #[cfg(target_os = "linux")]
 pub mod linux;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spawn_error(errno: i32) -> GuestError {
+        GuestError::Spawn { id: "g1".into(), source: std::io::Error::from_raw_os_error(errno) }
+    }
+
+    #[test]
+    fn a_guest_that_could_not_start_says_why_in_one_outcome() {
+        assert_eq!(start_failure(&spawn_error(libc::ENOENT), "nosuch"), TaskOutcome::ProgramNotFound { program: "nosuch".into() });
+        assert_eq!(
+            start_failure(&spawn_error(libc::EACCES), "./x"),
+            TaskOutcome::NotExecutable { program: "./x".into(), error: "permission denied".into() }
+        );
+        assert!(matches!(start_failure(&GuestError::Sandbox("no account".into()), "x"), TaskOutcome::SandboxRefused { .. }));
+        assert!(matches!(start_failure(&spawn_error(libc::EMFILE), "x"), TaskOutcome::StartFailed { .. }));
+        let mut info =
+            GuestInfo::without_process("g".into(), GuestPhase::Ended { code: None, signal: None, evicted: false }, PathBuf::new());
+        info.start_error = Some(start_failure(&spawn_error(libc::ENOENT), "nosuch"));
+        assert_eq!(info.outcome().unwrap().describe(), "program not found: nosuch");
+        info.phase = GuestPhase::Ended { code: None, signal: Some(9), evicted: true };
+        assert_eq!(info.outcome(), None, "an evicted guest was given back, not ended");
+    }
+}
 
 /// One guest job to run.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -102,6 +129,10 @@ pub struct GuestInfo {
     pub peak_mem_bytes: u64,
     pub memory_limit_bytes: Option<u64>,
     pub workdir: PathBuf,
+    /// Why the guest never ran, when it could not be started ("program not found: NAME"):
+    /// one of the outcomes a program that did not start can have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_error: Option<TaskOutcome>,
 }
 
 impl GuestInfo {
@@ -118,8 +149,45 @@ impl GuestInfo {
             peak_mem_bytes: 0,
             memory_limit_bytes: None,
             workdir,
+            start_error: None,
         }
     }
+
+    /// How it ended: why it never started, or its exit code or signal; `None` while it
+    /// runs, and for a guest evicted or stopped (the job was given back, not ended).
+    pub fn outcome(&self) -> Option<TaskOutcome> {
+        match self.phase {
+            GuestPhase::Ended { evicted: true, .. } => None,
+            GuestPhase::Ended { code, signal, .. } => self.start_error.clone().or_else(|| TaskOutcome::from_status(code, signal)),
+            _ => None,
+        }
+    }
+}
+
+/// What a guest that could not be started ends with: a program not found (ENOENT) or not
+/// executable (EACCES, ENOEXEC, EISDIR, ETXTBSY), the sandbox or the guests' account
+/// refusing (EPERM, or the runtime's own sandbox error), or another start failure.
+pub fn start_failure(e: &GuestError, program: &str) -> TaskOutcome {
+    match e {
+        GuestError::Sandbox(why) => TaskOutcome::SandboxRefused { error: why.clone() },
+        GuestError::Spawn { source, .. } => match source.raw_os_error() {
+            Some(libc::ENOENT) => TaskOutcome::ProgramNotFound { program: program.to_string() },
+            Some(n @ (libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::ETXTBSY)) => {
+                TaskOutcome::NotExecutable { program: program.to_string(), error: os_words(n) }
+            }
+            Some(n @ libc::EPERM) => TaskOutcome::SandboxRefused { error: os_words(n) },
+            _ => TaskOutcome::StartFailed { error: source.to_string() },
+        },
+        other => TaskOutcome::StartFailed { error: other.to_string() },
+    }
+}
+
+/// An OS error's text without its number, in lower case ("permission denied").
+fn os_words(errno: i32) -> String {
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut c = text.chars();
+    c.next().map(|f| f.to_lowercase().chain(c).collect()).unwrap_or_default()
 }
 
 /// The guests' memory as the coordinator's memory-centric placement (seed 001) wants it,

@@ -615,9 +615,9 @@ impl Driver {
         self.app.metrics.requeued.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// A machine as the API names it: its agent id, with its owner.
+    /// A machine as people name it: its enrolled name, with its owner (ids are for JSON).
     fn machine_label(&self, id: MachineId) -> String {
-        self.agents.get(&id).map_or_else(|| id.to_string(), |v| format!("agent {} ({})", v.name, v.owner))
+        self.agents.get(&id).map_or_else(|| id.to_string(), |v| format!("{} ({})", v.machine, v.owner))
     }
 
     /// Applies a batch of messages: the jobs they name are read first, with a few

@@ -407,7 +407,7 @@ async fn take_deliveries_once(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> R
                 SELECT q.job_id, q.rank, w.n, ROW_NUMBER() OVER (PARTITION BY q.agent_id ORDER BY q.job_id, q.rank) AS rn
                 FROM tasks q JOIN want w ON q.agent_id = w.agent
                 WHERE q.state = 'leased' AND q.lease_delivered = 0)
-             UPDATE tasks SET lease_delivered = 1, lease_expires_ms = ${}
+             UPDATE tasks SET lease_delivered = 1, runs = runs + 1, lease_expires_ms = ${}
              WHERE state = 'leased' AND lease_delivered = 0 AND (job_id, rank) IN (SELECT job_id, rank FROM ranked WHERE rn <= n)
              RETURNING job_id, rank, lease_epoch, agent_id",
             crate::store::placeholders(chunk.len(), 2),
@@ -493,7 +493,7 @@ async fn take_deliveries_once(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> R
 /// waits for the agent's next poll again, for at most `delivery_ms`.
 pub async fn undeliver(db: &Db, lease: &Lease, delivery_ms: i64) -> Result<()> {
     sqlx::query(
-        "UPDATE tasks SET lease_delivered = 0, lease_expires_ms = $4
+        "UPDATE tasks SET lease_delivered = 0, runs = CASE WHEN runs > 0 THEN runs - 1 ELSE 0 END, lease_expires_ms = $4
          WHERE job_id = $1 AND rank = $2 AND lease_epoch = $3 AND state = 'leased' AND lease_delivered = 1",
     )
     .bind(lease.job_id)

@@ -42,7 +42,13 @@ idle_for_s?: number | null,
  * The machine's live memory report for memory-centric placement and migration (seed
  * 001). Older agents leave it out; their machines are placed by `free_mem_bytes`.
  */
-memory?: MemoryReport | null, };
+memory?: MemoryReport | null, 
+/**
+ * What keeps the machine from being available now, when it is not: `input` (the
+ * owner's keyboard or mouse), `inhibitor`, `owner_cpu`, `owner_memory`,
+ * `exclusive_program` (never which program). Older agents leave it out.
+ */
+busy?: string | null, };
 
 export type MemoryReport = { 
 /**
@@ -88,9 +94,43 @@ export type JobSpec = { command: string, args: Array<string>, env: { [key in str
 
 export type Task = { rank: number, 
 /**
- * `queued`, `leased`, `completed`, `failed` or `cancelled`.
+ * `queued`, `leased`, `completed` (exit 0), `failed` (it ran and failed: a non-zero
+ * exit, a signal, a program not found or not executable, the sandbox, the output
+ * limit), `cancelled`, or `lost` (its retries used up: leases lost or given back
+ * as failed).
  */
-state: string, agent_id: string | null, lease: number, attempts: number, evictions: number, exit_code: number | null, user_cpu_s: number | null, sys_cpu_s: number | null, };
+state: string, agent_id: string | null, 
+/**
+ * The machine's name (as enrolled) of `agent_id`.
+ */
+machine: string | null, lease: number, 
+/**
+ * How many times a machine took it to run (leases delivered and not given back
+ * before the guest started).
+ */
+attempts: number, 
+/**
+ * Leases counted against the job's `max_retries` (failures and lost leases; an
+ * eviction, a move or a lease given back unstarted uses none).
+ */
+retries_used: number, 
+/**
+ * Times its guest was stopped because the owner came back.
+ */
+evictions: number, 
+/**
+ * The exit code when the program exited.
+ */
+exit_code: number | null, 
+/**
+ * The signal's name (`SIGKILL`) when a signal ended it.
+ */
+signal: string | null, 
+/**
+ * Why it failed, was lost or was cancelled ("program not found: NAME", "exit code
+ * 3", "killed by SIGKILL", "retries used up: …").
+ */
+reason: string | null, user_cpu_s: number | null, sys_cpu_s: number | null, };
 
 export type Placement = { 
 /**
@@ -122,15 +162,80 @@ predicted_runtime_s: number, placed_ms: number,
  */
 actual_runtime_s: number | null, };
 
+export type Waiting = { 
+/**
+ * In words: "no machine idle — vm: owner active (CPU 99 %)", "needs 5 machines,
+ * the pool has 1".
+ */
+reason: string, 
+/**
+ * The pool as it is can never run it (more machines than are enrolled, more memory
+ * than any machine offers guests): it waits until that changes.
+ */
+cannot_run: boolean, };
+
 export type Job = { id: number, submitter: string, program: string, spec: JobSpec, mem_bytes: number, checkpointable: boolean, machines: number, max_retries: number, 
 /**
- * `queued`, `running`, `completed`, `failed` or `cancelled`.
+ * `queued`, `running`, `completed` (every rank exited 0), `failed` (a rank ran and
+ * failed: see `reason`), `cancelled` or `lost` (a rank's retries were used up).
  */
-state: string, created_ms: number, finished_ms: number | null, tasks: Array<Task>, 
+state: string, created_ms: number, finished_ms: number | null, 
+/**
+ * Why it ended so (failed, lost, cancelled): "program not found: NAME", "exit code
+ * 3", "killed by SIGKILL", "cancelled by alice"; null otherwise.
+ */
+reason: string | null, 
+/**
+ * How its ranks ended: the exit code or the signal's name (`SIGKILL`), one word
+ * when the ranks agree, else each rank's joined with commas; null before any ended
+ * and for a program that never ran (see `reason`).
+ */
+exit: string | null, tasks: Array<Task>, 
 /**
  * The scheduler's latest placement of this job (null before the first).
  */
-placement: Placement | null, };
+placement: Placement | null, 
+/**
+ * A queued job: why it waits, said now from the pool's machines as this viewer
+ * may see them.
+ */
+waiting: Waiting | null, 
+/**
+ * Whether this viewer may cancel it now (its submitter or an admin, while it is
+ * queued or running).
+ */
+may_cancel: boolean, };
+
+export type Output = { stdout: string, stderr: string, 
+/**
+ * Bytes written to standard output in all (more than `stdout` holds when cut).
+ */
+stdout_bytes: number, stderr_bytes: number, };
+
+export type TaskOutput = { rank: number, state: string, agent_id: string | null, 
+/**
+ * The machine's name.
+ */
+machine: string | null, exit_code: number | null, signal: string | null, reason: string | null, 
+/**
+ * Null until the rank's guest has written something its agent sent (and for
+ * agents that send no output).
+ */
+output: Output | null, };
+
+export type JobOutput = { job_id: number, 
+/**
+ * The job's state (as [`Job::state`]).
+ */
+state: string, 
+/**
+ * Why it ended so (as [`Job::reason`]).
+ */
+reason: string | null, 
+/**
+ * One entry per rank.
+ */
+tasks: Array<TaskOutput>, };
 
 export type ProgramPrediction = { program: string, 
 /**
@@ -203,6 +308,6 @@ offline_after_s: number, machines_total: number,
  */
 machines: { [key in string]?: number }, jobs_total: number, 
 /**
- * Jobs by state (`queued`, `running`, `completed`, `failed`, `cancelled`).
+ * Jobs by state (`queued`, `running`, `completed`, `failed`, `cancelled`, `lost`).
  */
 jobs: { [key in string]?: number }, };

@@ -155,6 +155,7 @@ impl Guest {
             peak_mem_bytes: self.peak,
             memory_limit_bytes: self.limit,
             workdir: self.workdir.clone(),
+            start_error: None,
         }
     }
 
@@ -452,11 +453,17 @@ impl LinuxRuntime {
                 }
                 Err(e) => {
                     error!("{e}");
-                    let info = GuestInfo::without_process(
-                        id.clone(),
-                        GuestPhase::Ended { code: None, signal: None, evicted: false },
-                        PathBuf::new(),
-                    );
+                    let workdir = spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(&id));
+                    let outcome = crate::guest::start_failure(&e, &spec.command);
+                    // The job's own output says it too (`lull jobs output`, `lull run`).
+                    let said = std::fs::OpenOptions::new().create(true).append(true).open(workdir.join("stderr.log"));
+                    if let Ok(mut f) = said {
+                        use std::io::Write;
+                        let _ = writeln!(f, "lull: {}", outcome.describe());
+                    }
+                    let mut info =
+                        GuestInfo::without_process(id.clone(), GuestPhase::Ended { code: None, signal: None, evicted: false }, workdir);
+                    info.start_error = Some(outcome);
                     let t = GuestTotals { guest: id, cpu_us: 0, wall_ms: 0, peak_mem_bytes: 0 };
                     self.ended.push((info, t, true));
                 }

@@ -4,7 +4,7 @@
 //! required. Each test uses its own cgroup base and removes it, even on failure.
 
 use super::*;
-use crate::guest::GuestPhase;
+use crate::guest::{GuestPhase, TaskOutcome};
 use std::path::Path;
 
 /// A runtime on its own cgroup base, removed (with every process in it) when dropped.
@@ -188,6 +188,31 @@ fn daemonized_guest_is_contained_frozen_and_killed_with_its_tree() {
     assert!(!rt.present());
     let unified = rt.cgroups().expect("cgroups").unified.join(&id);
     assert!(!unified.exists(), "the guest's cgroup was not removed");
+}
+
+#[test]
+fn a_program_that_cannot_start_ends_with_why_in_its_outcome_and_its_output() {
+    let Some(mut rig) = rig("nostart", |_| {}) else { return };
+    let rt = rig.rt();
+    let missing = rt.submit(GuestSpec::new("lull-no-such-program", Vec::<String>::new()));
+    // A file that exists but is not executable.
+    let plain = rig._dir.path().join("plain.txt");
+    std::fs::write(&plain, "not a program\n").unwrap();
+    let rt = rig.rt();
+    let not_exec = rt.submit(GuestSpec::new(plain.display().to_string(), Vec::<String>::new()));
+    let ran = rt.submit(GuestSpec::new("sh", ["-c", "exit 3"]));
+    rt.apply(GuestDirective::Accept);
+    for id in [&missing, &not_exec, &ran] {
+        wait_until("the guest to end", Duration::from_secs(60), || ended(rt, id).is_some());
+    }
+    let info = |rt: &mut LinuxRuntime, id: &str| rt.guests().into_iter().find(|g| g.id == id).unwrap();
+    let m = info(rt, &missing);
+    assert_eq!(m.outcome(), Some(TaskOutcome::ProgramNotFound { program: "lull-no-such-program".into() }));
+    let said = std::fs::read_to_string(m.workdir.join("stderr.log")).unwrap();
+    assert_eq!(said, "lull: program not found: lull-no-such-program\n", "the job's own output says it");
+    let n = info(rt, &not_exec).outcome().unwrap();
+    assert!(matches!(&n, TaskOutcome::NotExecutable { error, .. } if error == "permission denied"), "{n:?}");
+    assert_eq!(info(rt, &ran).outcome(), Some(TaskOutcome::Exited { code: 3 }));
 }
 
 #[test]
