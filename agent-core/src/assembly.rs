@@ -82,7 +82,8 @@ pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<Complete
         Link::IfEnrolled => Credentials::load(&Credentials::path(&paths))?,
         Link::With(c) => Some(c),
     };
-    let coordinator = link.as_ref().map(|c| CoordinatorLink { url: c.url.clone(), agent_id: c.agent_id.clone() });
+    let coordinator =
+        link.as_ref().map(|c| CoordinatorLink { url: c.url.clone(), agent_id: c.agent_id.clone(), machine: c.machine.clone() });
     let setup = agent::AgentSetup { paths, config, input_backends, guests, observer, coordinator, accepting: None, data_lock: None };
     Ok(CompleteAgent { setup, link, lock })
 }

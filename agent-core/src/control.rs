@@ -99,6 +99,10 @@ pub struct AgentStatus {
 pub struct CoordinatorLink {
     pub url: String,
     pub agent_id: String,
+    /// The machine's name as enrolled (what `lull machines` and the dashboard call it),
+    /// when its credentials keep it.
+    #[serde(default)]
+    pub machine: Option<String>,
 }
 
 /// Today's record for the status window.

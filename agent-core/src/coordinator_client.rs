@@ -59,6 +59,12 @@ pub struct Credentials {
     pub url: String,
     pub agent_id: String,
     pub secret: String,
+    /// The machine's name and owner as enrolled (credentials saved before they were kept
+    /// have neither).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl Credentials {
@@ -137,7 +143,7 @@ pub async fn enrol(url: &str, token: &str, owner: &str, machine: &str, replace: 
     let req = EnrolRequest { token: token.into(), owner: owner.into(), machine: machine.into(), replace };
     let r = http()?.post(format!("{base}/api/v1/enrol")).json(&req).send().await?;
     let e: Enrolment = answer(r).await?;
-    Ok(Credentials { url: base, agent_id: e.agent_id, secret: e.secret })
+    Ok(Credentials { url: base, agent_id: e.agent_id, secret: e.secret, machine: Some(machine.into()), owner: Some(owner.into()) })
 }
 
 impl CoordinatorClient {

@@ -77,7 +77,7 @@ pub struct EnrolArgs {
     /// A join token from `lull coordinator token create`.
     #[arg(long, env = "LULL_JOIN_TOKEN", hide_env_values = true)]
     pub token: String,
-    /// The owner of this machine, as reports should name them (default: $USER).
+    /// The owner of this machine, as reports should name them (default: $USER, else your account name).
     #[arg(long)]
     pub owner: Option<String>,
     /// This machine's name in reports (default: the host name).
@@ -107,16 +107,53 @@ pub fn enrol(a: EnrolArgs) -> Result<()> {
             );
         }
     }
-    let owner = a.owner.or_else(|| std::env::var("USER").ok()).filter(|s| !s.is_empty()).unwrap_or_else(|| "owner".into());
+    let owner = a.owner.unwrap_or_else(default_owner);
     let machine = a.machine.unwrap_or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "this-machine".into())
     });
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
     let creds = rt.block_on(agent_core::coordinator_client::enrol(&a.url, &a.token, &owner, &machine, a.replace))?;
     creds.save(&path)?;
-    outln!("enrolled {machine} (owner {owner}) as agent {} with {}; credentials in {}", creds.agent_id, creds.url, path.display());
-    outln!("restart `lull agent` to link it");
+    outln!("enrolled {machine} (owner {owner}) with {}; credentials in {}", creds.url, path.display());
+    // The credentials are read when an agent starts: say what to start (or restart).
+    match agent_core::control::call(&paths.socket, &agent_core::control::Request::Status) {
+        Ok(agent_core::control::Response::Status(s)) => outln!(
+            "the agent running now (pid {}) does not know yet: restart it (`lull agent`, or quit and start the tray app) to take work from {}",
+            s.pid,
+            creds.url
+        ),
+        _ => outln!("start the agent to take work from {}: `lull agent` (or start the tray app, lull-tray)", creds.url),
+    }
     Ok(())
+}
+
+/// The owner's name for enrolment: `$USER`, else the account name of this process's uid
+/// (a service or `env -i` may leave `$USER` unset), else "owner".
+pub(crate) fn default_owner() -> String {
+    if let Some(u) = std::env::var("USER").ok().filter(|u| !u.is_empty()) {
+        return u;
+    }
+    account_name(
+        // SAFETY: getuid has no preconditions.
+        unsafe { libc::getuid() },
+    )
+    .unwrap_or_else(|| "owner".into())
+}
+
+/// The account name of `uid` from the password database.
+fn account_name(uid: libc::uid_t) -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: passwd is plain old data; zeroed is a valid (empty) value for getpwuid_r to fill.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call and buf outlives the read of pw_name.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() || pw.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: getpwuid_r succeeded, so pw_name points at a NUL-terminated string in buf.
+    let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
+    Some(name.to_string_lossy().into_owned()).filter(|n| !n.is_empty())
 }
 
 pub(crate) fn print_notice(n: &Notice, json: bool) {

@@ -267,6 +267,18 @@ fn init_logging(json: bool) {
     let _ = if json { b.json().try_init() } else { b.try_init() };
 }
 
+/// Binds the coordinator's address; one taken says what to do about it.
+pub async fn listen(addr: &str) -> Result<tokio::net::TcpListener> {
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => anyhow::bail!(
+            "{addr} is already in use (another coordinator or `lull up`?): give another address with --listen, e.g. \
+             --listen 127.0.0.1:7879, or --listen 127.0.0.1:0 for any free port"
+        ),
+        Err(e) => Err(anyhow::Error::from(e).context(format!("listening on {addr} (choose another with --listen)"))),
+    }
+}
+
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")
 }
@@ -396,7 +408,7 @@ fn serve(a: ServeArgs) -> Result<()> {
     };
     runtime()?.block_on(async move {
         // The address first: a command that fails changes nothing (no database, no key).
-        let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
+        let listener = listen(&a.listen).await?;
         let db = Db::connect(&f.db_url).await?;
         let key = ensure_admin_key(&db, &f).await?;
         let addr = listener.local_addr()?;

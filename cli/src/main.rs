@@ -80,7 +80,7 @@ enum Cmd {
 fn main() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => return usage_error(e),
+        Err(e) => return usage_error(e, &std::env::args().collect::<Vec<_>>()),
     };
     let result = match cli.command {
         Cmd::Agent(a) => agent_cmd::run(a),
@@ -114,23 +114,105 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// A command-line mistake as one line naming what was wrong (clap's first line, with a
-/// pointer to `--help`), exit code 2; `--help` and `--version` print as usual.
-fn usage_error(e: clap::Error) -> std::process::ExitCode {
+/// A command-line mistake as one line naming what was wrong (clap's first line, the
+/// arguments that are missing with what each takes, the allowed values), pointing to the
+/// subcommand's own `--help`; exit code 2. `--help` and `--version` print as usual.
+fn usage_error(e: clap::Error, args: &[String]) -> std::process::ExitCode {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
         let _ = e.print();
         return std::process::ExitCode::from(if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 });
     }
-    let text = e.render().to_string();
-    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("invalid arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    let tip = text
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("tip: "))
-        .map(|t| format!(" ({})", t.trim_start_matches("tip: ")))
-        .unwrap_or_default();
-    errln!("lull: {first}{tip} · see `lull --help`");
+    errln!("lull: {}", usage_line(&e.render().to_string(), &subcommand_path(args)));
     std::process::ExitCode::from(2)
+}
+
+/// The subcommand the command line named (`["lull", "jobs", "show"]`): its words that
+/// name a subcommand of the one before.
+fn subcommand_path(args: &[String]) -> Vec<String> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut path = vec!["lull".to_string()];
+    for a in args.iter().skip(1) {
+        if a == "--" {
+            break;
+        }
+        if let Some(sub) = cmd.find_subcommand(a).cloned() {
+            path.push(sub.get_name().to_string());
+            cmd = sub;
+        }
+    }
+    path
+}
+
+/// The one line [`usage_error`] prints for clap's rendered error `text` about the
+/// subcommand at `path`.
+fn usage_line(text: &str, path: &[String]) -> String {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let first = lines.iter().copied().find(|l| !l.is_empty()).unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+    let mut out = first.trim_end_matches(':').to_string();
+    let missing: Vec<&str> =
+        lines.iter().skip_while(|l| !l.ends_with("were not provided:")).skip(1).take_while(|l| !l.is_empty()).copied().collect();
+    if !missing.is_empty() {
+        let said: Vec<String> = missing
+            .iter()
+            .map(|m| match arg_help(&path, m) {
+                Some(h) => format!("{m} ({h})"),
+                None => m.to_string(),
+            })
+            .collect();
+        out = format!("{out}: {}", said.join(", "));
+    }
+    if let Some(values) = lines.iter().find_map(|l| l.strip_prefix("[possible values: ")) {
+        out = format!("{out}; allowed: {}", values.trim_end_matches(']'));
+    }
+    if let Some(tip) = lines.iter().find_map(|l| l.strip_prefix("tip: ")) {
+        out = format!("{out} ({tip})");
+    }
+    format!("{out} · see `{} --help`", path.join(" "))
+}
+
+/// The first sentence of the help of `shown` (`<SPAN>`, `--url <URL>`) in the subcommand
+/// at `path` (`["lull", "pause"]`).
+fn arg_help(path: &[&str], shown: &str) -> Option<String> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    for name in path.iter().skip(1) {
+        cmd = cmd.find_subcommand(name)?.clone();
+    }
+    let value = shown.split_whitespace().last()?.trim_matches(|c| c == '<' || c == '>' || c == '.');
+    let long = shown.strip_prefix("--").map(|l| l.split_whitespace().next().unwrap_or(l));
+    let arg = cmd.get_arguments().find(|a| {
+        long.is_some_and(|l| a.get_long() == Some(l))
+            || a.get_value_names().is_some_and(|v| v.iter().any(|n| n.as_str() == value))
+            || a.get_id().as_str().eq_ignore_ascii_case(value)
+    })?;
+    let help = arg.get_help()?.to_string();
+    Some(help.split(". ").next().unwrap_or(&help).trim_end_matches('.').to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn said(args: &[&str]) -> String {
+        let owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        usage_line(&Cli::try_parse_from(args).unwrap_err().render().to_string(), &subcommand_path(&owned))
+    }
+
+    #[test]
+    fn a_usage_error_names_what_is_missing_what_is_allowed_and_the_subcommands_help() {
+        assert_eq!(
+            said(&["lull", "pause"]),
+            "the following required arguments were not provided: <SPAN> (1h, 3h, any duration (45m, 2h30m), tomorrow, or forever) · see `lull pause --help`"
+        );
+        let s = said(&["lull", "jobs", "--state", "bogus"]);
+        assert!(s.contains("allowed: queued, running, completed, failed, cancelled, lost") && s.ends_with("see `lull jobs --help`"), "{s}");
+        let s = said(&["lull", "jobs", "show"]);
+        assert!(s.contains("<ID> (The job's id (as `lull submit` printed it))") && s.ends_with("see `lull jobs show --help`"), "{s}");
+        assert!(said(&["lull", "limits", "--interruptions", "30"]).ends_with("see `lull limits --help`"));
+    }
 }

@@ -96,9 +96,23 @@ fn busy_words(p: &agent_core::policy::PolicyStatus) -> String {
         Some(ReturnCause::OwnerCpu) => format!("busy: CPU {:.0} % (not your input)", p.owner_cpu * 100.0),
         Some(ReturnCause::OwnerMemory) => "busy: memory use is growing (not your input)".to_string(),
         Some(ReturnCause::Inhibitor) => "you are present: a program holds an idle inhibitor (a call, a video)".to_string(),
-        Some(ReturnCause::ExclusiveProgram) => "busy: an exclusive program runs".to_string(),
+        Some(ReturnCause::ExclusiveProgram) => match &p.exclusive_program {
+            Some(name) => format!("busy: {name} runs (an exclusive program: no guest work beside it)"),
+            None => "busy: an exclusive program runs".to_string(),
+        },
         _ => "owner active (you are using this machine)".to_string(),
     }
+}
+
+/// When a local day starts, as people say it: "Sat 28 Nov 00:00 (tomorrow)".
+fn day_start(day: chrono::NaiveDate) -> String {
+    let today = chrono::Local::now().date_naive();
+    let rel = match (day - today).num_days() {
+        0 => " (today)",
+        1 => " (tomorrow)",
+        _ => "",
+    };
+    format!("{} 00:00{rel}", day.format("%a %-d %b"))
 }
 
 /// The human-readable status.
@@ -120,7 +134,7 @@ pub fn describe(s: &AgentStatus) -> String {
         ),
         StateKind::Paused => match (&p.pause, p.paused_for_s) {
             (_, Some(left)) => format!("paused for another {}", human(left)),
-            (Some(SavedPause::UntilDay { day }), _) => format!("paused until {day}"),
+            (Some(SavedPause::UntilDay { day }), _) => format!("paused until {}", day_start(*day)),
             _ => "paused until you resume".to_string(),
         },
         StateKind::OutOfBudget if p.interruption_limit == 0 => {
@@ -184,7 +198,10 @@ pub fn describe(s: &AgentStatus) -> String {
         }
     }
     match &s.coordinator {
-        Some(c) => out += &format!("Coordinator:    {} (agent {})\n", c.url, c.agent_id),
+        Some(c) => match &c.machine {
+            Some(m) => out += &format!("Coordinator:    {} (this machine is {m} there)\n", c.url),
+            None => out += &format!("Coordinator:    {} (agent {})\n", c.url, c.agent_id),
+        },
         None => out += "Coordinator:    none (not enrolled: `lull enrol` or `lull up`)\n",
     }
     out
@@ -237,8 +254,8 @@ fn show_limits(json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `lull limits`: sets what is given (the agent validates and keeps it), then prints the
-/// status; with nothing given, shows the limits.
+/// `lull limits`: sets what is given (the agent validates and keeps it), then shows the
+/// limits in force; with nothing given, shows them.
 pub fn limits(a: LimitsArgs) -> Result<()> {
     if a.interruptions.is_none() && a.lend_while_light.is_none() && a.light_cpu.is_none() && a.light_for.is_none() {
         return show_limits(a.json.json);
@@ -261,10 +278,10 @@ pub fn limits(a: LimitsArgs) -> Result<()> {
         }
         ask(Request::SetConfig { config })?;
     }
-    let resp = match a.interruptions {
+    if let Some(n) = a.interruptions {
         // The range is clap's (0..=20, one error for 21 and for 99999999999).
-        Some(n) => ask(Request::SetLimits { interruptions_per_day: u32::try_from(n).context("--interruptions: allowed 0..=20")? })?,
-        None => ask(Request::Status)?,
-    };
-    print_status(resp, a.json.json)
+        ask(Request::SetLimits { interruptions_per_day: u32::try_from(n).context("--interruptions: allowed 0..=20")? })?;
+    }
+    // What was set, as the limits now stand (the agent validated and kept them).
+    show_limits(a.json.json)
 }

@@ -20,7 +20,7 @@ pub struct UpArgs {
     /// Address for the coordinator.
     #[arg(long, default_value = DEFAULT_LISTEN)]
     pub listen: String,
-    /// The owner this machine is enrolled for (default: $USER).
+    /// The owner this machine is enrolled for (default: $USER, else your account name).
     #[arg(long)]
     pub owner: Option<String>,
     /// This machine's name in reports (default: the host name).
@@ -65,12 +65,12 @@ pub fn run(a: UpArgs) -> Result<()> {
         recruit: a.scheduler.recruit()?,
         ..coordinator::Config::default()
     };
-    let owner = a.owner.or_else(|| std::env::var("USER").ok()).filter(|s| !s.is_empty()).unwrap_or_else(|| "owner".into());
+    let owner = a.owner.unwrap_or_else(crate::agent_cmd::default_owner);
     let machine = a.machine.unwrap_or_else(hostname);
     let rt = crate::coordinator_cmd::runtime()?;
     rt.block_on(async move {
         // The address first: a command that fails changes nothing (no database, no key).
-        let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
+        let listener = crate::coordinator_cmd::listen(&a.listen).await?;
         let db = Db::connect(&f.db_url).await?;
         let key_file = ensure_admin_key(&db, &f).await?;
         let url = format!("http://{}", listener.local_addr()?);

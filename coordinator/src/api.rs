@@ -314,9 +314,11 @@ async fn remove_agent(
     Ok(Json(r))
 }
 
-/// The machines `p` may see, with the latest heartbeat (in memory until the next flush).
+/// The machines `p` may see, with the latest heartbeat (in memory until the next flush)
+/// and why each takes no guest work now.
 async fn agents_now(app: &App, p: &Principal) -> ApiResult<Vec<AgentInfo>> {
     let mut list = store::list_agents(&app.db, p).await?;
+    let (now, offline) = (now_ms(), offline_after_s(app));
     for a in &mut list {
         if let Some((at, hb)) = app.live.latest(&a.id) {
             if a.last_seen_ms.is_none_or(|t| t <= at) {
@@ -324,6 +326,8 @@ async fn agents_now(app: &App, p: &Principal) -> ApiResult<Vec<AgentInfo>> {
                 a.heartbeat = Some(hb);
             }
         }
+        let state = machine_state(a, now, offline);
+        a.why = crate::waiting::machine_words(&crate::waiting::PoolMachine { info: &*a, state, visible: true });
     }
     Ok(list)
 }
@@ -838,6 +842,7 @@ mod tests {
             enrolled_ms: 0,
             last_seen_ms: seen,
             heartbeat: hb,
+            why: None,
         };
         assert_eq!(machine_state(&a(Some(70_000), Some(hb.clone())), 100_000, 30), "donating");
         assert_eq!(machine_state(&a(Some(69_999), Some(hb.clone())), 100_000, 30), "offline");

@@ -41,6 +41,13 @@ pub const CRED_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 const DAY_MS: i64 = 86_400_000;
 
+/// Whether a heartbeat says the machine was there for guest work: available by the
+/// definition, or lent all the same (an owner's "Donate now" while they work, lending
+/// while light) — the time reports call "available".
+fn offered(hb: &Heartbeat) -> bool {
+    hb.available || matches!(hb.state.as_str(), "donating" | "lending_light")
+}
+
 fn shard(id: &str) -> usize {
     id.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize)) % 16
 }
@@ -70,7 +77,7 @@ impl Live {
                 let dt = now_ms - a.at_ms;
                 if dt > 0 && dt <= 3 * interval_ms {
                     let e = a.pending.entry(now_ms.div_euclid(DAY_MS)).or_insert((0, 0));
-                    if a.hb.available {
+                    if offered(&a.hb) {
                         e.0 += dt;
                     }
                     e.1 += dt;
@@ -172,5 +179,19 @@ mod tests {
         assert!(live.take_dirty().is_empty(), "clean after a take");
         live.restore(snaps);
         assert_eq!(live.take_dirty().len(), 1, "restored after a failed flush");
+    }
+
+    #[test]
+    fn time_lent_by_the_owner_counts_as_available() {
+        let live = Live::default();
+        let t0 = 1_700_000_000_000;
+        // "Donate now" while the owner works: not available by the definition, yet lent.
+        let offered = Heartbeat { state: "donating".into(), ..hb(false) };
+        live.heartbeat("a", offered.clone(), t0, 1000);
+        live.heartbeat("a", Heartbeat { state: "owner_active".into(), ..hb(false) }, t0 + 1000, 1000);
+        live.heartbeat("a", hb(false), t0 + 2000, 1000);
+        let snaps = live.take_dirty();
+        let total: (i64, i64) = snaps[0].availability.iter().fold((0, 0), |acc, (_, a, o)| (acc.0 + a, acc.1 + o));
+        assert_eq!(total, (1000, 2000), "the donated second counts, the owner's does not");
     }
 }

@@ -207,6 +207,10 @@ pub struct AgentInfo {
     pub enrolled_ms: i64,
     pub last_seen_ms: Option<i64>,
     pub heartbeat: Option<Heartbeat>,
+    /// Why it takes no guest work now, in words ("owner active (CPU 99 %)", "paused by its
+    /// owner", "offline (not heard from lately)"); null when it is ready for work.
+    #[serde(default)]
+    pub why: Option<String>,
 }
 
 /// A machine removed from the pool (`DELETE /api/v1/agents/{id}`).

@@ -1157,6 +1157,7 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
                 enrolled_ms: col(r, "enrolled_ms")?,
                 last_seen_ms: col(r, "last_seen_ms")?,
                 heartbeat,
+                why: None,
             })
         })
         .collect()

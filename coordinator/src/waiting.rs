@@ -143,6 +143,7 @@ mod tests {
             machine: name.into(),
             enrolled_ms: 0,
             last_seen_ms: Some(0),
+            why: None,
             heartbeat: Some(Heartbeat {
                 state: "owner_active".into(),
                 available: false,

@@ -252,7 +252,13 @@ async fn the_links_migration_request_uploads_the_checkpoint_first_and_only_a_yes
     assert_eq!(coordinator_client::renewal(a.progress(&task, None).await), Ok(false), "not asked: the lease is held");
 
     // The coordinator unreachable: a failure, within the timeout, and nothing changes.
-    let gone = coordinator_client::Credentials { url: "http://127.0.0.1:9".into(), agent_id: "a".into(), secret: "x".into() };
+    let gone = coordinator_client::Credentials {
+        url: "http://127.0.0.1:9".into(),
+        agent_id: "a".into(),
+        secret: "x".into(),
+        machine: None,
+        owner: None,
+    };
     let unreachable = CoordinatorClient::new(&gone).unwrap();
     std::fs::write(&ck, b"count=8").unwrap();
     let t0 = std::time::Instant::now();

@@ -117,3 +117,104 @@ fn a_single_key_press_ends_donate_until_return_uncounted() {
     let _ = run.kill();
     let _ = run.wait();
 }
+
+/// Owner CPU left out (the test machine is shared), X11 input, a one-second threshold.
+const AWAY_CONFIG: &str = "[sampling]\ninterval_ms = 200\n\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\
+                           recruitment_threshold_s = 1\n\n[input]\nbackend = \"x11\"\n";
+
+/// The tray app built from this tree (`lull-tray` beside `lull`), if it was built.
+fn tray_bin() -> Option<std::path::PathBuf> {
+    let bin = lull_e2e::lull_bin().with_file_name("lull-tray");
+    bin.exists().then_some(bin)
+}
+
+/// Waits (with no input) until a recruited guest of `lull run` runs: the pool's work
+/// while the owner is away, the case a return would count.
+fn recruited_guest(a: &Agent) -> Child {
+    a.wait_for("the machine to be recruitable", Duration::from_secs(30), |s| s.policy.state == StateKind::Recruitable);
+    let run = start_guest(a);
+    a.wait_for("the recruited guest to run", Duration::from_secs(30), |s| s.policy.guests_present && !s.policy.donate_now);
+    run
+}
+
+/// Waits for `child` to exit on its own.
+fn exits(child: &mut Child, what: &str) {
+    let t0 = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "{what} did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn quitting_the_agent_or_the_tray_or_losing_the_data_directory_never_counts() {
+    if skip_without_x() || skip_without_cgroups() {
+        return;
+    }
+    let x = Xvfb::start();
+    let mut a = Agent::new(AWAY_CONFIG);
+    a.env.push(("DISPLAY".into(), x.display.clone()));
+    a.env.push(("WAYLAND_DISPLAY".into(), String::new()));
+    let back = |a: &Agent| {
+        // The owner comes back just after (the guest ended moments before: within the
+        // after-guest window, which would count a return).
+        x.xdotool(&["key", "shift"]);
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(ledger_interruptions(a), 0, "stderr:\n{}", a.stderr());
+    };
+
+    // 1. The owner quits the agent while the pool's guest runs, and comes back.
+    a.start();
+    let mut run = recruited_guest(&a);
+    a.stop();
+    exits(&mut run, "lull run after its agent quit");
+    x.xdotool(&["key", "shift"]);
+    a.start();
+    back(&a);
+
+    // 2. The data directory goes away under the agent (moved aside, as a clean-up would):
+    // the agent stops on its own; put back, the ledger it kept holds nothing counted.
+    let mut run = recruited_guest(&a);
+    let aside = a.dir.with_extension("aside");
+    std::fs::rename(&a.dir, &aside).unwrap();
+    let mut child = a.child.take().unwrap();
+    exits(&mut child, "the agent whose data directory went away");
+    exits(&mut run, "lull run after its agent stopped");
+    x.xdotool(&["key", "shift"]);
+    std::fs::rename(&aside, &a.dir).unwrap();
+    a.start();
+    back(&a);
+
+    // 3. The tray app (the same complete agent), quit while its guest runs.
+    a.stop();
+    if let Some(tray) = tray_bin() {
+        let mut t = Command::new(tray);
+        t.arg("--headless").env("LULL_CONFIG", a.dir.join("config.toml")).env("LULL_DATA_DIR", &a.dir).env("LULL_SOCKET", a.socket());
+        for (k, v) in &a.env {
+            t.env(k, v);
+        }
+        let mut tray = t.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let t0 = std::time::Instant::now();
+        while a.try_status().is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(30), "lull-tray did not answer");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut run = recruited_guest(&a);
+        // SAFETY: kill with a pid we spawned (Quit and SIGTERM take the same stop).
+        unsafe { libc::kill(tray.id() as i32, libc::SIGTERM) };
+        exits(&mut tray, "lull-tray");
+        exits(&mut run, "lull run after the tray quit");
+        a.start();
+        back(&a);
+    } else {
+        eprintln!("SKIPPED the tray case: build lull-tray (cargo build -p lull-tray) to run it");
+    }
+
+    // The same reading counts a real return: the owner comes back to a running guest.
+    let mut run = recruited_guest(&a);
+    x.xdotool(&["key", "shift"]);
+    let s = a.wait_for("the owner's return to count", Duration::from_secs(20), |s| s.policy.interruptions_today == 1);
+    assert_eq!(ledger_interruptions(&a), 1, "{:#?}", s.policy);
+    let _ = run.kill();
+    let _ = run.wait();
+}

@@ -194,7 +194,9 @@ fn the_dashboard_shows_the_pool_as_the_api_does() {
     records(&api, &lab, &[2700.0, 900.0, 4500.0, 0.0, 6300.0], &[(0, 1, 2), (0, 2, 2), (2, 1, 2)]);
     records(&api, &ws, &[0.0, 3000.0, 3000.0, 1200.0], &[]);
 
-    // Jobs: submitted by the admin and by owners; completed, failed, evicted and running, one cancelled.
+    // Jobs: submitted by the admin and by owners; completed, failed (an exit code, a program
+    // not found), lost, evicted and running (with output so far), one cancelled, one the
+    // pool cannot run.
     let alice_key = api.post(&admin, "/api/v1/keys", json!({"role": "owner", "owner": "alice"}))["key"].as_str().unwrap().to_string();
     let bob_key = api.post(&admin, "/api/v1/keys", json!({"role": "owner", "owner": "bob"}))["key"].as_str().unwrap().to_string();
     let job = |key: &str, cmd: &str, retries: u32| {
@@ -221,6 +223,32 @@ fn the_dashboard_shows_the_pool_as_the_api_does() {
     let l = lease(&api, &laptop);
     api.post(&laptop, &task(&l, "fail"), json!({"lease": l["lease"], "reason": "exit 127"}));
     api.post(&admin, &format!("/api/v1/jobs/{}/cancel", cancelled["id"]), json!({}));
+    // Jobs that failed: alice's exits with 2 on her laptop, bob's program is not found.
+    let l = lease(&api, &laptop);
+    let ended = |l: &Value, outcome: Value, code: i32| json!({"lease": l["lease"], "exit_code": code, "outcome": outcome, "user_cpu_s": 1.5, "sys_cpu_s": 0.5});
+    api.post(&laptop, &task(&l, "complete"), ended(&l, json!({"kind": "exited", "code": 2}), 2));
+    job(&bob_key, "nosuch-tool", 3);
+    let l = lease(&api, &ws);
+    api.post(&ws, &task(&l, "complete"), ended(&l, json!({"kind": "program_not_found", "program": "nosuch-tool"}), 127));
+    // One running and writing (its lease renewed with its output until the end), one the
+    // pool cannot run (9 machines).
+    let running = job(&bob_key, "/usr/bin/long-run", 3);
+    let l = lease(&api, &ws);
+    assert_eq!(l["job_id"], running["id"]);
+    let stop_renewing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let renewer = {
+        let (base, ws, stop) = (url.clone(), ws.clone(), stop_renewing.clone());
+        std::thread::spawn(move || {
+            let api = Api { http: Client::new(), base };
+            let out = json!({"stdout": "step 1\nstep 2\n", "stderr": "warming up\n", "stdout_bytes": 14, "stderr_bytes": 11});
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                api.post(&ws, &task(&l, "progress"), json!({"lease": l["lease"], "output": out}));
+                std::thread::sleep(Duration::from_secs(5));
+            }
+        })
+    };
+    let wide = api.post(&admin, "/api/v1/jobs", json!({"command": "/usr/bin/mpi-sim", "machines": 9}));
+    assert_eq!(wide["waiting"]["cannot_run"], true, "{wide}");
 
     // The real agent's heartbeat says it is paused and carries its interruption limit.
     let t0 = Instant::now();
@@ -270,15 +298,19 @@ fn the_dashboard_shows_the_pool_as_the_api_does() {
         .env("LULL_CHROMIUM", &chromium)
         .env("LULL_EMPTY_URL", &empty_url)
         .env("LULL_EMPTY_KEY", &empty_key)
+        .env("LULL_RUNNING_JOB", running["id"].to_string())
+        .env("LULL_WIDE_JOB", wide["id"].to_string())
         .output()
         .expect("node (Node.js) runs");
     // SAFETY: kill with a pid we spawned.
     unsafe { libc::kill(empty.id() as i32, libc::SIGTERM) };
     let _ = empty.wait();
+    stop_renewing.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = renewer.join();
     let (so, se) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     eprintln!("{so}{se}browser checks took {:.1} s; screenshots in {}", t.elapsed().as_secs_f64(), artifacts.display());
     assert!(out.status.success(), "the dashboard checks failed:\n{so}\n{se}");
-    for name in ["1-overview", "2-donated-by-owner", "4-interruptions", "5-jobs", "6-owner-overview", "7-empty-overview"] {
+    for name in ["1-overview", "2-donated-by-owner", "4-interruptions", "5-jobs", "5b-job-output", "6-owner-jobs", "7-empty-overview"] {
         let png = artifacts.join(format!("{name}.png"));
         assert!(Path::new(&png).metadata().is_ok_and(|m| m.len() > 10_000), "screenshot {name} is missing or blank");
     }

@@ -49,10 +49,14 @@ fn pause_survives_kill_minus_nine() {
 fn limits_are_persisted_and_bad_values_refused() {
     let mut a = Agent::new("");
     a.start();
+    // Setting a limit prints the limits as they now stand (not the whole status).
     let out = a.lull(&["limits", "--interruptions", "3", "--json"]).output().expect("lull limits");
     assert!(out.status.success());
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(s["interruption_limit"], 3);
+    assert_eq!(s["interruptions_per_day"], 3, "{s}");
+    let out = a.lull(&["limits", "--interruptions", "3"]).output().expect("lull limits");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("Interruptions:     at most 3 a day"), "{text}");
     let out = a.lull(&["limits", "--interruptions", "42"]).output().expect("lull limits");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

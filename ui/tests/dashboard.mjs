@@ -61,6 +61,8 @@ async function chartDrawn(name, rgb) {
 await page.goto(url + "/");
 await page.locator("#key").waitFor();
 await shot("0-login");
+await page.click("button[type=submit]");
+await page.locator(".err", { hasText: "Paste a key first" }).waitFor();
 await page.fill("#key", "lull_admin_" + "0".repeat(64));
 await page.click("button[type=submit]");
 await page.locator(".err", { hasText: "not known" }).waitFor();
@@ -140,34 +142,61 @@ assert.ok((await page.locator('[data-testid="interruptions"] .meter.full').count
 await shot("4-interruptions");
 step(`interruptions: ${ir.rows.length} machine-days checked`);
 
-// 5. Jobs: the API's list, with states and attempts.
+// 5. Jobs: the API's list, with states, exit codes, reasons, attempts and who may cancel.
 await page.click('a[data-page="jobs"]');
 await page.locator('[data-testid="jobs"]').waitFor();
+/** The job rows as shown, and as the API's JSON says they should be. */
+const jobRows = () =>
+  page.$$eval('[data-testid="jobs"] tbody tr[data-job]', (trs) =>
+    trs.map((tr) => ({
+      id: Number(tr.dataset.job),
+      state: tr.querySelector(".pill").textContent.trim().toLowerCase(),
+      exit: tr.querySelector('[data-field="exit"]').textContent.trim(),
+      why: tr.querySelector('[data-field="why"]').textContent.trim(),
+      attempts: Number(tr.querySelector('[data-field="attempts"]').textContent),
+      placed: tr.querySelector('[data-field="placement"]')?.textContent.trim() ?? null,
+      cancel: tr.querySelector('[data-action="cancel"]') !== null,
+    })),
+  );
+const label = { queued: "queued", running: "running", completed: "completed", failed: "failed", cancelled: "cancelled", lost: "lost (retries used up)" };
+const asShown = (j) => ({
+  id: j.id,
+  state: label[j.state],
+  exit: j.exit ?? "–",
+  why: j.reason ?? (j.waiting ? `waiting: ${j.waiting.reason}` : "–"),
+  attempts: j.tasks.reduce((a, t) => a + t.attempts, 0),
+  placed: j.placement ? `${j.placement.machines.join(", ")} (${j.placement.algorithm})` : null,
+  cancel: j.may_cancel,
+});
 const jobs = await getJson("/api/v1/jobs?limit=200");
-const shownJobs = await page.$$eval('[data-testid="jobs"] tbody tr', (trs) =>
-  trs.map((tr) => ({
-    id: Number(tr.dataset.job),
-    state: tr.querySelector(".pill").textContent.trim().toLowerCase(),
-    attempts: Number(tr.querySelector('[data-field="attempts"]').textContent),
-    placed: tr.querySelector('[data-field="placement"]')?.textContent.trim() ?? null,
-  })),
-);
-assert.deepEqual(
-  shownJobs,
-  jobs.map((j) => ({
-    id: j.id,
-    state: j.state,
-    attempts: j.tasks.reduce((a, t) => a + t.attempts, 0),
-    placed: j.placement ? `${j.placement.machines.join(", ")} (${j.placement.algorithm})` : null,
-  })),
-  "the job list is the API's, placements included",
-);
+assert.deepEqual(await jobRows(), jobs.map(asShown), "the job list is the API's: exit codes, reasons, placements, cancels");
 assert.ok(jobs.some((j) => j.placement), "some job was placed by the scheduler");
+for (const [why, state] of [["program not found: nosuch-tool", "failed"], ["exit code 2", "failed"], ["needs 9 machines, the pool has 5", "queued"]]) {
+  assert.ok(jobs.some((j) => j.state === state && (j.reason ?? j.waiting?.reason) === why), `a ${state} job says "${why}"`);
+}
+// The running job's output, as its agent shipped it with its renewals.
+const runningJob = Number(process.env.LULL_RUNNING_JOB);
+await page.click(`tr[data-job="${runningJob}"] [data-action="output"]`);
+await page.locator('[data-testid="job-output"] pre[data-stream="stdout"]', { hasText: "step 2" }).waitFor();
+assert.equal(await page.locator('[data-testid="job-output"]').getAttribute("data-state"), "running");
+assert.match(await page.locator('[data-testid="job-output"] pre[data-stream="stderr"]').innerText(), /warming up/);
+await shot("5b-job-output");
+await page.click(`tr[data-job="${runningJob}"] [data-action="output"]`);
 await shot("5-jobs");
+// Cancel the job the pool cannot run, from its row.
+const wideJob = Number(process.env.LULL_WIDE_JOB);
+page.once("dialog", (d) => d.accept());
+await page.click(`tr[data-job="${wideJob}"] [data-action="cancel"]`);
+await page.locator('[data-testid="job-note"]', { hasText: `Job #${wideJob} cancelled.` }).waitFor();
+await page.waitForFunction((id) => document.querySelector(`tr[data-job="${id}"] .pill`)?.textContent.trim() === "Cancelled", wideJob);
+const cancelledJob = await getJson(`/api/v1/jobs/${wideJob}`);
+assert.equal(cancelledJob.state, "cancelled");
+assert.equal(cancelledJob.reason, "cancelled by admin");
+assert.equal(await page.locator(`tr[data-job="${wideJob}"] [data-action="cancel"]`).count(), 0, "no Cancel once cancelled");
 await page.selectOption('[data-testid="job-state"]', "completed");
 await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="jobs"] .pill')].every((p) => p.textContent.trim() === "Completed"));
 assert.equal(await page.locator('[data-testid="jobs"] tbody tr').count(), jobs.filter((j) => j.state === "completed").length);
-step(`jobs: ${jobs.length} listed`);
+step(`jobs: ${jobs.length} listed, output shown, job ${wideJob} cancelled`);
 
 // 6. An owner's key shows that owner's machines and jobs only.
 await page.click("text=Sign out");
@@ -182,6 +211,16 @@ const owners = await page.$$eval('[data-testid="machines"] tbody tr td:nth-child
 assert.deepEqual(owners, mine.map(() => owner), "only the owner's machines are listed");
 assert.match(await page.locator("header .who").innerText(), new RegExp(`owner ${owner}`));
 await shot("6-owner-overview");
+// The owner's jobs: their own and those that ran on their machines; Cancel on their own only.
+await page.click('a[data-page="jobs"]');
+await page.locator('[data-testid="jobs"]').waitFor();
+const ownerJobs = await getJson("/api/v1/jobs?limit=200", ownerKey);
+assert.deepEqual(await jobRows(), ownerJobs.map(asShown), "the owner's job list is the API's");
+assert.ok(ownerJobs.some((j) => j.submitter !== owner), "jobs others submitted that ran on the owner's machines are listed");
+assert.ok(ownerJobs.every((j) => !j.may_cancel || j.submitter === owner), "Cancel only on the owner's own jobs");
+await shot("6-owner-jobs");
+await page.click('a[data-page="overview"]');
+await page.locator('[data-testid="machines"]').waitFor();
 // A reload keeps the session (sessionStorage); the key is not in the URL or localStorage.
 await page.reload();
 await page.locator('[data-testid="machines"]').waitFor();

@@ -2,9 +2,9 @@
 // gave (admin or owner), sent as `Authorization: Bearer …`. The key lives in
 // sessionStorage only (gone when the tab closes). Types come from bindings.ts, generated
 // from the coordinator's Rust types.
-import type { AgentInfo, Job, PoolSummary, Report, ReportRow } from "./bindings";
+import type { AgentInfo, Job, JobOutput, PoolSummary, Report, ReportRow } from "./bindings";
 
-export type { AgentInfo, Job, PoolSummary, Report, ReportRow };
+export type { AgentInfo, Job, JobOutput, PoolSummary, Report, ReportRow };
 
 const KEY = "lull.dashboard.key";
 export const savedKey = () => sessionStorage.getItem(KEY);
@@ -21,9 +21,9 @@ export class ApiError extends Error {
   }
 }
 
-async function call(path: string, key = savedKey() ?? ""): Promise<Response> {
+async function call(path: string, key = savedKey() ?? "", method = "GET"): Promise<Response> {
   // Relative to the page, so a coordinator behind a path prefix works too.
-  const r = await fetch(path.replace(/^\//, ""), { headers: { Authorization: `Bearer ${key}` } });
+  const r = await fetch(path.replace(/^\//, ""), { method, headers: { Authorization: `Bearer ${key}` } });
   if (!r.ok) {
     let msg = `${r.status} ${r.statusText}`;
     try {
@@ -40,6 +40,10 @@ const json = async <T>(path: string, key?: string) => (await call(path, key)).js
 
 export const pool = (key?: string) => json<PoolSummary>("/api/v1/pool", key);
 export const agents = () => json<AgentInfo[]>("/api/v1/agents");
+/** What a job's guests wrote so far (a running job's arrives with its lease renewals). */
+export const output = (id: number) => json<JobOutput>(`/api/v1/jobs/${id}/output`);
+/** Cancels a job (its submitter or an admin); the job as it is afterwards. */
+export const cancel = async (id: number) => (await call(`/api/v1/jobs/${id}/cancel`, undefined, "POST")).json() as Promise<Job>;
 export const jobs = (state: string, limit = 200) => json<Job[]>(`/api/v1/jobs?limit=${limit}${state ? `&state=${encodeURIComponent(state)}` : ""}`);
 
 export interface ReportQuery {

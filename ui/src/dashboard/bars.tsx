@@ -24,7 +24,9 @@ export function StackedBars(props: { labels: string[]; series: Series[]; unit: s
       acc = acc.map((a, i) => a + (s.values[i] ?? 0));
       stacked.push(acc);
     }
-    const top = Math.max(1e-9, ...acc, ...(line?.values ?? []).map((v) => v ?? 0));
+    // An empty chart (nothing in any period) still gets a readable axis: 0 to 1.
+    const peak = Math.max(0, ...acc, ...(line?.values ?? []).map((v) => v ?? 0));
+    const top = peak > 0 ? peak : 1 / 1.12;
     const order = series.map((_, i) => i).reverse();
     const bars = uPlot.paths.bars!({ size: [0.7, 64] });
     const opts: uPlot.Options = {

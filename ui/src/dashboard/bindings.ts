@@ -88,7 +88,12 @@ age_s: number,
  */
 io_bytes_per_s?: number | null, };
 
-export type AgentInfo = { id: string, owner: string, machine: string, enrolled_ms: number, last_seen_ms: number | null, heartbeat: Heartbeat | null, };
+export type AgentInfo = { id: string, owner: string, machine: string, enrolled_ms: number, last_seen_ms: number | null, heartbeat: Heartbeat | null, 
+/**
+ * Why it takes no guest work now, in words ("owner active (CPU 99 %)", "paused by its
+ * owner", "offline (not heard from lately)"); null when it is ready for work.
+ */
+why: string | null, };
 
 export type JobSpec = { command: string, args: Array<string>, env: { [key in string]?: string }, inputs: { [key in string]?: string }, };
 

@@ -55,6 +55,7 @@ export const JOB_STATES: Record<string, { label: string; colour: string }> = {
   completed: { label: "Completed", colour: "#1f9d55" },
   failed: { label: "Failed", colour: "#d43a3a" },
   cancelled: { label: "Cancelled", colour: "#9aa0a6" },
+  lost: { label: "Lost (retries used up)", colour: "#8e44ad" },
 };
 export const jobState = (s: string) => JOB_STATES[s] ?? { label: s, colour: "#9aa0a6" };
 

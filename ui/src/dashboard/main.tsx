@@ -29,6 +29,10 @@ function Login({ onIn, note }: { onIn: (v: api.PoolSummary["viewer"]) => void; n
   const submit = async (e: Event) => {
     e.preventDefault();
     const k = key.trim();
+    if (!k) {
+      setErr("Paste a key first: the admin key from coordinator-admin.key, or an owner key.");
+      return;
+    }
     try {
       const p = await api.pool(k);
       api.saveKey(k);

@@ -1,6 +1,6 @@
 // Pool overview: machines by state, jobs by state, the last 7 days' donated CPU time,
-// and every machine with its state, today's interruptions against its limit and when it
-// was last heard from.
+// and every machine with its state and why (the API's words: "owner active (CPU 99 %)"),
+// today's interruptions against its limit and when it was last heard from.
 import * as api from "./api";
 import { CountBars, Empty, Loading, Pill, jobState, machineState, useLoad } from "./common";
 import { ago, bytes, duration } from "./format";
@@ -89,6 +89,11 @@ export function Overview({ tick }: { tick: number }) {
                           <td>{a.owner}</td>
                           <td>
                             <Pill {...machineState(st)} />
+                            {a.why && st !== "never_seen" && st !== "offline" && (
+                              <span class="muted why-line" data-field="why">
+                                {a.why}
+                              </span>
+                            )}
                           </td>
                           <td>{hb ? limit != null ? <Meter used={limit - hb.budget_left} limit={limit} /> : `${hb.budget_left} left` : "—"}</td>
                           <td>{a.last_seen_ms === null ? "never" : ago(a.last_seen_ms, pool.now_ms)}</td>
