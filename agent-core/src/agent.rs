@@ -234,6 +234,10 @@ type ControlMsg = (Request, oneshot::Sender<Response>);
 /// How many trace rows are buffered before they are written (a crash loses at most
 /// this much trace; accounting is never buffered).
 const TRACE_BATCH: usize = 30;
+
+/// The reason of the transition that records the state an agent started in (its from and
+/// to are that state).
+pub const STARTED: &str = "agent started";
 /// Set (to anything) to drive the agent's alarm with tokio's timer instead of the
 /// kernel timer: for side-by-side idle-cost measurements (`lull bench idle --tokio-tick`).
 pub const TOKIO_TICK_ENV: &str = "LULL_TOKIO_TICK";
@@ -454,6 +458,11 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
     };
     d.watch_execs();
     let first = d.policy.state();
+    // The state the agent starts in opens today's timeline (a transition from and to it):
+    // without it the time until the first change would be missing from Today.
+    if let Err(e) = d.ledger.record_transition(now.utc, first, first, STARTED) {
+        error!("could not record the state at start: {e}");
+    }
     let (inputs, gdesc) = (d.input_names.iter().map(|(_, n)| n.clone()).collect(), d.guests.describe());
     d.notify(&Notice::Started { state: first, input: inputs, guests: gdesc });
     d.step(Event::Tick);

@@ -193,22 +193,24 @@ pub fn describe_job(j: &Job) -> String {
     if let Some(w) = &j.waiting {
         out += &format!("  waiting    {}{}\n", w.reason, if w.cannot_run { " (the pool as it is cannot run it)" } else { "" });
     }
-    let args: Vec<String> = j.spec.args.iter().map(|a| format!("{a:?}")).collect();
-    out += &format!("  command    {} {}\n", j.spec.command, args.join(" "));
+    let words: Vec<String> = std::iter::once(j.spec.command.clone()).chain(j.spec.args.iter().map(|a| format!("{a:?}"))).collect();
+    out += &format!("  command    {}\n", words.join(" "));
     out += &format!("  submitter  {}\n", j.submitter);
     out += &format!("  submitted  {}\n", when(j.created_ms));
     if let Some(f) = j.finished_ms {
         out += &format!("  finished   {}\n", when(f));
     }
     out += &format!(
-        "  machines   {}   retries {}   memory {} bytes{}\n",
+        "  machines   {}   retries {}   memory {}{}\n",
         j.machines,
         j.max_retries,
-        j.mem_bytes,
+        if j.mem_bytes == 0 { "not stated".to_string() } else { format!("{} bytes", j.mem_bytes) },
         if j.checkpointable { "   checkpointable" } else { "" }
     );
     if let Some(p) = &j.placement {
-        out += &format!("  placed on  {} ({}: {})\n", p.machines.join(", "), p.algorithm, p.reason);
+        // The reason usually starts with the algorithm's name already ("backfill: next in fifo order").
+        let reason = p.reason.strip_prefix(&format!("{}: ", p.algorithm)).unwrap_or(&p.reason);
+        out += &format!("  placed on  {} ({}: {reason})\n", p.machines.join(", "), p.algorithm);
     }
     for t in &j.tasks {
         out += &task_line(t);

@@ -159,7 +159,9 @@ pub fn describe(s: &AgentStatus) -> String {
         p.interruption_limit
     );
     out += &format!(
-        "Owner CPU:      {:.0} % now, h = {:.0} % · eviction mode {}\n",
+        // The CPU that keeps a machine busy is every account's but the guests' (a root
+        // build counts for an ordinary owner's agent): say so rather than call it theirs.
+        "CPU:            {:.0} % now (every account's programs but the guests', not only yours), h = {:.0} % · eviction mode {}\n",
         p.owner_cpu * 100.0,
         p.owner_utilisation_h * 100.0,
         p.eviction_mode.short()

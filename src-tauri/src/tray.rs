@@ -66,11 +66,14 @@ pub fn short(secs: u64) -> String {
     }
 }
 
-/// The tooltip: state, then today's donated time and interruptions.
+/// The tooltip: state, then today's donated time (wall time lent, and the CPU time the
+/// guests used in it: a guest that mostly waits lends hours and uses seconds) and
+/// interruptions.
 pub fn tooltip(s: &AgentStatus) -> String {
     format!(
-        "Lull: {}\nToday: donated {} · interruptions {} of {}",
+        "Lull: {}\nToday: donated {} ({} CPU) · interruptions {} of {}",
         state_phrase(s),
+        short(s.donated_wall_s_today as u64),
         short(s.donated_cpu_s_today as u64),
         s.policy.interruptions_today,
         s.policy.interruption_limit
@@ -347,7 +350,10 @@ mod tests {
     #[test]
     fn tooltip_tells_state_donated_time_and_interruptions() {
         let t = tooltip(&status("donating", serde_json::json!({})));
-        assert_eq!(t, "Lull: donating\nToday: donated 1 h 20 min · interruptions 2 of 5");
+        assert_eq!(t, "Lull: donating\nToday: donated 1 h 40 min (1 h 20 min CPU) · interruptions 2 of 5");
+        // Twelve minutes lent to a guest that used 4 s of CPU are not "donated 0 s".
+        let t = tooltip(&status("donating", serde_json::json!({"donated_wall_s_today": 720.0, "donated_cpu_s_today": 4.2})));
+        assert_eq!(t, "Lull: donating\nToday: donated 12 min (4 s CPU) · interruptions 2 of 5");
         let t = tooltip(&status("paused", serde_json::json!({"paused_for_s": 3000})));
         assert!(t.starts_with("Lull: paused, 50 min left\n"), "{t}");
         let t = tooltip(&status("not_allowed", serde_json::json!({"not_allowed": "battery"})));

@@ -273,3 +273,24 @@ fn a_file_where_the_socket_goes_is_never_deleted() {
     assert!(err.contains("not a socket") && err.contains(&*a.socket().to_string_lossy()), "{err}");
     assert_eq!(std::fs::read_to_string(a.socket()).expect("still there"), "the owner's notes\n");
 }
+
+#[test]
+fn todays_timeline_starts_with_the_state_the_agent_started_in() {
+    // Paused until resumed, then restarted: each start's state is in the timeline.
+    let mut a = Agent::new("[sampling]\ninterval_ms = 200\n");
+    a.start();
+    a.request(Request::Pause { span: PauseSpan::UntilResumed });
+    a.stop();
+    a.start();
+    let s = a.wait_for("paused after restart", Duration::from_secs(10), |s| s.policy.state == StateKind::Paused);
+    let timeline = match a.request(Request::Today) {
+        agent_core::control::Response::Today(t) => t.timeline,
+        other => panic!("unexpected answer {other:?}"),
+    };
+    let starts: Vec<_> = timeline.iter().filter(|r| r.reason == agent_core::agent::STARTED).collect();
+    assert_eq!(starts.len(), 2, "one row per start: {timeline:#?}");
+    assert!(starts.iter().all(|r| r.from == r.to), "a start is a state, not a change: {timeline:#?}");
+    assert_eq!(timeline[0].reason, agent_core::agent::STARTED, "the day's timeline opens with the start: {timeline:#?}");
+    assert_eq!(s.policy.state.as_str(), timeline.last().expect("a timeline").to, "{timeline:#?}");
+    a.stop();
+}

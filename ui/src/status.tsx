@@ -20,8 +20,10 @@ export interface Segment {
 
 /**
  * Today's transitions as coloured spans up to now. Only what the ledger knows is drawn:
- * before the first transition of the day (or before the current state began, when there
- * is none) Lull was not running or the state came from yesterday, so that stays blank.
+ * the agent records the state it starts in as a transition (from and to that state), so
+ * the time from its start is drawn; before the first row of the day (or before the current
+ * state began, when there is none) Lull was not running or the state came from yesterday,
+ * so that stays blank.
  */
 export function segments(report: TodayReport, current: StateKind, stateForS: number, now: number): Segment[] {
   const start = dayStart(report.day);

@@ -62,7 +62,6 @@ export function Jobs({ tick }: { tick: number }) {
                     <th>State</th>
                     <th>Exit</th>
                     <th>Why</th>
-                    <th>Submitted by</th>
                     <th>Submitted</th>
                     <th>Finished</th>
                     <th class="num">Machines</th>
@@ -70,8 +69,7 @@ export function Jobs({ tick }: { tick: number }) {
                     <th class="num">Evictions</th>
                     <th class="num">CPU time</th>
                     <th>Placed on</th>
-                    <th class="num">Predicted</th>
-                    <th class="num">Actual</th>
+                    <th class="num">Runtime</th>
                     <th />
                   </tr>
                 </thead>
@@ -81,7 +79,7 @@ export function Jobs({ tick }: { tick: number }) {
                       <JobRow j={j} now={pool.now_ms} open={open === j.id} onOpen={() => setOpen(open === j.id ? null : j.id)} onCancel={() => cancel(j)} />
                       {open === j.id && (
                         <tr class="output-row">
-                          <td colSpan={16}>
+                          <td colSpan={14}>
                             <JobOutputView id={j.id} />
                           </td>
                         </tr>
@@ -116,9 +114,12 @@ function JobRow({ j, now, open, onOpen, onCancel }: { j: api.Job; now: number; o
       <td data-field="why" class={j.waiting?.cannot_run ? "why bad-text" : "why"} title={reason}>
         {reason || <span class="muted">–</span>}
       </td>
-      <td>{j.submitter}</td>
-      <td title={when(j.created_ms)}>{ago(j.created_ms, now)}</td>
-      <td>{j.finished_ms === null ? <span class="muted">–</span> : when(j.finished_ms)}</td>
+      <td title={when(j.created_ms)}>
+        {j.submitter}
+        <br />
+        <span class="muted">{ago(j.created_ms, now)}</span>
+      </td>
+      <td title={j.finished_ms === null ? "" : when(j.finished_ms)}>{j.finished_ms === null ? <span class="muted">–</span> : ago(j.finished_ms, now)}</td>
       <td class="num">{j.machines}</td>
       <td class="num" data-field="attempts">
         {attempts}
@@ -131,18 +132,20 @@ function JobRow({ j, now, open, onOpen, onCancel }: { j: api.Job; now: number; o
         <>
           <td class="muted">not yet</td>
           <td class="num muted">–</td>
-          <td class="num muted">–</td>
         </>
       ) : (
         <>
           <td data-field="placement" title={`${j.placement.algorithm}: ${j.placement.reason}`}>
             {j.placement.machines.join(", ")} <span class="muted">({j.placement.algorithm})</span>
           </td>
-          <td class="num" data-field="predicted" title={`prediction from ${j.placement.prediction_source}`}>
-            {duration(j.placement.predicted_runtime_s)}
-          </td>
-          <td class="num" data-field="actual">
-            {j.placement.actual_runtime_s === null ? <span class="muted">{duration((now - j.placement.placed_ms) / 1000)} so far</span> : duration(j.placement.actual_runtime_s)}
+          <td class="num">
+            <span data-field="actual">
+              {j.placement.actual_runtime_s === null ? <span class="muted">{duration((now - j.placement.placed_ms) / 1000)} so far</span> : duration(j.placement.actual_runtime_s)}
+            </span>
+            <br />
+            <span class="muted" data-field="predicted" title={`prediction from ${j.placement.prediction_source}`}>
+              predicted {duration(j.placement.predicted_runtime_s)}
+            </span>
           </td>
         </>
       )}
