@@ -54,7 +54,7 @@ export function Jobs({ tick }: { tick: number }) {
             <Empty>{state ? `No ${state} jobs.` : <>No jobs yet. Submit one with <code>lull submit -- COMMAND</code>.</>}</Empty>
           ) : (
             <section class="scroll">
-              <table data-testid="jobs">
+              <table class="jobs" data-testid="jobs">
                 <thead>
                   <tr>
                     <th class="num">Job</th>
