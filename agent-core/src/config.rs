@@ -99,9 +99,11 @@ pub enum NetworkPolicy {
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Guests {
-    /// Lull's cgroup subtree, relative to each hierarchy's root; `self` for the agent's own
-    /// (delegated, v2) cgroup; `none` for no cgroups (process groups + rlimits, weak).
-    /// `LULL_CGROUP` overrides it.
+    /// Where guests' cgroups go: `auto` (a root agent: `lull` below each hierarchy's root;
+    /// an owner's agent on cgroup v2: a delegated scope from the owner's systemd, else its
+    /// own delegated cgroup); a subtree relative to each hierarchy's root; `self` for the
+    /// agent's own (delegated, v2) cgroup; `none` for no cgroups (process groups +
+    /// rlimits, weak). `LULL_CGROUP` overrides it.
     pub cgroup: String,
     /// Largest memory a guest may use, MiB (0: no configured cap; the owner reserve still applies).
     pub memory_cap_mib: u64,
@@ -135,7 +137,7 @@ pub struct Guests {
 impl Default for Guests {
     fn default() -> Self {
         Self {
-            cgroup: "lull".into(),
+            cgroup: "auto".into(),
             memory_cap_mib: 2048,
             owner_reserve_mib: 1024,
             admission_owner_mem_max: 0.80,

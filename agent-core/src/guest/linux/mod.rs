@@ -13,6 +13,7 @@
 
 pub mod account;
 pub mod cgroup;
+pub mod delegation;
 pub mod fallback;
 pub mod memory;
 pub mod owner_cache;
@@ -227,12 +228,15 @@ impl LinuxRuntime {
         };
         let base = std::env::var("LULL_CGROUP").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| cfg.cgroup.clone());
         // `none` turns cgroups off (the fallback, e.g. to try or test it).
-        let opened = if base == "none" { Err(GuestError::NoCgroups("guests.cgroup = \"none\"".into())) } else { Cgroups::open(&base) };
+        let (opened, watchdog) = delegation::open(&base);
         let cgroups = match opened {
             Ok(c) => {
                 let stale = c.cleanup_stale();
                 if stale > 0 {
                     warn!(stale, "killed and removed guest cgroups left by an earlier agent");
+                }
+                if !c.missing.is_empty() {
+                    warn!("guests' cgroups in {} lack: {}", c.placement, cgroup::describe_containment(c.kind, &c.missing));
                 }
                 Some(c)
             }
@@ -264,7 +268,7 @@ impl LinuxRuntime {
             boost: Mutex::new(boost),
             boosted: AtomicBool::new(false),
         });
-        let watchdog = match watchdog::Watchdog::start(cgroups.as_ref().map(|c| c.kill_file()).as_deref()) {
+        let watchdog = match watchdog {
             Ok(w) => Some(w),
             Err(e) => {
                 error!("could not start the no-orphans watchdog: {e}");
@@ -280,7 +284,7 @@ impl LinuxRuntime {
             cache_max_files: m.cache_snapshot_files as usize,
         };
         let mut protection = owner_protect::OwnerProtection::new(cgroups.as_ref(), m, warm);
-        let marker = cgroups.as_ref().map(|c| guest_marker(&c.unified)).unwrap_or_default();
+        let marker = cgroups.as_ref().map(Cgroups::marker).unwrap_or_default();
         protection.probe(&memory::owner_pids(&marker));
         Self {
             cfg,
@@ -667,7 +671,7 @@ impl LinuxRuntime {
 
     /// The guests' cgroup path as it appears in `/proc/PID/cgroup`.
     fn guest_cgroup_marker(&self) -> String {
-        self.cgroups.as_ref().map(|c| guest_marker(&c.unified)).unwrap_or_default()
+        self.cgroups.as_ref().map(Cgroups::marker).unwrap_or_default()
     }
 
     fn maintain(&mut self) {
@@ -860,7 +864,11 @@ impl GuestHost for LinuxRuntime {
             Ok(None) => String::new(),
             Err(_) => " · NO unprivileged account: guests refused".into(),
         };
-        format!("linux: {} · sandbox: {sandbox} + no-new-privs · SCHED_IDLE, nice 19, idle I/O{user}", self.kind.as_str())
+        let containment = match &self.cgroups {
+            Some(c) => format!("{} in {}", cgroup::describe_containment(c.kind, &c.missing), c.placement),
+            None => self.kind.as_str().to_owned(),
+        };
+        format!("linux: {containment} · sandbox: {sandbox} + no-new-privs · SCHED_IDLE, nice 19, idle I/O{user}")
     }
 
     fn apply(&mut self, directive: GuestDirective) {
@@ -983,12 +991,6 @@ impl GuestHost for LinuxRuntime {
         }
         self.guests().into_iter().find(|g| g.id == id)
     }
-}
-
-/// The guests' unified cgroup directory as a path in `/proc/PID/cgroup`.
-fn guest_marker(unified: &Path) -> String {
-    let u = unified.to_string_lossy();
-    u.strip_prefix("/sys/fs/cgroup/unified").or_else(|| u.strip_prefix("/sys/fs/cgroup")).unwrap_or(&u).to_owned()
 }
 
 /// How often the checkpoint size is re-measured.
