@@ -60,6 +60,10 @@ pub trait GuestHost: Send {
     fn owner_memory(&mut self) -> Option<OwnerMemoryStatus> {
         None
     }
+    /// How guests are contained and what they lack, for `lull status`.
+    fn containment_status(&self) -> Option<crate::guest::ContainmentStatus> {
+        None
+    }
     /// T_migr for the present guest work (suspend + checkpoint size / bandwidth +
     /// resume), when the runtime can estimate it; the policy's `T_lingr` uses it.
     fn migration_cost(&mut self) -> Option<Duration> {
@@ -921,6 +925,7 @@ impl Driver {
             owner_load: self.owner_load.clone(),
             guest_memory: self.guests.memory(),
             owner_memory: self.guests.owner_memory(),
+            containment: self.guests.containment_status(),
         }
     }
 

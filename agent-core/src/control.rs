@@ -91,6 +91,9 @@ pub struct AgentStatus {
     /// restore after an eviction); `None` without a guest runtime.
     #[serde(default)]
     pub owner_memory: Option<crate::guest::OwnerMemoryStatus>,
+    /// How guests are contained and what they lack; `None` without a guest runtime.
+    #[serde(default)]
+    pub containment: Option<crate::guest::ContainmentStatus>,
 }
 
 /// The coordinator an agent is linked to (never its secret).

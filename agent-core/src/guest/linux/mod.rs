@@ -205,6 +205,8 @@ pub struct LinuxRuntime {
     account: Result<Option<account::GuestAccount>, String>,
     /// Where guests' work directories go (`guests/`, `jobs/`): handed to `account`.
     work_root: PathBuf,
+    /// Why guests have no cgroups (the process-group fallback).
+    no_cgroups: Option<String>,
 }
 
 impl LinuxRuntime {
@@ -229,6 +231,7 @@ impl LinuxRuntime {
         let base = std::env::var("LULL_CGROUP").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| cfg.cgroup.clone());
         // `none` turns cgroups off (the fallback, e.g. to try or test it).
         let (opened, watchdog) = delegation::open(&base);
+        let no_cgroups = opened.as_ref().err().map(ToString::to_string);
         let cgroups = match opened {
             Ok(c) => {
                 let stale = c.cleanup_stale();
@@ -283,9 +286,9 @@ impl LinuxRuntime {
             cache_max_bytes: m.cache_snapshot_mib * MIB,
             cache_max_files: m.cache_snapshot_files as usize,
         };
-        let mut protection = owner_protect::OwnerProtection::new(cgroups.as_ref(), m, warm);
+        let mut protection = owner_protect::OwnerProtection::new(cgroups.as_ref(), m, warm, cfg.owner_reserve_mib * MIB);
         let marker = cgroups.as_ref().map(Cgroups::marker).unwrap_or_default();
-        protection.probe(&memory::owner_pids(&marker));
+        protection.probe(&memory::owner_pids(&marker), memory::meminfo().total);
         Self {
             cfg,
             caps: config.caps.clone(),
@@ -317,6 +320,7 @@ impl LinuxRuntime {
             refused: None,
             account,
             work_root: work_root.to_path_buf(),
+            no_cgroups,
         }
     }
 
@@ -918,8 +922,32 @@ impl GuestHost for LinuxRuntime {
         self.restore_report.take()
     }
 
+    fn containment_status(&self) -> Option<crate::guest::ContainmentStatus> {
+        Some(match &self.cgroups {
+            Some(c) => crate::guest::ContainmentStatus {
+                summary: cgroup::describe_containment(c.kind, &c.missing),
+                kind: c.kind.id().into(),
+                placement: c.placement.clone(),
+                missing: c.missing.iter().map(ToString::to_string).collect(),
+            },
+            None => crate::guest::ContainmentStatus {
+                summary: self.kind.as_str().into(),
+                kind: self.kind.id().into(),
+                placement: self.no_cgroups.clone().unwrap_or_default(),
+                missing: vec!["no cgroup: a guest that calls setsid escapes freezing and killing; memory capped by RLIMIT_AS only".into()],
+            },
+        })
+    }
+
     fn owner_memory(&mut self) -> Option<OwnerMemoryStatus> {
-        Some(OwnerMemoryStatus { protection: self.protection.describe(), last_restore: self.last_report.clone() })
+        let (protected, guests_memory_high, not_protected) = self.protection.status();
+        Some(OwnerMemoryStatus {
+            protection: self.protection.describe(),
+            last_restore: self.last_report.clone(),
+            protected,
+            guests_memory_high,
+            not_protected,
+        })
     }
 
     fn migration_cost(&mut self) -> Option<Duration> {
