@@ -72,6 +72,8 @@ pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<Complete
         Some(l) => l,
         None => DataDirLock::acquire(&paths.data_dir)?,
     };
+    // An install made by an earlier version, or under a wider umask, is made owner-only.
+    crate::private_files::tighten_install(&paths);
     #[cfg(target_os = "linux")]
     let mut input_backends = crate::input::choose_backends(&config.input);
     #[cfg(not(target_os = "linux"))]

@@ -191,7 +191,7 @@ pub fn bind(socket: &Path) -> std::io::Result<tokio::net::UnixListener> {
     use std::os::unix::fs::PermissionsExt;
     if let Some(dir) = socket.parent() {
         if !dir.exists() {
-            std::fs::create_dir_all(dir)?;
+            crate::private_files::create_dir(dir)?;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         }
     }

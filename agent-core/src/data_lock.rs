@@ -6,6 +6,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The lock file's name in the data directory.
@@ -31,9 +32,9 @@ impl DataDirLock {
     /// Creates the data directory if needed and takes its lock, or says which agent holds it.
     pub fn acquire(data_dir: &Path) -> Result<Self, LockError> {
         let io = |source| LockError::Io { dir: data_dir.display().to_string(), source };
-        std::fs::create_dir_all(data_dir).map_err(io)?;
+        crate::private_files::create_dir(data_dir).map_err(io)?;
         let path = data_dir.join(LOCK_FILE);
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path).map_err(io)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
@@ -79,6 +80,12 @@ mod tests {
         let msg = second.to_string();
         assert!(msg.contains(&format!("pid {}", std::process::id())), "{msg}");
         assert!(first.still_in_place());
+        // Owner-only, whatever the umask (the directory Lull made, and the lock file).
+        let mode = |p: &Path| std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).expect("stat").permissions()) & 0o777;
+        assert_eq!(mode(&dir.path().join(LOCK_FILE)), 0o600);
+        let made = dir.path().join("made/data");
+        drop(DataDirLock::acquire(&made).expect("lock in a new directory"));
+        assert_eq!((mode(&made), mode(&made.join(LOCK_FILE))), (0o700, 0o600));
         drop(first);
         let again = DataDirLock::acquire(dir.path()).expect("free after drop");
         std::fs::remove_dir_all(dir.path()).expect("rm");

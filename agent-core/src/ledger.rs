@@ -149,8 +149,11 @@ impl Ledger {
     /// Opens (creating if needed) the ledger at `path`.
     pub fn open(path: &Path) -> Result<Self> {
         if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
+            let _ = crate::private_files::create_dir(dir);
         }
+        // Created owner-only before SQLite opens it: its -wal and -shm take the database
+        // file's mode.
+        let _ = crate::private_files::create_file(path);
         let conn = Connection::open(path).map_err(|source| LedgerError::Open { path: path.display().to_string(), source })?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -460,6 +463,21 @@ mod tests {
             at_utc: Utc::now(),
             at_mono: crate::clock::MonoMs(1),
             mode: EvictionMode::LingerLonger,
+        }
+    }
+
+    /// The ledger (when the owner was at the machine) and SQLite's -wal and -shm beside
+    /// it are the owner's only, whatever the umask.
+    #[test]
+    fn the_ledger_files_are_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("data/ledger.db");
+        let ledger = Ledger::open(&path).expect("open");
+        ledger.record_transition(Utc::now(), StateKind::Idle, StateKind::Donating, "test").expect("write");
+        for p in [path.clone(), path.with_extension("db-wal"), path.with_extension("db-shm"), dir.path().join("data")] {
+            let mode = std::fs::metadata(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).permissions().mode() & 0o777;
+            assert_eq!(mode & 0o077, 0, "{} is {mode:o}", p.display());
         }
     }
 

@@ -29,6 +29,7 @@ pub mod logging;
 pub mod message;
 pub mod owner_load;
 pub mod paths;
+pub mod private_files;
 pub mod programs;
 pub mod retention;
 pub mod sensors;

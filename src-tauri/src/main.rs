@@ -79,6 +79,8 @@ fn main() -> ExitCode {
     // reads GDK_GL; `GDK_DEBUG=gl-disable` needs a debug build of GTK). The window process
     // does not inherit it. LULL_TRAY_GL=1 keeps GL. This runs first, before any thread.
     let mut unset = Vec::new();
+    // Whatever this process writes is the owner's only (ledger, config, logs, keys).
+    agent_core::private_files::owner_only_umask();
     if std::env::var_os("GDK_GL").is_none() && std::env::var_os("LULL_TRAY_GL").is_none_or(|v| v != "1") {
         std::env::set_var("GDK_GL", "disable");
         unset.push("GDK_GL");

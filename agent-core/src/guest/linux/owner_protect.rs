@@ -460,7 +460,7 @@ impl OwnerProtection {
                 failed.push(format!("writing memory.high of the guests ({}): {e}", g.display()));
             }
         }
-        if first {
+        if first && self.engaged() {
             info!(protection = %self.describe_plan(&plan), "owner's memory protected while guests run");
         }
         if !failed.is_empty() && self.why_not.as_deref() != Some(failed.join("; ").as_str()) {
