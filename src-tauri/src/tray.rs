@@ -77,6 +77,13 @@ pub fn tooltip(s: &AgentStatus) -> String {
     )
 }
 
+/// The menu's line about how guests are contained, naming whatever they lack
+/// ("Guests: cgroup v2 (no io controller: guests' disk I/O not weighted)"); `None` while
+/// the agent has not said.
+pub fn containment_line(s: &AgentStatus) -> Option<String> {
+    s.containment.as_ref().map(|c| format!("Guests: {}", c.summary))
+}
+
 /// Menu item ids.
 pub mod id {
     pub const DONATE_1H: &str = "donate-1h";
@@ -129,6 +136,8 @@ pub fn icon(state: StateKind) -> Result<Icon, String> {
 struct Tray {
     icon: TrayIcon,
     headline: MenuItem,
+    /// How guests are contained, with what they lack ([`containment_line`]).
+    containment: MenuItem,
     resume: MenuItem,
     /// The state and tooltip shown, so the icon is replaced only on a change.
     shown: Option<(StateKind, String)>,
@@ -144,6 +153,7 @@ thread_local! {
 pub fn build(socket: PathBuf, windows: Windows, quit: impl Fn() + Send + Sync + 'static) -> Result<(), String> {
     let err = |e: tray_icon::menu::Error| e.to_string();
     let headline = MenuItem::with_id("headline", "Lull: starting…", false, None);
+    let containment = MenuItem::with_id("containment", "Guests: …", false, None);
     let donate = Submenu::with_items(
         "Donate now",
         true,
@@ -164,6 +174,7 @@ pub fn build(socket: PathBuf, windows: Windows, quit: impl Fn() + Send + Sync + 
     let resume = MenuItem::with_id(id::RESUME, "Resume", true, None);
     let menu = Menu::with_items(&[
         &headline,
+        &containment,
         &PredefinedMenuItem::separator(),
         &donate,
         &pause,
@@ -201,7 +212,7 @@ pub fn build(socket: PathBuf, windows: Windows, quit: impl Fn() + Send + Sync + 
         .with_menu(Box::new(menu))
         .build()
         .map_err(|e| e.to_string())?;
-    TRAY.with(|t| *t.borrow_mut() = Some(Tray { icon, headline, resume, shown: None }));
+    TRAY.with(|t| *t.borrow_mut() = Some(Tray { icon, headline, containment, resume, shown: None }));
     Ok(())
 }
 
@@ -236,6 +247,9 @@ fn refresh(tray: Option<&mut Tray>, s: &AgentStatus) {
     if tray.shown.as_ref().is_none_or(|(_, t)| *t != tip) {
         let _ = tray.icon.set_tooltip(Some(&tip));
         tray.headline.set_text(tip.replace('\n', " · "));
+    }
+    if let Some(line) = containment_line(s).filter(|l| *l != tray.containment.text()) {
+        tray.containment.set_text(line);
     }
     tray.shown = Some((s.policy.state, tip));
 }
@@ -354,6 +368,16 @@ mod tests {
         assert!(t.starts_with("Lull: not allowed now (on battery)"), "{t}");
         let t = tooltip(&status("not_allowed", serde_json::json!({"not_allowed": "exclusive_program", "exclusive_program": "steam"})));
         assert!(t.starts_with("Lull: not allowed while steam runs\n"), "{t}");
+    }
+
+    #[test]
+    fn the_menu_names_what_guests_lack() {
+        let containment = |summary: &str| serde_json::json!({"containment": {"summary": summary, "kind": "cgroup-v2", "placement": "systemd scope lull-guests-a1-2-0.scope (Delegate=yes)", "missing": []}});
+        let full = status("idle", containment("cgroup v2"));
+        assert_eq!(containment_line(&full).as_deref(), Some("Guests: cgroup v2"));
+        let less = status("idle", containment("cgroup v2 (no io controller: guests' disk I/O not weighted)"));
+        assert_eq!(containment_line(&less).as_deref(), Some("Guests: cgroup v2 (no io controller: guests' disk I/O not weighted)"));
+        assert_eq!(containment_line(&status("idle", serde_json::json!({}))), None, "an older agent says nothing");
     }
 
     #[test]

@@ -118,6 +118,36 @@ function Interruptions({ report, limit }: { report: TodayReport; limit: number }
   );
 }
 
+/** How guest work is kept apart from the owner: the containment (naming whatever guests
+ * lack) and the owner's memory protection (the cgroups and amounts, or why none). */
+function KeptApart({ s }: { s: AgentStatus }) {
+  const c = s.containment;
+  const m = s.owner_memory;
+  if (!c && !m) return null;
+  return (
+    <section>
+      <h2>How guest work is kept apart</h2>
+      <dl class="facts">
+        {c && (
+          <>
+            <dt>Guests</dt>
+            <dd id="containment" class={c.missing.length > 0 ? "warn" : ""}>
+              {c.summary}
+              {c.placement && <span class="muted"> · {c.placement}</span>}
+            </dd>
+          </>
+        )}
+        {m && (
+          <>
+            <dt>Your memory</dt>
+            <dd id="owner-memory">{m.protection}</dd>
+          </>
+        )}
+      </dl>
+    </section>
+  );
+}
+
 function headline(s: AgentStatus): string {
   switch (s.state) {
     case "paused":
@@ -195,6 +225,7 @@ export function StatusView() {
         </p>
       </section>
       <Interruptions report={r} limit={s.interruption_limit} />
+      <KeptApart s={s} />
       <footer>
         <button onClick={() => void openWindow("settings")}>Settings…</button>
         <span class="muted">
