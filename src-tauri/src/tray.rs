@@ -11,7 +11,7 @@
 use crate::notify::{self, Limiter};
 use crate::windows::{Which, Windows};
 use agent_core::agent::Notice;
-use agent_core::control::{call, AgentStatus, Request, Response};
+use agent_core::control::{call, AgentStatus, AlertKind, Request, Response};
 use agent_core::policy::{DonateSpan, NotAllowedReason, PauseSpan, StateKind};
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -66,15 +66,35 @@ pub fn short(secs: u64) -> String {
     }
 }
 
-/// The tooltip: state, then today's donated time and interruptions.
+/// A short phrase for an alert (the status window and the notification say it whole).
+pub fn alert_phrase(kind: AlertKind) -> &'static str {
+    match kind {
+        AlertKind::LedgerRecovered => "the ledger was damaged; today's count recovered",
+        AlertKind::RecordRebuilt => "today's record was rebuilt from the ledger",
+        AlertKind::LedgerDamaged => "the ledger is damaged; restart Lull",
+        AlertKind::LedgerWriteFailed => "an interruption could not be written to the ledger",
+        AlertKind::CredentialRefused => "the pool refuses this machine's credential; enrol it again",
+    }
+}
+
+/// The tooltip: state, then today's donated time and interruptions, then what needs
+/// the owner's attention, if anything ("Open Lull" says it whole).
 pub fn tooltip(s: &AgentStatus) -> String {
-    format!(
+    let mut tip = format!(
         "Lull: {}\nToday: donated {} · interruptions {} of {}",
         state_phrase(s),
         short(s.donated_cpu_s_today as u64),
         s.policy.interruptions_today,
         s.policy.interruption_limit
-    )
+    );
+    if let Some(first) = s.alerts.first() {
+        let more = s.alerts.len() - 1;
+        tip += &format!("\nAttention: {}", alert_phrase(first.kind));
+        if more > 0 {
+            tip += &format!(" (and {more} more)");
+        }
+    }
+    tip
 }
 
 /// Menu item ids.
@@ -354,6 +374,16 @@ mod tests {
         assert!(t.starts_with("Lull: not allowed now (on battery)"), "{t}");
         let t = tooltip(&status("not_allowed", serde_json::json!({"not_allowed": "exclusive_program", "exclusive_program": "steam"})));
         assert!(t.starts_with("Lull: not allowed while steam runs\n"), "{t}");
+    }
+
+    #[test]
+    fn the_tooltip_says_what_needs_attention() {
+        let alert = |kind: &str| serde_json::json!({"kind": kind, "message": "m", "action": null});
+        let t = tooltip(&status("out_of_budget", serde_json::json!({"alerts": [alert("ledger_recovered")]})));
+        assert!(t.ends_with("\nAttention: the ledger was damaged; today's count recovered"), "{t}");
+        let t = tooltip(&status("idle", serde_json::json!({"alerts": [alert("credential_refused"), alert("ledger_write_failed")]})));
+        assert!(t.ends_with("\nAttention: the pool refuses this machine's credential; enrol it again (and 1 more)"), "{t}");
+        assert!(!tooltip(&status("idle", serde_json::json!({}))).contains("Attention"));
     }
 
     #[test]

@@ -173,6 +173,12 @@ export function StatusView() {
   return (
     <main>
       {why && <p class="banner warn">No tray icon: {why}</p>}
+      {s.alerts.map((a) => (
+        <p class="banner bad alert" role="alert" data-kind={a.kind}>
+          {a.message}
+          {a.action && <span class="action"> What to do: {a.action}</span>}
+        </p>
+      ))}
       <header class="head">
         <span class="dot" style={{ background: STATES[s.state].colour }} />
         <div>
