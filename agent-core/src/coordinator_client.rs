@@ -25,10 +25,11 @@ use crate::control::{self, Request, Response};
 use crate::guest::{GuestPhase, GuestSpec};
 use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
+use lull_protocol::limits::{INPUTS_MAX, JSON_BODY_MAX, VALUE_MAX};
 use lull_protocol::{
     Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, GuestMemory, Heartbeat, HeartbeatAck, Lease, LeaseRequest,
     MemoryReport, MigrateAnswer, MigrateRequest, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease,
-    ANSWER_ENVELOPE_MAX, CHECKPOINT_MAX, INPUT_FILES_MAX, INPUT_FILE_MAX, JSON_BODY_MAX,
+    CHECKPOINT_MAX,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -44,7 +45,13 @@ pub enum ClientError {
     #[error("coordinator unreachable: {0}")]
     Http(#[from] reqwest::Error),
     #[error("coordinator answered {status}: {message}")]
-    Refused { status: u16, message: String },
+    Refused {
+        status: u16,
+        message: String,
+        /// The error body's machine-readable `code`, when the coordinator gives one
+        /// (`credential_replaced`, `machine_removed`, …).
+        code: Option<String>,
+    },
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     #[error("credentials file {path}: {message}")]
@@ -76,26 +83,38 @@ pub enum LinkHealth {
         since: String,
         /// The coordinator's reason.
         message: String,
+        /// Its code (`credential_replaced`, `machine_removed`), when it gives one.
+        code: Option<String>,
     },
 }
 
 impl LinkHealth {
-    fn refused(url: &str, message: &str) -> Self {
+    fn refused(url: &str, message: &str, code: Option<&str>) -> Self {
         let since = chrono::Local::now().format("%Y-%m-%d %H:%M").to_string();
-        Self::CredentialRefused { url: url.to_string(), since, message: message.to_string() }
+        Self::CredentialRefused { url: url.to_string(), since, message: message.to_string(), code: code.map(str::to_string) }
     }
 
-    /// What the owner is told, if anything.
+    /// What the owner is told, if anything: what to do depends on why (the
+    /// coordinator's code, when it gives one).
     pub fn alert(&self) -> Option<control::Alert> {
-        let Self::CredentialRefused { url, since, message } = self else { return None };
+        let Self::CredentialRefused { url, since, message, code } = self else { return None };
+        let what = match code.as_deref() {
+            Some("machine_removed") => format!(
+                "The pool's admin removed this machine: enrol it again as a new machine with a new join token, `lull enrol --replace --url {url} --token …`."
+            ),
+            Some("credential_replaced") => format!(
+                "Another enrolment took this machine's place. If that was not you, tell the pool's admin; to enrol it again, the admin removes the other or you enrol with an admin key (`lull enrol --replace --url {url} …`)."
+            ),
+            _ => format!(
+                "Enrol it again in its own place: `lull enrol --replace --url {url} …` with an admin key or this machine's credential, or ask the pool's coordinator to."
+            ),
+        };
         Some(control::Alert {
             kind: control::AlertKind::CredentialRefused,
             message: format!(
                 "The coordinator {url} refuses this machine's credential since {since} ({message}): this machine takes no pool work and its records wait in the ledger."
             ),
-            action: Some(format!(
-                "Enrol it again in its own place: `lull enrol --replace --url {url} …` with an admin key or this machine's credential, or ask the pool's coordinator to. The agent tries again every few minutes and takes a new coordinator.json by itself."
-            )),
+            action: Some(format!("{what} The agent asks again every few minutes and takes a new coordinator.json by itself.")),
         })
     }
 }
@@ -168,7 +187,11 @@ fn http() -> Result<reqwest::Client> {
     Ok(reqwest::Client::builder().timeout(Duration::from_secs(40)).connect_timeout(Duration::from_secs(5)).build()?)
 }
 
-/// The most an answer other than a checkpoint may hold: a lease carries a job's spec.
+/// Room for what an answer wraps around a job's spec (ids, lease, names), and the most
+/// of an error answer read.
+const ANSWER_ENVELOPE_MAX: usize = 64 << 10;
+/// The most an answer other than a checkpoint may hold: a lease carries a job's spec,
+/// which the coordinator took in a request of at most [`JSON_BODY_MAX`].
 const ANSWER_MAX: usize = JSON_BODY_MAX + ANSWER_ENVELOPE_MAX;
 
 async fn answer<T: serde::de::DeserializeOwned>(r: reqwest::Response) -> Result<T> {
@@ -199,8 +222,9 @@ async fn bounded_body(mut r: reqwest::Response, max: usize) -> Result<Vec<u8>> {
 async fn refusal(r: reqwest::Response) -> ClientError {
     let status = r.status();
     let text = bounded_body(r, ANSWER_ENVELOPE_MAX).await.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    let code = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| Some(v.get("code")?.as_str()?.to_string()));
     let message = serde_json::from_str::<ErrorBody>(&text).map(|b| b.error).unwrap_or(text);
-    ClientError::Refused { status: status.as_u16(), message }
+    ClientError::Refused { status: status.as_u16(), message, code }
 }
 
 /// Enrols this machine with a join token; returns the credentials to save. With
@@ -305,7 +329,7 @@ impl CoordinatorClient {
         let had_output = output.is_some();
         let req = Completion { lease: t.lease, exit_code, user_cpu_s, sys_cpu_s, output };
         let a: CompletionAck = match answer(self.post(&path).json(&req).send().await?).await {
-            Err(ClientError::Refused { status: 400 | 422, message }) if had_output => {
+            Err(ClientError::Refused { status: 400 | 422, message, .. }) if had_output => {
                 tracing::warn!("the coordinator refused the output tail ({message}); completing without it");
                 let req = Completion { output: None, ..req };
                 answer(self.post(&path).json(&req).send().await?).await?
@@ -486,11 +510,11 @@ pub fn guest_spec(task: &Lease, work_root: &Path) -> std::result::Result<GuestSp
     let s = &task.spec;
     let workdir = work_root.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
     let workdir = std::path::absolute(&workdir).map_err(|e| format!("resolving {}: {e}", workdir.display()))?;
-    if s.inputs.len() > INPUT_FILES_MAX {
-        return Err(format!("the job has {} input files, more than the {INPUT_FILES_MAX} a job may carry", s.inputs.len()));
+    if s.inputs.len() > INPUTS_MAX {
+        return Err(format!("the job has {} input files, more than the {INPUTS_MAX} a job may carry", s.inputs.len()));
     }
-    if let Some((name, content)) = s.inputs.iter().find(|(_, c)| c.len() > INPUT_FILE_MAX) {
-        return Err(format!("input file {name:?} holds {} bytes, more than the {INPUT_FILE_MAX} an input file may hold", content.len()));
+    if let Some((name, content)) = s.inputs.iter().find(|(_, c)| c.len() > VALUE_MAX) {
+        return Err(format!("input file {name:?} holds {} bytes, more than the {VALUE_MAX} an input file may hold", content.len()));
     }
     std::fs::create_dir_all(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
     for (name, content) in &s.inputs {
@@ -668,11 +692,7 @@ async fn run_jobs(
                     retry("giving a task back", || client.evicted(&task, "the machine is no longer available")).await;
                 }
             }
-            Err(e) if e.credential_refused() => {
-                if let ClientError::Refused { message, .. } = &e {
-                    note_refused(&health, &client.base, message);
-                }
-            }
+            Err(e) if e.credential_refused() => note_refused(&health, &client.base, &e),
             Err(e) => {
                 tracing::warn!("lease failed: {e}");
                 tokio::time::sleep(backoff).await;
@@ -682,16 +702,18 @@ async fn run_jobs(
     }
 }
 
-/// Says (once) that the coordinator refuses this machine's credential.
-fn note_refused(health: &HealthSender, url: &str, message: &str) {
+/// Says (once) that the coordinator refuses this machine's credential (`e`, a 401).
+fn note_refused(health: &HealthSender, url: &str, e: &ClientError) {
+    let ClientError::Refused { message, code, .. } = e else { return };
     health.send_if_modified(|h| {
         if matches!(h, LinkHealth::CredentialRefused { .. }) {
             return false;
         }
         tracing::error!(
-            "the coordinator {url} refuses this machine's credential ({message}): no leases, heartbeats or records until it accepts one again; enrol again with `lull enrol --replace` (an admin key or this machine's credential), or ask the pool's coordinator"
+            code = code.as_deref().unwrap_or(""),
+            "the coordinator {url} refuses this machine's credential ({message}): no leases, heartbeats or records until it accepts one again"
         );
-        *h = LinkHealth::refused(url, message);
+        *h = LinkHealth::refused(url, message, code.as_deref());
         true
     });
 }
@@ -1111,7 +1133,7 @@ pub async fn run_link(
                         interval = i;
                         load_from = next;
                     }
-                    Err(ClientError::Refused { status: 401, message }) => refused = Some(message),
+                    Err(e) if e.credential_refused() => refused = Some(e),
                     Err(e) => {
                         ok = false;
                         tracing::warn!("heartbeat failed: {e}");
@@ -1122,16 +1144,16 @@ pub async fn run_link(
                 match client.sync_outbox(&ledger).await {
                     Ok(s) if s.sent > 0 => tracing::info!(records = s.sent, "ledger records synced"),
                     Ok(_) => {}
-                    Err(ClientError::Refused { status: 401, message }) => refused = Some(message),
+                    Err(e) if e.credential_refused() => refused = Some(e),
                     Err(e) => {
                         ok = false;
                         tracing::warn!("record sync failed (kept in the ledger): {e}");
                     }
                 }
             }
-            if let Some(message) = refused {
+            if let Some(e) = refused {
                 // Asked again rarely (and at once for a new coordinator.json), not every beat.
-                note_refused(&health, &client.base, &message);
+                note_refused(&health, &client.base, &e);
                 wait_for_credential(&paths, &client, refused_wait).await;
                 refused_wait = (refused_wait * 2).min(REFUSED_RETRY_MAX);
                 continue;
@@ -1247,21 +1269,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_401_is_a_refused_credential_with_the_coordinators_reason() {
-        let url = serve(
-            "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: 30\r\n\r\n{\"error\":\"unknown credential\"}",
-            0,
-        )
-        .await;
-        let e = client(&url).heartbeat(&serde_json::from_value(serde_json::json!({"state": "idle", "available": true, "budget_left": 5, "free_mem_bytes": 1, "base_speed": 1.0, "current_speed": 1.0})).expect("hb")).await.expect_err("refused");
+    async fn a_401_is_a_refused_credential_with_the_coordinators_reason_and_code() {
+        let body = r#"{"error":"unknown credential","code":"machine_removed"}"#;
+        let head = format!("HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        let url = serve(Box::leak(head.into_boxed_str()), 0).await;
+        let hb = serde_json::json!({"state": "idle", "available": true, "budget_left": 5, "free_mem_bytes": 1, "base_speed": 1.0, "current_speed": 1.0});
+        let e = client(&url).heartbeat(&serde_json::from_value(hb).expect("hb")).await.expect_err("refused");
         assert!(e.credential_refused(), "{e:?}");
-        assert!(matches!(&e, ClientError::Refused { message, .. } if message == "unknown credential"), "{e:?}");
-        let h = LinkHealth::refused(&url, "unknown credential");
-        let a = h.alert().expect("said");
         assert!(
-            a.message.contains("unknown credential") && a.action.as_deref().is_some_and(|x| x.contains("lull enrol --replace")),
-            "{a:?}"
+            matches!(&e, ClientError::Refused { message, code: Some(c), .. } if message == "unknown credential" && c == "machine_removed"),
+            "{e:?}"
         );
+        let health: HealthSender = Arc::new(tokio::sync::watch::channel(LinkHealth::Working).0);
+        note_refused(&health, &url, &e);
+        let a = health.borrow().alert().expect("said");
+        assert!(a.message.contains("unknown credential") && a.message.contains(&url), "{a:?}");
+        assert!(a.action.as_deref().is_some_and(|x| x.contains("removed this machine") && x.contains("--token")), "{a:?}");
+        let replaced = LinkHealth::refused(&url, "replaced", Some("credential_replaced")).alert().expect("said");
+        assert!(replaced.action.as_deref().is_some_and(|x| x.contains("admin key")), "{replaced:?}");
         assert_eq!(LinkHealth::Working.alert(), None);
     }
 
@@ -1269,16 +1294,16 @@ mod tests {
     fn a_lease_with_too_many_or_too_large_inputs_is_not_written() {
         let root = tempfile::tempdir().expect("dir");
         let mut t = lease();
-        t.spec.inputs = (0..=INPUT_FILES_MAX).map(|i| (format!("in{i}"), String::new())).collect();
+        t.spec.inputs = (0..=INPUTS_MAX).map(|i| (format!("in{i}"), String::new())).collect();
         let e = guest_spec(&t, root.path()).expect_err("too many");
         assert!(e.contains("65 input files") && e.contains("64"), "{e}");
-        t.spec.inputs = [("big".to_string(), "x".repeat(INPUT_FILE_MAX + 1))].into();
+        t.spec.inputs = [("big".to_string(), "x".repeat(VALUE_MAX + 1))].into();
         let e = guest_spec(&t, root.path()).expect_err("too large");
-        assert!(e.contains("\"big\"") && e.contains(&INPUT_FILE_MAX.to_string()), "{e}");
+        assert!(e.contains("\"big\"") && e.contains(&VALUE_MAX.to_string()), "{e}");
         assert!(!root.path().join("jobs").exists(), "nothing written");
-        t.spec.inputs = [("ok".to_string(), "x".repeat(INPUT_FILE_MAX))].into();
+        t.spec.inputs = [("ok".to_string(), "x".repeat(VALUE_MAX))].into();
         let spec = guest_spec(&t, root.path()).expect("at the limit");
-        assert_eq!(std::fs::metadata(spec.workdir.expect("dir").join("ok")).expect("written").len(), INPUT_FILE_MAX as u64);
+        assert_eq!(std::fs::metadata(spec.workdir.expect("dir").join("ok")).expect("written").len(), VALUE_MAX as u64);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! `GET /api/v1/reports?since=90m`).
 
 pub mod duration;
+pub mod limits;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -212,17 +213,6 @@ pub struct Lease {
     pub mem_bytes: u64,
     pub checkpointable: bool,
 }
-
-/// The largest JSON body the coordinator takes (1 MiB, its `JSON_LIMIT`): a job
-/// submission, its input files included. A lease carries a job's spec, so an agent
-/// reads no answer larger than this plus [`ANSWER_ENVELOPE_MAX`].
-pub const JSON_BODY_MAX: usize = 1 << 20;
-/// Room for what an answer wraps around a job's spec (ids, lease, names).
-pub const ANSWER_ENVELOPE_MAX: usize = 64 << 10;
-/// Most input files one job carries, and the most bytes each holds, as the coordinator
-/// checks a submission (and an agent checks a lease).
-pub const INPUT_FILES_MAX: usize = 64;
-pub const INPUT_FILE_MAX: usize = 262_144;
 
 /// What a job runs (stored as JSON).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -69,7 +69,7 @@ pub fn short(secs: u64) -> String {
 /// A short phrase for an alert (the status window and the notification say it whole).
 pub fn alert_phrase(kind: AlertKind) -> &'static str {
     match kind {
-        AlertKind::LedgerRecovered => "the ledger was damaged; today's count recovered",
+        AlertKind::LedgerRecovered => "the ledger was damaged or lost (Open Lull says what was kept)",
         AlertKind::RecordRebuilt => "today's record was rebuilt from the ledger",
         AlertKind::LedgerDamaged => "the ledger is damaged; restart Lull",
         AlertKind::LedgerWriteFailed => "an interruption could not be written to the ledger",
@@ -256,6 +256,11 @@ fn refresh(tray: Option<&mut Tray>, s: &AgentStatus) {
     if tray.shown.as_ref().is_none_or(|(_, t)| *t != tip) {
         let _ = tray.icon.set_tooltip(Some(&tip));
         tray.headline.set_text(tip.replace('\n', " · "));
+        let attention = |t: &str| t.lines().find(|l| l.starts_with("Attention: ")).map(str::to_owned);
+        let now = attention(&tip);
+        if tray.shown.as_ref().map_or(now.is_some(), |(_, t)| attention(t) != now) {
+            tracing::info!(attention = now.as_deref().unwrap_or("none"), "tray shows attention");
+        }
     }
     tray.shown = Some((s.policy.state, tip));
 }
@@ -380,7 +385,7 @@ mod tests {
     fn the_tooltip_says_what_needs_attention() {
         let alert = |kind: &str| serde_json::json!({"kind": kind, "message": "m", "action": null});
         let t = tooltip(&status("out_of_budget", serde_json::json!({"alerts": [alert("ledger_recovered")]})));
-        assert!(t.ends_with("\nAttention: the ledger was damaged; today's count recovered"), "{t}");
+        assert!(t.ends_with("\nAttention: the ledger was damaged or lost (Open Lull says what was kept)"), "{t}");
         let t = tooltip(&status("idle", serde_json::json!({"alerts": [alert("credential_refused"), alert("ledger_write_failed")]})));
         assert!(t.ends_with("\nAttention: the pool refuses this machine's credential; enrol it again (and 1 more)"), "{t}");
         assert!(!tooltip(&status("idle", serde_json::json!({}))).contains("Attention"));

@@ -116,6 +116,18 @@ protection: string,
  */
 last_restore: RestoreReport | null, };
 
+export type AlertKind = "ledger_recovered" | "record_rebuilt" | "ledger_damaged" | "ledger_write_failed" | "credential_refused";
+
+export type Alert = { kind: AlertKind, 
+/**
+ * What happened, in the owner's words.
+ */
+message: string, 
+/**
+ * What to do about it, if anything.
+ */
+action: string | null, };
+
 export type AgentStatus = { donated_cpu_s_today: number, donated_wall_s_today: number, 
 /**
  * The part of today's donated CPU given while the owner was present (lingering, or
@@ -142,7 +154,13 @@ coordinator: CoordinatorLink | null,
  * How the owner's memory is kept warm (protection while guests run, the last
  * restore after an eviction); `None` without a guest runtime.
  */
-owner_memory: OwnerMemoryStatus | null, state: StateKind, not_allowed: NotAllowedReason | null, 
+owner_memory: OwnerMemoryStatus | null, 
+/**
+ * What the owner should know about the agent's own books and link (its ledger
+ * recovered or damaged, a write that failed, the coordinator refusing this
+ * machine's credential), each once; empty when all is in order.
+ */
+alerts: Array<Alert>, state: StateKind, not_allowed: NotAllowedReason | null, 
 /**
  * Seconds in the current state.
  */
