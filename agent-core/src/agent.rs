@@ -1212,23 +1212,27 @@ async fn serve_control(listener: tokio::net::UnixListener, tx: mpsc::Sender<Cont
                 warn!("refused a control connection from another user");
                 return;
             }
-            let (rd, mut wr) = stream.into_split();
-            let resp = match control::read_request(rd).await {
+            let (mut rd, mut wr) = stream.into_split();
+            let (resp, refused) = match control::read_request(&mut rd).await {
                 Ok(req) => {
                     let (rtx, rrx) = oneshot::channel();
                     if tx.send((req, rtx)).await.is_err() {
                         return;
                     }
-                    rrx.await.unwrap_or(Response::Error { message: "agent is stopping".into() })
+                    (rrx.await.unwrap_or(Response::Error { message: "agent is stopping".into() }), false)
                 }
                 Err(message) => {
                     warn!("control request refused: {message}");
-                    Response::Error { message }
+                    (Response::Error { message }, true)
                 }
             };
             let mut out = serde_json::to_string(&resp).unwrap_or_else(|_| r#"{"kind":"error","message":"unserializable"}"#.into());
             out.push('\n');
             let _ = wr.write_all(out.as_bytes()).await;
+            if refused {
+                let _ = wr.shutdown().await;
+                control::discard_rest(&mut rd).await;
+            }
         });
     }
 }

@@ -277,7 +277,7 @@ pub fn too_large(bytes: usize) -> String {
 /// Reads one request line of at most [`MAX_REQUEST_BYTES`] from the agent's side of a
 /// connection: the request, or the answer that refuses it (too large, unreadable, not
 /// a request).
-pub async fn read_request<R: tokio::io::AsyncRead + Unpin>(rd: R) -> Result<Request, String> {
+pub async fn read_request<R: tokio::io::AsyncRead + Unpin>(rd: &mut R) -> Result<Request, String> {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt};
     let mut line = Vec::new();
     let mut reader = tokio::io::BufReader::new(rd.take(MAX_REQUEST_BYTES as u64 + 1));
@@ -288,6 +288,15 @@ pub async fn read_request<R: tokio::io::AsyncRead + Unpin>(rd: R) -> Result<Requ
     serde_json::from_slice::<Request>(&line).map_err(|e| format!("malformed request: {e}"))
 }
 
+/// After a refused request has been answered: reads what the client is still sending
+/// (at most 16 MiB, for at most 2 s) and drops it, so the client reads the refusal
+/// rather than a connection reset.
+pub async fn discard_rest<R: tokio::io::AsyncRead + Unpin>(rd: &mut R) {
+    use tokio::io::AsyncReadExt;
+    let mut rest = rd.take(16 << 20);
+    let _ = tokio::time::timeout(Duration::from_secs(2), tokio::io::copy(&mut rest, &mut tokio::io::sink())).await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,17 +304,17 @@ mod tests {
     #[tokio::test]
     async fn a_request_over_the_limit_is_refused_naming_the_limit() {
         let ok = format!("{}\n", serde_json::to_string(&Request::Status).expect("json"));
-        assert_eq!(read_request(ok.as_bytes()).await, Ok(Request::Status));
+        assert_eq!(read_request(&mut ok.as_bytes()).await, Ok(Request::Status));
         // A whole configuration fits; 64 KiB and one byte of anything does not.
         let config = format!("{}\n", serde_json::to_string(&Request::SetConfig { config: Config::default() }).expect("json"));
-        assert!(config.len() < MAX_REQUEST_BYTES && read_request(config.as_bytes()).await.is_ok());
+        assert!(config.len() < MAX_REQUEST_BYTES && read_request(&mut config.as_bytes()).await.is_ok());
         let big = format!("{{\"op\":\"status\",\"pad\":\"{}\"}}\n", "x".repeat(MAX_REQUEST_BYTES));
-        let e = read_request(big.as_bytes()).await.expect_err("too large");
+        let e = read_request(&mut big.as_bytes()).await.expect_err("too large");
         assert!(e.contains("65536 bytes") && e.contains("refused"), "{e}");
         // Endless input without a newline is cut at the limit, not read on.
-        let e = read_request(tokio::io::repeat(b'x')).await.expect_err("endless");
+        let e = read_request(&mut tokio::io::repeat(b'x')).await.expect_err("endless");
         assert!(e.contains("over the control socket's limit"), "{e}");
-        let e = read_request("{not json}\n".as_bytes()).await.expect_err("malformed");
+        let e = read_request(&mut "{not json}\n".as_bytes()).await.expect_err("malformed");
         assert!(e.starts_with("malformed request"), "{e}");
     }
 
