@@ -98,11 +98,7 @@ pub fn save_changes(path: &Path, previous: &Config, wanted: &Config) -> Result<C
     let shown = path.display().to_string();
     let io = |e: std::io::Error| ConfigError::Io { path: shown.clone(), message: e.to_string() };
     wanted.validate()?;
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(io(e)),
-    };
+    let text = crate::config::read_config_text(path)?.unwrap_or_default();
     // The file as it is now must parse (and validate) before anything is written into it.
     Config::from_toml(&text, &shown)?;
     let mut doc: DocumentMut =

@@ -26,6 +26,8 @@ pub enum LockError {
 pub struct DataDirLock {
     file: File,
     path: PathBuf,
+    /// The lock file was there before this agent took it.
+    existed: bool,
 }
 
 impl DataDirLock {
@@ -34,6 +36,7 @@ impl DataDirLock {
         let io = |source| LockError::Io { dir: data_dir.display().to_string(), source };
         crate::private_files::create_dir(data_dir).map_err(io)?;
         let path = data_dir.join(LOCK_FILE);
+        let existed = path.exists();
         let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path).map_err(io)?;
         match file.try_lock() {
             Ok(()) => {}
@@ -47,7 +50,7 @@ impl DataDirLock {
         file.set_len(0).map_err(io)?;
         file.rewind().map_err(io)?;
         writeln!(file, "{}", std::process::id()).map_err(io)?;
-        Ok(Self { file, path })
+        Ok(Self { file, path, existed })
     }
 
     /// Whether the lock file is still the one this agent locked: false once the data
@@ -58,6 +61,13 @@ impl DataDirLock {
             (Ok(held), Ok(there)) => held.ino() == there.ino() && held.dev() == there.dev(),
             _ => false,
         }
+    }
+
+    /// Whether an agent had run in this data directory before this one took the lock
+    /// (the lock file, never removed, was already there): a ledger missing then was
+    /// lost, not yet to be made (see `ledger_integrity`).
+    pub fn existed_before(&self) -> bool {
+        self.existed
     }
 
     /// The lock file's path.
@@ -74,6 +84,7 @@ mod tests {
     fn a_second_holder_is_refused_with_the_first_ones_pid() {
         let dir = tempfile::tempdir().expect("dir");
         let first = DataDirLock::acquire(dir.path()).expect("first");
+        assert!(!first.existed_before(), "a new directory had no agent before");
         // flock locks belong to the open file description: a second open in this very
         // process conflicts as a second agent would.
         let second = DataDirLock::acquire(dir.path()).expect_err("second");
@@ -88,6 +99,7 @@ mod tests {
         assert_eq!((mode(&made), mode(&made.join(LOCK_FILE))), (0o700, 0o600));
         drop(first);
         let again = DataDirLock::acquire(dir.path()).expect("free after drop");
+        assert!(again.existed_before(), "the first agent left its lock file");
         std::fs::remove_dir_all(dir.path()).expect("rm");
         assert!(!again.still_in_place());
     }

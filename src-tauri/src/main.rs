@@ -135,10 +135,12 @@ fn run(unset: Vec<&'static str>) -> Result<()> {
 fn headless(paths: Paths, config: Config, why: &str) -> Result<()> {
     eprintln!("lull-tray: {why}: running the headless agent (ask it with `lull status`; stop it with Ctrl-C)");
     tracing::warn!("{why}: running the headless agent");
-    let observer: embedded::Observer = Box::new(|n: &Notice| {
-        if let Notice::Action(now, Action::StateChanged { from, to, reason }) = n {
+    let observer: embedded::Observer = Box::new(|n: &Notice| match n {
+        Notice::Action(now, Action::StateChanged { from, to, reason }) => {
             println!("{}  {} → {}  ({reason})", now.local.format("%Y-%m-%d %H:%M:%S"), from.as_str(), to.as_str());
         }
+        Notice::Alert(a) => println!("attention: {}{}", a.message, a.action.as_deref().map(|x| format!(" — {x}")).unwrap_or_default()),
+        _ => {}
     });
     embedded::run_blocking(paths, config, Some(observer), None)
 }

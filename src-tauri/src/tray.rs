@@ -11,7 +11,7 @@
 use crate::notify::{self, Limiter};
 use crate::windows::{Which, Windows};
 use agent_core::agent::Notice;
-use agent_core::control::{call, AgentStatus, Request, Response};
+use agent_core::control::{call, AgentStatus, AlertKind, Request, Response};
 use agent_core::policy::{DonateSpan, NotAllowedReason, PauseSpan, StateKind};
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -66,15 +66,35 @@ pub fn short(secs: u64) -> String {
     }
 }
 
-/// The tooltip: state, then today's donated time and interruptions.
+/// A short phrase for an alert (the status window and the notification say it whole).
+pub fn alert_phrase(kind: AlertKind) -> &'static str {
+    match kind {
+        AlertKind::LedgerRecovered => "the ledger was damaged or lost (Open Lull says what was kept)",
+        AlertKind::RecordRebuilt => "today's record was rebuilt from the ledger",
+        AlertKind::LedgerDamaged => "the ledger is damaged; restart Lull",
+        AlertKind::LedgerWriteFailed => "an interruption could not be written to the ledger",
+        AlertKind::CredentialRefused => "the pool refuses this machine's credential; enrol it again",
+    }
+}
+
+/// The tooltip: state, then today's donated time and interruptions, then what needs
+/// the owner's attention, if anything ("Open Lull" says it whole).
 pub fn tooltip(s: &AgentStatus) -> String {
-    format!(
+    let mut tip = format!(
         "Lull: {}\nToday: donated {} · interruptions {} of {}",
         state_phrase(s),
         short(s.donated_cpu_s_today as u64),
         s.policy.interruptions_today,
         s.policy.interruption_limit
-    )
+    );
+    if let Some(first) = s.alerts.first() {
+        let more = s.alerts.len() - 1;
+        tip += &format!("\nAttention: {}", alert_phrase(first.kind));
+        if more > 0 {
+            tip += &format!(" (and {more} more)");
+        }
+    }
+    tip
 }
 
 /// The menu's line about how guests are contained, naming whatever they lack
@@ -247,6 +267,11 @@ fn refresh(tray: Option<&mut Tray>, s: &AgentStatus) {
     if tray.shown.as_ref().is_none_or(|(_, t)| *t != tip) {
         let _ = tray.icon.set_tooltip(Some(&tip));
         tray.headline.set_text(tip.replace('\n', " · "));
+        let attention = |t: &str| t.lines().find(|l| l.starts_with("Attention: ")).map(str::to_owned);
+        let now = attention(&tip);
+        if tray.shown.as_ref().map_or(now.is_some(), |(_, t)| attention(t) != now) {
+            tracing::info!(attention = now.as_deref().unwrap_or("none"), "tray shows attention");
+        }
     }
     if let Some(line) = containment_line(s).filter(|l| *l != tray.containment.text()) {
         tray.containment.set_text(line);
@@ -378,6 +403,16 @@ mod tests {
         let less = status("idle", containment("cgroup v2 (no io controller: guests' disk I/O not weighted)"));
         assert_eq!(containment_line(&less).as_deref(), Some("Guests: cgroup v2 (no io controller: guests' disk I/O not weighted)"));
         assert_eq!(containment_line(&status("idle", serde_json::json!({}))), None, "an older agent says nothing");
+    }
+
+    #[test]
+    fn the_tooltip_says_what_needs_attention() {
+        let alert = |kind: &str| serde_json::json!({"kind": kind, "message": "m", "action": null});
+        let t = tooltip(&status("out_of_budget", serde_json::json!({"alerts": [alert("ledger_recovered")]})));
+        assert!(t.ends_with("\nAttention: the ledger was damaged or lost (Open Lull says what was kept)"), "{t}");
+        let t = tooltip(&status("idle", serde_json::json!({"alerts": [alert("credential_refused"), alert("ledger_write_failed")]})));
+        assert!(t.ends_with("\nAttention: the pool refuses this machine's credential; enrol it again (and 1 more)"), "{t}");
+        assert!(!tooltip(&status("idle", serde_json::json!({}))).contains("Attention"));
     }
 
     #[test]

@@ -153,6 +153,18 @@ placement: string,
  */
 missing: Array<string>, };
 
+export type AlertKind = "ledger_recovered" | "record_rebuilt" | "ledger_damaged" | "ledger_write_failed" | "credential_refused";
+
+export type Alert = { kind: AlertKind, 
+/**
+ * What happened, in the owner's words.
+ */
+message: string, 
+/**
+ * What to do about it, if anything.
+ */
+action: string | null, };
+
 export type AgentStatus = { donated_cpu_s_today: number, donated_wall_s_today: number, 
 /**
  * The part of today's donated CPU given while the owner was present (lingering, or
@@ -183,7 +195,13 @@ owner_memory: OwnerMemoryStatus | null,
 /**
  * How guests are contained and what they lack; `None` without a guest runtime.
  */
-containment: ContainmentStatus | null, state: StateKind, not_allowed: NotAllowedReason | null, 
+containment: ContainmentStatus | null, 
+/**
+ * What the owner should know about the agent's own books and link (its ledger
+ * recovered or damaged, a write that failed, the coordinator refusing this
+ * machine's credential), each once; empty when all is in order.
+ */
+alerts: Array<Alert>, state: StateKind, not_allowed: NotAllowedReason | null, 
 /**
  * Seconds in the current state.
  */
