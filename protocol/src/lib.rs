@@ -16,6 +16,7 @@
 //! `GET /api/v1/reports?since=90m`).
 
 pub mod duration;
+pub mod limits;
 pub mod outcome;
 
 pub use outcome::{signal_name, TaskOutcome, OUTCOME_TEXT_MAX};
