@@ -73,7 +73,12 @@ reason: string,
  */
 busy: ReturnCause | null, };
 
-export type CoordinatorLink = { url: string, agent_id: string, };
+export type CoordinatorLink = { url: string, agent_id: string, 
+/**
+ * The machine's name as enrolled (what `lull machines` and the dashboard call it),
+ * when its credentials keep it.
+ */
+machine: string | null, };
 
 export type RestoreReport = { 
 /**
