@@ -131,13 +131,31 @@ async fn refusal(r: reqwest::Response) -> ClientError {
 }
 
 /// Enrols this machine with a join token; returns the credentials to save. With
-/// `replace`, an enrolled machine of the owner's with this name is taken over (same id).
-pub async fn enrol(url: &str, token: &str, owner: &str, machine: &str, replace: bool) -> Result<Credentials> {
+/// `replace`, an enrolled machine of the owner's with this name is taken over (same id):
+/// the coordinator allows that only with the machine's current credential (`current`,
+/// sent as the bearer) or an admin key, never with a token alone.
+pub async fn enrol(url: &str, token: &str, owner: &str, machine: &str, replace: bool, current: Option<&str>) -> Result<Credentials> {
     let base = url.trim_end_matches('/').to_string();
-    let req = EnrolRequest { token: token.into(), owner: owner.into(), machine: machine.into(), replace };
-    let r = http()?.post(format!("{base}/api/v1/enrol")).json(&req).send().await?;
-    let e: Enrolment = answer(r).await?;
+    let req = EnrolRequest { token: token.into(), owner: owner.into(), machine: machine.into(), replace, cpus: Some(machine_cpus()) };
+    let mut post = http()?.post(format!("{base}/api/v1/enrol")).json(&req);
+    if let Some(secret) = current {
+        post = post.bearer_auth(secret);
+    }
+    let e: Enrolment = answer(post.send().await?).await?;
     Ok(Credentials { url: base, agent_id: e.agent_id, secret: e.secret })
+}
+
+/// This machine's logical CPUs, as the coordinator checks donated CPU-seconds against
+/// them: the CPUs online (not this process's share of them, which may be smaller than
+/// what its guests can use), at least 1.
+pub fn machine_cpus() -> u32 {
+    let mine = std::thread::available_parallelism().map_or(1, |n| n.get());
+    #[cfg(unix)]
+    // SAFETY: sysconf has no preconditions.
+    let online = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).unwrap_or(0);
+    #[cfg(not(unix))]
+    let online = 0;
+    u32::try_from(mine.max(online).max(1)).unwrap_or(u32::MAX).min(lull_protocol::limits::CPUS_MAX)
 }
 
 impl CoordinatorClient {
@@ -378,6 +396,7 @@ pub fn heartbeat_from(
         idle_for_s: Some(p.idle_for_s),
         owner_load,
         memory,
+        cpus: Some(machine_cpus()),
     };
     (hb, next)
 }

@@ -29,6 +29,10 @@ pub struct CreateJoinToken {
 /// A join token, shown once.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct JoinToken {
+    /// What lists show and `DELETE /api/v1/join-tokens/{id}` takes (12 hex digits of the
+    /// token's SHA-256).
+    #[serde(default)]
+    pub id: String,
     pub token: String,
     pub uses: u32,
     pub expires_ms: i64,
@@ -48,9 +52,71 @@ pub struct CreateKey {
 /// An API key, shown once.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct ApiKey {
+    /// What lists show and `DELETE /api/v1/keys/{id}` takes (12 hex digits of the key's
+    /// SHA-256).
+    #[serde(default)]
+    pub id: String,
     pub key: String,
     pub role: String,
     pub owner: Option<String>,
+}
+
+/// A join token as listed (`GET /api/v1/join-tokens`): never the token itself.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct JoinTokenInfo {
+    pub id: String,
+    pub created_ms: i64,
+    pub expires_ms: i64,
+    /// How many enrolments it was made for (unknown for tokens made before lists).
+    pub uses: Option<u32>,
+    pub uses_left: u32,
+    pub revoked_ms: Option<i64>,
+    /// `active`, `spent`, `expired` or `revoked`.
+    pub state: String,
+    /// Each use: enrolments and refused attempts, oldest first (at most 1000 kept).
+    pub used: Vec<TokenUse>,
+}
+
+/// One use of a join token.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct TokenUse {
+    pub at_ms: i64,
+    /// The caller's address (`IP:port`; behind a reverse proxy, the proxy's).
+    pub addr: String,
+    /// `enrolled`, or `refused: <code>` (for example an attempt to take over an
+    /// enrolled machine).
+    pub outcome: String,
+    pub agent_id: Option<String>,
+    pub owner: Option<String>,
+    pub machine: Option<String>,
+}
+
+/// An API key as listed (`GET /api/v1/keys`): never the key itself.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct ApiKeyInfo {
+    pub id: String,
+    /// `admin` or `owner`.
+    pub role: String,
+    pub owner: Option<String>,
+    pub created_ms: i64,
+    pub revoked_ms: Option<i64>,
+    /// `active` or `revoked`.
+    pub state: String,
+    /// Requests made with it, in all.
+    pub uses: u64,
+    pub last_used_ms: Option<i64>,
+    /// Its uses per address, most recent first.
+    pub used_from: Vec<KeyUse>,
+}
+
+/// An API key's uses from one address.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct KeyUse {
+    /// The caller's address (`IP:port`; behind a reverse proxy, the proxy's).
+    pub addr: String,
+    pub first_ms: i64,
+    pub last_ms: i64,
+    pub uses: u64,
 }
 
 /// A job submission.

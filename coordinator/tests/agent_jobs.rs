@@ -18,7 +18,7 @@ use std::time::Duration;
 /// An enrolled agent's client (through the real enrolment).
 async fn agent(s: &Server, machine: &str) -> CoordinatorClient {
     let token: JoinToken = s.admin().post_ok("/api/v1/join-tokens", json!({})).await;
-    let creds = coordinator_client::enrol(&s.base, &token.token, "alice", machine, false).await.unwrap();
+    let creds = coordinator_client::enrol(&s.base, &token.token, "alice", machine, false, None).await.unwrap();
     CoordinatorClient::new(&creds).unwrap()
 }
 
@@ -35,6 +35,7 @@ fn idle_heartbeat() -> Heartbeat {
         idle_for_s: None,
         owner_load: Vec::new(),
         memory: None,
+        cpus: None,
     }
 }
 

@@ -128,7 +128,7 @@ impl Server {
     /// Starts a coordinator on `url` and mints an admin key.
     pub async fn start(url: &str, config: Config) -> Server {
         let db = Db::connect(url).await.expect("connect");
-        let admin = coordinator::store::create_key(&db, "admin", None).await.expect("admin key").key;
+        let admin = coordinator::identity::create_key(&db, "admin", None).await.expect("admin key").key;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
