@@ -28,7 +28,7 @@ curl -fs "$url/healthz" >/dev/null || { echo "the coordinator did not come up:" 
 admin="$(cat "$dir/coordinator-admin.key")"
 token="$("$bin" coordinator token create 2>/dev/null)"
 agent="$(curl -fs -X POST -H 'content-type: application/json' \
-  -d "{\"token\":\"$token\",\"owner\":\"fuzz\",\"machine\":\"fuzz\"}" "$url/api/v1/enrol" \
+  -d "{\"token\":\"$token\",\"owner\":\"fuzz\",\"machine\":\"fuzz\",\"cpus\":2}" "$url/api/v1/enrol" \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])')"
 checks="not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance"
 for key in "$admin" "$agent"; do

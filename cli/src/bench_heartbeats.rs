@@ -234,7 +234,7 @@ impl BenchCoordinator {
                     owner: format!("owner{}", i % 100),
                     machine: format!("sim{i}"),
                     replace: false,
-                    cpus: None,
+                    cpus: Some(agent_core::coordinator_client::machine_cpus()),
                 };
                 let caller = coordinator::identity::Caller { principal: None, addr: "lull bench" };
                 out.push(coordinator::identity::enrol(&db, &req, caller).await.map_err(err)?.secret);

@@ -101,7 +101,7 @@ fn refused(status: u16, code: &'static str, message: String) -> StoreError {
 }
 
 /// Enrols a machine. A new machine (no active machine of the owner's with this name)
-/// spends one use of a join token (an admin needs none). An enrolled one is replaced only
+/// states its CPUs and spends one use of a join token (an admin needs none). An enrolled one is replaced only
 /// with `replace` *and* the caller holding that machine's current credential or an admin
 /// key (no token is spent then): its agent id and history stay, its old secret is retired
 /// as `replaced`. Every use of a known token is recorded, refused ones too.
@@ -140,6 +140,13 @@ pub async fn enrol(db: &Db, req: &EnrolRequest, caller: Caller<'_>) -> Result<En
             id
         }
         None => {
+            // What its CPU-seconds will be checked against: a new machine must say.
+            if req.cpus.is_none() {
+                return Err(StoreError::Invalid(format!(
+                    "cpus is missing: a new machine says how many logical CPUs it has (1–{})",
+                    lull_protocol::limits::CPUS_MAX
+                )));
+            }
             let admin = matches!(caller.principal, Some(Principal::Admin));
             match &token_hash {
                 Some(h) => spend_token(&mut tx, h, now).await?,

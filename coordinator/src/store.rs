@@ -83,7 +83,7 @@ fn i64_of(v: u64, what: &str) -> Result<i64> {
 /// Checks a user-supplied text field: length and no NUL (PostgreSQL refuses NUL in text).
 pub fn check_text(what: &str, s: &str, min: usize, max: usize) -> Result<()> {
     if s.len() < min || s.len() > max {
-        return Err(StoreError::Invalid(format!("{what} must be {min}–{max} bytes")));
+        return Err(StoreError::Invalid(format!("{what} must be {min}–{max} bytes, not {}", s.len())));
     }
     if s.contains('\0') {
         return Err(StoreError::Invalid(format!("{what} must not contain NUL")));
@@ -125,19 +125,29 @@ pub async fn remove_agent(db: &Db, agent_id: &str, by: &str) -> Result<MachineRe
     })
 }
 
-/// Checks a job before it is stored (each failure names the field and its range);
-/// returns its program name, memory request and retries as stored.
+/// Checks a job before it is stored (each failure names the field and its limit, from
+/// [`lull_protocol::limits`]); returns its program name, memory request and retries as
+/// stored.
 pub fn check_job(req: &SubmitJob) -> Result<(String, i64, u32)> {
-    check_text("command", &req.command, 1, 4096)?;
-    if req.args.len() > 1024 || req.env.len() > 256 || req.inputs.len() > 64 {
-        return Err(StoreError::Invalid("too many args, env entries or inputs".into()));
+    use lull_protocol::limits::{ARGS_MAX, ARG_MAX, COMMAND_MAX, ENV_MAX, INPUTS_MAX, MEMORY_BYTES_MAX, NAME_MAX, VALUE_MAX};
+    check_text("command", &req.command, 1, COMMAND_MAX)?;
+    let count = |what: &str, n: usize, max: usize| {
+        if n > max {
+            return Err(StoreError::Invalid(format!("{what} has {n} entries; at most {max}")));
+        }
+        Ok(())
+    };
+    count("args", req.args.len(), ARGS_MAX)?;
+    count("env", req.env.len(), ENV_MAX)?;
+    count("inputs", req.inputs.len(), INPUTS_MAX)?;
+    for (i, a) in req.args.iter().enumerate() {
+        check_text(&format!("args[{i}]"), a, 0, ARG_MAX)?;
     }
-    for a in &req.args {
-        check_text("argument", a, 0, 65_536)?;
-    }
-    for (k, v) in req.env.iter().chain(req.inputs.iter()) {
-        check_text("env/input name", k, 1, 256)?;
-        check_text("env/input value", v, 0, 262_144)?;
+    for (what, map) in [("env", &req.env), ("inputs", &req.inputs)] {
+        for (k, v) in map {
+            check_text(&format!("{what} name {:?}", k.chars().take(40).collect::<String>()), k, 1, NAME_MAX)?;
+            check_text(&format!("{what}[{:?}]", k.chars().take(40).collect::<String>()), v, 0, VALUE_MAX)?;
+        }
     }
     if req.machines == 0 || req.machines > 1024 {
         return Err(StoreError::Invalid("machines must be 1–1024".into()));
@@ -148,6 +158,9 @@ pub fn check_job(req: &SubmitJob) -> Result<(String, i64, u32)> {
     }
     let program = req.program.clone().unwrap_or_else(|| req.command.rsplit('/').next().unwrap_or(&req.command).to_string());
     check_text("program", &program, 1, 256)?;
+    if req.mem_bytes > MEMORY_BYTES_MAX {
+        return Err(StoreError::Invalid(format!("mem_bytes must be 0–{MEMORY_BYTES_MAX} (1 PiB)")));
+    }
     let mem = i64_of(req.mem_bytes, "mem_bytes")?;
     if req.estimate_s.is_some_and(|e| !(e.is_finite() && (0.0..=31_536_000.0).contains(&e))) {
         return Err(StoreError::Invalid("estimate_s must be 0–31536000 seconds".into()));
@@ -169,6 +182,14 @@ pub(crate) async fn insert_job_in(tx: &mut sqlx::AnyConnection, who: &Principal,
     let (program, mem, max_retries) = check_job(req)?;
     let spec = JobSpec { command: req.command.clone(), args: req.args.clone(), env: req.env.clone(), inputs: req.inputs.clone() };
     let spec_json = serde_json::to_string(&spec).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let max = lull_protocol::limits::SPEC_MAX;
+    if spec_json.len() > max {
+        return Err(StoreError::Refused {
+            status: 413,
+            code: lull_protocol::error_code::TOO_LARGE,
+            message: format!("the job spec (command, args, env and inputs) is {} bytes as JSON; at most {max}", spec_json.len()),
+        });
+    }
     let now = now_ms();
     let id: i64 = sqlx::query(
         "INSERT INTO jobs(submitter, program, spec, mem_bytes, checkpointable, gang, max_retries, state, created_ms, estimate_s)

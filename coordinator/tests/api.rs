@@ -26,10 +26,10 @@ async fn enrolment_tokens_and_roles_on(b: Backend) {
     let admin = s.admin();
     let anon = s.client("");
     let t: JoinToken = admin.post_ok("/api/v1/join-tokens", json!({"uses": 1})).await;
-    let e: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk-1"})).await;
+    let e: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk-1", "cpus": 2})).await;
     assert!(e.secret.starts_with("lull_agent_"));
     // Single use: the token is spent.
-    let (st, _) = anon.post("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk-2"})).await;
+    let (st, _) = anon.post("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk-2", "cpus": 2})).await;
     assert_eq!(st, 401);
     // The secret is stored hashed, never in clear.
     let stored: String = sqlx::query_scalar("SELECT secret_hash FROM agents").fetch_one(&s.db.pool).await.unwrap();
@@ -238,12 +238,6 @@ fn at_utc(day: &str) -> String {
     noon.min(chrono::Utc::now()).to_rfc3339()
 }
 
-/// Makes every enrolled machine look enrolled `days` ago (records of the days since then
-/// count for the pool).
-async fn backdate_enrolment(db: &coordinator::Db, days: i64) {
-    sqlx::query("UPDATE agents SET enrolled_ms = enrolled_ms - $1").bind(days * 86_400_000).execute(&db.pool).await.unwrap();
-}
-
 both!(records_are_idempotent_and_reports_isolated, records_and_reports_on);
 async fn records_and_reports_on(b: Backend) {
     let Some((_db, s)) = server(b).await else { return };
@@ -254,7 +248,7 @@ async fn records_and_reports_on(b: Backend) {
     let (a_id, a) = s.enrol("alice", "desk").await;
     let (_, a2) = s.enrol("alice", "laptop").await;
     let (_, bob) = s.enrol("bob", "lab").await;
-    backdate_enrolment(&s.db, 3).await;
+    backdate_enrolment(&s.db, 3 * 86_400_000).await;
     let ack: RecordsAck = a
         .post_ok(
             "/api/v1/records",
@@ -936,15 +930,15 @@ async fn re_enrolling_and_removal_on(b: Backend) {
     let admin = s.admin();
     let anon = s.client("");
     let t: JoinToken = admin.post_ok("/api/v1/join-tokens", json!({"uses": 2})).await;
-    let first: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk"})).await;
+    let first: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk", "cpus": 2})).await;
     // The same owner and machine name again: refused, saying how, and the token's use is not spent.
-    let (st, v) = anon.post("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk"})).await;
+    let (st, v) = anon.post("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk", "cpus": 2})).await;
     assert_eq!(st, 409, "{v}");
     assert!(v["error"].as_str().unwrap().contains("replace"), "{v}");
     let mine: Vec<AgentInfo> = admin.get_ok("/api/v1/agents").await;
     assert_eq!(mine.len(), 1, "no ghost machine: {mine:?}");
     // Another owner may have a machine of that name.
-    let bobs: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "bob", "machine": "desk"})).await;
+    let bobs: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "bob", "machine": "desk", "cpus": 2})).await;
     // Replacing keeps the id and history; the old secret stops working at once.
     let old = s.client(&first.secret);
     let hb = json!({"state": "idle", "available": true, "budget_left": 5, "free_mem_bytes": 1, "base_speed": 1.0, "current_speed": 1.0});
@@ -1015,7 +1009,7 @@ async fn re_enrolling_and_removal_on(b: Backend) {
     assert_eq!(rep.rows.iter().find(|r| r.key == "alice").map(|r| r.cpu_s), Some(2.0), "{rep:?}");
     // The name is free again: a plain enrolment makes a new machine.
     let t3: JoinToken = admin.post_ok("/api/v1/join-tokens", json!({"uses": 1})).await;
-    let fresh: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t3.token, "owner": "alice", "machine": "desk"})).await;
+    let fresh: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t3.token, "owner": "alice", "machine": "desk", "cpus": 2})).await;
     assert_ne!(fresh.agent_id, first.agent_id);
     let doc: serde_json::Value = anon.get_ok("/api/openapi.json").await;
     assert!(doc["paths"]["/api/v1/agents/{id}"]["delete"].is_object(), "the route is in the OpenAPI document");

@@ -92,7 +92,8 @@ pub struct EnrolRequest {
     #[serde(default, skip_serializing_if = "is_false")]
     pub replace: bool,
     /// The machine's logical CPUs (1–[`limits::CPUS_MAX`]): what the CPU-seconds it
-    /// reports are checked against. Older agents leave it out.
+    /// reports are checked against. Required for a new machine; a replacement may leave
+    /// it out (the machine keeps the count it had).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<u32>,
 }

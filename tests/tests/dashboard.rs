@@ -115,7 +115,7 @@ fn start_up() -> (Up, String) {
 /// An agent enrolled through the API: (agent id, secret).
 fn enrol(api: &Api, admin: &str, owner: &str, machine: &str) -> (String, String) {
     let t = api.post(admin, "/api/v1/join-tokens", json!({}));
-    let e = api.post("", "/api/v1/enrol", json!({"token": t["token"], "owner": owner, "machine": machine}));
+    let e = api.post("", "/api/v1/enrol", json!({"token": t["token"], "owner": owner, "machine": machine, "cpus": 4}));
     (e["agent_id"].as_str().unwrap().to_string(), e["secret"].as_str().unwrap().to_string())
 }
 
