@@ -309,6 +309,23 @@ pub fn write_private(path: &Path, content: &str) -> Result<()> {
     Ok(())
 }
 
+/// Refuses, before anything is created, to start a new pool on a missing SQLite file
+/// beside an admin key file: the key belongs to a database that is gone (deleted or
+/// moved), and a new pool would leave it pointing at nothing.
+pub fn refuse_new_pool_beside_a_key(f: &Files) -> Result<()> {
+    let key = &f.admin_key_file;
+    if let Some(path) = sqlite_path(&f.db_url) {
+        if !Path::new(path).exists() && key.exists() {
+            anyhow::bail!(
+                "the database {path} does not exist, but {} does: it holds the admin key of a database that is gone. Restore                  that database (`lull coordinator restore BACKUP`), or move {} away to start a new pool here",
+                key.display(),
+                key.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Makes sure an admin key exists: when the database has none, mints one into the data
 /// directory's `coordinator-admin.key` (0600) — unless that file exists, which then
 /// belongs to another database (this one replaced, or restored from an older backup) and
@@ -462,6 +479,7 @@ fn serve(a: ServeArgs) -> Result<()> {
     runtime()?.block_on(async move {
         // The address first: a command that fails changes nothing (no database, no key).
         let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
+        refuse_new_pool_beside_a_key(&f)?;
         let db = Db::connect(&f.db_url).await?;
         let key = ensure_admin_key(&db, &f).await?;
         let addr = listener.local_addr()?;

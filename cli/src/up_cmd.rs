@@ -45,6 +45,9 @@ fn hostname() -> String {
 
 pub fn run(a: UpArgs) -> Result<()> {
     crate::out::keep_running_when_closed();
+    // First: a database URL with a password on the command line is refused before
+    // anything is written.
+    let f = files(&a.db)?;
     let paths = Paths::from_env()?;
     // Before anything is printed or written: this HOME's agent must not already be up
     // (its data directory locked, or an agent answering on this socket).
@@ -58,7 +61,6 @@ pub fn run(a: UpArgs) -> Result<()> {
     }
     let config = AgentConfig::load(&paths.config_file)?;
     let _guard = init_logging(&paths, "up")?;
-    let f = files(&a.db)?;
     create_data_dir()?;
     let coordinator_config = coordinator::Config {
         metrics_key: a.metrics.key()?,
@@ -72,6 +74,7 @@ pub fn run(a: UpArgs) -> Result<()> {
     rt.block_on(async move {
         // The address first: a command that fails changes nothing (no database, no key).
         let listener = tokio::net::TcpListener::bind(&a.listen).await.with_context(|| format!("listening on {}", a.listen))?;
+        crate::coordinator_cmd::refuse_new_pool_beside_a_key(&f)?;
         let db = Db::connect(&f.db_url).await?;
         let key_file = ensure_admin_key(&db, &f).await?;
         let url = format!("http://{}", listener.local_addr()?);

@@ -171,11 +171,21 @@ impl Db {
         // One plain connection first, within the time limit: it fails fast with the real
         // reason (refused, wrong password, no such file), where a pool would retry until
         // its acquire timeout and say only "pool timed out".
-        let probe = tokio::time::timeout(CONNECT_TIMEOUT, <sqlx::AnyConnection as sqlx::Connection>::connect(&full))
+        // It also checks, before anything is written (no journal mode set, no migration),
+        // that the database is this pool's and undamaged.
+        let mut probe = tokio::time::timeout(CONNECT_TIMEOUT, <sqlx::AnyConnection as sqlx::Connection>::connect(&full))
             .await
             .map_err(|_| DbError::Timeout { url: shown.clone(), secs: CONNECT_TIMEOUT.as_secs() })?
             .map_err(failed)?;
+        let checked = check_contents(&mut probe, dialect, found).await;
         let _ = sqlx::Connection::close(probe).await;
+        checked.map_err(|e| match e {
+            Ok(r) => refused(r),
+            Err(e) => failed(e),
+        })?;
+        if let Some(p) = &path {
+            integrity::make_files_private(p);
+        }
         let pool = match dialect {
             // SQLite has one writer anyway; a single connection serialises the
             // coordinator's short transactions without SQLITE_BUSY upgrades, and WAL lets
@@ -200,13 +210,6 @@ impl Db {
                 AnyPoolOptions::new().max_connections(16).acquire_timeout(Duration::from_secs(30)).connect(&full).await.map_err(failed)?
             }
         };
-        check_contents(&pool, dialect, found).await.map_err(|e| match e {
-            Ok(r) => refused(r),
-            Err(e) => failed(e),
-        })?;
-        if let Some(p) = &path {
-            integrity::make_files_private(p);
-        }
         let migrated = match dialect {
             Dialect::Sqlite => SQLITE_MIGRATIONS.run(&pool).await,
             Dialect::Postgres => POSTGRES_MIGRATIONS.run(&pool).await,
@@ -228,26 +231,31 @@ impl Db {
 /// Checks that the database is this pool's and, for SQLite, undamaged (`quick_check`,
 /// which reads every page once). The outer error is the verdict (`Ok(refusal)`) or the
 /// database's own failure (`Err`).
-async fn check_contents(pool: &AnyPool, dialect: Dialect, found: integrity::Found) -> Result<(), Result<integrity::Refusal, sqlx::Error>> {
+async fn check_contents(
+    conn: &mut sqlx::AnyConnection,
+    dialect: Dialect,
+    found: integrity::Found,
+) -> Result<(), Result<integrity::Refusal, sqlx::Error>> {
     let names = |rows: Vec<AnyRow>| rows.iter().map(|r| col::<String>(r, "name")).collect::<Result<Vec<_>, _>>();
     let (tables, quick_check) = match dialect {
         Dialect::Sqlite => {
             let lines = sqlx::query("PRAGMA quick_check")
-                .fetch_all(pool)
+                .fetch_all(&mut *conn)
                 .await
                 .map_err(Err)?
                 .iter()
                 .map(|r| sqlx::Row::try_get::<String, _>(r, 0))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(Err)?;
-            let tables = names(sqlx::query("SELECT name FROM sqlite_master WHERE type = 'table'").fetch_all(pool).await.map_err(Err)?)
-                .map_err(Err)?;
+            let tables =
+                names(sqlx::query("SELECT name FROM sqlite_master WHERE type = 'table'").fetch_all(&mut *conn).await.map_err(Err)?)
+                    .map_err(Err)?;
             (tables, Some(lines))
         }
         Dialect::Postgres => {
             let rows =
                 sqlx::query("SELECT CAST(table_name AS TEXT) AS name FROM information_schema.tables WHERE table_schema = current_schema()")
-                    .fetch_all(pool)
+                    .fetch_all(&mut *conn)
                     .await
                     .map_err(Err)?;
             (names(rows).map_err(Err)?, None)
