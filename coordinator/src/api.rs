@@ -774,7 +774,17 @@ impl utoipa::Modify for Security {
 /// The OpenAPI document.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports."),
+    info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports.
+
+Limits (refused with 413 `too_large` or 400 naming the field; `lull_protocol::limits`): a JSON request body 1 MiB; a checkpoint \
+64 MiB; a job's command 4 KiB, 1024 args of 64 KiB, 256 env variables and 64 input files (names 256 B, values and files 256 KiB), \
+the spec as stored 1 MiB; an output tail 64 KiB per stream; 1000 records a batch, 64 KiB a payload.
+
+What an agent claims is checked against what its machine could have done: a day's donated CPU-seconds at most its CPUs (stated at \
+enrolment and in heartbeats, at most 8192) times the time that day can have lasted for it since it joined (at most 26 h); wall and \
+linger time at most 64 guests × that; at most 100 interruptions a day; no day not yet begun, no time in the future; a completion's \
+CPU time at most its CPUs times its lease's age. Refusals: 400 `record_out_of_range` naming the record, field and range. \
+401 answers carry a `code`: `credential_replaced`, `machine_removed`, `key_revoked`, `credential_unknown`, `credential_missing`."),
     paths(crate::api_identity::create_key, crate::api_identity::list_keys, crate::api_identity::revoke_key,
         crate::api_identity::create_join_token, crate::api_identity::list_tokens, crate::api_identity::revoke_token,
         crate::api_identity::enrol, heartbeat, agents, remove_agent, pool, submit, list_jobs, get_job, job_output, cancel, predictions, lease, progress, complete, fail, evicted,

@@ -119,16 +119,23 @@ pub struct KeyUse {
     pub uses: u64,
 }
 
-/// A job submission.
+/// A job submission. Limits (`lull_protocol::limits`; 400 naming the field, 413 for the
+/// whole): command ≤ 4096 bytes; at most 1024 args of ≤ 64 KiB each; at most 256 env
+/// variables and 64 input files, names ≤ 256 bytes, values and files ≤ 256 KiB; the spec
+/// as stored ≤ 1 MiB of JSON (and the request body ≤ 1 MiB).
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitJob {
+    /// The program to run (1–4096 bytes).
     pub command: String,
+    /// Its arguments (at most 1024, each ≤ 64 KiB).
     #[serde(default)]
     pub args: Vec<String>,
+    /// Its environment (at most 256 variables; names ≤ 256 bytes, values ≤ 256 KiB).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Input files: name → content (UTF-8), shipped with the job.
+    /// Input files: name → content (UTF-8), shipped with the job (at most 64; names ≤ 256
+    /// bytes, contents ≤ 256 KiB).
     #[serde(default)]
     pub inputs: BTreeMap<String, String>,
     /// Memory request in bytes; only agents with this much free memory lease it.

@@ -516,7 +516,7 @@ async fn heartbeat_flush_on(b: Backend) {
     let t: JoinToken = s.admin().post_ok("/api/v1/join-tokens", json!({"uses": 1200})).await;
     for i in 0..1200 {
         let req =
-            EnrolRequest { token: t.token.clone(), owner: format!("o{}", i % 7), machine: format!("m{i}"), replace: false, cpus: None };
+            EnrolRequest { token: t.token.clone(), owner: format!("o{}", i % 7), machine: format!("m{i}"), replace: false, cpus: Some(2) };
         let e = coordinator::identity::enrol(&s.db, &req, coordinator::identity::Caller { principal: None, addr: "test" }).await.unwrap();
         agents.push((e.agent_id.clone(), s.client(&e.secret)));
     }

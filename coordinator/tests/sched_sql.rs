@@ -16,7 +16,7 @@ use sqlx::Row;
 
 async fn agent(db: &Db, machine: &str) -> String {
     let token = coordinator::identity::create_join_token(db, &CreateJoinToken { uses: Some(1), ttl_s: Some(60) }).await.unwrap();
-    let req = EnrolRequest { token: token.token, owner: "o".into(), machine: machine.into(), replace: false, cpus: None };
+    let req = EnrolRequest { token: token.token, owner: "o".into(), machine: machine.into(), replace: false, cpus: Some(2) };
     let caller = coordinator::identity::Caller { principal: None, addr: "test" };
     coordinator::identity::enrol(db, &req, caller).await.unwrap().agent_id
 }
