@@ -374,11 +374,11 @@ fn property_on(b: Backend) {
         proptest::test_runner::TestRunner::new(ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() });
     let batches = proptest::collection::vec(proptest::collection::vec(gen_record(), 1..5), 1..6);
     let admin = s.admin();
-    let fleet = std::cell::RefCell::new(&mut fleet);
+    let fleet = tokio::sync::Mutex::new(&mut fleet);
     runner
         .run(&batches, |batches| {
             rt.block_on(async {
-                let mut f = fleet.borrow_mut();
+                let mut f = fleet.lock().await;
                 for batch in &batches {
                     // A batch is one agent's: the first record's agent sends it.
                     let a = batch[0].agent;
@@ -400,7 +400,7 @@ fn property_on(b: Backend) {
         })
         .unwrap();
     // Something was accepted and something refused, or the test proved little.
-    let f = fleet.borrow();
+    let f = fleet.into_inner();
     assert!(f.sums.values().any(|v| v.0 > 0), "no donation was accepted: {:?}", f.sums);
     assert!(f.refused > 0 && f.accepted > 0, "accepted {} batches, refused {}", f.accepted, f.refused);
     eprintln!("{b:?}: {} batches accepted, {} refused; {} (owner, day) sums checked", f.accepted, f.refused, f.sums.len());
