@@ -210,6 +210,10 @@ pub fn check_day(day: NaiveDate, t: &DayTotals, m: &MachineFacts, now: i64) -> R
     Ok(())
 }
 
+/// Seconds of CPU per CPU a task's report may exceed its lease's age by (the
+/// measurement's rounding, and the moment between assignment and this check).
+pub const TASK_CPU_SLACK_S: f64 = 2.0;
+
 /// Checks the CPU time a lease holder reports for its task (`field`: which report)
 /// against what `cpus` CPUs can have given since the lease was assigned at `leased_ms`
 /// (or, for a lease from before this was kept, since the machine joined).
@@ -217,8 +221,10 @@ pub fn check_task_cpu(field: &str, cpu_s: f64, m: &MachineFacts, leased_ms: Opti
     if !(cpu_s.is_finite() && cpu_s >= 0.0) {
         return Err(format!("{field} must be a finite, non-negative number of seconds"));
     }
+    // Both instants are the coordinator's own clock: no skew to allow, only the
+    // rounding of the measurement.
     let since = leased_ms.unwrap_or(m.enrolled_ms);
-    let secs = ((now + CLOCK_SKEW_MS - since).max(0) as f64) / 1e3;
+    let secs = ((now - since).max(0) as f64) / 1e3 + TASK_CPU_SLACK_S;
     let max = f64::from(m.cpus) * secs;
     if cpu_s > max {
         return Err(format!(
@@ -386,7 +392,8 @@ mod tests {
         let now = at("2026-11-20T12:00:00Z");
         let m = MachineFacts { cpus: 2, enrolled_ms: 0 };
         let leased = Some(now - 10 * 60_000);
-        assert!(check_task_cpu("user_cpu_s + sys_cpu_s", 1000.0, &m, leased, now).is_ok());
+        assert!(check_task_cpu("user_cpu_s + sys_cpu_s", 1200.0, &m, leased, now).is_ok());
+        assert!(check_task_cpu("user_cpu_s + sys_cpu_s", 1300.0, &m, leased, now).is_err(), "2 CPUs × 600 s (+ 2 s)");
         let e = check_task_cpu("user_cpu_s + sys_cpu_s", 36_000.0, &m, leased, now).unwrap_err();
         assert!(e.contains("user_cpu_s + sys_cpu_s") && e.contains("2 CPUs"), "{e}");
         assert!(check_task_cpu("cpu_s", f64::NAN, &m, leased, now).is_err());

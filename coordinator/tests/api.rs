@@ -1085,6 +1085,7 @@ async fn runtime_history_survives_a_restart_on(b: Backend) {
         let j: Job = admin.post_ok("/api/v1/jobs", json!({"command": "/opt/bin/render"})).await;
         let l = a.lease(0, 5000).await.expect("leased");
         assert_eq!(l.job_id, j.id);
+        backdate_leases(&s.db, 60_000).await; // a minute's run on 4 CPUs
         assert_eq!(a.complete(&l, cpu, 0.0).await.0, 200);
     }
     // The leader records the history when it hears of the end: wait for it.

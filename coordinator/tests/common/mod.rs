@@ -264,6 +264,12 @@ pub async fn backdate_enrolment(db: &Db, ms: i64) {
     sqlx::query("UPDATE agents SET enrolled_ms = enrolled_ms - $1").bind(ms).execute(&db.pool).await.unwrap();
 }
 
+/// Makes every lease look assigned `ms` milliseconds earlier (its holder may then report
+/// that much CPU time per CPU).
+pub async fn backdate_leases(db: &Db, ms: i64) {
+    sqlx::query("UPDATE tasks SET leased_ms = leased_ms - $1 WHERE leased_ms IS NOT NULL").bind(ms).execute(&db.pool).await.unwrap();
+}
+
 /// A job submission body.
 pub fn job(command: &str) -> Value {
     json!({"command": command, "args": ["-c", "true"]})
