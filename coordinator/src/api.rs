@@ -146,8 +146,9 @@ impl FromRequestParts<Arc<App>> for Auth {
     }
 }
 
-/// The caller if the request carries a credential (which must then be valid), else none:
-/// enrolment takes either.
+/// The caller if the request carries a working credential, else none: enrolment takes
+/// either. A credential that no longer works (a machine removed or replaced, a revoked
+/// key) counts as none, so its holder can still enrol anew with a join token.
 pub struct MaybeAuth(pub Option<Arc<Principal>>);
 
 impl FromRequestParts<Arc<App>> for MaybeAuth {
@@ -156,7 +157,11 @@ impl FromRequestParts<Arc<App>> for MaybeAuth {
         if !parts.headers.contains_key(header::AUTHORIZATION) {
             return Ok(MaybeAuth(None));
         }
-        Ok(MaybeAuth(Some(Auth::from_request_parts(parts, app).await?.0)))
+        match Auth::from_request_parts(parts, app).await {
+            Ok(Auth(p)) => Ok(MaybeAuth(Some(p))),
+            Err(e) if e.status == StatusCode::UNAUTHORIZED => Ok(MaybeAuth(None)),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -51,8 +51,9 @@ pub enum Kind {
 }
 
 /// A checked record: the amounts it adds to reports.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Claim {
+    pub kind: Kind,
     /// The local day (`YYYY-MM-DD`; empty for kinds that are not counted and name none).
     pub day: String,
     pub cpu_us: i64,
@@ -61,7 +62,14 @@ pub struct Claim {
     /// An interruption's daily limit.
     pub limit: Option<i64>,
     /// Counted in reports: made after the machine joined the pool (less the grace).
+    /// Kinds that count nothing are "counted" (they add nothing either way).
     pub counted: bool,
+}
+
+impl Claim {
+    fn new(kind: Kind, day: String, counted: bool) -> Self {
+        Claim { kind, day, cpu_us: 0, wall_ms: 0, linger_ms: 0, limit: None, counted }
+    }
 }
 
 const DAY_MS: i64 = 86_400_000;
@@ -104,7 +112,7 @@ pub fn claim(r: &Record, m: &MachineFacts, now: i64) -> Result<Claim, String> {
     if kind == Kind::Other {
         // Stored, never counted: its day (if it names one) only files it.
         let day = day_text.and_then(|d| d.parse::<NaiveDate>().ok()).map(|d| d.to_string()).unwrap_or_default();
-        return Ok(Claim { day, counted: false, ..Claim::default() });
+        return Ok(Claim::new(kind, day, true));
     }
     let day: NaiveDate = day_text
         .ok_or_else(|| bad("payload.day is missing".into()))?
@@ -145,7 +153,7 @@ pub fn claim(r: &Record, m: &MachineFacts, now: i64) -> Result<Claim, String> {
     };
     let joined = m.enrolled_ms.saturating_sub(JOIN_GRACE_MS);
     let counted = at.is_none_or(|at| at >= joined) && midnight + DAY_MS + DAY_ENDS_AFTER_UTC_MS >= joined;
-    let mut c = Claim { day: day.to_string(), counted, ..Claim::default() };
+    let mut c = Claim::new(kind, day.to_string(), counted);
     let cpus = m.cpus;
     match kind {
         Kind::Donation => {
@@ -363,8 +371,9 @@ mod tests {
             claim(&rec("donation", json!({"day": "2026-11-20", "cpu_us": 5, "wall_ms": 3, "at_utc": "2026-11-20T09:00:00Z"})), &young, now)
                 .unwrap();
         assert!(!c.counted);
-        // Other kinds: stored, never counted.
-        assert!(!claim(&rec("note", json!({"x": 1})), &m, now).unwrap().counted);
+        // Other kinds: stored, adding nothing.
+        let note = claim(&rec("note", json!({"x": 1})), &m, now).unwrap();
+        assert_eq!((note.kind, note.cpu_us, note.wall_ms, note.limit), (Kind::Other, 0, 0, None));
     }
 
     #[test]

@@ -993,10 +993,10 @@ pub async fn ingest(db: &Db, agent_id: &str, m: &MachineFacts, batch: &RecordBat
             == 1;
         if new {
             stored += 1;
-            if c.counted && !c.day.is_empty() {
-                days.insert(c.day.as_str(), r.seq);
-            } else if !c.counted {
+            if !c.counted {
                 uncounted.push(r.seq);
+            } else if c.kind != bounds::Kind::Other {
+                days.insert(c.day.as_str(), r.seq);
             }
         }
     }

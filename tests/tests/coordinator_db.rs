@@ -98,6 +98,17 @@ impl Serving {
     }
 }
 
+/// A test that fails half-way must not leave its coordinator running (it would retry its
+/// database, dropped with the test, for ever).
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// `lull coordinator serve` on a database it must refuse: it exits non-zero within
 /// `secs`, with one error line; returns that line.
 fn refused_within(dir: &Path, secs: u64) -> String {
