@@ -149,6 +149,9 @@ pub async fn serve(
     let _ = scheduling.await;
     let _ = deliveries.await;
     flush(&app).await;
+    // Every connection closed: SQLite checkpoints its WAL into the file and removes it, so
+    // a stopped coordinator's database is one self-contained file (to copy or restore).
+    app.db.close().await;
     tracing::info!("coordinator stopped");
     Ok(())
 }

@@ -189,7 +189,7 @@ async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is
     a.evicted(&la, "evicted: the owner returned").await.unwrap();
     assert_eq!(coordinator_client::renewal(b.progress(&lb).await), Ok(true));
     // B's owner comes back too and B asks to move: no machine is free.
-    let ask = MigrateRequest { lease: lb.lease, owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 100.0 };
+    let ask = MigrateRequest { lease: lb.lease, owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 1.0 };
     let m = b.migrate(&lb, &ask).await.unwrap();
     assert!(!m.migrate, "{m:?}");
     // A is idle again (its heartbeat says available, and it holds no lease): B's rank moves.
@@ -230,7 +230,7 @@ async fn the_links_migration_request_uploads_the_checkpoint_first_and_only_a_yes
     assert_eq!(task.job_id, job.id);
     let spec = coordinator_client::guest_spec(&task, root_a.path()).unwrap();
     let ck = checkpoint::path_in(spec.workdir.as_deref().unwrap());
-    let ask = MigrationAsk { owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 10.0 };
+    let ask = MigrationAsk { owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 1.0 };
     let mut uploaded = None;
 
     // No other machine: stay, the checkpoint uploaded all the same, the lease held.
