@@ -740,6 +740,7 @@ async fn migrate_on(b: Backend) {
     let (_, c) = s.enrol("carol", "c").await;
     let j: Job = admin.post_ok("/api/v1/jobs", json!({"command": "sim", "checkpointable": true, "estimate_s": 1000.0})).await;
     let l = a.lease(0, 5000).await.unwrap();
+    backdate_leases(&s.db, 60_000).await; // the 100 CPU-s asked below: a minute's run on 4 CPUs
     let path = format!("/api/v1/tasks/{}/0/migrate", j.id);
     let ask = |lease: i64, h: f64, busy: f64| json!({"lease": lease, "owner_utilization": h, "owner_busy_for_s": busy, "migration_cost_s": 5.0, "cpu_s": 100.0});
     // Malformed.
