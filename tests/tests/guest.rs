@@ -361,7 +361,8 @@ fn unprivileged_owner_still_gets_containment_freezing_caps_and_sandbox() {
 /// What a hostile guest tries, printing `LEAK …` for each reach that worked: the owner's
 /// 0600 file and home, a marker on an owner's program's command line and in its
 /// environment (in every `/proc/*/cmdline` and `environ` it can read), a signal to that
-/// program, the agent's socket (a status request), a TCP port on 127.0.0.1, writes into
+/// program, the agent's socket (a status request), a TCP port on 127.0.0.1 and on the
+/// host's own network address (`network = "none"`, the default), writes into
 /// the machine's `/tmp`, the agent's data directory, the owner's home and beside its work
 /// directory; then it proves it can work in its own directory.
 struct Hostile<'a> {
@@ -371,6 +372,7 @@ struct Hostile<'a> {
     owner_pid: u32,
     marker: &'a str,
     port: u16,
+    host_ip: std::net::IpAddr,
 }
 
 impl Hostile<'_> {
@@ -384,7 +386,7 @@ ls {home} > /dev/null 2>&1 && echo "LEAK list {home}"
 m="{m1}""{m2}"; for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do grep -q "$m" "$f" 2> /dev/null && echo "LEAK marker in $f"; done
 kill -0 {pid} 2> /dev/null && echo "LEAK signal {pid}"
 python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("{socket}"); s.sendall(b"{{\"op\":\"status\"}}\n"); s.recv(64) and print("LEAK socket")' 2> /dev/null
-python3 -c 'import socket; socket.create_connection(("127.0.0.1", {port}), timeout=2); print("LEAK tcp 127.0.0.1:{port}")' 2> /dev/null
+for ip in 127.0.0.1 {host_ip}; do python3 -c "import socket; socket.create_connection(('$ip', {port}), timeout=2); print('LEAK tcp $ip:{port}')" 2> /dev/null; done
 for w in "/tmp/$m" {data}/planted {home}/planted "$HOME/../planted"; do (echo x > "$w") 2> /dev/null && echo "wrote $w"; done
 echo inside > inside.txt && echo "wrote inside"
 "#,
@@ -393,6 +395,7 @@ echo inside > inside.txt && echo "wrote inside"
             pid = self.owner_pid,
             socket = self.socket.display(),
             port = self.port,
+            host_ip = self.host_ip,
             data = self.data.display(),
         )
     }
@@ -409,6 +412,14 @@ echo inside > inside.txt && echo "wrote inside"
         let wrote: Vec<&str> = out.lines().filter(|l| l.starts_with("wrote /")).collect();
         assert!(wrote.iter().all(|l| l.starts_with("wrote /tmp/")), "only its own /tmp may take a write: {wrote:?}");
     }
+}
+
+/// The host's own (non-loopback) address: the source of its default route, or, with no
+/// route, any address of its (the test then still proves loopback unreachable).
+fn host_address() -> std::net::IpAddr {
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0").expect("udp socket");
+    let routed = probe.connect("192.0.2.1:9").ok().and_then(|()| probe.local_addr().ok()).map(|a| a.ip());
+    routed.filter(|ip| !ip.is_loopback() && !ip.is_unspecified()).unwrap_or(std::net::IpAddr::from([127, 0, 0, 2]))
 }
 
 fn guest_uid(out: &str) -> Option<u32> {
@@ -473,8 +484,10 @@ fn a_hostile_guest_gets_nothing_as_root_or_as_the_owner() {
         return;
     }
     let perms = |m: u32| <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(m);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    // Listens on every address: loopback and the host's own network address.
+    let listener = std::net::TcpListener::bind("0.0.0.0:0").expect("listener");
     let port = listener.local_addr().unwrap().port();
+    let host_ip = host_address();
     let marker = format!("lullmarker{}", std::process::id());
 
     // 1. The agent runs as root: the guest is not root, and its sandbox holds.
@@ -491,7 +504,7 @@ fn a_hostile_guest_gets_nothing_as_root_or_as_the_owner() {
     r.child = Some(r.subcommand(&lull_bin(), &base.0, "agent", &[]).spawn().expect("lull agent"));
     wait_until("the agent", Duration::from_secs(60), || r.state().is_some(), || r.output());
     let (data, socket) = (r.path("data"), r.path("agent.sock"));
-    let h = Hostile { secret: &secret, data: &data, socket: &socket, owner_pid: owner.0.id(), marker: &marker, port };
+    let h = Hostile { secret: &secret, data: &data, socket: &socket, owner_pid: owner.0.id(), marker: &marker, port, host_ip };
     let run = |args: &[&str]| {
         let o = r.command(&lull_bin(), &base.0, args).stdout(Stdio::piped()).stderr(Stdio::piped()).output().expect("lull run");
         (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
@@ -518,7 +531,7 @@ fn a_hostile_guest_gets_nothing_as_root_or_as_the_owner() {
         || as_owner(&r, &bin, "status", &["--json"]).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
     wait_until("the owner's agent", Duration::from_secs(60), serving, || r.output());
     let (data, socket) = (r.path("data"), r.path("agent.sock"));
-    let h = Hostile { secret: &secret, data: &data, socket: &socket, owner_pid: owner.0.id(), marker: &marker, port };
+    let h = Hostile { secret: &secret, data: &data, socket: &socket, owner_pid: owner.0.id(), marker: &marker, port, host_ip };
     let run = |args: &[&str]| {
         let o = as_owner(&r, &bin, "run", args).stdout(Stdio::piped()).stderr(Stdio::piped()).output().expect("lull run as the owner");
         (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
