@@ -40,7 +40,7 @@ for s in bwrap landlock; do
 done
 for s in bwrap landlock; do
   for _ in $(seq 100); do env $(env_for $s) "$lull" status > /dev/null 2>&1 && break; sleep 0.2; done
-  grep -m1 -o 'guests run in[^"]*\|Landlock[^"]*' "$dir/$s/agent.log" | head -1 | sed "s/^/$s: /" || true
+  grep -m1 -o 'sandbox: [^·]*' "$dir/$s/agent.log" | sed "s/^/$s /" || true
 done
 time_one() { # NAME → ms of one `lull run --now -- true`
   local t0 t1

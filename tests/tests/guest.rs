@@ -379,15 +379,17 @@ impl Hostile<'_> {
     fn script(&self) -> String {
         let (m1, m2) = self.marker.split_at(6);
         let home = self.secret.parent().expect("home");
+        // Each probe says `LEAK …` or `denied …`; none relies on /dev/null (a view
+        // without a usable one must not make every probe fail vacuously).
         format!(
             r#"echo "uid $(id -u)"
-cat {secret} > /dev/null 2>&1 && echo "LEAK read {secret}"
-ls {home} > /dev/null 2>&1 && echo "LEAK list {home}"
-m="{m1}""{m2}"; for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do grep -q "$m" "$f" 2> /dev/null && echo "LEAK marker in $f"; done
-kill -0 {pid} 2> /dev/null && echo "LEAK signal {pid}"
-python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("{socket}"); s.sendall(b"{{\"op\":\"status\"}}\n"); s.recv(64) and print("LEAK socket")' 2> /dev/null
-for ip in 127.0.0.1 {host_ip}; do python3 -c "import socket; socket.create_connection(('$ip', {port}), timeout=2); print('LEAK tcp $ip:{port}')" 2> /dev/null; done
-for w in "/tmp/$m" {data}/planted {home}/planted "$HOME/../planted"; do (echo x > "$w") 2> /dev/null && echo "wrote $w"; done
+cat {secret} > probe.out 2>&1 && echo "LEAK read {secret}" || echo "denied read"
+ls {home} > probe.out 2>&1 && echo "LEAK list {home}" || echo "denied list"
+m="{m1}""{m2}"; n=0; for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do n=$((n+1)); grep -q "$m" "$f" 2> probe.err && echo "LEAK marker in $f"; done; echo "denied marker ($n files)"
+kill -0 {pid} 2> probe.err && echo "LEAK signal {pid}" || echo "denied signal"
+python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("{socket}"); s.sendall(b"{{\"op\":\"status\"}}\n"); assert s.recv(64)' 2> probe.err && echo "LEAK socket" || echo "denied socket"
+for ip in 127.0.0.1 {host_ip}; do python3 -c "import socket; socket.create_connection(('$ip', {port}), timeout=2)" 2> probe.err && echo "LEAK tcp $ip:{port}" || echo "denied tcp $ip"; done
+for w in "/tmp/$m" {data}/planted {home}/planted "$HOME/../planted"; do (echo x > "$w") 2> probe.err && echo "wrote $w"; done
 echo inside > inside.txt && echo "wrote inside"
 "#,
             secret = self.secret.display(),
@@ -400,10 +402,15 @@ echo inside > inside.txt && echo "wrote inside"
         )
     }
 
-    /// Nothing reached: no `LEAK` line, nothing written outside but in its view's own
-    /// `/tmp`, and its own directory usable.
+    /// Nothing reached: no `LEAK` line, every probe ran and said `denied`, nothing
+    /// written outside but in its view's own `/tmp`, and its own directory usable.
     fn assert_contained(&self, out: &str) {
         assert!(!out.lines().any(|l| l.starts_with("LEAK")), "the guest reached its host:\n{out}");
+        let ip = self.host_ip.to_string();
+        let probes = ["read", "list", "marker", "signal", "socket", "tcp 127.0.0.1", &format!("tcp {ip}")];
+        for p in probes {
+            assert!(out.lines().any(|l| l.starts_with(&format!("denied {p}"))), "the probe '{p}' did not run:\n{out}");
+        }
         assert!(out.contains("wrote inside"), "the guest could not work in its own directory:\n{out}");
         let home = self.secret.parent().expect("home");
         for outside in [Path::new("/tmp").join(self.marker), self.data.join("planted"), home.join("planted")] {
