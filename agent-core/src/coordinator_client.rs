@@ -1318,7 +1318,10 @@ mod tests {
         assert!(!root.path().join("jobs").exists(), "nothing written");
         t.spec.inputs = [("ok".to_string(), "x".repeat(VALUE_MAX))].into();
         let spec = guest_spec(&t, root.path()).expect("at the limit");
-        assert_eq!(std::fs::metadata(spec.workdir.expect("dir").join("ok")).expect("written").len(), VALUE_MAX as u64);
+        assert_eq!(
+            std::fs::metadata(GuestDir::new(spec.job_dir.expect("dir")).work().join("ok")).expect("written").len(),
+            VALUE_MAX as u64
+        );
     }
 
     #[test]

@@ -33,9 +33,13 @@ pub fn prepare(work_root: &Path, dir: &GuestDir, account: Option<&GuestAccount>)
     b.create(work.join("tmp")).map_err(io(&work))?;
     // The guests' account passes through `guests/` or `jobs/` and the guest's directory
     // to its work directory; nobody else lists or enters them.
+    // The work root too: made owner-only under the agent's umask 077 unless it is the
+    // execute directory (`Paths::create_work_root`), e.g. one named by LULL_WORK_DIR.
     let root_mode = if account.is_some() { 0o711 } else { 0o700 };
     if let Some(parent) = dir.root.parent().filter(|_| account.is_some()) {
-        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(root_mode)).map_err(io(parent))?;
+        for p in [parent, work_root] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(root_mode)).map_err(io(p))?;
+        }
     }
     std::fs::set_permissions(&dir.root, std::fs::Permissions::from_mode(root_mode)).map_err(io(&dir.root))?;
     std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700)).map_err(io(&work))?;
