@@ -5,6 +5,8 @@ set -euo pipefail
 # libwebkit2gtk-4.1-dev: the tray app (Tauri v2) compiles against WebKitGTK and GTK 3.
 want=(pkg-config libx11-dev libxtst-dev libxi-dev libdbus-1-dev libwayland-dev libwebkit2gtk-4.1-dev)
 if [ "${1:-build}" = test ]; then
+  # Guests' sandbox: bubblewrap (namespaces) and slirp4netns (network = "outbound").
+  want+=(bubblewrap slirp4netns)
   want+=(xvfb xdotool x11-utils faketime dbus dbus-x11 sway wtype strace procps python3 util-linux passwd)
   # The tray app's tests: the AppIndicator library (loaded at run time), trayer as tray
   # host under Xvfb, ImageMagick for screenshots, dunst as notification daemon.

@@ -22,7 +22,7 @@
 
 use crate::agent::{JobMsg, JobRequest, MigrationAsk, MigrationOutcome};
 use crate::control::{self, Request, Response};
-use crate::guest::{GuestPhase, GuestSpec};
+use crate::guest::{GuestDir, GuestInfo, GuestPhase, GuestSpec};
 use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
 use lull_protocol::limits::{INPUTS_MAX, JSON_BODY_MAX, VALUE_MAX};
@@ -33,6 +33,7 @@ use lull_protocol::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -520,52 +521,58 @@ pub fn may_lease_now(state: crate::policy::StateKind, directive: crate::policy::
 }
 
 /// A leased task's guest spec: its command, arguments and environment (plus
-/// `LULL_JOB_ID`, `LULL_RANK`, `LULL_MACHINES`, and for a checkpointable job
-/// `LULL_CHECKPOINT`, see [`crate::checkpoint`]), its memory request as the guest's cap,
-/// checkpointable as submitted, the configured network policy, and a work directory
-/// `jobs/<job>-<rank>-<lease>` under `work_root` (made absolute) holding the job's input
-/// files.
+/// `LULL_JOB_ID`, `LULL_RANK`, `LULL_MACHINES`; the runtime adds `LULL_CHECKPOINT` for a
+/// checkpointable job, see [`crate::checkpoint`]), its memory request as the guest's cap,
+/// checkpointable as submitted, and its directory `jobs/<job>-<rank>-<lease>` under
+/// `work_root` (made absolute) with the job's input files in its work directory `work/`.
 pub fn guest_spec(task: &Lease, work_root: &Path) -> std::result::Result<GuestSpec, String> {
     let s = &task.spec;
-    let workdir = work_root.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
-    let workdir = std::path::absolute(&workdir).map_err(|e| format!("resolving {}: {e}", workdir.display()))?;
     if s.inputs.len() > INPUTS_MAX {
         return Err(format!("the job has {} input files, more than the {INPUTS_MAX} a job may carry", s.inputs.len()));
     }
     if let Some((name, content)) = s.inputs.iter().find(|(_, c)| c.len() > VALUE_MAX) {
         return Err(format!("input file {name:?} holds {} bytes, more than the {VALUE_MAX} an input file may hold", content.len()));
     }
-    std::fs::create_dir_all(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
+    let dir = work_root.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
+    let dir = GuestDir::new(std::path::absolute(&dir).map_err(|e| format!("resolving {}: {e}", dir.display()))?);
+    let workdir = dir.work();
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
     for (name, content) in &s.inputs {
         let plain = Path::new(name).components().all(|c| matches!(c, std::path::Component::Normal(_)));
         if !plain || name.is_empty() {
             return Err(format!("input file name {name:?} is not a plain relative path"));
         }
         let path = workdir.join(name);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("creating {}: {e}", parent.display()))?;
         }
-        std::fs::write(&path, content).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, content.as_bytes()))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     let mut spec = GuestSpec::new(s.command.clone(), s.args.clone());
     spec.env = s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     spec.env.push(("LULL_JOB_ID".into(), task.job_id.to_string()));
     spec.env.push(("LULL_RANK".into(), task.rank.to_string()));
     spec.env.push(("LULL_MACHINES".into(), task.machines.to_string()));
-    if task.checkpointable {
-        spec.env.push(("LULL_CHECKPOINT".into(), crate::checkpoint::path_in(&workdir).display().to_string()));
-    }
-    spec.workdir = Some(workdir);
+    spec.job_dir = Some(dir.root);
     spec.memory_cap_bytes = (task.mem_bytes > 0).then_some(task.mem_bytes);
     spec.checkpointable = task.checkpointable;
     Ok(spec)
 }
 
 /// The tail (at most [`lull_protocol::OUTPUT_TAIL_MAX`] bytes) of one of a guest's
-/// output files, and the file's whole size; a missing file is empty.
+/// output files, and the file's whole size; a missing file is empty. Never through a
+/// symbolic link (the files are the agent's, beside the guest's work directory).
 fn file_tail(path: &Path) -> (String, u64) {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else { return (String::new(), 0) };
+    let Ok(mut f) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) else { return (String::new(), 0) };
     let size = f.metadata().map_or(0, |m| m.len());
     let from = size.saturating_sub(lull_protocol::OUTPUT_TAIL_MAX as u64);
     let mut buf = Vec::new();
@@ -575,11 +582,19 @@ fn file_tail(path: &Path) -> (String, u64) {
     (lull_protocol::output_tail(&buf), size)
 }
 
-/// What a guest wrote to `stdout.log` and `stderr.log` in its work directory, as a
-/// completion carries it.
-pub fn guest_output(workdir: &Path) -> Output {
-    let (stdout, stdout_bytes) = file_tail(&workdir.join("stdout.log"));
-    let (stderr, stderr_bytes) = file_tail(&workdir.join("stderr.log"));
+/// What a guest wrote to its `stdout.log` and `stderr.log`, as a completion carries it;
+/// why the runtime did not start it or stopped it (its program not found, its disk limit)
+/// ends its stderr as a `lull:` line.
+pub fn guest_output(info: &GuestInfo) -> Output {
+    let (stdout, stdout_bytes) = file_tail(&info.stdout_log);
+    let (mut stderr, mut stderr_bytes) = file_tail(&info.stderr_log);
+    if let Some(why) = &info.failure {
+        let line = format!("lull: {why}\n");
+        stderr_bytes += line.len() as u64;
+        let mut tail = stderr.into_bytes();
+        tail.extend_from_slice(line.as_bytes());
+        stderr = lull_protocol::output_tail(&tail);
+    }
     Output { stdout, stderr, stdout_bytes, stderr_bytes }
 }
 
@@ -983,7 +998,7 @@ async fn run_task(
             return;
         }
     };
-    let checkpoint = spec.workdir.as_deref().filter(|_| spec.checkpointable).map(crate::checkpoint::path_in);
+    let checkpoint = spec.job_dir.as_ref().filter(|_| spec.checkpointable).map(|d| crate::checkpoint::path_in(&GuestDir::new(d).work()));
     let mut uploaded = None;
     if let Some(path) = &checkpoint {
         match fetch_checkpoint(client, &task, path).await {
@@ -1106,7 +1121,7 @@ async fn run_task(
     let exit = code.unwrap_or_else(|| signal.map_or(-1, |s| 128 + s));
     let (user_s, sys_s) = (info.cpu_user_us as f64 / 1e6, info.cpu_system_us as f64 / 1e6);
     tracing::info!(job = task.job_id, guest = %guest, exit, cpu_s = user_s + sys_s, "task ended");
-    let output = guest_output(&info.workdir);
+    let output = guest_output(&info);
     retry("reporting a completion", || client.complete(&task, exit, user_s, sys_s, Some(output.clone()))).await;
 }
 
@@ -1322,7 +1337,10 @@ mod tests {
         assert!(!root.path().join("jobs").exists(), "nothing written");
         t.spec.inputs = [("ok".to_string(), "x".repeat(VALUE_MAX))].into();
         let spec = guest_spec(&t, root.path()).expect("at the limit");
-        assert_eq!(std::fs::metadata(spec.workdir.expect("dir").join("ok")).expect("written").len(), VALUE_MAX as u64);
+        assert_eq!(
+            std::fs::metadata(GuestDir::new(spec.job_dir.expect("dir")).work().join("ok")).expect("written").len(),
+            VALUE_MAX as u64
+        );
     }
 
     #[test]

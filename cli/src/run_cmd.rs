@@ -43,9 +43,11 @@ pub enum Mode {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Network {
-    Outbound,
+    /// No network (the default).
     None,
-    Allowed,
+    /// Outbound connections to the internet, never to this machine's own services; only
+    /// where `[guests] network = "outbound"` allows it.
+    Outbound,
 }
 
 #[derive(Args, Debug)]
@@ -65,11 +67,11 @@ pub struct RunArgs {
     /// The job checkpoints on SIGTERM: evictions signal it and wait the kill grace.
     #[arg(long)]
     pub checkpoint: bool,
-    /// Network policy for the job.
+    /// Network for the job (default: none).
     #[arg(long, value_enum)]
     pub network: Option<Network>,
-    /// The job's work directory (default: a new one under the data directory).
-    #[arg(long)]
+    /// Removed: a guest always works in a new directory under Lull's data directory.
+    #[arg(long, hide = true)]
     pub workdir: Option<PathBuf>,
     /// Diagnostic input backend: each byte written to this FIFO is an owner input event.
     #[arg(long)]
@@ -113,11 +115,15 @@ fn job_spec(args: &RunArgs) -> Result<GuestSpec> {
     let mut spec = GuestSpec::new(program.clone(), rest.iter().cloned());
     spec.memory_cap_bytes = args.mem_cap_mib.map(|m| m << 20);
     spec.checkpointable = args.checkpoint;
-    spec.workdir = args.workdir.clone();
+    if let Some(dir) = &args.workdir {
+        bail!(
+            "--workdir {} was removed: a guest always works in a new directory under Lull's data directory (printed when it starts), never one a command names",
+            dir.display()
+        );
+    }
     spec.network = args.network.map(|n| match n {
         Network::Outbound => NetworkPolicy::Outbound,
         Network::None => NetworkPolicy::None,
-        Network::Allowed => NetworkPolicy::Allowed,
     });
     Ok(spec)
 }
@@ -244,8 +250,8 @@ async fn follow(socket: PathBuf, spec: GuestSpec, now: bool, json: bool) -> Resu
     if !json {
         errln!("lull: job queued as guest {id}{}", if now { " (machine offered until you return)" } else { "" });
     }
-    let mut out = Tail::new(info.workdir.join("stdout.log"));
-    let mut err = Tail::new(info.workdir.join("stderr.log"));
+    let mut out = Tail::new(info.stdout_log.clone());
+    let mut err = Tail::new(info.stderr_log.clone());
     let mut announced = false;
     let mut stop_asked = false;
     tokio::pin!(signal);
@@ -312,9 +318,12 @@ fn report_end(info: &GuestInfo, json: bool) -> u8 {
             "{}",
             serde_json::json!({"event": "guest_ended", "guest": info.id, "code": code, "signal": signal, "evicted": evicted,
                 "cpu_user_us": info.cpu_user_us, "cpu_system_us": info.cpu_system_us, "wall_ms": info.wall_ms,
-                "peak_mem_bytes": info.peak_mem_bytes})
+                "peak_mem_bytes": info.peak_mem_bytes, "failure": info.failure})
         );
     } else {
+        if let Some(why) = &info.failure {
+            errln!("lull: guest {}: {why}", info.id);
+        }
         let how = match (evicted, code, signal) {
             (true, _, _) => "evicted".to_string(),
             (_, Some(c), _) => format!("exited with code {c}"),
@@ -329,6 +338,8 @@ fn report_end(info: &GuestInfo, json: bool) -> u8 {
         );
     }
     match (evicted, code, signal) {
+        // Never started (its program not found, its network refused): as a shell says.
+        (false, None, None) if info.failure.is_some() => 127,
         (true, _, _) => 75,
         (_, Some(c), _) => c.clamp(0, 255) as u8,
         (_, _, Some(s)) => (128 + s).clamp(0, 255) as u8,

@@ -43,6 +43,11 @@ fn env<'a>(spec: &'a agent_core::guest::GuestSpec, name: &str) -> Option<&'a str
     spec.env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
+/// The guest's work directory in the directory the link prepared for a task.
+fn workdir_of(spec: &agent_core::guest::GuestSpec) -> std::path::PathBuf {
+    agent_core::guest::GuestDir::new(spec.job_dir.clone().expect("a prepared directory")).work()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_moves_from_one_lease_to_the_next() {
     let db = fresh_db(Backend::Sqlite).await.unwrap();
@@ -56,10 +61,10 @@ async fn a_checkpoint_moves_from_one_lease_to_the_next() {
     let first = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("a task for A");
     assert_eq!(first.job_id, job.id);
     let spec = coordinator_client::guest_spec(&first, root_a.path()).unwrap();
-    let workdir = spec.workdir.clone().unwrap();
-    let ck = env(&spec, "LULL_CHECKPOINT").expect("a checkpointable guest is told where its checkpoint goes");
-    assert_eq!(std::path::Path::new(ck), checkpoint::path_in(&workdir));
-    assert!(std::path::Path::new(ck).is_absolute(), "{ck}");
+    let workdir = workdir_of(&spec);
+    assert!(workdir.is_dir() && workdir.starts_with(root_a.path().join("jobs")), "{}", workdir.display());
+    // The runtime tells the guest where its checkpoint goes, as the guest sees it.
+    assert_eq!(env(&spec, "LULL_CHECKPOINT"), None);
     let ck = checkpoint::path_in(&workdir);
     assert_eq!(coordinator_client::fetch_checkpoint(&a, &first, &ck).await, Ok(None), "404: none");
     assert!(!ck.exists());
@@ -95,7 +100,7 @@ async fn a_checkpoint_moves_from_one_lease_to_the_next() {
     assert_eq!((second.job_id, second.rank), (job.id, 0));
     assert!(second.lease > first.lease);
     let spec_b = coordinator_client::guest_spec(&second, root_b.path()).unwrap();
-    let ck_b = checkpoint::path_in(spec_b.workdir.as_deref().unwrap());
+    let ck_b = checkpoint::path_in(&workdir_of(&spec_b));
     let stamp = coordinator_client::fetch_checkpoint(&b, &second, &ck_b).await.unwrap();
     assert!(stamp.is_some());
     assert_eq!(std::fs::read(&ck_b).unwrap(), b"count=4");
@@ -229,7 +234,7 @@ async fn the_links_migration_request_uploads_the_checkpoint_first_and_only_a_yes
     let task = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("a task for A");
     assert_eq!(task.job_id, job.id);
     let spec = coordinator_client::guest_spec(&task, root_a.path()).unwrap();
-    let ck = checkpoint::path_in(spec.workdir.as_deref().unwrap());
+    let ck = checkpoint::path_in(&workdir_of(&spec));
     let ask = MigrationAsk { owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 1.0 };
     let mut uploaded = None;
 
@@ -273,7 +278,7 @@ async fn the_links_migration_request_uploads_the_checkpoint_first_and_only_a_yes
     let root_b = tempfile::tempdir().unwrap();
     let next = b.lease(1 << 30, Duration::from_secs(3)).await.unwrap().expect("the migrated task for B");
     assert_eq!((next.job_id, next.rank), (job.id, 0));
-    let ck_b = checkpoint::path_in(coordinator_client::guest_spec(&next, root_b.path()).unwrap().workdir.as_deref().unwrap());
+    let ck_b = checkpoint::path_in(&workdir_of(&coordinator_client::guest_spec(&next, root_b.path()).unwrap()));
     assert!(coordinator_client::fetch_checkpoint(&b, &next, &ck_b).await.unwrap().is_some());
     assert_eq!(std::fs::read(&ck_b).unwrap(), b"count=8");
     let j: Job = s.admin().get_ok(&format!("/api/v1/jobs/{}", job.id)).await;

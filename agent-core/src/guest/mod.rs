@@ -18,19 +18,24 @@ pub mod linux;
 /// One guest job to run.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GuestSpec {
-    /// The program (looked up on the guest's `PATH` when it has no slash).
+    /// The program, looked up inside the guest's view on its `PATH` when it has no slash.
     pub command: String,
     pub args: Vec<String>,
-    /// Extra environment; guests otherwise get a minimal one (PATH, HOME = workdir, TMPDIR).
+    /// Extra environment; guests otherwise get a minimal one (PATH, LANG, and HOME, TMPDIR
+    /// and for a checkpointable job `LULL_CHECKPOINT`, which the runtime sets last).
     pub env: Vec<(String, String)>,
-    /// The job's work directory (the only place it may write); default: a fresh
-    /// directory under the agent's data directory.
-    pub workdir: Option<PathBuf>,
+    /// The directory the coordinator link prepared for a leased task under the work root
+    /// (`jobs/<job>-<rank>-<lease>`, its input files and checkpoint already in `work/`);
+    /// `None`: a new one under `guests/`. Never from a control request (not serialized),
+    /// and the runtime refuses one outside its work root: a job never chooses where it works.
+    #[serde(skip)]
+    pub job_dir: Option<PathBuf>,
     /// The job's own memory cap in bytes (the runtime's cap and the owner reserve still apply).
     pub memory_cap_bytes: Option<u64>,
     /// The job handles SIGTERM by checkpointing; evictions then signal and wait a grace.
     pub checkpointable: bool,
-    /// Network policy; `None` takes the configured default.
+    /// The network the job asks for (`None`: none). It gets outbound network only if the
+    /// owner's `[guests] network` allows it; otherwise it is not started, saying why.
     pub network: Option<NetworkPolicy>,
 }
 
@@ -41,11 +46,36 @@ impl GuestSpec {
             command: command.into(),
             args: args.into_iter().map(Into::into).collect(),
             env: Vec::new(),
-            workdir: None,
+            job_dir: None,
             memory_cap_bytes: None,
             checkpointable: false,
             network: None,
         }
+    }
+}
+
+/// One guest's directory under the work root: `work/`, its work directory (the only place
+/// it may write; the guests' account owns it), beside `stdout.log` and `stderr.log`, which
+/// the agent writes from the guest's pipes and the guest cannot reach. Outside its
+/// sandbox nothing of it is readable by other users (0700/0600).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestDir {
+    pub root: PathBuf,
+}
+
+impl GuestDir {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+    /// The guest's work directory.
+    pub fn work(&self) -> PathBuf {
+        self.root.join("work")
+    }
+    pub fn stdout(&self) -> PathBuf {
+        self.root.join("stdout.log")
+    }
+    pub fn stderr(&self) -> PathBuf {
+        self.root.join("stderr.log")
     }
 }
 
@@ -110,12 +140,23 @@ pub struct GuestInfo {
     pub mem_bytes: u64,
     pub peak_mem_bytes: u64,
     pub memory_limit_bytes: Option<u64>,
+    /// Its work directory (on the host; inside its sandbox it is `/work`).
     pub workdir: PathBuf,
+    /// Its output, capped at `[guests] output_mib` each (written by the agent).
+    #[serde(default)]
+    pub stdout_log: PathBuf,
+    #[serde(default)]
+    pub stderr_log: PathBuf,
+    /// Why the runtime did not start it or stopped it itself (its program not found, its
+    /// disk limit reached, …); `None` for a guest that ran and ended on its own or was
+    /// evicted or stopped on request.
+    #[serde(default)]
+    pub failure: Option<String>,
 }
 
 impl GuestInfo {
     /// A guest with no process (queued, or never started): no usage, no limit.
-    pub fn without_process(id: String, phase: GuestPhase, workdir: PathBuf) -> Self {
+    pub fn without_process(id: String, phase: GuestPhase, dir: &GuestDir) -> Self {
         Self {
             id,
             pid: None,
@@ -126,7 +167,10 @@ impl GuestInfo {
             mem_bytes: 0,
             peak_mem_bytes: 0,
             memory_limit_bytes: None,
-            workdir,
+            workdir: dir.work(),
+            stdout_log: dir.stdout(),
+            stderr_log: dir.stderr(),
+            failure: None,
         }
     }
 }
@@ -238,6 +282,16 @@ pub enum GuestError {
     NoCgroups(String),
     #[error("sandbox: {0}")]
     Sandbox(String),
+    /// The job's program is not in the guest's view (its `PATH` there, its work directory
+    /// or a system directory): the job cannot run here.
+    #[error("program not found: {program} (looked for it in {looked_in} as the guest sees them)")]
+    ProgramNotFound { program: String, looked_in: String },
+    /// A work directory outside the runtime's work root was asked for.
+    #[error("work directory {0} refused: a guest works only in a new directory under Lull's own work root")]
+    OutsideWorkRoot(String),
+    /// The job asked for network this machine does not give it.
+    #[error("network refused: {0}")]
+    Network(String),
     #[error("starting guest {id}: {source}")]
     Spawn { id: String, source: std::io::Error },
     #[error("{what}: {source}")]
