@@ -7,15 +7,12 @@
 //! * [`driver`]: per machine a `lull_core::policy::Policy` stepped at each sample, one
 //!   `lull_core::sched::Scheduler` for the pool, guests progressing at their machine's
 //!   speed in virtual time.
-//! * [`calibrate`]: `lull calibrate`'s logic — a machine's availability and recruitment
-//!   thresholds from its own recorded trace.
 //! * [`experiments`]: the seeds' experiments as named runs, each producing a
 //!   [`Report`] (Markdown with the paper's figures beside ours, plus SVG plots).
 //!   [`run_experiment`] is the entry point the CLI (`lull sim`) calls.
 //!
 //! Every run is reproducible from its seed.
 
-pub mod calibrate;
 pub mod driver;
 pub mod error;
 pub mod experiments;
@@ -23,7 +20,6 @@ pub mod fta;
 pub mod gen;
 pub mod parallel;
 pub mod rng;
-pub mod svg;
 pub mod swf;
 pub mod trace;
 

@@ -27,16 +27,7 @@
 use crate::error::TraceError;
 use std::path::Path;
 
-/// One reading of the owner's use of the machine.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct OwnerSample {
-    /// Owner CPU as a fraction of the machine (guests excluded).
-    pub owner_cpu: f32,
-    /// Owner memory in bytes.
-    pub owner_mem_bytes: u64,
-    /// Keyboard or mouse input happened during the sample's interval.
-    pub input: bool,
-}
+pub use lull_core::calibrate::OwnerSample;
 
 /// One machine's owner activity: samples every `step_s` seconds from `start_unix`.
 #[derive(Clone, Debug, PartialEq)]

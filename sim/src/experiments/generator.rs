@@ -6,7 +6,7 @@ use super::{Report, Scale};
 use crate::error::Result;
 use crate::gen::{generate, stats, GenParams, HOURLY_ACTIVITY, TARGETS};
 use crate::parallel::map_runs;
-use crate::svg::Chart;
+use lull_core::chart::Chart;
 use std::fmt::Write;
 
 /// Runs the experiment: `machines × days` generated machine-days.

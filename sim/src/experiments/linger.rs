@@ -33,7 +33,7 @@ use crate::error::Result;
 use crate::gen::{generate, GenParams};
 use crate::parallel::map_runs;
 use crate::rng::Rng;
-use crate::svg::Chart;
+use lull_core::chart::Chart;
 use lull_core::policy::config::{EvictionMode, PolicyConfig};
 use lull_core::sched::SchedConfig;
 use std::fmt::Write;

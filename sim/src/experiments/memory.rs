@@ -28,7 +28,7 @@ use super::{Report, Scale};
 use crate::error::Result;
 use crate::parallel::map_runs;
 use crate::rng::Rng;
-use crate::svg::Chart;
+use lull_core::chart::Chart;
 use lull_core::sched::memory::{accepts, identify, overloaded, paging_rate, target, Choice, HostLoad, JobLoad, Thresholds};
 use lull_core::sched::{JobId, MachineId};
 use std::fmt::Write;

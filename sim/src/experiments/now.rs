@@ -29,7 +29,7 @@ use crate::error::Result;
 use crate::gen::{generate, GenParams, HOURLY_ACTIVITY};
 use crate::parallel::map_runs;
 use crate::rng::Rng;
-use crate::svg::Chart;
+use lull_core::chart::Chart;
 use lull_core::policy::config::PolicyConfig;
 use lull_core::sched::SchedConfig;
 use std::fmt::Write;

@@ -28,7 +28,7 @@ use crate::error::Result;
 use crate::gen::{generate, GenParams};
 use crate::parallel::map_runs;
 use crate::rng::Rng;
-use crate::svg::Chart;
+use lull_core::chart::Chart;
 use lull_core::sched::recruit::{RecruitConfig, Recruiter, Request};
 use lull_core::sched::MachineId;
 use std::fmt::Write;

@@ -25,7 +25,7 @@ use crate::driver::{self, SimConfig, SimJob, SimMachine};
 use crate::error::Result;
 use crate::parallel::map_runs;
 use crate::rng::Rng;
-use crate::svg::Chart;
+use lull_core::chart::Chart;
 use lull_core::sched::{Algorithm, SchedConfig};
 use std::fmt::Write;
 
