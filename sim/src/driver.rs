@@ -23,6 +23,9 @@
 //! * **The pool.** After every step that changes a machine's availability the scheduler
 //!   gets a `MachineUpdated`; after every arrival, finish, eviction or availability change
 //!   it runs a pass, and each assignment becomes a guest on its machines.
+//! * **Migration.** A checkpointable job evicted keeps its work; when placed again it
+//!   first pays its `migration_s` (suspend, image over the network, resume) as work at
+//!   full speed on its new members.
 //! * **Guests** progress in virtual time. A job's rate is `width × min member speed`
 //!   (the static-partition model the predictor assumes; a gang moves at its slowest
 //!   member), a member's speed `S_b × (1 − owner CPU)` while the directive is Accept or
@@ -64,6 +67,11 @@ pub struct SimJob {
     /// Evicted work is kept (checkpoint, then migration, as seed 004's simulator
     /// assumes): the job resumes with what it had left. Otherwise it starts over.
     pub checkpointable: bool,
+    /// Seconds a checkpointed job is suspended to move when it resumes elsewhere (seed
+    /// 000 eq. 5's `T_migr = suspend + image / bandwidth + resume`; seed 004 Fig. 4's
+    /// migration cost). The job's members are held and make no progress for that long at
+    /// full speed (the move uses both machines' processors, seed 000 §5.2); 0 = free.
+    pub migration_s: f64,
 }
 
 /// A machine of the simulated pool.
@@ -167,6 +175,10 @@ pub struct MachineOutcome {
     /// Owner CPU-seconds during which a guest also ran (share > 0): where lingering can
     /// delay the owner.
     pub shared_owner_cpu_s: f64,
+    /// Seconds a guest ran beside its owner (share > 0), by the owner's CPU in 5-%
+    /// levels (0, 5, …, 100 %: seed 000 §4.1's 21 levels): what a dispatch-level model
+    /// ([`crate::dispatch`]) turns into the owner's delay.
+    pub shared_by_level: [f64; 21],
     /// Idle CPU-seconds the owner left (`1 − owner CPU` integrated over the trace).
     pub idle_cpu_s: f64,
     /// Seconds the owner trace covers (0 for a dedicated machine).
@@ -636,7 +648,11 @@ impl<'a> Sim<'a> {
                 rewake(&self.machines[mi], self.clock, mi, st, t, &mut self.samples);
             }
             self.outcomes[ix].start_s.get_or_insert(t);
-            let remaining = self.kept.remove(&a.job).unwrap_or(self.jobs[ix].normtime_s);
+            let remaining = match self.kept.remove(&a.job) {
+                // Resuming after an eviction: first the move, as work at full speed.
+                Some(left) => left + self.jobs[ix].migration_s * full_rate(&members, self.machines),
+                None => self.jobs[ix].normtime_s,
+            };
             let mut r = Run { job: a.job, members, remaining, started: t, as_of: t, rate: 0.0, end: None };
             let v = rate(&r, self.machines, &self.ms);
             r.retime(t, v);
@@ -931,6 +947,11 @@ fn rewake(m: &SimMachine, clock: Clock, mi: usize, st: &mut MState, t: f64, queu
     }
 }
 
+/// A job's progress per second on `members` with no owner load: width × slowest base speed.
+fn full_rate(members: &[usize], machines: &[SimMachine]) -> f64 {
+    members.len() as f64 * members.iter().map(|&i| machines[i].base_speed).fold(f64::INFINITY, f64::min)
+}
+
 /// A running job's progress per second: width × its slowest member's speed share.
 fn rate(run: &Run, machines: &[SimMachine], ms: &[MState]) -> f64 {
     let slowest = run.members.iter().map(|&i| machines[i].base_speed * ms[i].share).fold(f64::INFINITY, f64::min);
@@ -1067,6 +1088,7 @@ fn settle(st: &mut MState, t: f64, speed: f64) {
         o.guest_cpu_s += st.share * speed * dt;
         if st.share > 0.0 {
             o.shared_owner_cpu_s += st.owner_cpu * dt;
+            o.shared_by_level[(st.owner_cpu.clamp(0.0, 1.0) * 20.0).round() as usize] += dt;
         }
         if st.policy.as_ref().is_some_and(|p| p.directive() == GuestDirective::Linger) {
             o.lingered_s += dt;
@@ -1093,6 +1115,7 @@ mod tests {
             normtime_s: normtime,
             estimate_s: Some(normtime / width as f64),
             checkpointable: false,
+            migration_s: 0.0,
         }
     }
 

@@ -52,6 +52,22 @@ impl OwnerTrace {
     pub fn end_unix(&self) -> i64 {
         self.start_unix + self.samples.len() as i64 * self.step_s as i64
     }
+    /// The trace at `factor` times its step: each new sample holds the mean owner CPU,
+    /// the largest owner memory and any input of the samples it covers (a 1-s trace as
+    /// the 2-s traces of seeds 000 and 004 recorded it).
+    pub fn coarsen(&self, factor: u32) -> OwnerTrace {
+        let k = factor.max(1) as usize;
+        let samples = self
+            .samples
+            .chunks(k)
+            .map(|c| OwnerSample {
+                owner_cpu: c.iter().map(|s| s.owner_cpu).sum::<f32>() / c.len() as f32,
+                owner_mem_bytes: c.iter().map(|s| s.owner_mem_bytes).max().unwrap_or(0),
+                input: c.iter().any(|s| s.input),
+            })
+            .collect();
+        OwnerTrace { step_s: self.step_s * k as u32, samples, ..self.clone() }
+    }
     /// The sample in force at Unix time `t`, `None` outside the trace.
     pub fn at(&self, t: i64) -> Option<&OwnerSample> {
         if t < self.start_unix {
