@@ -25,7 +25,7 @@
 //! * **Measure:** mean slowdown = wall time (submission to end) / dedicated lifetime,
 //!   and the total paging, migration and queueing time (Fig. 2 right).
 
-use super::claims::{self, Assumption, Claim, Expect, Summary};
+use super::claims::{self, Assumption, Claim, Expect, Row, Summary};
 use super::{preamble, Options, Report, Scale};
 use crate::error::Result;
 use crate::rng::Rng;
@@ -327,11 +327,36 @@ fn find(specs: &[Spec], outs: &[Totals], s: Spec) -> f64 {
     specs.iter().zip(outs).find(|(x, _)| **x == s).map_or(f64::NAN, |(_, o)| o.mean_slowdown)
 }
 
+/// Every seed's runs and what they gave.
+struct Runs {
+    traces: Vec<(&'static str, usize, f64)>,
+    mts: Vec<f64>,
+    small: bool,
+    sweep_seeds: u64,
+    /// Per seed: its specs and their totals, in the same order.
+    spec_of: Vec<Vec<Spec>>,
+    per_seed: Vec<Vec<Totals>>,
+}
+
+impl Runs {
+    /// Seed `k`'s mean slowdown for `s`.
+    fn get(&self, k: usize, s: Spec) -> f64 {
+        find(&self.spec_of[k], &self.per_seed[k], s)
+    }
+    /// Every seed's mean slowdown for `s`.
+    fn over(&self, s: Spec) -> Vec<f64> {
+        (0..self.spec_of.len()).map(|k| self.get(k, s)).collect()
+    }
+}
+
+fn policies() -> Vec<Policy> {
+    std::iter::once(Policy::NoLs).chain(Choice::ALL.iter().map(|c| Policy::Ls(*c))).collect()
+}
+
 /// Runs the experiment (see the module doc).
 pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     let small = opts.scale == Scale::Small;
-    let traces: Vec<(&str, usize, f64)> =
-        if small { vec![("Trace 1 (small)", 120, 330.0)] } else { TRACES.iter().map(|t| (t.0, t.1, t.2)).collect() };
+    let traces: Vec<(&'static str, usize, f64)> = if small { vec![("Trace 1 (small)", 120, 330.0)] } else { TRACES.to_vec() };
     let mts: Vec<f64> = if small { vec![0.0, 0.15] } else { vec![-0.15, -0.05, 0.0, 0.05, 0.15] };
     let sweep_seeds = opts.seeds.min(5) as u64;
     let first = opts.first_seed;
@@ -342,12 +367,8 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         progress,
         |seed, &(ti, p, mt, m)| Ok(simulate(&arrivals(seed.wrapping_add(ti as u64), traces[ti].1, traces[ti].2, m), p, mt)),
     )?;
-    let seeds = claims::seeds(opts);
-    let spec_of: Vec<Vec<Spec>> = seeds.iter().map(|&s| specs(traces.len(), &mts, with(s))).collect();
-    let get = |k: usize, s: Spec| find(&spec_of[k], &per_seed[k], s);
-    let over = |s: Spec| (0..seeds.len()).map(|k| get(k, s)).collect::<Vec<f64>>();
-    let policies: Vec<Policy> = std::iter::once(Policy::NoLs).chain(Choice::ALL.iter().map(|c| Policy::Ls(*c))).collect();
-
+    let spec_of: Vec<Vec<Spec>> = claims::seeds(opts).iter().map(|&s| specs(traces.len(), &mts, with(s))).collect();
+    let r = Runs { traces, mts, small, sweep_seeds, spec_of, per_seed };
     let mut md = String::new();
     preamble(&mut md, "`memory` — seed 001's memory-centric load sharing on lull-core's choice functions", "memory", opts);
     let _ = writeln!(
@@ -355,6 +376,20 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         "Per seed: {NODES} machines of {} MB for jobs, CT = {CT}, 10 Mbps; the paper's benchmark programs (Table 1, without m-m) with working sets that grow while they run; each trace's arrivals drawn from the seed; every decision (accept, shed, which job, where) is `lull_core::sched::memory`. Model: `sim/src/experiments/memory.rs`.\n",
         MEMORY >> 20
     );
+    let mut rows = fig2_section(&mut md, &r);
+    rows.extend(fig3_section(&mut md, &r));
+    let _ = writeln!(md, "## Summary\n\n{}\n", claims::tally(&rows));
+    let svgs = charts(&mut md, &r);
+    Ok(Report { name: opts.report_name("memory"), markdown: md, svgs, rows })
+}
+
+/// Fig. 2 (left): every trace under every policy at MT = 0, and its claims.
+fn fig2_section(md: &mut String, r: &Runs) -> Vec<Row> {
+    let (traces, small) = (&r.traces, r.small);
+    let seeds = &r.spec_of;
+    let get = |k: usize, s: Spec| r.get(k, s);
+    let over = |s: Spec| r.over(s);
+    let policies = policies();
     let _ = writeln!(md, "## Fig. 2 (left) — mean slowdown at MT = 0 %\n");
     let _ = writeln!(
         md,
@@ -445,7 +480,17 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         );
     }
     let _ = writeln!(md, "### Fig. 2's claims\n");
-    claims::table(&mut md, &rows);
+    claims::table(md, &rows);
+    rows
+}
+
+/// Fig. 3: Trace 1 under each choice at every MT, its claims, and our parameters' sweeps.
+fn fig3_section(md: &mut String, r: &Runs) -> Vec<Row> {
+    let (traces, mts, small, sweep_seeds) = (&r.traces, &r.mts, r.small, r.sweep_seeds);
+    let seeds = &r.spec_of;
+    let get = |k: usize, s: Spec| r.get(k, s);
+    let over = |s: Spec| r.over(s);
+    let comb = Policy::Ls(Choice::Combined);
     let _ = writeln!(md, "## Fig. 3 — memory threshold MT, {}\n", traces[0].0);
     let _ = writeln!(
         md,
@@ -492,7 +537,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
             }
             .check(&rises),
         );
-        claims::table(&mut md, &fig3);
+        claims::table(md, &fig3);
         let list = vec![
             Assumption {
                 name: "m-m left out".into(),
@@ -537,10 +582,15 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
             },
         ];
         let _ = writeln!(md, "## Parameters of ours\n\nSweeps over the first {sweep_seeds} seeds.\n");
-        claims::assumptions(&mut md, "combined's mean slowdown on Trace 1 at MT = 0", 2, 1.0, &list);
+        claims::assumptions(md, "combined's mean slowdown on Trace 1 at MT = 0", 2, 1.0, &list);
     }
-    rows.extend(fig3);
-    let _ = writeln!(md, "## Summary\n\n{}\n", claims::tally(&rows));
+    fig3
+}
+
+fn charts(md: &mut String, r: &Runs) -> Vec<(String, String)> {
+    let (traces, mts) = (&r.traces, &r.mts);
+    let over = |s: Spec| r.over(s);
+    let policies = policies();
     let mean = |s: Spec| Summary::of(&over(s)).mean;
     let c2 = policies
         .iter()
@@ -553,12 +603,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
             c.line(ch.name(), mts.iter().map(|&m| (m * 100.0, mean((0, Policy::Ls(*ch), m, MODEL)))).collect())
         });
     let _ = writeln!(md, "![slowdown by policy](memory-fig2.svg)\n\n![slowdown vs MT](memory-fig3.svg)");
-    Ok(Report {
-        name: opts.report_name("memory"),
-        markdown: md,
-        svgs: vec![("memory-fig2.svg".into(), c2.to_svg()), ("memory-fig3.svg".into(), c3.to_svg())],
-        rows,
-    })
+    vec![("memory-fig2.svg".into(), c2.to_svg()), ("memory-fig3.svg".into(), c3.to_svg())]
 }
 
 #[cfg(test)]

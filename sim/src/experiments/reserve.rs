@@ -22,7 +22,7 @@
 //! * **Policies:** *random* (17 machines at random whatever their load, the paper's
 //!   control), *no reserve* and *x-reserve* for x = 10 … 60 %.
 
-use super::claims::{self, Assumption, Claim, Expect, Summary};
+use super::claims::{self, Assumption, Claim, Expect, Row, Summary};
 use super::{preamble, Options, Report, Scale};
 use crate::error::Result;
 use crate::gen::{generate, GenParams};
@@ -268,7 +268,6 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
     .into_iter()
     .map(|mut v| v.remove(0))
     .collect();
-    let ms = |k: usize| -> Vec<Measures> { per_seed.iter().map(|o| o[k].0.clone()).collect() };
 
     let mut md = String::new();
     preamble(&mut md, "`reserve` — seed 003's instant recruitment with and without a reserve, on lull-core's `Recruiter`", "reserve", opts);
@@ -284,6 +283,21 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         idle.show(1, 100.0),
         requests.show(0, 1.0)
     );
+    table1_section(&mut md, &per_seed);
+    let rows = claim_rows(&per_seed);
+    claims::table(&mut md, &rows);
+    assumptions_section(&mut md, &per_seed, strats.len(), sweep_seeds);
+    let _ = writeln!(md, "## Summary\n\n{}\n", claims::tally(&rows));
+    let svgs = charts(&mut md, &per_seed);
+    Ok(Report { name: opts.report_name("reserve"), markdown: md, svgs, rows })
+}
+
+/// Per seed, per spec: the measures, the window's idle share and the requests.
+type PerSeed = [Vec<(Measures, f64, usize)>];
+
+/// Table 1's rows, ours beside the paper's.
+fn table1_section(md: &mut String, per_seed: &PerSeed) {
+    let ms = |k: usize| -> Vec<Measures> { per_seed.iter().map(|o| o[k].0.clone()).collect() };
     let _ = writeln!(md, "## Table 1 — ours beside the paper's\n");
     let _ = writeln!(md, "| strategy | jobs refused | idle seconds used | mean group size | **mean speedup** | busy seconds disrupted |\n|---|---|---|---|---|---|");
     for (k, p) in PAPER.iter().enumerate() {
@@ -306,6 +320,11 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         );
     }
     let _ = writeln!(md);
+}
+
+/// Table 1's claims on each seed.
+fn claim_rows(per_seed: &PerSeed) -> Vec<Row> {
+    let ms = |k: usize| -> Vec<Measures> { per_seed.iter().map(|o| o[k].0.clone()).collect() };
     let sp = |k: usize| ms(k).iter().map(|m| m.mean_speedup).collect::<Vec<f64>>();
     let gain = |a: usize, b: usize| sp(a).iter().zip(sp(b)).map(|(x, y)| x / y.max(1e-9) - 1.0).collect::<Vec<f64>>();
     let best_moderate: Vec<f64> = (0..per_seed.len())
@@ -377,8 +396,11 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         }
         .check(&ms(0).iter().map(|m| m.disrupted).collect::<Vec<_>>()),
     ];
-    claims::table(&mut md, &rows);
-    let base = strats.len();
+    rows
+}
+
+/// The parameters of ours, with the serial share's sweep.
+fn assumptions_section(md: &mut String, per_seed: &PerSeed, base: usize, sweep_seeds: u64) {
     let list = vec![
         Assumption {
             name: "Amdahl serial share of the 42-s job".into(),
@@ -405,8 +427,11 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         },
     ];
     let _ = writeln!(md, "Sweeps over the first {sweep_seeds} seeds.\n");
-    claims::assumptions(&mut md, "mean speedup gain of a 30 % reserve over none (Table 1: +39 %)", 0, 100.0, &list);
-    let _ = writeln!(md, "## Summary\n\n{}\n", claims::tally(&rows));
+    claims::assumptions(md, "mean speedup gain of a 30 % reserve over none (Table 1: +39 %)", 0, 100.0, &list);
+}
+
+fn charts(md: &mut String, per_seed: &PerSeed) -> Vec<(String, String)> {
+    let ms = |k: usize| -> Vec<Measures> { per_seed.iter().map(|o| o[k].0.clone()).collect() };
     let xs: Vec<f64> = (0..=6).map(|x| x as f64 * 10.0).collect();
     let mean_of = |k: usize, f: fn(&Measures) -> f64| Summary::of(&ms(k).iter().map(f).collect::<Vec<_>>()).mean;
     let c1 = Chart::new("Mean speedup vs reserve, mean of seeds (cf. seed 003 Table 1)", "reserve x (%)", "mean speedup")
@@ -418,12 +443,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         .line("ours: group", xs.iter().enumerate().map(|(i, x)| (*x, mean_of(i + 1, |m| m.mean_group))).collect())
         .line("paper: group", xs.iter().zip(&PAPER[1..]).map(|(x, p)| (*x, p.3)).collect());
     let _ = writeln!(md, "![mean speedup vs reserve](reserve-speedup.svg)\n\n![refused and group size](reserve-groups.svg)");
-    Ok(Report {
-        name: opts.report_name("reserve"),
-        markdown: md,
-        svgs: vec![("reserve-speedup.svg".into(), c1.to_svg()), ("reserve-groups.svg".into(), c2.to_svg())],
-        rows,
-    })
+    vec![("reserve-speedup.svg".into(), c1.to_svg()), ("reserve-groups.svg".into(), c2.to_svg())]
 }
 
 #[cfg(test)]
