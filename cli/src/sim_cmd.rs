@@ -38,12 +38,12 @@ pub struct SimArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
     /// A job log in the Standard Workload Format (Parallel Workloads Archive), plain or
-    /// .gz, for the experiments that take jobs (winner, now, linger); the report is
+    /// .gz, for the experiments that take jobs (winner, now); the report is
     /// NAME-<log>.md.
     #[arg(long, value_name = "FILE")]
     pub swf: Option<PathBuf>,
     /// Machines' availability from a Failure Trace Archive `event_trace` file, plain or
-    /// .gz, for the experiments that take machines (now, linger, reserve).
+    /// .gz, for the experiments that take machines (now, reserve).
     #[arg(long, value_name = "FILE")]
     pub fta: Option<PathBuf>,
     /// Seconds per sample when reading --fta.

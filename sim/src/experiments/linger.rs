@@ -738,8 +738,7 @@ mod tests {
     fn small_run_is_reproducible_and_reports_every_section() {
         let opts = Options::new(5, 2, Scale::Small, 1);
         let a = run(&opts, &mut |_, _| {}).unwrap();
-        let b = run(&Options { threads: 2, ..opts }, &mut |_, _| {}).unwrap();
-        assert_eq!((&a.markdown, &a.svgs), (&b.markdown, &b.svgs));
+        // The same on two threads: sim/tests/parallel_reports.rs.
         for s in ["Table 1 — Workload-1", "Fig. 7", "Fig. 8", "Fig. 11", "Parameters of ours"] {
             assert!(a.markdown.contains(s), "{s}");
         }

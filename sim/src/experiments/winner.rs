@@ -877,8 +877,7 @@ mod tests {
         }
         assert!(a.markdown.contains("Fig. 8") && a.markdown.contains("§5"));
         assert!(a.rows.iter().any(|r| r.variant) && a.rows.iter().all(|r| r.seeds == 2));
-        let b = run(&Options { threads: 2, ..opts.clone() }, &mut |_, _| {}).unwrap();
-        assert_eq!((&a.markdown, &a.svgs), (&b.markdown, &b.svgs));
+        // The same on two threads: sim/tests/parallel_reports.rs.
         let c = run(&Options { first_seed: 4, ..opts }, &mut |_, _| {}).unwrap();
         assert_ne!(a.markdown, c.markdown);
     }
