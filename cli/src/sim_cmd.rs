@@ -163,7 +163,9 @@ fn print_report(report: &Report, out: &Path, opts: &Options, json: bool) {
 fn job_log(path: &Path, bad: BadLines) -> Result<JobLog> {
     let (log, skipped) = lull_sim::swf::read_swf_with(path, bad).with_context(|| format!("reading the job log {}", path.display()))?;
     note_skipped(path, &skipped);
-    Ok(log.job_log(&log_name(path)))
+    let mut jobs = log.job_log(&log_name(path));
+    jobs.about.push_str(&skipped_note(&skipped));
+    Ok(jobs)
 }
 
 /// Reads `--fta` at `step` seconds per sample.
@@ -173,10 +175,25 @@ fn owner_log(path: &Path, step: u32, bad: BadLines) -> Result<OwnerLog> {
     note_skipped(path, &skipped);
     let name = log_name(path);
     Ok(OwnerLog {
-        about: format!("{name}: Failure Trace Archive availability, {} machines at {step}-s samples", traces.len()),
+        about: format!(
+            "{name}: Failure Trace Archive availability, {} machines at {step}-s samples{}",
+            traces.len(),
+            skipped_note(&skipped)
+        ),
         name,
         traces,
     })
+}
+
+/// What the report says about skipped lines, so a report never hides that its input was
+/// partial: empty when none was skipped.
+fn skipped_note(skipped: &[Skipped]) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let lines: Vec<String> = skipped.iter().take(10).map(|s| s.line.to_string()).collect();
+    let more = if skipped.len() > 10 { ", …" } else { "" };
+    format!("; {} malformed line(s) skipped (--bad-lines skip): line {}{more}", skipped.len(), lines.join(", "))
 }
 
 fn note_skipped(path: &Path, skipped: &[Skipped]) {

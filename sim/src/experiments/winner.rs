@@ -413,9 +413,12 @@ fn ft(o: &Objectives) -> f64 {
 
 /// Whether `a` has the lowest (`lowest`) or highest metric of the six at point `p` (ties
 /// within a millisecond count).
+/// Whether `a` has the lowest (or highest) `f` of the six, ties allowed — but never when
+/// all six are equal: no difference is no ranking (the checker's "never for no change").
 fn is_extreme(p: &[Objectives; 6], a: Algorithm, f: Metric, lowest: bool) -> bool {
     let v = f(&p[ix(a)]);
-    p.iter().all(|o| if lowest { v <= f(o) + 1e-3 } else { v >= f(o) - 1e-3 })
+    let at_extreme = p.iter().all(|o| if lowest { v <= f(o) + 1e-3 } else { v >= f(o) - 1e-3 });
+    at_extreme && p.iter().any(|o| (f(o) - v).abs() > 1e-3)
 }
 
 fn b(x: bool) -> f64 {
@@ -857,6 +860,19 @@ fn run_log(opts: &Options, log: &JobLog, progress: &mut dyn FnMut(u64, u64)) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ranking_never_holds_when_every_algorithm_ties() {
+        let o = |m: f64| Objectives { makespan: m, flowtime: m, max_wait: m };
+        let tied = [o(5.0); 6];
+        assert!(!is_extreme(&tied, Algorithm::Backfill, mw, true), "all equal is no ranking");
+        assert!(!is_extreme(&tied, Algorithm::Fifo, mk, false), "all equal is no ranking");
+        let mut one_worse = tied;
+        one_worse[ix(Algorithm::Fifo)] = o(9.0);
+        assert!(is_extreme(&one_worse, Algorithm::Backfill, mw, true), "tied for lowest with four, FIFO higher");
+        assert!(is_extreme(&one_worse, Algorithm::Fifo, mk, false));
+        assert!(!is_extreme(&one_worse, Algorithm::Fifo, mk, true));
+    }
 
     #[test]
     fn small_run_produces_a_report_with_plots_and_is_reproducible() {
