@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The VM bench: Lull as an ordinary owner installs and runs it, on a fresh Debian 12 on
+# pure cgroup v2 with systemd and logind, attacked by hostile guests.
+#
+# Builds (or reuses) the .deb, the cached guest image (scripts/vm/rootfs.sh, image.sh),
+# boots it with QEMU — KVM when this host's KVM boots the image's kernel, else TCG — with
+# the image kept clean (-snapshot), the bench's files and the .deb shared read-only over
+# virtio-9p and a second share for the results. In the guest the owner is logged in on
+# seat0 by autologin with an X session; the .deb is installed by dpkg; the cases in
+# scripts/vm/cases/ run unattended (as root, acting as the owner through their terminal,
+# as the second user, and as pool guests) and the guest powers itself off. Prints one
+# line per case and exits non-zero on any failure not listed, with its reason, in
+# scripts/vm/known-failures (and on a listed case that now passes: strike it off).
+#
+# Usage: scripts/vm/run.sh [--deb PATH] [--cases REGEX] [--out DIR]
+#   LULL_REQUIRE_VM=1   fail instead of skipping where QEMU is not installed
+#   LULL_VM_ACCEL=kvm|tcg   skip the accelerator probe
+#   LULL_VM_CACHE=DIR   the image cache (default ${XDG_CACHE_HOME:-~/.cache}/lull-vm)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+deb="" cases="" out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --deb) deb=$2; shift 2 ;;
+    --cases) cases=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "vm: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+cache=${LULL_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lull-vm}
+export LULL_VM_CACHE=$cache
+qemu=$(command -v qemu-system-x86_64 || true)
+if [ -z "$qemu" ]; then
+  if [ "${LULL_REQUIRE_VM:-0}" = 1 ]; then
+    echo "vm: FAIL: qemu-system-x86_64 is not installed (scripts/deps.sh test installs it) and LULL_REQUIRE_VM=1" >&2
+    exit 1
+  fi
+  echo "vm: SKIPPED: qemu-system-x86_64 is not installed, so the VM bench cannot run here"
+  exit 0
+fi
+t0=$(date +%s)
+
+# The .deb: reused when it was built from exactly these sources, else built.
+deb_inputs_key() {
+  (cd "$repo" && git ls-files -co --exclude-standard -- . ':!docs' ':!scripts' ':!*.md' ':!tests' | sort |
+    xargs -d '\n' sha256sum 2>/dev/null) | sha256sum | cut -c1-16
+}
+if [ -z "$deb" ]; then
+  target=${CARGO_TARGET_DIR:-$repo/target}
+  stamp=$target/release/bundle/deb/.lull-vm-inputs
+  key=$(deb_inputs_key)
+  if [ -f "$stamp" ] && [ "$(head -n1 "$stamp")" = "$key" ] && [ -f "$(sed -n 2p "$stamp")" ]; then
+    deb=$(sed -n 2p "$stamp")
+    echo "vm: reusing $deb (built from these sources)"
+  else
+    echo "vm: building the .deb (packaging/build-deb.sh)"
+    deb=$("$repo/packaging/build-deb.sh" | tail -n1)
+    printf '%s\n%s\n' "$key" "$deb" >"$stamp"
+  fi
+fi
+[ -f "$deb" ] || { echo "vm: no .deb at $deb" >&2; exit 1; }
+t_deb=$(date +%s)
+img=$("$here/image.sh" "$deb" | tail -n1)
+t_img=$(date +%s)
+
+# KVM only where it boots this kernel: a kernel with no root file system panics within
+# seconds under a working KVM; this host's nested KVM aborts or hangs instead.
+accel_probe() {
+  local log
+  log=$(mktemp)
+  timeout 30 "$qemu" -accel kvm -cpu host -m 256 -kernel "$img/vmlinuz" -append "console=ttyS0 panic=-1" \
+    -vga none -display none -nic none -no-reboot -serial "file:$log" -monitor none >/dev/null 2>&1 || true
+  if grep -q "Kernel panic" "$log"; then echo kvm; else echo tcg; fi
+  rm -f "$log"
+}
+accel=${LULL_VM_ACCEL:-}
+if [ -z "$accel" ]; then
+  if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+    probe_key=$( (sha256sum "$img/vmlinuz"; uname -r; "$qemu" --version | head -n1) | sha256sum | cut -c1-16)
+    if [ -f "$cache/accel-$probe_key" ]; then
+      accel=$(cat "$cache/accel-$probe_key")
+    else
+      accel=$(accel_probe)
+      echo "$accel" >"$cache/accel-$probe_key"
+    fi
+    [ "$accel" = kvm ] || echo "vm: /dev/kvm does not boot the image's kernel here: TCG emulation"
+  else
+    accel=tcg
+    echo "vm: no usable /dev/kvm: TCG emulation"
+  fi
+fi
+case "$accel" in
+  kvm) accel_args=(-accel kvm -cpu host) ;;
+  *) accel_args=(-accel tcg,thread=multi -cpu max) ;;
+esac
+
+# The shares: the bench's files and the .deb (read-only), and the results.
+share=$(mktemp -d)
+[ -n "$out" ] || out=$(mktemp -d)
+mkdir -p "$out"
+rm -rf "${out:?}"/*
+trap 'rm -rf "$share"' EXIT
+cp -r "$here/guest" "$here/cases" "$share/"
+cp "$deb" "$share/lull.deb"
+append="root=/dev/vda rw console=ttyS0 loglevel=4 systemd.show_status=0 lull.test=1"
+[ -n "$cases" ] && append="$append lull.cases=$cases" && export LULL_VM_CASES_FILTERED=1
+echo "vm: booting $img ($accel, 2 CPUs, 4 GiB); results in $out"
+set +e
+timeout --kill-after=10 "${LULL_VM_TIMEOUT:-1500}" "$qemu" "${accel_args[@]}" -smp 2 -m 4096 \
+  -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append" \
+  -drive "file=$img/disk.ext4,format=raw,if=virtio,snapshot=on" \
+  -virtfs "local,path=$share,mount_tag=lullsrc,security_model=none,readonly=on" \
+  -virtfs "local,path=$out,mount_tag=lullout,security_model=none" \
+  -vga none -display none -nic none -monitor none -no-reboot -serial "file:$out/console.log"
+qemu_rc=$?
+set -e
+t_end=$(date +%s)
+rc=0
+"$here/report.sh" "$out" "$here/known-failures" "$qemu_rc" || rc=$?
+echo "vm: .deb $((t_deb - t0)) s, image $((t_img - t_deb)) s, VM run $((t_end - t_img)) s ($accel); whole bench $((t_end - t0)) s"
+exit $rc
