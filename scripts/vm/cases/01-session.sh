@@ -2,7 +2,7 @@
 # The owner's desktop as an owner has it: logged in on seat0 (autologin on tty1, a logind
 # session), their user manager delegating cpu, memory and pids, an X display with an auth
 # cookie and a tray host (trayer), and Lull's tray app started by its XDG autostart entry.
-# timeout: 90
+# timeout: 180
 . /run/lull-vm/src/guest/lib.sh
 NO_AGENT_CHECK=1
 sid=$(loginctl list-sessions --no-legend | awk -v u="$OWNER" '$3 == u { print $1; exit }')
@@ -26,5 +26,11 @@ check "the tray app's agent answers lull status" wait_for 60 agent_answers
 owner 'lull status' | sed 's/^/      | /'
 note "the tray app's log:"
 journalctl --no-pager -q _UID="$OWNER_UID" _COMM=lull-tray 2>/dev/null | tail -n 15 | sed 's/^/      | /'
-check "the tray app did not fall back (no tray host or no display)" sh -c "! journalctl -q _UID=$OWNER_UID _COMM=lull-tray | grep -qiE 'headless|no tray|status window instead'"
+if [ -n "$tray" ]; then
+  check "the tray app did not fall back (no tray host or no display)" sh -c "! journalctl -q _UID=$OWNER_UID _COMM=lull-tray | grep -qiE 'headless|no tray|status window instead'"
+fi
+note "the owner's user units:"
+owner 'systemctl --user list-units --no-pager --all "app-*" "lull-vm-*" "*.target"' | sed 's/^/      | /'
+note "XDG autostart units generated:"
+ls /run/user/$OWNER_UID/systemd/generator.late/ 2>&1 | sed 's/^/      | /'
 finish

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The root agent: `lull agent` run by root (a system service), whose guests run as
 # lull-guest. It starts and its status says what contains its guests; the hostile guests
-# of cases 22–33 then run against it (6x-root-*).
+# of cases 23–34 then run against it (6x-root-*).
 # timeout: 120
 . /run/lull-vm/src/guest/lib.sh
 require_pool

@@ -3,7 +3,7 @@
 # owner's data, config and runtime directories and /var/lib/lull (the owner's home is
 # 0755 here, as on many desktops). They must read none, and no file Lull wrote may be
 # open to group or others (0600/0700; root's execute directories may be 0711: passable,
-# not listable). The job's API token (21-guest-runs) must be in no file they can read.
+# not listable). The job's API token (22-guest-runs) must be in no file they can read.
 # timeout: 180
 . /run/lull-vm/src/guest/lib.sh
 NO_AGENT_CHECK=1

@@ -16,6 +16,7 @@ if ! wait_for 240 test -S "$TERMINAL"; then
   echo "cases: the owner's session never came up" | tee "$out/session-missing"
 fi
 echo "cases: session up after $(cut -d' ' -f1 /proc/uptime) s of uptime"
+{ systemd-analyze; systemd-analyze blame | head -n 15; } >"$out/boot.txt" 2>&1
 for f in "$src"/cases/*.sh; do
   name=$(basename "$f" .sh)
   if [ -n "$only" ] && ! grep -qE "^($only)$" <<<"$name"; then continue; fi
@@ -30,7 +31,9 @@ for f in "$src"/cases/*.sh; do
   printf '%s\t%s\t%s\n' "$name" "$verdict" "$(($(date +%s) - start))" >>"$out/results.tsv"
   echo "cases: $name $verdict in $(($(date +%s) - start)) s"
 done
-journalctl -b --no-pager >"$out/journal.log" 2>&1
+journalctl -b --no-pager -o short-monotonic >"$out/journal.log" 2>&1
+cp "$RUNTIME/lull-vm-session.log" "$out/" 2>/dev/null
+cp "$OWNER_HOME/lull-up.log" "$out/" 2>/dev/null
 dmesg >"$out/dmesg.log" 2>&1
 cp -r "$DATA/logs" "$out/lull-logs" 2>/dev/null
 cut -d' ' -f1 /proc/uptime >"$out/uptime"

@@ -7,6 +7,7 @@ Each probe tries one thing a guest must never manage and prints one line per att
 outside (the target still alive, the file not written, the limit unchanged): a guest that
 is stopped before DONE, or prints no line for an attempt, fails the case too.
 """
+import _thread
 import ctypes
 import os
 import signal
@@ -146,7 +147,7 @@ def probe_daemon(marker, seconds):
             os.execvp("python3", ["python3", "-c", DAEMON, marker, seconds])
         os._exit(0)
     os.wait()
-    say("daemon-started", False, f"a setsid grandchild ({marker}) beats for {seconds} s; the job ends now")
+    print(f"DAEMON started: a setsid grandchild ({marker}) beats for {seconds} s; the job ends now", flush=True)
 
 
 DAEMON = """
@@ -166,12 +167,13 @@ def probe_forkbomb(bound, hold_s="15"):
     with no limit stays usable for the next cases); holds them `hold_s` seconds."""
     bound = int(bound)
     threading.stack_size(64 * 1024)
-    stop, threads, got = threading.Event(), [], 1
+    stop, got = threading.Lock(), 1
+    stop.acquire()
     try:
+        # _thread, not threading: no start-up handshake per thread, so the bomb is quick
+        # even under emulation.
         while got < bound:
-            t = threading.Thread(target=stop.wait, daemon=True)
-            t.start()
-            threads.append(t)
+            _thread.start_new_thread(stop.acquire, ())
             got += 1
         say("threads", True, f"{got} tasks without a refusal (bound {bound})")
     except RuntimeError as e:
@@ -191,7 +193,6 @@ def probe_forkbomb(bound, hold_s="15"):
     say("fork", forks_refused == 0, f"{len(children)} forks succeeded, {forks_refused} refused" + (f" ({last})" if forks_refused else ""))
     print(f"BOMB holding {got} threads and {len(children)} processes", flush=True)
     time.sleep(float(hold_s))
-    stop.set()
     for pid in children:
         os.kill(pid, signal.SIGKILL)
 

@@ -25,7 +25,7 @@ mkdir -p "$STATE"
 fails=0
 pass() { echo "ok    $*"; }
 fail() { echo "FAIL  $*"; fails=$((fails + 1)); }
-note() { echo "      $*"; }
+note() { printf '%-6s%s\n' "${SECONDS}s" "$*"; }
 # check DESCRIPTION COMMAND...: passes when the command succeeds.
 check() {
   local what=$1
@@ -80,7 +80,7 @@ as_root_lull() { env HOME=/root XDG_RUNTIME_DIR= LULL_SOCKET="$ROOT_SOCK" lull "
 root_agent_answers() { as_root_lull status >/dev/null 2>&1; }
 
 pool_up() { [ -s "$STATE/pool-up" ]; }
-# require_pool: the pool set up by 20-pool-up (and by 50-root-agent in root mode) is up;
+# require_pool: the pool set up by 20-pool-up (and by 60-root-agent in root mode) is up;
 # loads its pids: OWNER_AGENT_PID (lull up), CANARY_PID, CANARY_SECRET, TERM_PID, and
 # AGENT_PID/AGENT_SOCK for the agent that runs this mode's guests.
 require_pool() {
@@ -102,17 +102,14 @@ submit_hostile() {
   out=$(owner "cd $LIB && lull submit --json --input hostile.py -- python3 hostile.py $*") || { echo "$out" >&2; return 1; }
   echo "$out" | json id
 }
-job_state() { owner "lull jobs show $1 --json" 2>/dev/null | json state; }
-job_done() { case "$(job_state "$1")" in completed | failed | cancelled) return 0 ;; *) return 1 ;; esac; }
+# The pool's jobs, through its API (guest/pool.py) rather than a `lull` command per poll.
+pool() { python3 "$LIB/pool.py" "$DATA" "$@"; }
 # wait_job ID SECONDS: until the job ends; prints its state.
-wait_job() {
-  wait_for "$2" job_done "$1" || { echo "job $1 still $(job_state "$1") after $2 s" >&2; }
-  job_state "$1"
-}
+wait_job() { pool wait "$1" "$2"; }
 # job_output ID: what the job's guest wrote (stdout, then stderr), as the pool keeps it.
-job_output() { owner "lull jobs output $1" 2>&1; }
+job_output() { pool output "$1" 2>&1; }
 # job_exit ID: the exit status the pool recorded.
-job_exit() { owner "lull jobs output $1 --json" 2>/dev/null | json tasks.0.exit_code; }
+job_exit() { pool exit "$1"; }
 # job_workdir OUTPUT: the work directory a hostile guest reported.
 job_workdir() { sed -n 's/^HOSTILE START .* cwd=//p' <<<"$1" | head -n1; }
 
@@ -130,6 +127,12 @@ start_hostile() {
   else
     JOB=$(submit_hostile "$@") || { fail "submitting the hostile $1 guest"; return 1; }
   fi
+  # A case that ends early (its timeout, a failed step) leaves no guest behind to delay
+  # the next case: the job is cancelled, or `lull run` stopped.
+  trap 'stop_hostile' EXIT
+}
+stop_hostile() {
+  if [ "$MODE" = root ]; then kill "$JOB" 2>/dev/null; else pool cancel "$JOB" >/dev/null 2>&1; fi
 }
 # finish_hostile: waits for the guest started by start_hostile; sets $OUT (what it wrote)
 # and $STATE_END (owner mode: the job's state; root mode: `lull run`'s exit status).

@@ -11,7 +11,7 @@ exec > >(tee -a "$out/setup.log") 2>&1
 echo "setup: $(date -u +%FT%TZ) kernel $(uname -r)"
 install -d -m 0755 "$lib"
 install -m 0755 "$src"/guest/session.sh "$src"/guest/terminal.py "$src"/guest/canary.py "$lib"/
-install -m 0644 "$src"/guest/hostile.py "$lib"/
+install -m 0644 "$src"/guest/hostile.py "$src"/guest/pool.py "$lib"/
 install -m 0644 "$src"/guest/user/* /etc/systemd/user/
 # The package, by its own install step.
 start=$(date +%s)

@@ -4,5 +4,6 @@
 # timeout: 120
 . /run/lull-vm/src/guest/lib.sh
 require_pool
-run_hostile proc "$CANARY_SECRET" "$CANARY_PID" "$AGENT_PID" "$OWNER_AGENT_PID" "$TERM_PID"
+# The agent running the guest, and lull up (the same in owner mode).
+run_hostile proc "$CANARY_SECRET" $(printf '%s\n' "$CANARY_PID" "$AGENT_PID" "$OWNER_AGENT_PID" "$TERM_PID" | sort -u)
 finish

@@ -16,5 +16,6 @@ sed 's/^/      | /' <<<"$out"
 check "the job completed (state $st)" test "$st" = completed
 check "its guest ran as the owner (uid $OWNER_UID)" grep -qx "$OWNER_UID" <<<"$out"
 check "its guest had the job's environment" grep -qx "token-length ${#token}" <<<"$out"
-check "its guest ran in a cgroup of its own (not lull up's session scope)" sh -c "grep '^0::' <<<'$out' | grep -vq 'session-[0-9]*.scope'"
+in_own_cgroup() { grep '^0::' <<<"$out" | grep -qv 'session-[0-9]*\.scope'; }
+check "its guest ran in a cgroup of its own (not lull up's session scope)" in_own_cgroup
 finish

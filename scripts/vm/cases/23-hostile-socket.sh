@@ -11,4 +11,6 @@ run_hostile socket "$AGENT_SOCK" "$RUNTIME/bus" /tmp/.X11-unix/X0
 [ "$MODE" = root ] && { start_hostile socket "$SOCK" "$RUNTIME/bus" /tmp/.X11-unix/X0; finish_hostile; judge_probes socket "$OUT"; }
 check "the owner's daily interruption limit is unchanged ($before)" test "$(limit_now)" = "$before"
 check "the owner's config file was not changed to 15" sh -c "! grep -qE 'interruptions_per_day *= *15' $CONFIG 2>/dev/null"
+# The owner puts it back if a guest changed it, so that the next cases start as this one.
+[ "$(limit_now)" = "$before" ] || owner "lull limits --interruptions $before >/dev/null"
 finish

@@ -6,6 +6,7 @@
 require_pool
 mark=lull-vm-daemon-$RANDOM$RANDOM
 run_hostile daemon "$mark" 90
+check "the daemon was started" grep -q "^DAEMON started" <<<"$OUT"
 sleep 5
 left=$(pids_of "$mark")
 check "no process of the job outlives it" test -z "$left"
