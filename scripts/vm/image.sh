@@ -51,6 +51,9 @@ configure() {
     ln -sf /dev/null "$r/etc/systemd/system/$t.timer"
   done
   chroot "$r" systemctl disable postgresql.service >/dev/null 2>&1 || true
+  # Its cluster was made in the chroot, where the host's own PostgreSQL may hold 5432
+  # (pg_createcluster then picks 5433): the guest's listens on the usual port.
+  sed -i 's/^port = [0-9]*/port = 5432/' "$r"/etc/postgresql/*/main/postgresql.conf
   # The image boots from /dev/vda with no boot loader; fsck is pointless on a snapshot.
   echo "/dev/vda / ext4 rw,relatime 0 0" > "$r/etc/fstab"
 }

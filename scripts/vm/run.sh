@@ -9,13 +9,26 @@
 # seat0 by autologin with an X session; the .deb is installed by dpkg; the cases in
 # scripts/vm/cases/ run unattended (as root, acting as the owner through their terminal,
 # as the second user, and as pool guests) and the guest powers itself off. Prints one
-# line per case and exits non-zero on any failure not listed, with its reason, in
-# scripts/vm/known-failures (and on a listed case that now passes: strike it off).
+# line per case — PASS, FAIL, XFAIL (a failure listed, with the branch that fixes it, in
+# scripts/vm/known-failures) or XPASS (listed but passing: strike it off) — then the
+# table's totals and the time each stage took. Exits non-zero on a FAIL, a case that
+# never reported, or a VM that did not power itself off within LULL_VM_TIMEOUT.
 #
 # Usage: scripts/vm/run.sh [--deb PATH] [--cases REGEX] [--out DIR]
-#   LULL_REQUIRE_VM=1   fail instead of skipping where QEMU is not installed
+#   --deb PATH      test this package instead of building one (packaging/build-deb.sh;
+#                   a .deb built from the same sources is reused)
+#   --cases REGEX   run only the cases whose name matches, e.g. '0.*|2[0-4].*'
+#                   (cases use what earlier ones set up: keep 00-01 and 20 for pool cases)
+#   --out DIR       results directory (default: a new temporary one): console.log,
+#                   setup.log, results.tsv, cases/NAME.log, journal.log, dmesg.log
+#   LULL_REQUIRE_VM=1       fail instead of skipping where QEMU is not installed
 #   LULL_VM_ACCEL=kvm|tcg   skip the accelerator probe
-#   LULL_VM_CACHE=DIR   the image cache (default ${XDG_CACHE_HOME:-~/.cache}/lull-vm)
+#   LULL_VM_CACHE=DIR       the image cache (default ${XDG_CACHE_HOME:-~/.cache}/lull-vm)
+#   LULL_VM_TIMEOUT=S       kill the VM after S seconds (default 2400) and fail, saying so
+#   LULL_VM_BOOT_TIMEOUT=S  a guest not at its set-up after S s (default 480) is booted again
+#   LULL_VM_SMP=N, LULL_VM_NICE=N   QEMU's CPUs (default 2) and niceness (default 10)
+#   LULL_VM_STRICT=1        an XPASS fails the run too
+#   LULL_VM_VERBOSE=1       print an XFAIL's failed checks as well
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -107,10 +120,11 @@ cp "$deb" "$share/lull.deb"
 # and panic; panic=-1 with -no-reboot turns any panic into QEMU's exit, not a hang.
 append="root=/dev/vda rw console=ttyS0 loglevel=4 systemd.show_status=0 no_timer_check panic=-1 lull.test=1"
 [ -n "$cases" ] && append="$append lull.cases=$cases" && export LULL_VM_CASES_FILTERED=1
+smp=${LULL_VM_SMP:-2} nice=${LULL_VM_NICE:-10} vm_timeout=${LULL_VM_TIMEOUT:-2400}
 boot() {
-  echo "vm: booting $img ($accel, 2 CPUs, 4 GiB); results in $out"
+  echo "vm: booting $img ($accel, $smp CPUs, 4 GiB, nice $nice); results in $out"
   rm -rf "${out:?}"/*
-  timeout --kill-after=10 "${LULL_VM_TIMEOUT:-1500}" "$qemu" "${accel_args[@]}" -smp 2 -m 4096 \
+  timeout --kill-after=10 "$vm_timeout" nice -n "$nice" "$qemu" "${accel_args[@]}" -smp "$smp" -m 4096 \
     -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append" \
     -drive "file=$img/disk.ext4,format=raw,if=virtio,snapshot=on" \
     -virtfs "local,path=$share,mount_tag=lullsrc,security_model=none,readonly=on" \

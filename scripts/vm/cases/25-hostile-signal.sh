@@ -5,6 +5,8 @@
 . /run/lull-vm/src/guest/lib.sh
 require_pool
 : >"$OWNER_HOME/canary-signals.log"
+# The canary (the owner's program) appends to it: the owner's file, not root's.
+chown "$OWNER:$OWNER" "$OWNER_HOME/canary-signals.log"
 run_hostile signal "$CANARY_PID" "$AGENT_PID"
 check "the owner's program still runs" kill -0 "$CANARY_PID"
 check "the owner's program got no signal" test ! -s "$OWNER_HOME/canary-signals.log"

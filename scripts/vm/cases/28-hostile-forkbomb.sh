@@ -8,10 +8,10 @@
 require_pool
 JOB_TIMEOUT=180
 REQUIRE_DONE=0
-start_hostile forkbomb 4608 25 || { finish; exit 1; }
+start_hostile forkbomb 4608 15 || { finish; exit 1; }
 if wait_for 90 pgrep -f 'hostile.py forkbomb' >/dev/null; then
   bomb=$(pgrep -f 'hostile.py forkbomb' | tail -n1)
-  # Until its task count stops growing (it holds what it got for 25 s).
+  # Until its task count stops growing (it holds what it got for 15 s).
   last=-1 n=0
   for _ in $(seq 60); do
     n=$(ls "/proc/$bomb/task" 2>/dev/null | wc -l)

@@ -15,7 +15,8 @@ echo "cases: waiting for the owner's session (terminal at $TERMINAL)"
 if ! wait_for 240 test -S "$TERMINAL"; then
   echo "cases: the owner's session never came up" | tee "$out/session-missing"
 fi
-echo "cases: session up after $(cut -d' ' -f1 /proc/uptime) s of uptime"
+cut -d' ' -f1 /proc/uptime >"$out/session-up"
+echo "cases: session up after $(cat "$out/session-up") s of uptime"
 { systemd-analyze; systemd-analyze blame | head -n 15; } >"$out/boot.txt" 2>&1
 for f in "$src"/cases/*.sh; do
   name=$(basename "$f" .sh)
