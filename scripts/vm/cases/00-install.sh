@@ -12,6 +12,9 @@ for f in /usr/bin/lull /usr/bin/lull-tray /usr/bin/lull-window /usr/lib/systemd/
   /usr/share/lull-tray/lull-tray-autostart.desktop; do
   check "installs $f" test -e "$f"
 done
+want=$(dpkg-deb -f /run/lull-vm/src/lull.deb Version) got=$(dpkg-query -W -f='${Version}' lull 2>/dev/null)
+check "the installed version is the shared .deb's ($got = $want)" test "$got" = "$want"
+check "the installed files are the package's, unchanged (dpkg --verify lull)" sh -c '[ -z "$(dpkg --verify lull 2>&1)" ]'
 check "its install step made the guests' account lull-guest (not root)" sh -c 'u=$(id -u lull-guest) && [ "$u" != 0 ]'
 check "PID 1 is systemd" sh -c '[ "$(cat /proc/1/comm)" = systemd ]'
 check "pure cgroup v2 (/sys/fs/cgroup is cgroup2)" sh -c '[ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]'

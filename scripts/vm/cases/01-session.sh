@@ -14,6 +14,8 @@ note "user@$OWNER_UID.service controllers: $(cat "$um/cgroup.controllers" 2>/dev
 for c in cpu memory pids; do
   check "the user manager is delegated the $c controller" grep -qw "$c" "$um/cgroup.controllers"
 done
+terminal_is_owners() { [ "$(owner 'id -u; command -v lull' | tr '\n' ' ')" = "$OWNER_UID /usr/bin/lull " ]; }
+check "the owner's terminal runs as the owner (uid $OWNER_UID) and finds the installed lull" terminal_is_owners
 check "the owner's terminal runs in their login session's scope" sh -c "grep -q 'session-$sid.scope' /proc/\$(pgrep -u $OWNER -f 'terminal.py serve' | head -n1)/cgroup"
 check "the owner's X display answers (DISPLAY=:0 with the session's cookie)" owner 'xdpyinfo >/dev/null'
 check "the display refuses a client without the cookie" sh -c "! env DISPLAY=:0 XAUTHORITY=/nonexistent xdpyinfo >/dev/null 2>&1"

@@ -13,9 +13,11 @@ if wait_for 90 pgrep -f 'hostile.py forkbomb' >/dev/null; then
   bomb=$(pgrep -f 'hostile.py forkbomb' | tail -n1)
   # Until its task count stops growing (it holds what it got for 15 s).
   last=-1 n=0
-  for _ in $(seq 60); do
+  for _ in $(seq 75); do
+    [ -d "/proc/$bomb" ] || break
     n=$(ls "/proc/$bomb/task" 2>/dev/null | wc -l)
-    [ "$n" = "$last" ] && break
+    # (Python's start-up is one task for a while: stable only counts once the bomb grew.)
+    [ "$n" = "$last" ] && [ "$n" -gt 64 ] && break
     last=$n; sleep 2
   done
   cg=/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$bomb/cgroup" 2>/dev/null)

@@ -13,7 +13,12 @@ if wait_for 60 pgrep -f 'hostile.py memory' >/dev/null; then
   pid=$(pgrep -f 'hostile.py memory' | tail -n1)
   cg=/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$pid/cgroup" 2>/dev/null)
   note "the guest (pid $pid) is in ${cg#/sys/fs/cgroup}: memory.max $(cat "$cg/memory.max" 2>/dev/null || echo none), memory.high $(cat "$cg/memory.high" 2>/dev/null || echo none), memory.swap.max $(cat "$cg/memory.swap.max" 2>/dev/null || echo none)"
-  check "the guest's cgroup has a memory.max" sh -c "[ -e $cg/memory.max ] && ! grep -qx max $cg/memory.max"
+  if ! check "the guest's cgroup has a memory.max" sh -c "[ -e $cg/memory.max ] && ! grep -qx max $cg/memory.max"; then
+    # Nothing contains it: the case has failed, and a guest left to take the whole machine
+    # (emulated: minutes) would only delay the next cases. It is stopped here.
+    note "no memory.max: the guest is stopped now"
+    stop_hostile
+  fi
   peak=0
   while kill -0 "$pid" 2>/dev/null; do
     p=$(cat "$cg/memory.peak" 2>/dev/null || cat "$cg/memory.current" 2>/dev/null || echo 0)

@@ -30,7 +30,7 @@ note() { printf '%-6s%s\n' "${SECONDS}s" "$*"; }
 check() {
   local what=$1
   shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
+  if "$@"; then pass "$what"; else fail "$what"; return 1; fi
 }
 
 # owner [--timeout S] COMMAND: a shell command typed into the owner's terminal on tty1 (in
