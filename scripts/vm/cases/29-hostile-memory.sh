@@ -35,7 +35,7 @@ got=0
 [ -n "$WORKDIR" ] && got=$(tail -n1 "$WORKDIR/alloc.log" 2>/dev/null || echo 0)
 note "the guest had allocated $got MiB when it was stopped ($STATE_END)"
 check "the guest got no more than the default cap, 2048 MiB (it got $got)" test "${got:-0}" -le 2048
-check "the guest did not reach its 6-GiB bound" sh -c "! grep -q 'PROBE allocate REACHED' <<<'$OUT'"
+check "the guest did not reach its 6-GiB bound" lacks 'PROBE allocate REACHED' "$OUT"
 check "the kernel's global OOM killer did not run" test "$(dmesg | grep -c 'Out of memory: Killed process')" = "$global_before"
 check "the owner's program survived" kill -0 "$CANARY_PID"
 check "the owner's terminal survived" kill -0 "$TERM_PID"

@@ -19,5 +19,5 @@ else
   note "the work directory is gone (${WORKDIR:-never reported})"
 fi
 note "disk: $(df -m --output=used,avail / | tail -n1 | awk '{ print $1 " MiB used, " $2 " MiB free" }')"
-check "the guest was stopped before its 6-GiB bound" sh -c "! grep -q 'PROBE fill REACHED' <<<'$OUT'"
+check "the guest was stopped before its 6-GiB bound" lacks 'PROBE fill REACHED' "$OUT"
 finish

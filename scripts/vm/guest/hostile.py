@@ -228,7 +228,7 @@ def probe_disk(bound_mib):
         while got < int(bound_mib):
             fd = os.open(f"fill-{i:04d}", os.O_WRONLY | os.O_CREAT, 0o600)
             try:
-                os.write(fd, b"\xa5" * (4 << 20))
+                os.write(fd, b"\xa5" * (1 << 20))
                 os.posix_fallocate(fd, 0, 128 << 20)
             finally:
                 os.close(fd)

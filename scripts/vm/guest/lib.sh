@@ -43,6 +43,9 @@ owner() {
 # as_neighbour COMMAND...: the second local user, outside any session.
 as_neighbour() { setpriv --reuid "$NEIGHBOUR" --regid "$NEIGHBOUR" --init-groups env HOME="$NEIGHBOUR_HOME" USER="$NEIGHBOUR" "$@"; }
 
+# lacks PATTERN TEXT: TEXT has no line matching PATTERN (for `check`).
+lacks() { ! grep -q -- "$1" <<<"$2"; }
+
 # wait_for SECONDS COMMAND...: until the command succeeds; fails after SECONDS.
 wait_for() {
   local end=$(($(date +%s) + $1))
