@@ -53,7 +53,7 @@ else
   done
 fi
 if [ "$qemu_rc" = 124 ] || [ "$qemu_rc" = 137 ]; then
-  echo "vm: FAIL: the VM did not power itself off within LULL_VM_TIMEOUT=${LULL_VM_TIMEOUT:-the limit} s and was killed (the cases above are all that reported)"
+  echo "vm: FAIL: the VM did not power itself off within LULL_VM_TIMEOUT=${LULL_VM_TIMEOUT:-?} s and was killed (the cases above are all that reported)"
   bad=1
 fi
 echo "vm: guest: set-up (dpkg -i) $(sed -n 's/.*dpkg -i took \([0-9]*\) s.*/\1/p' "$out/setup.log" 2>/dev/null) s, owner's session up at $(cat "$out/session-up" 2>/dev/null || echo '?') s of uptime"

@@ -153,6 +153,6 @@ fi
 set -e
 t_end=$(date +%s)
 rc=0
-"$here/report.sh" "$out" "$here/known-failures" "$qemu_rc" || rc=$?
+LULL_VM_TIMEOUT=$vm_timeout "$here/report.sh" "$out" "$here/known-failures" "$qemu_rc" || rc=$?
 echo "vm: .deb $((t_deb - t0)) s, image $((t_img - t_deb)) s, VM run $((t_end - t_img)) s ($accel); whole bench $((t_end - t0)) s"
 exit $rc
