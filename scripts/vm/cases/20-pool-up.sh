@@ -8,6 +8,10 @@
 # timeout: 180
 . /run/lull-vm/src/guest/lib.sh
 rm -f "$STATE/pool-up"
+# One agent per data directory: the tray app (its autostart unit) and lull-agent.service
+# stop first (11-cgroup-service does it too; this keeps the case whole when run alone).
+owner "systemctl --user stop 'app-lull*autostart.service' lull-agent.service" >/dev/null 2>&1
+wait_for 30 sh -c "! pgrep -u $OWNER -x lull-tray >/dev/null"
 systemctl start --no-block postgresql.service
 secret=lull-vm-canary-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 owner "LULL_VM_CANARY=$secret nohup python3 $LIB/canary.py $secret $OWNER_HOME/canary-signals.log >/dev/null 2>&1 &"
