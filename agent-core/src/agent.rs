@@ -6,19 +6,21 @@
 use crate::alarm::Alarm;
 use crate::clock::{boot_id, mono_now, MonoMs, Now, SystemClock};
 use crate::config::Config;
-use crate::control::{self, AgentStatus, Request, Response, TodayReport, MAX_REQUEST_BYTES};
+use crate::control::{self, AgentStatus, Alert, AlertKind, Request, Response, TodayReport};
+use crate::coordinator_client::LinkHealth;
 use crate::guest::{GuestInfo, GuestPhase, GuestSpec, OwnerMemoryStatus, RestoreReport};
 use crate::input::{InputBackend, InputSink};
 use crate::ledger::{GuestTotals, Ledger, LedgerError, TraceRow};
+use crate::ledger_integrity::{self, Finding, StartFacts};
 use crate::paths::Paths;
-use crate::policy::{Action, Command, Event, GuestDirective, Policy, StateKind, Watch};
+use crate::policy::{Action, Command, Event, GuestDirective, Interruption, Policy, StateKind, Watch};
 use crate::sample::InputEvent;
 use crate::sensors::{GuestReading, Sensors};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, info, warn};
 
@@ -58,6 +60,10 @@ pub trait GuestHost: Send {
     fn take_restore(&mut self) -> Option<RestoreReport>;
     /// How the owner's memory is kept (protection, last restore), for `lull status`.
     fn owner_memory(&mut self) -> Option<OwnerMemoryStatus> {
+        None
+    }
+    /// How guests are contained and what they lack, for `lull status`.
+    fn containment_status(&self) -> Option<crate::guest::ContainmentStatus> {
         None
     }
     /// T_migr for the present guest work (suspend + checkpoint size / bandwidth +
@@ -203,6 +209,19 @@ pub enum Notice {
         anon_ms: Option<u64>,
         file_cache_ms: Option<u64>,
     },
+    /// The policy counted an interruption that the ledger did not take (the write
+    /// failed): it still counts against today's budget — in memory, and in today's
+    /// record when `kept_in_record` — but it is never announced as "counted".
+    InterruptionNotRecorded {
+        at: Now,
+        interruption: Interruption,
+        /// Why the ledger refused it.
+        error: String,
+        /// Today's record beside the ledger holds it (it survives a restart).
+        kept_in_record: bool,
+    },
+    /// Something about the agent itself the owner should know (as `lull status` says it).
+    Alert(Alert),
 }
 
 /// Told every notice of the driver (the CLI prints them, the tray notifies the owner).
@@ -227,6 +246,8 @@ pub struct AgentSetup {
     /// (removed under the agent, it says so and stops with [`AgentError::DataDirGone`]
     /// rather than account into files that no longer exist). No timer of its own.
     pub data_lock: Option<crate::data_lock::DataDirLock>,
+    /// How the coordinator link stands (a refused credential is said in the status).
+    pub link_health: Option<tokio::sync::watch::Receiver<LinkHealth>>,
 }
 
 type ControlMsg = (Request, oneshot::Sender<Response>);
@@ -309,6 +330,14 @@ struct Driver {
     migration_asked: Option<String>,
     /// No migration request before this (the last answer was to stay).
     next_migration_ask: Option<MonoMs>,
+    /// What the start-up check of the ledger found (said until its day ends).
+    ledger_finding: Option<Finding>,
+    /// The last interruption the ledger did not take, and for which day.
+    write_failure: Option<(chrono::NaiveDate, Alert)>,
+    /// Damage the background check found in the running ledger.
+    ledger_damage: Option<String>,
+    /// How the coordinator link stands.
+    link_health: Option<tokio::sync::watch::Receiver<LinkHealth>>,
 }
 
 /// A guest started for a job.
@@ -336,15 +365,17 @@ pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Resul
 /// (from the coordinator link) as guests.
 pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
     let mut job_rx = jobs;
-    let AgentSetup { paths, config, input_backends, guests, observer, coordinator, accepting, data_lock } = setup;
+    let AgentSetup { paths, config, input_backends, guests, observer, coordinator, accepting, data_lock, link_health } = setup;
     let clock = SystemClock;
     let now = clock.now();
     let boot = boot_id();
-    let mut ledger = Ledger::open(&paths.ledger)?;
-    let saved = ledger.load_saved()?;
-    let day = saved.budget_day.map_or(now.local_date(), |d| d.max(now.local_date()));
-    let used = ledger.interruptions_on(day)?;
-    let policy = Policy::new(config.policy(), now, saved, used, &boot);
+    // The ledger checked (and, damaged, set aside and salvaged) before anything counts.
+    let facts =
+        StartFacts { now, limit: config.budget.interruptions_per_day, ran_before: data_lock.as_ref().is_some_and(|l| l.existed_before()) };
+    let checked = ledger_integrity::open_checked(&paths.ledger, &facts)?;
+    let (mut ledger, ledger_finding) = (checked.ledger, checked.finding);
+    let policy = Policy::new(config.policy(), now, checked.saved, checked.used, &boot);
+    let mut full_check = Some(ledger_integrity::check_in_background(paths.ledger.clone()));
     let retention = config.sampling.trace_retention_days as i64 * 86_400;
     match ledger.prune_trace(now.utc.timestamp() - retention) {
         Ok(n) if n > 0 => info!(rows = n, "pruned old trace rows"),
@@ -451,11 +482,18 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
         jobs: Vec::new(),
         migration_asked: None,
         next_migration_ask: None,
+        ledger_finding,
+        write_failure: None,
+        ledger_damage: None,
+        link_health,
     };
     d.watch_execs();
     let first = d.policy.state();
     let (inputs, gdesc) = (d.input_names.iter().map(|(_, n)| n.clone()).collect(), d.guests.describe());
     d.notify(&Notice::Started { state: first, input: inputs, guests: gdesc });
+    if let Some(alert) = d.finding_alert() {
+        d.notify(&Notice::Alert(alert));
+    }
     d.step(Event::Tick);
 
     // One kernel timer, set for the next moment anything can change (see `alarm`).
@@ -488,6 +526,16 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
                 None => input_open = false,
             },
             Some(()) = exec_rx.recv() => d.on_tick(),
+            found = async { match full_check.as_mut() { Some(rx) => rx.await, None => std::future::pending().await } } => {
+                full_check = None;
+                d.on_full_check(found.unwrap_or_else(|_| Err("the check's thread ended without an answer".into())));
+            }
+            changed = async { match d.link_health.as_mut() { Some(rx) => rx.changed().await, None => std::future::pending().await } } => {
+                match changed {
+                    Ok(()) => d.on_link_health(),
+                    Err(_) => d.link_health = None,
+                }
+            }
             Some((req, reply)) = ctl_rx.recv() => {
                 let resp = d.on_request(req);
                 let _ = reply.send(resp);
@@ -747,11 +795,9 @@ impl Driver {
                     accepted |= *d == GuestDirective::Accept;
                 }
                 Action::InterruptionCounted(i) => {
-                    info!(day = %i.day, number = i.number, limit = i.limit, cause = ?i.cause, "interruption counted");
-                    let saved = self.policy.saved(now, &self.boot);
-                    match self.ledger.record_interruption(i, &saved) {
-                        Ok(id) => self.last_interruption = Some(id),
-                        Err(e) => error!("could not record an interruption: {e}"),
+                    if !self.record_interruption(now, i) {
+                        // Said as not recorded, never as counted.
+                        continue;
                     }
                 }
                 Action::OwnerSettingsChanged | Action::DayRolled { .. } => {
@@ -896,6 +942,7 @@ impl Driver {
         let now = self.clock.now();
         let policy = self.policy.status(now);
         let donated = self.ledger.donated_on(policy.budget_day).unwrap_or_default();
+        let alerts = self.alerts(policy.budget_day);
         AgentStatus {
             policy,
             donated_cpu_s_today: donated.cpu_s,
@@ -921,6 +968,95 @@ impl Driver {
             owner_load: self.owner_load.clone(),
             guest_memory: self.guests.memory(),
             owner_memory: self.guests.owner_memory(),
+            containment: self.guests.containment_status(),
+            alerts,
+        }
+    }
+
+    /// Writes a counted interruption to the ledger, then today's record beside it; true
+    /// when the ledger took it (only then is it announced as counted). Either way the
+    /// policy keeps it counted: the budget stays conservative.
+    fn record_interruption(&mut self, now: Now, i: &Interruption) -> bool {
+        let saved = self.policy.saved(now, &self.boot);
+        let written = self.ledger.record_interruption(i, &saved);
+        let kept = ledger_integrity::keep_count(&self.paths.ledger, now, i.day, i.number, i.limit, self.ledger_damage.clone());
+        if let Err(e) = &kept {
+            error!("today's record beside the ledger could not be written: {e}");
+        }
+        match written {
+            Ok(id) => {
+                self.last_interruption = Some(id);
+                info!(day = %i.day, number = i.number, limit = i.limit, cause = ?i.cause, "interruption counted");
+                true
+            }
+            Err(e) => {
+                let kept_in_record = kept.is_ok();
+                error!(day = %i.day, number = i.number, limit = i.limit, cause = ?i.cause, kept_in_record, "interruption NOT written to the ledger: {e}");
+                let alert = write_failure_alert(i, &e.to_string(), kept.err(), &self.paths.ledger);
+                self.write_failure = Some((i.day, alert));
+                self.notify(&Notice::InterruptionNotRecorded { at: now, interruption: i.clone(), error: e.to_string(), kept_in_record });
+                false
+            }
+        }
+    }
+
+    /// The start-up check's finding as an alert, while its day lasts.
+    fn finding_alert(&self) -> Option<Alert> {
+        let f = self.ledger_finding.as_ref()?;
+        Some(Alert { kind: f.kind, message: f.message.clone(), action: f.action.clone() })
+    }
+
+    /// What the status says about the agent itself on `day`.
+    fn alerts(&self, day: chrono::NaiveDate) -> Vec<Alert> {
+        let mut out = Vec::new();
+        if self.ledger_finding.as_ref().is_some_and(|f| f.day == day) {
+            out.extend(self.finding_alert());
+        }
+        if let Some(problem) = &self.ledger_damage {
+            out.push(damage_alert(problem, &self.paths.ledger));
+        }
+        if let Some((_, a)) = self.write_failure.as_ref().filter(|(d, _)| *d == day) {
+            out.push(a.clone());
+        }
+        if let Some(a) = self.link_health.as_ref().and_then(|h| h.borrow().alert()) {
+            out.push(a);
+        }
+        out
+    }
+
+    /// The background `quick_check` answered: damage is said at once and noted in
+    /// today's record, so the next start sets the ledger aside.
+    fn on_full_check(&mut self, found: Result<Option<String>, String>) {
+        match found {
+            Ok(None) => {}
+            Ok(Some(problem)) => {
+                error!(ledger = %self.paths.ledger.display(), "the ledger is damaged (background quick_check): {problem}");
+                if let Err(e) = ledger_integrity::remember_damage(&self.paths.ledger, self.clock.now(), &problem) {
+                    warn!("the damage could not be noted in today's record: {e}");
+                }
+                let alert = damage_alert(&problem, &self.paths.ledger);
+                self.ledger_damage = Some(problem);
+                self.notify(&Notice::Alert(alert));
+            }
+            Err(e) => warn!("the ledger's background check could not run: {e}"),
+        }
+    }
+
+    /// The coordinator link changed how it stands: a refused credential is said; once a
+    /// credential works again, the link is shown as `coordinator.json` now names it
+    /// (`lull enrol --replace` may have given this machine a new agent id).
+    fn on_link_health(&mut self) {
+        let alert = self.link_health.as_mut().and_then(|h| h.borrow_and_update().alert());
+        match alert {
+            Some(a) => self.notify(&Notice::Alert(a)),
+            None => {
+                let path = crate::coordinator_client::Credentials::path(&self.paths);
+                if let (Some(link), Ok(Some(c))) = (self.coordinator.as_mut(), crate::coordinator_client::Credentials::load(&path)) {
+                    if link.url.trim_end_matches('/') == c.url.trim_end_matches('/') {
+                        link.agent_id = c.agent_id;
+                    }
+                }
+            }
         }
     }
 
@@ -1081,26 +1217,58 @@ async fn serve_control(listener: tokio::net::UnixListener, tx: mpsc::Sender<Cont
                 warn!("refused a control connection from another user");
                 return;
             }
-            let (rd, mut wr) = stream.into_split();
-            let mut line = String::new();
-            let mut reader = BufReader::new(rd.take(MAX_REQUEST_BYTES as u64));
-            let resp = match reader.read_line(&mut line).await {
-                Ok(_) => match serde_json::from_str::<Request>(&line) {
-                    Ok(req) => {
-                        let (rtx, rrx) = oneshot::channel();
-                        if tx.send((req, rtx)).await.is_err() {
-                            return;
-                        }
-                        rrx.await.unwrap_or(Response::Error { message: "agent is stopping".into() })
+            let (mut rd, mut wr) = stream.into_split();
+            let (resp, refused) = match control::read_request(&mut rd).await {
+                Ok(req) => {
+                    let (rtx, rrx) = oneshot::channel();
+                    if tx.send((req, rtx)).await.is_err() {
+                        return;
                     }
-                    Err(e) => Response::Error { message: format!("malformed request: {e}") },
-                },
-                Err(e) => Response::Error { message: format!("unreadable request: {e}") },
+                    (rrx.await.unwrap_or(Response::Error { message: "agent is stopping".into() }), false)
+                }
+                Err(message) => {
+                    warn!("control request refused: {message}");
+                    (Response::Error { message }, true)
+                }
             };
             let mut out = serde_json::to_string(&resp).unwrap_or_else(|_| r#"{"kind":"error","message":"unserializable"}"#.into());
             out.push('\n');
             let _ = wr.write_all(out.as_bytes()).await;
+            if refused {
+                let _ = wr.shutdown().await;
+                control::discard_rest(&mut rd).await;
+            }
         });
+    }
+}
+
+/// The alert for an interruption the ledger did not take.
+fn write_failure_alert(i: &Interruption, error: &str, record_error: Option<std::io::Error>, ledger: &std::path::Path) -> Alert {
+    let kept = match record_error {
+        None => {
+            format!("it is kept in today's record {} and counts against today's budget", crate::budget_record::path_for(ledger).display())
+        }
+        Some(e) => format!("today's record could not be written either ({e}): the budget keeps it as used until the agent stops"),
+    };
+    Alert {
+        kind: AlertKind::LedgerWriteFailed,
+        message: format!("Interruption {} of {} could not be written to the ledger ({error}); {kept}.", i.number, i.limit),
+        action: Some(format!("Check the disk that holds {} (full, read-only or failing).", ledger.display())),
+    }
+}
+
+/// The alert for damage the background check found.
+fn damage_alert(problem: &str, ledger: &std::path::Path) -> Alert {
+    Alert {
+        kind: AlertKind::LedgerDamaged,
+        message: format!(
+            "The ledger {} is damaged (SQLite's quick_check: {problem}). Today's count is safe in the record beside it.",
+            ledger.display()
+        ),
+        action: Some(
+            "Restart the agent: at start it sets the damaged file aside (kept, not deleted) and copies what it can into a new ledger."
+                .into(),
+        ),
     }
 }
 

@@ -72,6 +72,8 @@ pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<Complete
         Some(l) => l,
         None => DataDirLock::acquire(&paths.data_dir)?,
     };
+    // An install made by an earlier version, or under a wider umask, is made owner-only.
+    crate::private_files::tighten_install(&paths);
     #[cfg(target_os = "linux")]
     let mut input_backends = crate::input::choose_backends(&config.input);
     #[cfg(not(target_os = "linux"))]
@@ -83,7 +85,17 @@ pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<Complete
         Link::With(c) => Some(c),
     };
     let coordinator = link.as_ref().map(|c| CoordinatorLink { url: c.url.clone(), agent_id: c.agent_id.clone() });
-    let setup = agent::AgentSetup { paths, config, input_backends, guests, observer, coordinator, accepting: None, data_lock: None };
+    let setup = agent::AgentSetup {
+        paths,
+        config,
+        input_backends,
+        guests,
+        observer,
+        coordinator,
+        accepting: None,
+        data_lock: None,
+        link_health: None,
+    };
     Ok(CompleteAgent { setup, link, lock })
 }
 
@@ -126,6 +138,10 @@ impl CompleteAgent {
         // The driver checks on its own tick that the data directory is still there.
         setup.data_lock = Some(lock);
         let job_link = JobLink { jobs: job_tx, max_jobs: setup.config.guests.max_jobs, accepting };
+        // The link says how it stands (a refused credential) in the driver's status.
+        let (health_tx, health_rx) = tokio::sync::watch::channel(coordinator_client::LinkHealth::Working);
+        setup.link_health = Some(health_rx);
+        let health = std::sync::Arc::new(health_tx);
         let paths = setup.paths.clone();
         let retention = crate::retention::run(paths.work_root(), setup.config.guests.retention_days);
         let driver = async {
@@ -136,7 +152,7 @@ impl CompleteAgent {
         };
         let linked = async {
             if let Some(creds) = link {
-                if let Err(e) = coordinator_client::run_link(paths, creds, Some(job_link), stopped(stop_rx.clone())).await {
+                if let Err(e) = coordinator_client::run_link(paths, creds, Some(job_link), Some(health), stopped(stop_rx.clone())).await {
                     tracing::warn!("coordinator link stopped: {e}");
                 }
             }

@@ -24,6 +24,38 @@ pub enum ConfigError {
     InFile { path: String, line: Option<usize>, error: Box<ConfigError> },
     #[error("cannot read config file {path}: {message}")]
     Io { path: String, message: String },
+    #[error("config file {path} is {} bytes, over the limit of {max} bytes (1 MiB) for a config file; nothing was read", size.map_or_else(|| format!("more than {max}"), |s| s.to_string()))]
+    TooLarge { path: String, size: Option<u64>, max: u64 },
+}
+
+/// The largest config file read (1 MiB: a hand-written file is a few KiB).
+pub const CONFIG_FILE_MAX: u64 = 1 << 20;
+/// Most entries in `rules.exclusive_programs`.
+pub const EXCLUSIVE_PROGRAMS_MAX: usize = 256;
+/// Most ranges in one day of `rules.hours`.
+pub const HOURS_RANGES_MAX: usize = 48;
+
+/// The owner's config file as text, read only up to [`CONFIG_FILE_MAX`] (a larger
+/// file, or a FIFO or device that never ends, is refused); `None` when there is none.
+pub fn read_config_text(path: &Path) -> Result<Option<String>, ConfigError> {
+    use std::io::Read;
+    let shown = || path.display().to_string();
+    let io = |e: std::io::Error| ConfigError::Io { path: shown(), message: e.to_string() };
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    let size = file.metadata().map_err(io)?.len();
+    if size > CONFIG_FILE_MAX {
+        return Err(ConfigError::TooLarge { path: shown(), size: Some(size), max: CONFIG_FILE_MAX });
+    }
+    let mut bytes = Vec::new();
+    file.take(CONFIG_FILE_MAX + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > CONFIG_FILE_MAX {
+        return Err(ConfigError::TooLarge { path: shown(), size: None, max: CONFIG_FILE_MAX });
+    }
+    String::from_utf8(bytes).map(Some).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
 /// Which input backend to use.
@@ -99,9 +131,11 @@ pub enum NetworkPolicy {
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Guests {
-    /// Lull's cgroup subtree, relative to each hierarchy's root; `self` for the agent's own
-    /// (delegated, v2) cgroup; `none` for no cgroups (process groups + rlimits, weak).
-    /// `LULL_CGROUP` overrides it.
+    /// Where guests' cgroups go: `auto` (a root agent: `lull` below each hierarchy's root;
+    /// an owner's agent on cgroup v2: a delegated scope from the owner's systemd, else its
+    /// own delegated cgroup); a subtree relative to each hierarchy's root; `self` for the
+    /// agent's own (delegated, v2) cgroup; `none` for no cgroups (process groups +
+    /// rlimits, weak). `LULL_CGROUP` overrides it.
     pub cgroup: String,
     /// Largest memory a guest may use, MiB (0: no configured cap; the owner reserve still applies).
     pub memory_cap_mib: u64,
@@ -135,7 +169,7 @@ pub struct Guests {
 impl Default for Guests {
     fn default() -> Self {
         Self {
-            cgroup: "lull".into(),
+            cgroup: "auto".into(),
             memory_cap_mib: 2048,
             owner_reserve_mib: 1024,
             admission_owner_mem_max: 0.80,
@@ -359,8 +393,25 @@ impl Config {
             .map(|(_, _, lo, hi)| format!("{}..={}", fmt_bound(lo), fmt_bound(hi)))
     }
 
+    /// Every list with its length and the most entries it may hold.
+    fn list_fields(&self) -> Vec<(String, usize, usize)> {
+        let h = &self.rules.hours;
+        let mut out = vec![("rules.exclusive_programs".to_string(), self.rules.exclusive_programs.len(), EXCLUSIVE_PROGRAMS_MAX)];
+        for (name, ranges) in
+            [("mon", &h.mon), ("tue", &h.tue), ("wed", &h.wed), ("thu", &h.thu), ("fri", &h.fri), ("sat", &h.sat), ("sun", &h.sun)]
+        {
+            out.push((format!("rules.hours.{name}"), ranges.as_ref().map_or(0, Vec::len), HOURS_RANGES_MAX));
+        }
+        out
+    }
+
     /// Checks every field against its allowed range.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        for (field, len, max) in self.list_fields() {
+            if len > max {
+                return Err(ConfigError::Invalid { field, message: format!("has {len} entries: at most {max} are allowed") });
+            }
+        }
         for (field, v, lo, hi) in self.numeric_fields() {
             if !(lo..=hi).contains(&v) {
                 return Err(ConfigError::OutOfRange {
@@ -419,10 +470,9 @@ impl Config {
 
     /// Loads the file at `path`, or the defaults if it does not exist.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Self::from_toml(&text, &path.display().to_string()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(ConfigError::Io { path: path.display().to_string(), message: e.to_string() }),
+        match read_config_text(path)? {
+            Some(text) => Self::from_toml(&text, &path.display().to_string()),
+            None => Ok(Self::default()),
         }
     }
 
@@ -701,6 +751,56 @@ light_for_s = 30
         assert_eq!(ok.coordinator.url, "https://pool.example.org:8443/");
         let err = Config::from_toml("[caps]\nmemory_max = 0.95\n", "t").unwrap_err().to_string();
         assert!(err.contains("caps.memory_max") && err.contains("0.05..=0.9"), "{err}");
+    }
+
+    #[test]
+    fn lists_longer_than_their_limit_are_refused_naming_file_line_field_and_limit() {
+        let many = |n: usize, item: &str| vec![format!("\"{item}\""); n].join(", ");
+        let text = format!("# mine\n[rules]\nexclusive_programs = [{}]\n", many(EXCLUSIVE_PROGRAMS_MAX + 1, "steam"));
+        let err = Config::from_toml(&text, "/c.toml").unwrap_err().to_string();
+        assert!(
+            err.contains("/c.toml, line 3") && err.contains("rules.exclusive_programs") && err.contains("257 entries: at most 256"),
+            "{err}"
+        );
+        let ok = format!("[rules]\nexclusive_programs = [{}]\n", many(EXCLUSIVE_PROGRAMS_MAX, "steam"));
+        assert_eq!(Config::from_toml(&ok, "t").unwrap().rules.exclusive_programs.len(), EXCLUSIVE_PROGRAMS_MAX);
+        let text = format!("[rules.hours]\nwed = [{}]\n", many(HOURS_RANGES_MAX + 1, "09:00-10:00"));
+        let err = Config::from_toml(&text, "/c.toml").unwrap_err().to_string();
+        assert!(err.contains("line 2") && err.contains("rules.hours.wed") && err.contains("at most 48"), "{err}");
+    }
+
+    #[test]
+    fn a_config_file_over_1_mib_is_refused_unread_naming_file_and_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let mut text = "# padding\n".repeat((CONFIG_FILE_MAX as usize / 10) + 1);
+        text.push_str("[budget]\ninterruptions_per_day = 3\n");
+        std::fs::write(&path, &text).unwrap();
+        let err = Config::load(&path).unwrap_err();
+        assert!(matches!(err, ConfigError::TooLarge { size: Some(_), .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains(&path.display().to_string()) && msg.contains("1048576 bytes (1 MiB)"), "{msg}");
+        // Just under the limit is read.
+        std::fs::write(&path, &text[text.len() - CONFIG_FILE_MAX as usize..]).unwrap();
+        assert_eq!(Config::load(&path).unwrap().budget.interruptions_per_day, 3);
+        // A FIFO (no size) is read only up to the limit.
+        let fifo = dir.path().join("fifo.toml");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let writer = std::thread::spawn({
+            let fifo = fifo.clone();
+            move || {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+                let chunk = vec![b'#'; 64 << 10];
+                while f.write_all(&chunk).is_ok() {}
+            }
+        });
+        let err = Config::load(&fifo).unwrap_err();
+        assert!(matches!(err, ConfigError::TooLarge { size: None, .. }), "{err:?}");
+        assert!(err.to_string().contains("more than 1048576 bytes"), "{err}");
+        writer.join().unwrap();
     }
 
     #[test]

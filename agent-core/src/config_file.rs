@@ -98,11 +98,7 @@ pub fn save_changes(path: &Path, previous: &Config, wanted: &Config) -> Result<C
     let shown = path.display().to_string();
     let io = |e: std::io::Error| ConfigError::Io { path: shown.clone(), message: e.to_string() };
     wanted.validate()?;
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(io(e)),
-    };
+    let text = crate::config::read_config_text(path)?.unwrap_or_default();
     // The file as it is now must parse (and validate) before anything is written into it.
     Config::from_toml(&text, &shown)?;
     let mut doc: DocumentMut =
@@ -121,14 +117,10 @@ pub fn save_changes(path: &Path, previous: &Config, wanted: &Config) -> Result<C
     let merged = Config::from_toml(&merged_text, &shown)?;
     if merged_text != text {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
+            crate::private_files::create_dir(dir).map_err(io)?;
         }
-        let tmp = path.with_extension("toml.tmp");
-        std::fs::write(&tmp, &merged_text).map_err(io)?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            let _ = std::fs::set_permissions(&tmp, meta.permissions());
-        }
-        std::fs::rename(&tmp, path).map_err(io)?;
+        // Owner-only, whatever the file's mode was (an older one may have been 0644).
+        crate::private_files::write(path, merged_text.as_bytes()).map_err(io)?;
     }
     Ok(merged)
 }
@@ -153,6 +145,26 @@ mod tests {
         let text = std::fs::read_to_string(&path).expect("read");
         assert_eq!(text, HAND_WRITTEN.replace("= 120", "= 60").replace("interruptions_per_day = 5", "interruptions_per_day = 3"), "{text}");
         assert_eq!((merged.availability.recruitment_threshold_s, merged.budget.interruptions_per_day), (60, 3));
+    }
+
+    /// The file Lull writes is the owner's only, even where an older one was 0644 and
+    /// whatever the umask; a new one in a new directory too.
+    #[test]
+    fn the_saved_file_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, HAND_WRITTEN).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let running = Config::load(&path).expect("load");
+        let mut wanted = running.clone();
+        wanted.budget.interruptions_per_day = 7;
+        save_changes(&path, &running, &wanted).expect("save");
+        assert_eq!(mode(&path), 0o600);
+        let fresh = dir.path().join("new/lull/config.toml");
+        save_changes(&fresh, &Config::default(), &wanted).expect("save");
+        assert_eq!((mode(fresh.parent().expect("dir")), mode(&fresh)), (0o700, 0o600));
     }
 
     #[test]

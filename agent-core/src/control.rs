@@ -91,6 +91,44 @@ pub struct AgentStatus {
     /// restore after an eviction); `None` without a guest runtime.
     #[serde(default)]
     pub owner_memory: Option<crate::guest::OwnerMemoryStatus>,
+    /// How guests are contained and what they lack; `None` without a guest runtime.
+    #[serde(default)]
+    pub containment: Option<crate::guest::ContainmentStatus>,
+    /// What the owner should know about the agent's own books and link (its ledger
+    /// recovered or damaged, a write that failed, the coordinator refusing this
+    /// machine's credential), each once; empty when all is in order.
+    #[serde(default)]
+    pub alerts: Vec<Alert>,
+}
+
+/// Something about the agent itself the owner should know, with what to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct Alert {
+    pub kind: AlertKind,
+    /// What happened, in the owner's words.
+    pub message: String,
+    /// What to do about it, if anything.
+    pub action: Option<String>,
+}
+
+/// The kinds of [`Alert`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum AlertKind {
+    /// The ledger was missing, truncated or damaged at start: today's count was
+    /// recovered from what survived (or the day counts as used up).
+    LedgerRecovered,
+    /// Today's record beside the ledger was missing or damaged, and rebuilt from the
+    /// intact ledger (the count is whole).
+    RecordRebuilt,
+    /// The background integrity check found the running ledger damaged.
+    LedgerDamaged,
+    /// An interruption could not be written to the ledger.
+    LedgerWriteFailed,
+    /// The coordinator refuses this machine's credential (401).
+    CredentialRefused,
 }
 
 /// The coordinator an agent is linked to (never its secret).
@@ -160,13 +198,16 @@ fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<u32> {
 /// Sends one request and waits for the answer (blocking; for the CLI and tests).
 pub fn call(socket: &Path, req: &Request) -> Result<Response, ControlError> {
     let io = |source| ControlError::Io { path: socket.to_path_buf(), source };
+    let mut line = serde_json::to_string(req).map_err(|e| ControlError::Protocol(e.to_string()))?;
+    line.push('\n');
+    if line.len() > MAX_REQUEST_BYTES {
+        return Err(ControlError::Refused(too_large(line.len())));
+    }
     let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => ControlError::NotRunning(socket.to_path_buf()),
         _ => io(e),
     })?;
     stream.set_read_timeout(Some(Duration::from_secs(10))).map_err(io)?;
-    let mut line = serde_json::to_string(req).map_err(|e| ControlError::Protocol(e.to_string()))?;
-    line.push('\n');
     stream.write_all(line.as_bytes()).map_err(io)?;
     let mut answer = String::new();
     BufReader::new(&stream).read_line(&mut answer).map_err(|e| match e.kind() {
@@ -188,7 +229,7 @@ pub fn bind(socket: &Path) -> std::io::Result<tokio::net::UnixListener> {
     use std::os::unix::fs::PermissionsExt;
     if let Some(dir) = socket.parent() {
         if !dir.exists() {
-            std::fs::create_dir_all(dir)?;
+            crate::private_files::create_dir(dir)?;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         }
     }
@@ -228,5 +269,63 @@ pub fn peer_is_owner(stream: &tokio::net::UnixStream) -> bool {
     stream.peer_cred().map(|c| c.uid() == me).unwrap_or(false)
 }
 
-/// Largest request line accepted (a full configuration fits easily).
+/// Largest request line accepted, newline included (a full configuration fits easily).
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// Why a request over [`MAX_REQUEST_BYTES`] is refused.
+pub fn too_large(bytes: usize) -> String {
+    format!("request refused: {bytes} bytes or more, over the control socket's limit of {MAX_REQUEST_BYTES} bytes (64 KiB) for one request")
+}
+
+/// Reads one request line of at most [`MAX_REQUEST_BYTES`] from the agent's side of a
+/// connection: the request, or the answer that refuses it (too large, unreadable, not
+/// a request).
+pub async fn read_request<R: tokio::io::AsyncRead + Unpin>(rd: &mut R) -> Result<Request, String> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut line = Vec::new();
+    let mut reader = tokio::io::BufReader::new(rd.take(MAX_REQUEST_BYTES as u64 + 1));
+    reader.read_until(b'\n', &mut line).await.map_err(|e| format!("unreadable request: {e}"))?;
+    if line.len() > MAX_REQUEST_BYTES {
+        return Err(too_large(line.len()));
+    }
+    serde_json::from_slice::<Request>(&line).map_err(|e| format!("malformed request: {e}"))
+}
+
+/// After a refused request has been answered: reads what the client is still sending
+/// (at most 16 MiB, for at most 2 s) and drops it, so the client reads the refusal
+/// rather than a connection reset.
+pub async fn discard_rest<R: tokio::io::AsyncRead + Unpin>(rd: &mut R) {
+    use tokio::io::AsyncReadExt;
+    let mut rest = rd.take(16 << 20);
+    let _ = tokio::time::timeout(Duration::from_secs(2), tokio::io::copy(&mut rest, &mut tokio::io::sink())).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_request_over_the_limit_is_refused_naming_the_limit() {
+        let ok = format!("{}\n", serde_json::to_string(&Request::Status).expect("json"));
+        assert_eq!(read_request(&mut ok.as_bytes()).await, Ok(Request::Status));
+        // A whole configuration fits; 64 KiB and one byte of anything does not.
+        let config = format!("{}\n", serde_json::to_string(&Request::SetConfig { config: Config::default() }).expect("json"));
+        assert!(config.len() < MAX_REQUEST_BYTES && read_request(&mut config.as_bytes()).await.is_ok());
+        let big = format!("{{\"op\":\"status\",\"pad\":\"{}\"}}\n", "x".repeat(MAX_REQUEST_BYTES));
+        let e = read_request(&mut big.as_bytes()).await.expect_err("too large");
+        assert!(e.contains("65536 bytes") && e.contains("refused"), "{e}");
+        // Endless input without a newline is cut at the limit, not read on.
+        let e = read_request(&mut tokio::io::repeat(b'x')).await.expect_err("endless");
+        assert!(e.contains("over the control socket's limit"), "{e}");
+        let e = read_request(&mut "{not json}\n".as_bytes()).await.expect_err("malformed");
+        assert!(e.starts_with("malformed request"), "{e}");
+    }
+
+    #[test]
+    fn the_client_refuses_to_send_a_request_over_the_limit() {
+        let mut config = Config::default();
+        config.rules.exclusive_programs = vec!["x".repeat(4000); 20];
+        let e = call(Path::new("/nonexistent/agent.sock"), &Request::SetConfig { config }).expect_err("refused");
+        assert!(matches!(&e, ControlError::Refused(m) if m.contains("64 KiB")), "{e}");
+    }
+}

@@ -25,6 +25,7 @@ use crate::control::{self, Request, Response};
 use crate::guest::{GuestPhase, GuestSpec};
 use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
+use lull_protocol::limits::{INPUTS_MAX, JSON_BODY_MAX, VALUE_MAX};
 use lull_protocol::{
     Completion, CompletionAck, EnrolRequest, Enrolment, ErrorBody, Gang, GuestMemory, Heartbeat, HeartbeatAck, Lease, LeaseRequest,
     MemoryReport, MigrateAnswer, MigrateRequest, Output, Progress, ProgressAck, Record, RecordBatch, RecordsAck, Task, TaskRelease,
@@ -44,12 +45,82 @@ pub enum ClientError {
     #[error("coordinator unreachable: {0}")]
     Http(#[from] reqwest::Error),
     #[error("coordinator answered {status}: {message}")]
-    Refused { status: u16, message: String },
+    Refused {
+        status: u16,
+        message: String,
+        /// The error body's machine-readable `code`, when the coordinator gives one
+        /// (`credential_replaced`, `machine_removed`, …).
+        code: Option<String>,
+    },
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     #[error("credentials file {path}: {message}")]
     Credentials { path: String, message: String },
+    #[error("the coordinator's answer is larger than the {max} bytes the protocol allows{}; not read", size.map(|s| format!(" ({s} bytes)")).unwrap_or_default())]
+    TooLarge { max: usize, size: Option<u64> },
+    #[error("the coordinator's answer is not what was asked for: {0}")]
+    Malformed(String),
 }
+
+impl ClientError {
+    /// The coordinator refused this machine's credential (revoked, or replaced by
+    /// another enrolment of this machine).
+    pub fn credential_refused(&self) -> bool {
+        matches!(self, ClientError::Refused { status: 401, .. })
+    }
+}
+
+/// How the link to the coordinator stands, for `lull status` and the tray.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum LinkHealth {
+    /// Nothing to say (working; an unreachable coordinator is logged and retried).
+    #[default]
+    Working,
+    /// The coordinator answers 401 to this machine's credential.
+    CredentialRefused {
+        url: String,
+        /// Local time it was first refused.
+        since: String,
+        /// The coordinator's reason.
+        message: String,
+        /// Its code (`credential_replaced`, `machine_removed`), when it gives one.
+        code: Option<String>,
+    },
+}
+
+impl LinkHealth {
+    fn refused(url: &str, message: &str, code: Option<&str>) -> Self {
+        let since = chrono::Local::now().format("%Y-%m-%d %H:%M").to_string();
+        Self::CredentialRefused { url: url.to_string(), since, message: message.to_string(), code: code.map(str::to_string) }
+    }
+
+    /// What the owner is told, if anything: what to do depends on why (the
+    /// coordinator's code, when it gives one).
+    pub fn alert(&self) -> Option<control::Alert> {
+        let Self::CredentialRefused { url, since, message, code } = self else { return None };
+        let what = match code.as_deref() {
+            Some("machine_removed") => format!(
+                "The pool's admin removed this machine: enrol it again as a new machine with a new join token, `lull enrol --replace --url {url} --token …`."
+            ),
+            Some("credential_replaced") => format!(
+                "Another enrolment took this machine's place. If that was not you, tell the pool's admin; to enrol it again, the admin removes the other or you enrol with an admin key (`lull enrol --replace --url {url} …`)."
+            ),
+            _ => format!(
+                "Enrol it again in its own place: `lull enrol --replace --url {url} …` with an admin key or this machine's credential, or ask the pool's coordinator to."
+            ),
+        };
+        Some(control::Alert {
+            kind: control::AlertKind::CredentialRefused,
+            message: format!(
+                "The coordinator {url} refuses this machine's credential since {since} ({message}): this machine takes no pool work and its records wait in the ledger."
+            ),
+            action: Some(format!("{what} The agent asks again every few minutes and takes a new coordinator.json by itself.")),
+        })
+    }
+}
+
+/// The link's health, shared by its heartbeat loop and job slots.
+pub type HealthSender = Arc<tokio::sync::watch::Sender<LinkHealth>>;
 
 type Result<T> = std::result::Result<T, ClientError>;
 
@@ -103,31 +174,57 @@ pub struct SyncStats {
 /// Records per request (the coordinator takes up to 1000).
 pub const SYNC_BATCH: usize = 500;
 
-/// A client for one enrolled agent.
+/// A client for one enrolled agent. Its clones share the secret, which the link
+/// replaces when `coordinator.json` gets a new one for this machine.
 #[derive(Clone, Debug)]
 pub struct CoordinatorClient {
     http: reqwest::Client,
     base: String,
-    secret: String,
+    secret: Arc<std::sync::RwLock<String>>,
 }
 
 fn http() -> Result<reqwest::Client> {
     Ok(reqwest::Client::builder().timeout(Duration::from_secs(40)).connect_timeout(Duration::from_secs(5)).build()?)
 }
 
+/// Room for what an answer wraps around a job's spec (ids, lease, names), and the most
+/// of an error answer read.
+const ANSWER_ENVELOPE_MAX: usize = 64 << 10;
+/// The most an answer other than a checkpoint may hold: a lease carries a job's spec,
+/// which the coordinator took in a request of at most [`JSON_BODY_MAX`].
+const ANSWER_MAX: usize = JSON_BODY_MAX + ANSWER_ENVELOPE_MAX;
+
 async fn answer<T: serde::de::DeserializeOwned>(r: reqwest::Response) -> Result<T> {
     if r.status().is_success() {
-        return Ok(r.json().await?);
+        let body = bounded_body(r, ANSWER_MAX).await?;
+        return serde_json::from_slice(&body).map_err(|e| ClientError::Malformed(e.to_string()));
     }
     Err(refusal(r).await)
 }
 
-/// A refusal's status and the message of its error body.
+/// An answer's body, read only up to `max` bytes: a larger one (declared or sent) is
+/// refused without holding it in memory.
+async fn bounded_body(mut r: reqwest::Response, max: usize) -> Result<Vec<u8>> {
+    if let Some(size) = r.content_length().filter(|n| *n > max as u64) {
+        return Err(ClientError::TooLarge { max, size: Some(size) });
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = r.chunk().await? {
+        if body.len() + chunk.len() > max {
+            return Err(ClientError::TooLarge { max, size: None });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A refusal's status and the message of its error body (of which at most 64 KiB is read).
 async fn refusal(r: reqwest::Response) -> ClientError {
     let status = r.status();
-    let text = r.text().await.unwrap_or_default();
+    let text = bounded_body(r, ANSWER_ENVELOPE_MAX).await.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    let code = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| Some(v.get("code")?.as_str()?.to_string()));
     let message = serde_json::from_str::<ErrorBody>(&text).map(|b| b.error).unwrap_or(text);
-    ClientError::Refused { status: status.as_u16(), message }
+    ClientError::Refused { status: status.as_u16(), message, code }
 }
 
 /// Enrols this machine with a join token; returns the credentials to save. With
@@ -143,11 +240,31 @@ pub async fn enrol(url: &str, token: &str, owner: &str, machine: &str, replace: 
 impl CoordinatorClient {
     /// A client with saved credentials.
     pub fn new(creds: &Credentials) -> Result<Self> {
-        Ok(Self { http: http()?, base: creds.url.trim_end_matches('/').to_string(), secret: creds.secret.clone() })
+        let secret = Arc::new(std::sync::RwLock::new(creds.secret.clone()));
+        Ok(Self { http: http()?, base: creds.url.trim_end_matches('/').to_string(), secret })
+    }
+
+    fn secret(&self) -> String {
+        self.secret.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Takes `creds`' secret if they name this client's coordinator and differ from the
+    /// one in use (`lull enrol --replace` wrote them: this machine enrolled again, under
+    /// the same agent id or a new one); true when it changed.
+    pub fn adopt(&self, creds: &Credentials) -> bool {
+        if creds.url.trim_end_matches('/') != self.base {
+            return false;
+        }
+        let mut secret = self.secret.write().unwrap_or_else(|e| e.into_inner());
+        let changed = *secret != creds.secret;
+        if changed {
+            secret.clone_from(&creds.secret);
+        }
+        changed
     }
 
     fn post(&self, path: &str) -> reqwest::RequestBuilder {
-        self.http.post(format!("{}{path}", self.base)).bearer_auth(&self.secret)
+        self.http.post(format!("{}{path}", self.base)).bearer_auth(self.secret())
     }
 
     /// Sends a heartbeat; returns the interval the coordinator asks for.
@@ -212,7 +329,7 @@ impl CoordinatorClient {
         let had_output = output.is_some();
         let req = Completion { lease: t.lease, exit_code, user_cpu_s, sys_cpu_s, output };
         let a: CompletionAck = match answer(self.post(&path).json(&req).send().await?).await {
-            Err(ClientError::Refused { status: 400 | 422, message }) if had_output => {
+            Err(ClientError::Refused { status: 400 | 422, message, .. }) if had_output => {
                 tracing::warn!("the coordinator refused the output tail ({message}); completing without it");
                 let req = Completion { output: None, ..req };
                 answer(self.post(&path).json(&req).send().await?).await?
@@ -226,7 +343,7 @@ impl CoordinatorClient {
     /// once the lease is lost, and with 413 beyond [`CHECKPOINT_MAX`]).
     pub async fn put_checkpoint(&self, t: &Lease, data: Vec<u8>) -> Result<()> {
         let url = format!("{}/api/v1/tasks/{}/{}/checkpoint?lease={}", self.base, t.job_id, t.rank, t.lease);
-        let r = self.http.put(url).bearer_auth(&self.secret).header(reqwest::header::CONTENT_TYPE, "application/octet-stream").body(data);
+        let r = self.http.put(url).bearer_auth(self.secret()).header(reqwest::header::CONTENT_TYPE, "application/octet-stream").body(data);
         let r = r.send().await?;
         if r.status().is_success() {
             return Ok(());
@@ -237,27 +354,20 @@ impl CoordinatorClient {
     /// Downloads a task's last checkpoint; `None` when it has none (404).
     pub async fn get_checkpoint(&self, t: &Lease) -> Result<Option<Vec<u8>>> {
         let url = format!("{}/api/v1/tasks/{}/{}/checkpoint", self.base, t.job_id, t.rank);
-        let r = self.http.get(url).bearer_auth(&self.secret).send().await?;
+        let r = self.http.get(url).bearer_auth(self.secret()).send().await?;
         if r.status() == reqwest::StatusCode::NOT_FOUND {
             return Ok(None);
         }
         if !r.status().is_success() {
             return Err(refusal(r).await);
         }
-        let data = r.bytes().await?;
-        if data.len() > CHECKPOINT_MAX {
-            return Err(ClientError::Refused {
-                status: 200,
-                message: format!("the checkpoint is {} bytes, more than the {CHECKPOINT_MAX} a checkpoint may hold", data.len()),
-            });
-        }
-        Ok(Some(data.to_vec()))
+        Ok(Some(bounded_body(r, CHECKPOINT_MAX).await?))
     }
 
     /// Whether every rank of a task's gang is leased.
     pub async fn gang(&self, t: &Lease) -> Result<Gang> {
         let url = format!("{}/api/v1/tasks/{}/{}/gang", self.base, t.job_id, t.rank);
-        answer(self.http.get(url).bearer_auth(&self.secret).send().await?).await
+        answer(self.http.get(url).bearer_auth(self.secret()).send().await?).await
     }
 
     /// Gives a task back because the owner returned (does not use one of its retries).
@@ -400,6 +510,12 @@ pub fn guest_spec(task: &Lease, work_root: &Path) -> std::result::Result<GuestSp
     let s = &task.spec;
     let workdir = work_root.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
     let workdir = std::path::absolute(&workdir).map_err(|e| format!("resolving {}: {e}", workdir.display()))?;
+    if s.inputs.len() > INPUTS_MAX {
+        return Err(format!("the job has {} input files, more than the {INPUTS_MAX} a job may carry", s.inputs.len()));
+    }
+    if let Some((name, content)) = s.inputs.iter().find(|(_, c)| c.len() > VALUE_MAX) {
+        return Err(format!("input file {name:?} holds {} bytes, more than the {VALUE_MAX} an input file may hold", content.len()));
+    }
     std::fs::create_dir_all(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
     for (name, content) in &s.inputs {
         let plain = Path::new(name).components().all(|c| matches!(c, std::path::Component::Normal(_)));
@@ -520,7 +636,7 @@ where
     for attempt in 0..6u32 {
         match call().await {
             Ok(v) => return Some(v),
-            Err(e @ ClientError::Refused { .. }) => {
+            Err(e @ (ClientError::Refused { .. } | ClientError::TooLarge { .. } | ClientError::Malformed(_))) => {
                 tracing::warn!("{what}: {e}");
                 return None;
             }
@@ -552,12 +668,15 @@ async fn run_jobs(
     running: &RunningTasks,
     jobs: mpsc::Sender<JobMsg>,
     mut accepting: tokio::sync::watch::Receiver<bool>,
+    health: HealthSender,
 ) {
     let mut backoff = Duration::from_secs(1);
+    let mut link = health.subscribe();
     loop {
         // Asleep until the driver says guest work is wanted (no wake-up meanwhile); the
-        // driver gone (its sender dropped) ends the slot.
-        if accepting.wait_for(|wanted| *wanted).await.is_err() {
+        // driver gone (its sender dropped) ends the slot. While the coordinator refuses
+        // the credential, the heartbeat loop alone asks again.
+        if accepting.wait_for(|wanted| *wanted).await.is_err() || link.wait_for(|h| *h == LinkHealth::Working).await.is_err() {
             return;
         }
         match client.lease(free_memory(), next_lease_wait()).await {
@@ -573,10 +692,54 @@ async fn run_jobs(
                     retry("giving a task back", || client.evicted(&task, "the machine is no longer available")).await;
                 }
             }
+            Err(e) if e.credential_refused() => note_refused(&health, &client.base, &e),
             Err(e) => {
                 tracing::warn!("lease failed: {e}");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(60));
+            }
+        }
+    }
+}
+
+/// Says (once) that the coordinator refuses this machine's credential (`e`, a 401).
+fn note_refused(health: &HealthSender, url: &str, e: &ClientError) {
+    let ClientError::Refused { message, code, .. } = e else { return };
+    health.send_if_modified(|h| {
+        if matches!(h, LinkHealth::CredentialRefused { .. }) {
+            return false;
+        }
+        tracing::error!(
+            code = code.as_deref().unwrap_or(""),
+            "the coordinator {url} refuses this machine's credential ({message}): no leases, heartbeats or records until it accepts one again"
+        );
+        *h = LinkHealth::refused(url, message, code.as_deref());
+        true
+    });
+}
+
+/// While the credential is refused: the first retry after this long, each next one
+/// twice as late, up to [`REFUSED_RETRY_MAX`]…
+const REFUSED_RETRY_FIRST: Duration = Duration::from_secs(30);
+const REFUSED_RETRY_MAX: Duration = Duration::from_secs(600);
+/// …and `coordinator.json` is looked at this often meanwhile (no request): a new
+/// credential for this machine is tried at once.
+const CREDENTIALS_LOOK: Duration = Duration::from_secs(15);
+
+/// Waits up to `wait` while the credential is refused, returning early when
+/// `coordinator.json` holds a new secret for this coordinator (then in use).
+async fn wait_for_credential(paths: &Paths, client: &CoordinatorClient, wait: Duration) {
+    let until = tokio::time::Instant::now() + wait;
+    let path = Credentials::path(paths);
+    while tokio::time::Instant::now() < until {
+        tokio::time::sleep(CREDENTIALS_LOOK.min(until - tokio::time::Instant::now())).await;
+        if let Ok(Some(creds)) = Credentials::load(&path) {
+            if client.adopt(&creds) {
+                tracing::info!(file = %path.display(), agent = %creds.agent_id, "coordinator.json holds a new credential for this machine: trying it");
+                return;
+            }
+            if creds.url.trim_end_matches('/') != client.base {
+                tracing::warn!(file = %path.display(), url = %creds.url, "coordinator.json names another coordinator: restart the agent to link to it");
             }
         }
     }
@@ -938,9 +1101,11 @@ pub async fn run_link(
     paths: Paths,
     creds: Credentials,
     jobs: Option<JobLink>,
+    health: Option<HealthSender>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
     let client = CoordinatorClient::new(&creds)?;
+    let health = health.unwrap_or_else(|| Arc::new(tokio::sync::watch::channel(LinkHealth::Working).0));
     let ledger = Mutex::new(Ledger::open(&paths.ledger)?);
     let s_b = tokio::task::spawn_blocking(base_speed).await.unwrap_or(0.0);
     tracing::info!(url = %creds.url, agent = %creds.agent_id, base_speed = s_b, "linked to coordinator");
@@ -949,12 +1114,14 @@ pub async fn run_link(
         let mut reporter = MemoryReporter::default();
         let mut interval = Duration::from_secs(10);
         let mut backoff = Duration::from_secs(1);
+        let mut refused_wait = REFUSED_RETRY_FIRST;
         // The owner-load readings from this number on have not reached the coordinator.
         let mut load_from = 0u64;
         loop {
             let socket = paths.socket.clone();
             let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
             let mut ok = true;
+            let mut refused = None;
             if let Ok(Ok(Response::Status(st))) = status {
                 let memory = st.guest_memory.as_ref().map(|m| {
                     let tasks = running.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -966,19 +1133,35 @@ pub async fn run_link(
                         interval = i;
                         load_from = next;
                     }
+                    Err(e) if e.credential_refused() => refused = Some(e),
                     Err(e) => {
                         ok = false;
                         tracing::warn!("heartbeat failed: {e}");
                     }
                 }
             }
-            match client.sync_outbox(&ledger).await {
-                Ok(s) if s.sent > 0 => tracing::info!(records = s.sent, "ledger records synced"),
-                Ok(_) => {}
-                Err(e) => {
-                    ok = false;
-                    tracing::warn!("record sync failed (kept in the ledger): {e}");
+            if refused.is_none() {
+                match client.sync_outbox(&ledger).await {
+                    Ok(s) if s.sent > 0 => tracing::info!(records = s.sent, "ledger records synced"),
+                    Ok(_) => {}
+                    Err(e) if e.credential_refused() => refused = Some(e),
+                    Err(e) => {
+                        ok = false;
+                        tracing::warn!("record sync failed (kept in the ledger): {e}");
+                    }
                 }
+            }
+            if let Some(e) = refused {
+                // Asked again rarely (and at once for a new coordinator.json), not every beat.
+                note_refused(&health, &client.base, &e);
+                wait_for_credential(&paths, &client, refused_wait).await;
+                refused_wait = (refused_wait * 2).min(REFUSED_RETRY_MAX);
+                continue;
+            }
+            refused_wait = REFUSED_RETRY_FIRST;
+            if ok && *health.borrow() != LinkHealth::Working {
+                tracing::info!("the coordinator accepts this machine's credential again");
+                health.send_replace(LinkHealth::Working);
             }
             let wait = if ok {
                 backoff = Duration::from_secs(1);
@@ -997,8 +1180,8 @@ pub async fn run_link(
                 let mut slots = tokio::task::JoinSet::new();
                 for _ in 0..link.max_jobs.max(1) {
                     let (client, paths, jobs, accepting) = (client.clone(), paths.clone(), link.jobs.clone(), link.accepting.clone());
-                    let running = running.clone();
-                    slots.spawn(async move { run_jobs(&client, &paths, &running, jobs, accepting).await });
+                    let (running, health) = (running.clone(), health.clone());
+                    slots.spawn(async move { run_jobs(&client, &paths, &running, jobs, accepting, health).await });
                 }
                 while slots.join_next().await.is_some() {}
             }
@@ -1019,6 +1202,109 @@ pub async fn run_link(
 mod tests {
     use super::*;
     use crate::guest::{GuestMemoryReading, GuestsMemory};
+
+    /// A one-shot HTTP server on a real socket that answers every request with `head`
+    /// and then `body_bytes` bytes of body (chunked when `head` declares no length).
+    async fn serve(head: &'static str, body_bytes: usize) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut req = vec![0u8; 64 << 10];
+                    let _ = s.read(&mut req).await;
+                    let _ = s.write_all(head.as_bytes()).await;
+                    let chunked = head.contains("chunked");
+                    let chunk = vec![b' '; 64 << 10];
+                    let mut left = body_bytes;
+                    while left > 0 {
+                        let n = left.min(chunk.len());
+                        let framed = if chunked {
+                            [format!("{n:x}\r\n").into_bytes(), chunk[..n].to_vec(), b"\r\n".to_vec()].concat()
+                        } else {
+                            chunk[..n].to_vec()
+                        };
+                        if s.write_all(&framed).await.is_err() {
+                            return;
+                        }
+                        left -= n;
+                    }
+                    if chunked {
+                        let _ = s.write_all(b"0\r\n\r\n").await;
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    fn client(url: &str) -> CoordinatorClient {
+        CoordinatorClient::new(&Credentials { url: url.into(), agent_id: "a".into(), secret: "s".into() }).expect("client")
+    }
+
+    fn lease() -> Lease {
+        serde_json::from_str(r#"{"job_id":7,"rank":0,"lease":3,"expires_ms":1,"machines":1,"program":"sh","spec":{"command":"/bin/sh","args":[],"env":{},"inputs":{}},"mem_bytes":0,"checkpointable":true}"#).expect("lease")
+    }
+
+    #[tokio::test]
+    async fn answers_beyond_the_protocols_limits_are_refused_unread() {
+        // Declared too large: refused before a byte of the body is read.
+        let url = serve("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2000000\r\n\r\n", 0).await;
+        let e = client(&url).lease(1, Duration::from_millis(1)).await.expect_err("too large");
+        assert!(matches!(e, ClientError::TooLarge { size: Some(2_000_000), .. }), "{e:?}");
+        // Sent chunked past the limit: refused once the limit is passed.
+        let url = serve("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n", ANSWER_MAX + 1).await;
+        let e = client(&url).lease(1, Duration::from_millis(1)).await.expect_err("too large");
+        assert!(matches!(e, ClientError::TooLarge { size: None, max } if max == ANSWER_MAX), "{e:?}");
+        assert!(e.to_string().contains(&ANSWER_MAX.to_string()), "{e}");
+        // A checkpoint may be 64 MiB, not a byte more.
+        let url =
+            serve("HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ntransfer-encoding: chunked\r\n\r\n", CHECKPOINT_MAX + 1)
+                .await;
+        let e = client(&url).get_checkpoint(&lease()).await.expect_err("too large");
+        assert!(matches!(e, ClientError::TooLarge { max: CHECKPOINT_MAX, .. }), "{e:?}");
+        let url = serve("HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: 1000\r\n\r\n", 1000).await;
+        assert_eq!(client(&url).get_checkpoint(&lease()).await.expect("a checkpoint").map(|d| d.len()), Some(1000));
+    }
+
+    #[tokio::test]
+    async fn a_401_is_a_refused_credential_with_the_coordinators_reason_and_code() {
+        let body = r#"{"error":"unknown credential","code":"machine_removed"}"#;
+        let head = format!("HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        let url = serve(Box::leak(head.into_boxed_str()), 0).await;
+        let hb = serde_json::json!({"state": "idle", "available": true, "budget_left": 5, "free_mem_bytes": 1, "base_speed": 1.0, "current_speed": 1.0});
+        let e = client(&url).heartbeat(&serde_json::from_value(hb).expect("hb")).await.expect_err("refused");
+        assert!(e.credential_refused(), "{e:?}");
+        assert!(
+            matches!(&e, ClientError::Refused { message, code: Some(c), .. } if message == "unknown credential" && c == "machine_removed"),
+            "{e:?}"
+        );
+        let health: HealthSender = Arc::new(tokio::sync::watch::channel(LinkHealth::Working).0);
+        note_refused(&health, &url, &e);
+        let a = health.borrow().alert().expect("said");
+        assert!(a.message.contains("unknown credential") && a.message.contains(&url), "{a:?}");
+        assert!(a.action.as_deref().is_some_and(|x| x.contains("removed this machine") && x.contains("--token")), "{a:?}");
+        let replaced = LinkHealth::refused(&url, "replaced", Some("credential_replaced")).alert().expect("said");
+        assert!(replaced.action.as_deref().is_some_and(|x| x.contains("admin key")), "{replaced:?}");
+        assert_eq!(LinkHealth::Working.alert(), None);
+    }
+
+    #[test]
+    fn a_lease_with_too_many_or_too_large_inputs_is_not_written() {
+        let root = tempfile::tempdir().expect("dir");
+        let mut t = lease();
+        t.spec.inputs = (0..=INPUTS_MAX).map(|i| (format!("in{i}"), String::new())).collect();
+        let e = guest_spec(&t, root.path()).expect_err("too many");
+        assert!(e.contains("65 input files") && e.contains("64"), "{e}");
+        t.spec.inputs = [("big".to_string(), "x".repeat(VALUE_MAX + 1))].into();
+        let e = guest_spec(&t, root.path()).expect_err("too large");
+        assert!(e.contains("\"big\"") && e.contains(&VALUE_MAX.to_string()), "{e}");
+        assert!(!root.path().join("jobs").exists(), "nothing written");
+        t.spec.inputs = [("ok".to_string(), "x".repeat(VALUE_MAX))].into();
+        let spec = guest_spec(&t, root.path()).expect("at the limit");
+        assert_eq!(std::fs::metadata(spec.workdir.expect("dir").join("ok")).expect("written").len(), VALUE_MAX as u64);
+    }
 
     #[test]
     fn lease_polls_wait_15_to_25_s_spread_evenly_and_within_the_coordinators_limit() {

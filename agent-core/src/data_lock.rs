@@ -6,6 +6,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The lock file's name in the data directory.
@@ -25,15 +26,18 @@ pub enum LockError {
 pub struct DataDirLock {
     file: File,
     path: PathBuf,
+    /// The lock file was there before this agent took it.
+    existed: bool,
 }
 
 impl DataDirLock {
     /// Creates the data directory if needed and takes its lock, or says which agent holds it.
     pub fn acquire(data_dir: &Path) -> Result<Self, LockError> {
         let io = |source| LockError::Io { dir: data_dir.display().to_string(), source };
-        std::fs::create_dir_all(data_dir).map_err(io)?;
+        crate::private_files::create_dir(data_dir).map_err(io)?;
         let path = data_dir.join(LOCK_FILE);
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+        let existed = path.exists();
+        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path).map_err(io)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
@@ -46,7 +50,7 @@ impl DataDirLock {
         file.set_len(0).map_err(io)?;
         file.rewind().map_err(io)?;
         writeln!(file, "{}", std::process::id()).map_err(io)?;
-        Ok(Self { file, path })
+        Ok(Self { file, path, existed })
     }
 
     /// Whether the lock file is still the one this agent locked: false once the data
@@ -57,6 +61,13 @@ impl DataDirLock {
             (Ok(held), Ok(there)) => held.ino() == there.ino() && held.dev() == there.dev(),
             _ => false,
         }
+    }
+
+    /// Whether an agent had run in this data directory before this one took the lock
+    /// (the lock file, never removed, was already there): a ledger missing then was
+    /// lost, not yet to be made (see `ledger_integrity`).
+    pub fn existed_before(&self) -> bool {
+        self.existed
     }
 
     /// The lock file's path.
@@ -73,14 +84,22 @@ mod tests {
     fn a_second_holder_is_refused_with_the_first_ones_pid() {
         let dir = tempfile::tempdir().expect("dir");
         let first = DataDirLock::acquire(dir.path()).expect("first");
+        assert!(!first.existed_before(), "a new directory had no agent before");
         // flock locks belong to the open file description: a second open in this very
         // process conflicts as a second agent would.
         let second = DataDirLock::acquire(dir.path()).expect_err("second");
         let msg = second.to_string();
         assert!(msg.contains(&format!("pid {}", std::process::id())), "{msg}");
         assert!(first.still_in_place());
+        // Owner-only, whatever the umask (the directory Lull made, and the lock file).
+        let mode = |p: &Path| std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).expect("stat").permissions()) & 0o777;
+        assert_eq!(mode(&dir.path().join(LOCK_FILE)), 0o600);
+        let made = dir.path().join("made/data");
+        drop(DataDirLock::acquire(&made).expect("lock in a new directory"));
+        assert_eq!((mode(&made), mode(&made.join(LOCK_FILE))), (0o700, 0o600));
         drop(first);
         let again = DataDirLock::acquire(dir.path()).expect("free after drop");
+        assert!(again.existed_before(), "the first agent left its lock file");
         std::fs::remove_dir_all(dir.path()).expect("rm");
         assert!(!again.still_in_place());
     }

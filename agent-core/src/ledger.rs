@@ -25,6 +25,8 @@ pub enum LedgerError {
     Sql(#[from] rusqlite::Error),
     #[error("ledger: stored value is not valid: {0}")]
     Corrupt(#[from] serde_json::Error),
+    #[error("ledger database {path} is damaged and could not be renamed aside (nothing was changed): {source}")]
+    SetAside { path: String, source: std::io::Error },
 }
 
 type Result<T> = std::result::Result<T, LedgerError>;
@@ -121,6 +123,20 @@ pub struct Ledger {
     conn: Connection,
 }
 
+/// The ledger's tables, in the order a salvage copies them.
+pub const TABLES: [&str; 8] = ["meta", "interruptions", "commands", "transitions", "guest_usage", "donated_days", "outbox", "trace"];
+
+/// The tables that hold the owner's budget and settings: checked at every start.
+pub const BUDGET_TABLES: [&str; 2] = ["meta", "interruptions"];
+
+/// The lowest count of interruptions a day may show, set when today's count was
+/// recovered from what survived a damaged ledger (see `ledger_integrity`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct BudgetFloor {
+    day: NaiveDate,
+    used: u32,
+}
+
 /// Brings a ledger written by an older agent up to the schema, column by column: the part
 /// of each day's donation made while the owner was present (lingering or lent while
 /// light), and each interruption's file-cache restore time, came later.
@@ -141,6 +157,11 @@ fn upgrade(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
+/// A path as an SQLite URI's path: `%`, `?` and `#` escaped.
+fn uri_path(p: &Path) -> String {
+    p.display().to_string().replace('%', "%25").replace('?', "%3f").replace('#', "%23")
+}
+
 fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
@@ -149,8 +170,11 @@ impl Ledger {
     /// Opens (creating if needed) the ledger at `path`.
     pub fn open(path: &Path) -> Result<Self> {
         if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
+            let _ = crate::private_files::create_dir(dir);
         }
+        // Created owner-only before SQLite opens it: its -wal and -shm take the database
+        // file's mode.
+        let _ = crate::private_files::create_file(path);
         let conn = Connection::open(path).map_err(|source| LedgerError::Open { path: path.display().to_string(), source })?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -162,11 +186,42 @@ impl Ledger {
         Ok(Self { conn })
     }
 
+    /// Opens an existing ledger read-only, creating and changing nothing (not even on
+    /// close): what the start-up check and a salvage read a suspect file with.
+    pub fn open_read_only(path: &Path) -> Result<Self> {
+        use rusqlite::OpenFlags;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let conn =
+            Connection::open_with_flags(path, flags).map_err(|source| LedgerError::Open { path: path.display().to_string(), source })?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "cache_size", -256)?;
+        Ok(Self { conn })
+    }
+
     /// An in-memory ledger, for the simulator and tests.
     pub fn in_memory() -> Result<Self> {
         let conn = Connection::open_in_memory()?;
         conn.execute_batch(SCHEMA)?;
         Ok(Self { conn })
+    }
+
+    /// A value kept as JSON in the meta table.
+    pub(crate) fn meta_json<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
+        Ok(match self.meta(key)? {
+            Some(s) => Some(serde_json::from_str(&s)?),
+            None => None,
+        })
+    }
+
+    /// Keeps a value as JSON in the meta table (`None` removes it).
+    pub(crate) fn set_meta_json<T: Serialize>(&self, key: &str, value: Option<&T>) -> Result<()> {
+        match value {
+            Some(v) => self.set_meta(key, &serde_json::to_string(v)?),
+            None => {
+                self.conn.execute("DELETE FROM meta WHERE key = ?1", [key])?;
+                Ok(())
+            }
+        }
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>> {
@@ -208,9 +263,104 @@ impl Ledger {
         Ok(id)
     }
 
-    /// Interruptions counted against `day`.
+    /// Interruptions counted against `day`: the rows, or the highest number among them
+    /// if that is more (a row lost to damage still counts), and never fewer than a count
+    /// recovered after damage ([`Self::set_budget_floor`]).
     pub fn interruptions_on(&self, day: NaiveDate) -> Result<u32> {
-        Ok(self.conn.query_row("SELECT COUNT(*) FROM interruptions WHERE day = ?1", [day.to_string()], |r| r.get(0))?)
+        let rows: u32 = self.conn.query_row(
+            "SELECT MAX(COUNT(*), COALESCE(MAX(number), 0)) FROM interruptions WHERE day = ?1",
+            [day.to_string()],
+            |r| r.get(0),
+        )?;
+        let floor = self.meta_json::<BudgetFloor>("budget_floor")?.filter(|f| f.day == day).map_or(0, |f| f.used);
+        Ok(rows.max(floor))
+    }
+
+    /// Sets the least `day` counts, recovered from what survived a damaged ledger: the
+    /// interruptions it held are gone, their number is not.
+    pub fn set_budget_floor(&self, day: NaiveDate, used: u32) -> Result<()> {
+        self.set_meta_json("budget_floor", Some(&BudgetFloor { day, used }))
+    }
+
+    /// Which of the ledger's tables this file holds.
+    pub fn tables_present(&self) -> Result<Vec<String>> {
+        let mut st = self.conn.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")?;
+        let names = st.query_map([], |r| r.get::<_, String>(0))?.collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(names.into_iter().filter(|n| TABLES.contains(&n.as_str())).collect())
+    }
+
+    /// SQLite's `quick_check` of some tables and their indexes only (`None`: all of
+    /// them), returning what it found wrong, if anything. A few small tables take
+    /// microseconds; a year of trace takes seconds (docs/BENCHMARKS.md).
+    pub fn quick_check(&self, tables: Option<&[&str]>) -> Result<Option<String>> {
+        let mut problems = Vec::new();
+        let mut check = |sql: String| -> Result<()> {
+            let mut st = self.conn.prepare(&sql)?;
+            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+            problems.extend(rows.collect::<std::result::Result<Vec<_>, _>>()?.into_iter().filter(|r| r != "ok"));
+            Ok(())
+        };
+        let checked = match tables {
+            None => check("PRAGMA quick_check(20)".into()),
+            Some(ts) => ts.iter().try_for_each(|t| check(format!("PRAGMA quick_check(\"{t}\")"))),
+        };
+        match checked {
+            // A page too damaged for the check to walk is what it looks for, too.
+            Err(LedgerError::Sql(e))
+                if matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)) =>
+            {
+                problems.push(e.to_string())
+            }
+            other => other?,
+        }
+        Ok((!problems.is_empty()).then(|| problems.join("; ")))
+    }
+
+    /// Copies what can still be read from the ledger at `damaged` (opened read-only)
+    /// into this one, table by table, each in one transaction (a table that cannot be
+    /// read whole is not copied at all). Returns each table with the rows copied, or
+    /// why it could not be. An outbox not recovered leaves the next records numbered
+    /// from the wall clock's milliseconds, above any number sent before, so the
+    /// coordinator (which stores each agent's number once) takes them.
+    pub fn salvage_from(&mut self, damaged: &Path, now_ms: i64) -> Vec<(&'static str, std::result::Result<usize, String>)> {
+        let uri = format!("file:{}?mode=ro", uri_path(damaged));
+        if let Err(e) = self.conn.execute("ATTACH DATABASE ?1 AS damaged", [uri]) {
+            let why = e.to_string();
+            let out = TABLES.iter().map(|t| (*t, Err(why.clone()))).collect();
+            let _ = self.number_outbox_from(now_ms);
+            return out;
+        }
+        let out: Vec<_> = TABLES.iter().map(|t| (*t, self.copy_table(t).map_err(|e| e.to_string()))).collect();
+        let _ = self.conn.execute_batch("DETACH DATABASE damaged");
+        if !out.iter().any(|(t, r)| *t == "outbox" && r.is_ok()) {
+            let _ = self.number_outbox_from(now_ms);
+        }
+        out
+    }
+
+    fn copy_table(&mut self, table: &str) -> Result<usize> {
+        let columns = |schema: &str| -> Result<Vec<String>> {
+            let mut st = self.conn.prepare(&format!("SELECT name FROM \"{schema}\".pragma_table_info(?1)"))?;
+            let names = st.query_map([table], |r| r.get::<_, String>(0))?.collect::<std::result::Result<Vec<_>, _>>()?;
+            Ok(names)
+        };
+        let theirs = columns("damaged")?;
+        let shared: Vec<String> = columns("main")?.into_iter().filter(|c| theirs.contains(c)).collect();
+        if shared.is_empty() {
+            return Ok(0);
+        }
+        let list = shared.join(", ");
+        let tx = self.conn.transaction()?;
+        let n = tx.execute(&format!("INSERT OR IGNORE INTO main.{table}({list}) SELECT {list} FROM damaged.{table}"), [])?;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// Numbers the next outbox records from `first` on (unless they already are).
+    pub fn number_outbox_from(&self, first: i64) -> Result<()> {
+        self.conn.execute("DELETE FROM sqlite_sequence WHERE name = 'outbox' AND seq < ?1", [first])?;
+        self.conn.execute("INSERT INTO sqlite_sequence(name, seq) SELECT 'outbox', ?1 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'outbox')", [first])?;
+        Ok(())
     }
 
     /// Records a state transition.
@@ -460,6 +610,21 @@ mod tests {
             at_utc: Utc::now(),
             at_mono: crate::clock::MonoMs(1),
             mode: EvictionMode::LingerLonger,
+        }
+    }
+
+    /// The ledger (when the owner was at the machine) and SQLite's -wal and -shm beside
+    /// it are the owner's only, whatever the umask.
+    #[test]
+    fn the_ledger_files_are_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("data/ledger.db");
+        let ledger = Ledger::open(&path).expect("open");
+        ledger.record_transition(Utc::now(), StateKind::Idle, StateKind::Donating, "test").expect("write");
+        for p in [path.clone(), path.with_extension("db-wal"), path.with_extension("db-shm"), dir.path().join("data")] {
+            let mode = std::fs::metadata(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).permissions().mode() & 0o777;
+            assert_eq!(mode & 0o077, 0, "{} is {mode:o}", p.display());
         }
     }
 

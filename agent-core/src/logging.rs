@@ -1,6 +1,7 @@
 //! The agent's log files, shared by every binary that runs an agent (`lull` and
 //! `lull-tray`): a daily-rotated file in the data directory (seven kept, level from
-//! `LULL_LOG`, default `info`) plus warnings on stderr (coloured only on a terminal).
+//! `LULL_LOG`, default `info`) plus warnings on stderr (coloured only on a terminal). The
+//! directory is made 0700; the files are created under the binaries' umask of 077.
 
 use std::path::Path;
 use tracing_subscriber::layer::SubscriberExt;
@@ -23,7 +24,8 @@ pub const LOG_QUEUE_LINES: usize = 2048;
 /// returned guard alive for as long as the process logs: dropping it flushes the file.
 pub fn init(log_dir: &Path, name: &str) -> Result<tracing_appender::non_blocking::WorkerGuard, LoggingError> {
     let dir = || log_dir.display().to_string();
-    std::fs::create_dir_all(log_dir).map_err(|source| LoggingError::Dir { dir: dir(), source })?;
+    // Owner-only: the directory here, the files by the binaries' umask (077).
+    crate::private_files::create_dir(log_dir).map_err(|source| LoggingError::Dir { dir: dir(), source })?;
     let appender = tracing_appender::rolling::Builder::new()
         .rotation(tracing_appender::rolling::Rotation::DAILY)
         .filename_prefix(name)

@@ -98,7 +98,7 @@ impl Paths {
             }
             std::fs::set_permissions(root.join("jobs"), std::os::unix::fs::PermissionsExt::from_mode(0o711))?;
         } else {
-            std::fs::create_dir_all(&root)?;
+            crate::private_files::create_dir(&root)?;
         }
         Ok(root)
     }

@@ -119,6 +119,14 @@ pub fn enrol(a: EnrolArgs) -> Result<()> {
     Ok(())
 }
 
+/// An alert as the owner reads it: "attention: what happened — what to do".
+fn alert_text(a: &agent_core::control::Alert) -> String {
+    match &a.action {
+        Some(action) => format!("attention: {} — {action}", a.message),
+        None => format!("attention: {}", a.message),
+    }
+}
+
 pub(crate) fn print_notice(n: &Notice, json: bool) {
     let line = match n {
         Notice::Started { state, input, guests } => {
@@ -137,6 +145,32 @@ pub(crate) fn print_notice(n: &Notice, json: bool) {
                 let parts: Vec<String> =
                     [part("swapped pages", anon_ms), part("file cache", file_cache_ms)].into_iter().flatten().collect();
                 format!("owner memory restored: {}", parts.join(", "))
+            }
+        }
+        Notice::InterruptionNotRecorded { at, interruption: i, error, kept_in_record } => {
+            if json {
+                serde_json::json!({"event": "interruption_not_recorded", "at": at.utc, "interruption": i, "error": error, "kept_in_record": kept_in_record}).to_string()
+            } else {
+                let kept = if *kept_in_record {
+                    "kept in today's record beside the ledger; the budget keeps it as used"
+                } else {
+                    "today's record could not be written either; the budget keeps it as used until the agent stops"
+                };
+                format!(
+                    "{}  interruption {} of {} for {} ({:?}) NOT written to the ledger: {error}; {kept}",
+                    at.local.format("%Y-%m-%d %H:%M:%S"),
+                    i.number,
+                    i.limit,
+                    i.day,
+                    i.cause
+                )
+            }
+        }
+        Notice::Alert(a) => {
+            if json {
+                serde_json::json!({"event": "alert", "alert": a}).to_string()
+            } else {
+                alert_text(a)
             }
         }
         Notice::Action(now, a) => {

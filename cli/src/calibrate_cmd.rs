@@ -84,9 +84,10 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     };
     let plot = a.plot.clone().unwrap_or_else(|| paths.data_dir.join("calibration.svg"));
     if let Some(dir) = plot.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        agent_core::private_files::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    std::fs::write(&plot, c.svg()).with_context(|| format!("writing the plot {}", plot.display()))?;
+    // The plot shows when the owner was at the machine: owner-only.
+    agent_core::private_files::write(&plot, c.svg().as_bytes()).with_context(|| format!("writing the plot {}", plot.display()))?;
     let mut applied = None;
     if a.apply {
         let mut wanted = config.clone();

@@ -78,6 +78,8 @@ enum Cmd {
 }
 
 fn main() -> std::process::ExitCode {
+    // Whatever this process writes is the owner's only (ledger, config, logs, keys, plots).
+    agent_core::private_files::owner_only_umask();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => return usage_error(e),

@@ -133,6 +133,12 @@ pub fn describe(s: &AgentStatus) -> String {
     let mut out = String::new();
     out += &format!("Lull agent {} (pid {})\n", s.agent_version, s.pid);
     out += &format!("State:          {state}\n");
+    for a in &s.alerts {
+        out += &format!("Attention:      {}\n", a.message);
+        if let Some(action) = &a.action {
+            out += &format!("                What to do: {action}\n");
+        }
+    }
     if let Some(left) = p.donate_for_s {
         out += &format!("Donate now:     {} left\n", human(left));
     }

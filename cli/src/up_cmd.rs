@@ -122,9 +122,12 @@ pub fn run(a: UpArgs) -> Result<()> {
         let json = false;
         let observer: Box<dyn FnMut(&agent::Notice) + Send> = Box::new(move |n| crate::agent_cmd::print_notice(n, json));
         let extras = Extras { observer: Some(observer), link: Link::With(creds), data_lock: Some(data_lock), ..Extras::default() };
+        // The handlers first: a SIGTERM once the addresses are printed stops `lull up`
+        // cleanly, even while the agent is still starting.
+        let stop = stop_signal();
         let agent = assemble(paths, config, extras)?;
         let signal = async {
-            stop_signal().await;
+            stop.await;
             outln!("stopping…");
         };
         let agent_res = agent.run(signal).await;

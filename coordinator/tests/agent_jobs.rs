@@ -202,7 +202,7 @@ async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is
     assert_eq!(job.tasks[lb.rank as usize].evictions, 0, "a migration is not an eviction");
     // A malformed request is refused (a number out of range, named).
     match b.migrate(&lb, &MigrateRequest { owner_utilization: 7.0, ..ask }).await {
-        Err(coordinator_client::ClientError::Refused { status: 400, message }) => {
+        Err(coordinator_client::ClientError::Refused { status: 400, message, .. }) => {
             assert!(message.contains("owner_utilization"), "{message}")
         }
         other => panic!("{other:?}"),

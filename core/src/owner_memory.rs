@@ -6,8 +6,11 @@
 //! Two parts:
 //! - **Protection**: how much of the owner's memory the kernel is asked to keep while
 //!   guests run ([`protection_for`]: fixed, or the owner's recent working set plus
-//!   headroom), which of the owner's session cgroups carries it ([`session_candidates`]),
-//!   and when a value already written is worth rewriting ([`protection_update`]).
+//!   headroom), which of the owner's session cgroups carries it ([`session_candidates`]
+//!   on cgroup v1; on v2 [`protection_cover`], the cgroups the owner's programs run in,
+//!   and [`plan_protection`]: `memory.low` only where it can take effect
+//!   ([`low_bound`]), else `memory.high` on the guests sized from the owner's working
+//!   set), and when a value already written is worth rewriting ([`protection_update`]).
 //! - **File cache**: which of the owner's file pages were resident before a guest started
 //!   (run-length [`resident_ranges`] of a `mincore` vector), within a [`SnapshotBudget`];
 //!   which of them a guest pushed out ([`missing_ranges`]); and whether reading them back
@@ -97,6 +100,146 @@ pub fn session_candidates(owner_cgroups: &[String], guests: &str) -> Vec<String>
     }
     out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.matches('/').count().cmp(&b.0.matches('/').count())).then(a.0.cmp(&b.0)));
     out.into_iter().map(|(p, _)| p).collect()
+}
+
+/// The cgroups the owner's programs run in, as protection sees them (cgroup v2): for each
+/// owner cgroup (paths inside one hierarchy), the shallowest cgroup from its
+/// `user-UID.slice` down that does not hold the guests (`guests`: their cgroup, or the
+/// delegated scope they are in). A root agent's guests are elsewhere, so this is the
+/// owner's `user-UID.slice`; an owner's agent's guests are in a scope of the owner's user
+/// manager, so these are the login session's scope and the user manager's slices
+/// (`app.slice`, `session.slice`, …). Paths outside a `user-UID.slice` or inside the
+/// guests' give nothing.
+/// Sorted, each once.
+pub fn protection_cover(owner_cgroups: &[String], guests: &str) -> Vec<String> {
+    let holds = |outer: &str, inner: &str| inner == outer || inner.starts_with(&format!("{outer}/"));
+    let mut out: Vec<String> = Vec::new();
+    for path in owner_cgroups {
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        let Some(top) = parts.iter().position(|p| is_user_slice(p)) else { continue };
+        if !guests.is_empty() && holds(guests, path) {
+            continue;
+        }
+        let cover = (top..parts.len()).map(|d| format!("/{}", parts[..=d].join("/"))).find(|c| guests.is_empty() || !holds(c, guests));
+        if let Some(c) = cover.filter(|c| !out.contains(c)) {
+            out.push(c);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The most `memory.low` protection a cgroup can have, whatever its own value, from its
+/// ancestors' values (top-down, the root's children first; the root itself has none).
+/// Without `memory_recursiveprot` (a cgroup2 mount option) a cgroup's effective
+/// protection is bounded by each ancestor's, so one ancestor at 0 makes it worthless.
+/// With it, an ancestor that claims nothing passes on what its parent has, but nothing
+/// flows from a top-level cgroup at 0.
+pub fn low_bound(ancestors: &[u64], recursiveprot: bool) -> u64 {
+    match (ancestors.first(), recursiveprot) {
+        (None, _) => u64::MAX,
+        (Some(&top), true) => top,
+        (Some(_), false) => ancestors.iter().copied().min().unwrap_or(u64::MAX),
+    }
+}
+
+/// An ancestor of an owner cgroup, as read: its `memory.low` and whether the agent may
+/// write it (a root agent may; an owner may not write the system manager's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LowSetting {
+    pub cgroup: String,
+    pub low: u64,
+    pub writable: bool,
+}
+
+/// One cgroup the owner's programs run in ([`protection_cover`]), as read while guests
+/// run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnerGroup {
+    pub cgroup: String,
+    /// Its working set's peak while guests run.
+    pub working_set: u64,
+    /// Why the agent cannot write its `memory.low` (`None`: it can).
+    pub write_error: Option<String>,
+    /// Its ancestors below the root, top-down.
+    pub ancestors: Vec<LowSetting>,
+}
+
+/// How the owner's memory is protected while guests run (cgroup v2).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProtectionPlan {
+    /// `memory.low` values to write: owner cgroups, and ancestors raised so that theirs
+    /// reaches down (only those the agent may write).
+    pub low: Vec<(String, u64)>,
+    /// The owner cgroups `memory.low` protects, with how much of it can take effect.
+    pub protected: Vec<(String, u64)>,
+    /// `memory.high` on the guests when some of the owner's memory is left unprotected:
+    /// RAM less the owner's protection and reserve.
+    pub guests_high: Option<u64>,
+    /// Owner cgroups `memory.low` cannot protect (in full), each with why.
+    pub unprotected: Vec<(String, String)>,
+    /// The owner's working set, all groups together, and the protection it asks for.
+    pub working_set: u64,
+    pub want: u64,
+}
+
+/// The choice ([`ProtectionPlan`]): the owner's protection ([`protection_for`] of all
+/// its groups' working sets together, split in proportion to each group's) goes on each
+/// group as `memory.low` where that can take effect — the agent may write it, and its
+/// ancestors' values ([`low_bound`]) let it through, ancestors the agent may write being
+/// raised to what their owner groups need; wherever it cannot (in full), the guests get
+/// `memory.high` = `total` − the protection − `reserve` (at least
+/// [`crate::guest_memory::MIN_GUEST_BYTES`]), so they are reclaimed and throttled before
+/// the owner's pages go. `None` when protection is off.
+pub fn plan_protection(rules: &WarmRules, groups: &[OwnerGroup], recursiveprot: bool, total: u64, reserve: u64) -> Option<ProtectionPlan> {
+    let working_set: u64 = groups.iter().map(|g| g.working_set).sum();
+    let want = protection_for(rules, working_set, total)?;
+    let share = |g: &OwnerGroup| match working_set {
+        0 => want / groups.len().max(1) as u64,
+        ws => (want as u128 * g.working_set as u128 / ws as u128) as u64,
+    };
+    let mut plan = ProtectionPlan { working_set, want, ..ProtectionPlan::default() };
+    // Ancestors the agent may write are raised to what the groups below them need.
+    // Only where that lets the protection through: every other ancestor carries some.
+    let mut raised: Vec<(String, u64)> = Vec::new();
+    for g in groups.iter().filter(|g| g.write_error.is_none() && g.ancestors.iter().all(|a| a.writable || a.low > 0)) {
+        for a in g.ancestors.iter().filter(|a| a.writable) {
+            match raised.iter_mut().find(|(c, _)| c == &a.cgroup) {
+                Some((_, need)) => *need += share(g),
+                None => raised.push((a.cgroup.clone(), share(g))),
+            }
+        }
+    }
+    raised.retain(|(c, need)| groups.iter().flat_map(|g| &g.ancestors).any(|a| &a.cgroup == c && a.low < *need));
+    for g in groups {
+        let want_g = share(g);
+        let lows: Vec<u64> =
+            g.ancestors.iter().map(|a| raised.iter().find(|(c, _)| c == &a.cgroup).map_or(a.low, |&(_, need)| need.max(a.low))).collect();
+        let bound = low_bound(&lows, recursiveprot);
+        let limiting = || {
+            let i = if recursiveprot { 0 } else { lows.iter().enumerate().min_by_key(|(_, l)| **l).map_or(0, |(i, _)| i) };
+            let a = &g.ancestors[i];
+            let how = if recursiveprot { " (memory_recursiveprot passes down only what the top has)" } else { "" };
+            format!("{} has memory.low {} MiB{how}", a.cgroup, lows[i] / crate::guest_memory::MIB)
+        };
+        if let Some(e) = &g.write_error {
+            plan.unprotected.push((g.cgroup.clone(), format!("cannot write its memory.low: {e}")));
+        } else if bound == 0 {
+            plan.unprotected.push((g.cgroup.clone(), limiting()));
+        } else {
+            plan.low.push((g.cgroup.clone(), want_g));
+            plan.protected.push((g.cgroup.clone(), want_g.min(bound)));
+            if bound < want_g {
+                plan.unprotected
+                    .push((g.cgroup.clone(), format!("only {} MiB can take effect: {}", bound / crate::guest_memory::MIB, limiting())));
+            }
+        }
+    }
+    plan.low.extend(raised);
+    if !plan.unprotected.is_empty() {
+        plan.guests_high = Some(total.saturating_sub(want).saturating_sub(reserve).max(crate::guest_memory::MIN_GUEST_BYTES));
+    }
+    Some(plan)
 }
 
 fn is_user_slice(part: &str) -> bool {
@@ -310,5 +453,129 @@ mod tests {
         assert!(restore_may_continue(&rules, GIB, 5.0));
         assert!(!restore_may_continue(&rules, GIB, 5.1));
         assert!(!restore_may_continue(&rules, 100 * MIB, 0.0));
+    }
+
+    fn setting(cgroup: &str, low: u64, writable: bool) -> LowSetting {
+        LowSetting { cgroup: cgroup.into(), low, writable }
+    }
+
+    const MANAGER: &str = "/user.slice/user-1000.slice/user@1000.service";
+
+    fn owner_rules() -> WarmRules {
+        WarmRules { protect: true, protect_bytes: None, cache_max_bytes: 0, cache_max_files: 0 }
+    }
+
+    #[test]
+    fn the_cover_is_where_the_owners_programs_run_apart_from_the_guests() {
+        let owner: Vec<String> = [
+            "/user.slice/user-1000.slice/session-2.scope",
+            &format!("{MANAGER}/app.slice/app-firefox-1.scope"),
+            &format!("{MANAGER}/app.slice/lull-agent.service"),
+            &format!("{MANAGER}/session.slice/org.gnome.Shell@x11.service"),
+            &format!("{MANAGER}/lull-guests-a1-2-0.scope/watchdog"),
+            "/system.slice/cron.service",
+        ]
+        .map(String::from)
+        .to_vec();
+        // An owner's agent: its guests in a scope of the owner's user manager.
+        let guests = format!("{MANAGER}/lull-guests-a1-2-0.scope");
+        assert_eq!(
+            protection_cover(&owner, &guests),
+            vec![
+                "/user.slice/user-1000.slice/session-2.scope".to_string(),
+                format!("{MANAGER}/app.slice"),
+                format!("{MANAGER}/session.slice")
+            ]
+        );
+        // A root agent: its guests outside the user slices: the owner's whole slice.
+        assert_eq!(protection_cover(&owner[..4], "/lull/guests/a1-2-0"), vec!["/user.slice/user-1000.slice".to_string()]);
+        assert!(protection_cover(&["/system.slice/x.service".into()], "/lull").is_empty());
+    }
+
+    #[test]
+    fn memory_low_is_worthless_under_an_ancestor_at_zero() {
+        assert_eq!(low_bound(&[], false), u64::MAX, "a top-level cgroup is bounded by nothing");
+        assert_eq!(low_bound(&[0, 5 * GIB], false), 0);
+        assert_eq!(low_bound(&[0, 5 * GIB], true), 0, "nothing flows from a top level at 0");
+        assert_eq!(low_bound(&[4 * GIB, 0, 0], true), 4 * GIB, "recursiveprot passes it down");
+        assert_eq!(low_bound(&[4 * GIB, 0], false), 0, "without it, the middle's 0 cuts it");
+        assert_eq!(low_bound(&[4 * GIB, 2 * GIB], false), 2 * GIB);
+    }
+
+    fn debian_owner_groups(admin_low: u64) -> Vec<OwnerGroup> {
+        let ancestors = vec![
+            setting("/user.slice", admin_low, false),
+            setting("/user.slice/user-1000.slice", admin_low, false),
+            setting(MANAGER, admin_low, false),
+        ];
+        vec![
+            OwnerGroup { cgroup: format!("{MANAGER}/app.slice"), working_set: GIB, write_error: None, ancestors: ancestors.clone() },
+            OwnerGroup {
+                cgroup: format!("{MANAGER}/session.slice"),
+                working_set: GIB / 2,
+                write_error: None,
+                ancestors: ancestors.clone(),
+            },
+            OwnerGroup {
+                cgroup: "/user.slice/user-1000.slice/session-2.scope".into(),
+                working_set: GIB / 2,
+                write_error: Some("Permission denied (os error 13)".into()),
+                ancestors: ancestors[..2].to_vec(),
+            },
+        ]
+    }
+
+    #[test]
+    fn an_ordinary_owner_on_a_stock_system_gets_memory_high_on_the_guests() {
+        let plan = plan_protection(&owner_rules(), &debian_owner_groups(0), true, 8 * GIB, GIB).expect("on");
+        assert!(plan.low.is_empty() && plan.protected.is_empty(), "no memory.low where it is worth nothing: {plan:?}");
+        assert_eq!(plan.working_set, 2 * GIB);
+        assert_eq!(plan.want, 2 * GIB + GIB / 2, "working set + 25 %");
+        assert_eq!(plan.guests_high, Some(8 * GIB - plan.want - GIB), "RAM less the protection and the reserve");
+        assert_eq!(plan.unprotected.len(), 3);
+        assert!(plan.unprotected[0].1.contains("/user.slice has memory.low 0 MiB"), "{:?}", plan.unprotected);
+        assert!(plan.unprotected[2].1.contains("cannot write its memory.low: Permission denied"), "{:?}", plan.unprotected);
+        // A small machine: the guests keep at least the least a guest is admitted with.
+        let small = plan_protection(&owner_rules(), &debian_owner_groups(0), false, 3 * GIB, GIB).expect("on");
+        assert_eq!(small.guests_high, Some(crate::guest_memory::MIN_GUEST_BYTES));
+        assert_eq!(plan_protection(&WarmRules { protect: false, ..owner_rules() }, &debian_owner_groups(0), true, GIB, 0), None);
+    }
+
+    #[test]
+    fn memory_low_goes_where_the_administrator_let_it_through() {
+        let plan = plan_protection(&owner_rules(), &debian_owner_groups(8 * GIB), true, 16 * GIB, GIB).expect("on");
+        let app = format!("{MANAGER}/app.slice");
+        let want_app = plan.want * 2 / 4;
+        assert_eq!(plan.low[0], (app.clone(), want_app), "split by working set");
+        assert_eq!(
+            plan.protected.iter().map(|p| p.0.as_str()).collect::<Vec<_>>(),
+            vec![app.as_str(), &format!("{MANAGER}/session.slice")]
+        );
+        // The login session's scope is root's: the guests still get memory.high for it.
+        assert_eq!(plan.unprotected.len(), 1);
+        assert!(plan.guests_high.is_some());
+        // Only part of it can take effect: written, said, and covered by memory.high.
+        let plan = plan_protection(&owner_rules(), &debian_owner_groups(256 << 20), false, 16 * GIB, GIB).expect("on");
+        assert_eq!(plan.protected[0], (app, 256 << 20));
+        assert!(plan.unprotected[0].1.starts_with("only 256 MiB can take effect"), "{:?}", plan.unprotected);
+    }
+
+    #[test]
+    fn a_root_agent_raises_the_ancestors_it_may_write() {
+        let slice = "/user.slice/user-1000.slice".to_string();
+        let groups = vec![OwnerGroup {
+            cgroup: slice.clone(),
+            working_set: 2 * GIB,
+            write_error: None,
+            ancestors: vec![setting("/user.slice", 0, true)],
+        }];
+        let plan = plan_protection(&owner_rules(), &groups, false, 16 * GIB, GIB).expect("on");
+        let want = 2 * GIB + GIB / 2;
+        assert_eq!(plan.low, vec![(slice.clone(), want), ("/user.slice".into(), want)]);
+        assert_eq!(plan.protected, vec![(slice, want)]);
+        assert!(plan.unprotected.is_empty() && plan.guests_high.is_none(), "{plan:?}");
+        // An ancestor already holding enough is left alone.
+        let groups = vec![OwnerGroup { ancestors: vec![setting("/user.slice", 8 * GIB, true)], ..groups[0].clone() }];
+        assert_eq!(plan_protection(&owner_rules(), &groups, false, 16 * GIB, GIB).expect("on").low.len(), 1);
     }
 }

@@ -16,6 +16,7 @@
 //! `GET /api/v1/reports?since=90m`).
 
 pub mod duration;
+pub mod limits;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -79,6 +79,8 @@ fn main() -> ExitCode {
     // reads GDK_GL; `GDK_DEBUG=gl-disable` needs a debug build of GTK). The window process
     // does not inherit it. LULL_TRAY_GL=1 keeps GL. This runs first, before any thread.
     let mut unset = Vec::new();
+    // Whatever this process writes is the owner's only (ledger, config, logs, keys).
+    agent_core::private_files::owner_only_umask();
     if std::env::var_os("GDK_GL").is_none() && std::env::var_os("LULL_TRAY_GL").is_none_or(|v| v != "1") {
         std::env::set_var("GDK_GL", "disable");
         unset.push("GDK_GL");
@@ -133,10 +135,12 @@ fn run(unset: Vec<&'static str>) -> Result<()> {
 fn headless(paths: Paths, config: Config, why: &str) -> Result<()> {
     eprintln!("lull-tray: {why}: running the headless agent (ask it with `lull status`; stop it with Ctrl-C)");
     tracing::warn!("{why}: running the headless agent");
-    let observer: embedded::Observer = Box::new(|n: &Notice| {
-        if let Notice::Action(now, Action::StateChanged { from, to, reason }) = n {
+    let observer: embedded::Observer = Box::new(|n: &Notice| match n {
+        Notice::Action(now, Action::StateChanged { from, to, reason }) => {
             println!("{}  {} → {}  ({reason})", now.local.format("%Y-%m-%d %H:%M:%S"), from.as_str(), to.as_str());
         }
+        Notice::Alert(a) => println!("attention: {}{}", a.message, a.action.as_deref().map(|x| format!(" — {x}")).unwrap_or_default()),
+        _ => {}
     });
     embedded::run_blocking(paths, config, Some(observer), None)
 }

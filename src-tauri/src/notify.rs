@@ -17,6 +17,9 @@ pub enum Kind {
     BudgetUsed,
     /// Restoring the owner's memory took longer than a second.
     SlowRestore,
+    /// Something about Lull itself needs the owner's attention: its ledger recovered,
+    /// damaged or not written, or the pool refusing this machine's credential.
+    Attention,
 }
 
 /// One notice to show.
@@ -52,6 +55,24 @@ pub fn message_for(n: &Notice) -> Option<Message> {
                 }
             })
         }
+        Notice::InterruptionNotRecorded { interruption: i, error, kept_in_record, .. } => Some(Message {
+            kind: Kind::Attention,
+            summary: "Lull: an interruption could not be written to the ledger".into(),
+            body: format!(
+                "Interruption {} of {} still counts against today's budget{}. The ledger said: {error}",
+                i.number,
+                i.limit,
+                if *kept_in_record { " (kept in today's record)" } else { " until Lull stops" }
+            ),
+        }),
+        Notice::Alert(a) => Some(Message {
+            kind: Kind::Attention,
+            summary: format!("Lull: {}", crate::tray::alert_phrase(a.kind)),
+            body: match &a.action {
+                Some(action) => format!("{} {action}", a.message),
+                None => a.message.clone(),
+            },
+        }),
         Notice::Restored { anon_ms, file_cache_ms } => {
             // The two parts run one after the other: the owner waited for both.
             let ms = anon_ms.unwrap_or(0) + file_cache_ms.unwrap_or(0);
@@ -137,6 +158,23 @@ mod tests {
         // The owner lowering the limit to today's count is their own doing: no notice.
         let lowered = Notice::Action(now(), Action::StateChanged { from: StateKind::Idle, to: StateKind::OutOfBudget, reason: "r".into() });
         assert!(message_for(&lowered).is_none());
+    }
+
+    #[test]
+    fn an_interruption_not_written_is_told_but_never_as_counted() {
+        let Notice::Action(at, Action::InterruptionCounted(i)) = counted(4, 5) else { unreachable!() };
+        let n = Notice::InterruptionNotRecorded { at, interruption: i, error: "disk I/O error".into(), kept_in_record: true };
+        let m = message_for(&n).expect("a notice");
+        assert_eq!(m.kind, Kind::Attention);
+        assert!(m.body.contains("4 of 5") && m.body.contains("disk I/O error") && m.body.contains("today's record"), "{}", m.body);
+        assert!(!format!("{} {}", m.summary, m.body).contains("counted"), "{m:?}");
+        let a = agent_core::control::Alert {
+            kind: agent_core::control::AlertKind::CredentialRefused,
+            message: "refused".into(),
+            action: Some("enrol again".into()),
+        };
+        let m = message_for(&Notice::Alert(a)).expect("a notice");
+        assert_eq!((m.kind, m.body.as_str()), (Kind::Attention, "refused enrol again"));
     }
 
     #[test]

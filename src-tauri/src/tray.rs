@@ -11,7 +11,7 @@
 use crate::notify::{self, Limiter};
 use crate::windows::{Which, Windows};
 use agent_core::agent::Notice;
-use agent_core::control::{call, AgentStatus, Request, Response};
+use agent_core::control::{call, AgentStatus, AlertKind, Request, Response};
 use agent_core::policy::{DonateSpan, NotAllowedReason, PauseSpan, StateKind};
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -66,15 +66,42 @@ pub fn short(secs: u64) -> String {
     }
 }
 
-/// The tooltip: state, then today's donated time and interruptions.
+/// A short phrase for an alert (the status window and the notification say it whole).
+pub fn alert_phrase(kind: AlertKind) -> &'static str {
+    match kind {
+        AlertKind::LedgerRecovered => "the ledger was damaged or lost (Open Lull says what was kept)",
+        AlertKind::RecordRebuilt => "today's record was rebuilt from the ledger",
+        AlertKind::LedgerDamaged => "the ledger is damaged; restart Lull",
+        AlertKind::LedgerWriteFailed => "an interruption could not be written to the ledger",
+        AlertKind::CredentialRefused => "the pool refuses this machine's credential; enrol it again",
+    }
+}
+
+/// The tooltip: state, then today's donated time and interruptions, then what needs
+/// the owner's attention, if anything ("Open Lull" says it whole).
 pub fn tooltip(s: &AgentStatus) -> String {
-    format!(
+    let mut tip = format!(
         "Lull: {}\nToday: donated {} · interruptions {} of {}",
         state_phrase(s),
         short(s.donated_cpu_s_today as u64),
         s.policy.interruptions_today,
         s.policy.interruption_limit
-    )
+    );
+    if let Some(first) = s.alerts.first() {
+        let more = s.alerts.len() - 1;
+        tip += &format!("\nAttention: {}", alert_phrase(first.kind));
+        if more > 0 {
+            tip += &format!(" (and {more} more)");
+        }
+    }
+    tip
+}
+
+/// The menu's line about how guests are contained, naming whatever they lack
+/// ("Guests: cgroup v2 (no io controller: guests' disk I/O not weighted)"); `None` while
+/// the agent has not said.
+pub fn containment_line(s: &AgentStatus) -> Option<String> {
+    s.containment.as_ref().map(|c| format!("Guests: {}", c.summary))
 }
 
 /// Menu item ids.
@@ -129,6 +156,8 @@ pub fn icon(state: StateKind) -> Result<Icon, String> {
 struct Tray {
     icon: TrayIcon,
     headline: MenuItem,
+    /// How guests are contained, with what they lack ([`containment_line`]).
+    containment: MenuItem,
     resume: MenuItem,
     /// The state and tooltip shown, so the icon is replaced only on a change.
     shown: Option<(StateKind, String)>,
@@ -144,6 +173,7 @@ thread_local! {
 pub fn build(socket: PathBuf, windows: Windows, quit: impl Fn() + Send + Sync + 'static) -> Result<(), String> {
     let err = |e: tray_icon::menu::Error| e.to_string();
     let headline = MenuItem::with_id("headline", "Lull: starting…", false, None);
+    let containment = MenuItem::with_id("containment", "Guests: …", false, None);
     let donate = Submenu::with_items(
         "Donate now",
         true,
@@ -164,6 +194,7 @@ pub fn build(socket: PathBuf, windows: Windows, quit: impl Fn() + Send + Sync + 
     let resume = MenuItem::with_id(id::RESUME, "Resume", true, None);
     let menu = Menu::with_items(&[
         &headline,
+        &containment,
         &PredefinedMenuItem::separator(),
         &donate,
         &pause,
@@ -201,7 +232,7 @@ pub fn build(socket: PathBuf, windows: Windows, quit: impl Fn() + Send + Sync + 
         .with_menu(Box::new(menu))
         .build()
         .map_err(|e| e.to_string())?;
-    TRAY.with(|t| *t.borrow_mut() = Some(Tray { icon, headline, resume, shown: None }));
+    TRAY.with(|t| *t.borrow_mut() = Some(Tray { icon, headline, containment, resume, shown: None }));
     Ok(())
 }
 
@@ -236,6 +267,14 @@ fn refresh(tray: Option<&mut Tray>, s: &AgentStatus) {
     if tray.shown.as_ref().is_none_or(|(_, t)| *t != tip) {
         let _ = tray.icon.set_tooltip(Some(&tip));
         tray.headline.set_text(tip.replace('\n', " · "));
+        let attention = |t: &str| t.lines().find(|l| l.starts_with("Attention: ")).map(str::to_owned);
+        let now = attention(&tip);
+        if tray.shown.as_ref().map_or(now.is_some(), |(_, t)| attention(t) != now) {
+            tracing::info!(attention = now.as_deref().unwrap_or("none"), "tray shows attention");
+        }
+    }
+    if let Some(line) = containment_line(s).filter(|l| *l != tray.containment.text()) {
+        tray.containment.set_text(line);
     }
     tray.shown = Some((s.policy.state, tip));
 }
@@ -354,6 +393,26 @@ mod tests {
         assert!(t.starts_with("Lull: not allowed now (on battery)"), "{t}");
         let t = tooltip(&status("not_allowed", serde_json::json!({"not_allowed": "exclusive_program", "exclusive_program": "steam"})));
         assert!(t.starts_with("Lull: not allowed while steam runs\n"), "{t}");
+    }
+
+    #[test]
+    fn the_menu_names_what_guests_lack() {
+        let containment = |summary: &str| serde_json::json!({"containment": {"summary": summary, "kind": "cgroup-v2", "placement": "systemd scope lull-guests-a1-2-0.scope (Delegate=yes)", "missing": []}});
+        let full = status("idle", containment("cgroup v2"));
+        assert_eq!(containment_line(&full).as_deref(), Some("Guests: cgroup v2"));
+        let less = status("idle", containment("cgroup v2 (no io controller: guests' disk I/O not weighted)"));
+        assert_eq!(containment_line(&less).as_deref(), Some("Guests: cgroup v2 (no io controller: guests' disk I/O not weighted)"));
+        assert_eq!(containment_line(&status("idle", serde_json::json!({}))), None, "an older agent says nothing");
+    }
+
+    #[test]
+    fn the_tooltip_says_what_needs_attention() {
+        let alert = |kind: &str| serde_json::json!({"kind": kind, "message": "m", "action": null});
+        let t = tooltip(&status("out_of_budget", serde_json::json!({"alerts": [alert("ledger_recovered")]})));
+        assert!(t.ends_with("\nAttention: the ledger was damaged or lost (Open Lull says what was kept)"), "{t}");
+        let t = tooltip(&status("idle", serde_json::json!({"alerts": [alert("credential_refused"), alert("ledger_write_failed")]})));
+        assert!(t.ends_with("\nAttention: the pool refuses this machine's credential; enrol it again (and 1 more)"), "{t}");
+        assert!(!tooltip(&status("idle", serde_json::json!({}))).contains("Attention"));
     }
 
     #[test]

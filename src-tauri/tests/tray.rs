@@ -498,6 +498,44 @@ fn settings_round_trip_and_invalid_value_is_refused_in_the_window() {
     tray.sigterm_and_wait();
 }
 
+/// The owner's books in the tray (issue 27): a tray app whose ledger and today's record
+/// were both deleted while it was stopped starts with today's budget used up, and says so
+/// in the tray's headline (the menu's first line, which Linux hosts show instead of a
+/// tooltip: logged as "tray shows attention") and in the status window, whose title then
+/// names the alert's kind.
+#[test]
+fn a_lost_ledger_is_said_in_the_tray_and_the_status_window() {
+    if skip_gui() {
+        return;
+    }
+    let desk = Desktop::start(true);
+    let mut tray = Tray::new("");
+    tray.display = Some(desk.display.clone());
+    tray.start(&[]);
+    wait_until("the tray icon", Duration::from_secs(20), || tray.log().contains("tray shows state"));
+    assert!(!tray.log().contains("tray shows attention"), "nothing to say at first:\n{}", tray.log());
+    let st = tray.sigterm_and_wait();
+    assert!(st.success(), "{st}\n{}", tray.output());
+    std::fs::remove_file(tray.dir.path().join("ledger.db")).expect("rm ledger");
+    let _ = std::fs::remove_file(tray.dir.path().join("ledger.today"));
+
+    tray.start(&["--open", "status"]);
+    let s = tray.wait_for("the day used up", |s| s.policy.state == StateKind::OutOfBudget);
+    assert_eq!(s.policy.interruptions_today, s.policy.interruption_limit, "{s:#?}");
+    wait_until("the tray's attention line", Duration::from_secs(20), || {
+        tray.log().contains("tray shows attention attention=\"Attention: the ledger was damaged or lost (Open Lull says what was kept)\"")
+    });
+    wait_until("the status window naming the alert", Duration::from_secs(30), || {
+        desk.find_window(&["--name", r"^Lull: attention \(ledger_recovered\)$"]).is_some()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    desk.screenshot("status-window-ledger-recovered.png");
+    let win = desk.find_window(&["--name", r"^Lull: attention"]).expect("status window");
+    desk.xdotool(&["windowmove", "--sync", &win, "300", "200"]);
+    menu_shot(&desk, Some("tray-menu-ledger-recovered.png"), &["Escape"]);
+    tray.sigterm_and_wait();
+}
+
 /// The "lend while light" switch (issue 13, seed 000's lingering that starts work): off by
 /// default; flipped in the real Settings window with the keyboard and saved, the running
 /// agent's configuration and its status say it is on, the owner's config file holds it,

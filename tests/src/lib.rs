@@ -92,6 +92,29 @@ pub fn skip_without(tool: &str, require_var: &str) -> bool {
     true
 }
 
+/// A child process killed (and reaped) when dropped.
+pub struct Kid(pub Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The owner's terminal session on a new pty (`script` running `sh`): each line written
+/// to its stdin is read by the shell, as a shell reads what is typed, which the terminal
+/// input backend sees as the owner's input.
+pub fn owner_pty() -> Kid {
+    Kid(Command::new("script")
+        .args(["-qfc", "sh", "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("script"))
+}
+
 /// A real `lull agent` child process in its own directory.
 pub struct Agent {
     pub dir: PathBuf,

@@ -13,9 +13,9 @@
 
 use agent_core::control::{Request, Response};
 use agent_core::policy::{NotAllowedReason, StateKind};
-use lull_e2e::{alive, instance_frozen, read_pid, skip_without, skip_without_cgroups, Agent};
+use lull_e2e::{alive, instance_frozen, owner_pty, read_pid, skip_without, skip_without_cgroups, Agent, Kid};
 use std::io::Write;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A guest whose parent exits at once, leaving a setsid'ed, double-forked daemon that spins.
@@ -27,15 +27,6 @@ fn config(threshold: u64, extra: &str) -> String {
     format!(
         "[sampling]\ninterval_ms = 100\nrelaxed_interval_ms = 1000\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\nrecruitment_threshold_s = {threshold}\n{extra}"
     )
-}
-
-/// A child killed on drop.
-struct Kid(Child);
-impl Drop for Kid {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Hands a spinning daemon guest to the agent with `lull run` and waits for its pid.
@@ -79,13 +70,7 @@ fn typing_in_a_pty_freezes_the_guest_and_counts_an_input_interruption() {
 
     // The owner's terminal session, opened after the agent started (a new pty): `sh`
     // reads each line written to `script`, as a shell reads what is typed.
-    let mut script = Kid(Command::new("script")
-        .args(["-qfc", "sh", "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("script"));
+    let mut script = owner_pty();
     let (_run, daemon) = start_guest(&agent);
     agent.wait_for("donating", Duration::from_secs(60), |s| s.policy.state == StateKind::Donating);
     assert!(!instance_frozen(daemon), "the guest is frozen before any input");

@@ -106,6 +106,8 @@ file_cache_restored_mib: number,
  */
 file_cache_stopped: string | null, };
 
+export type ProtectedCgroup = { cgroup: string, bytes: number, };
+
 export type OwnerMemoryStatus = { 
 /**
  * How the owner's session is protected while guests run, or why it is not.
@@ -114,7 +116,54 @@ protection: string,
 /**
  * The last restore after an eviction.
  */
-last_restore: RestoreReport | null, };
+last_restore: RestoreReport | null, 
+/**
+ * The owner's cgroups `memory.low` (v1: the soft limit) protects, with how much can
+ * take effect, while guests run (or, none running, would protect).
+ */
+protected: Array<ProtectedCgroup>, 
+/**
+ * `memory.high` on the guests, bytes, where `memory.low` cannot protect all the
+ * owner's memory.
+ */
+guests_memory_high: number | null, 
+/**
+ * Why `memory.low` is not in effect for an owner cgroup, one each (`cgroup: why`).
+ */
+not_protected: Array<string>, };
+
+export type ContainmentStatus = { 
+/**
+ * The line status shows: `cgroup v2`, or `cgroup v2 (no io controller: guests' disk
+ * I/O not weighted)`, or the process-group fallback.
+ */
+summary: string, 
+/**
+ * `cgroup-v2`, `hybrid` or `process-group`.
+ */
+kind: string, 
+/**
+ * Where the guests' cgroups are and who gave them (`systemd scope
+ * lull-guests-….scope (Delegate=yes)`), or why there are none.
+ */
+placement: string, 
+/**
+ * Each controller or file the guests lack, with what it costs the owner
+ * (`no io controller: guests' disk I/O not weighted`).
+ */
+missing: Array<string>, };
+
+export type AlertKind = "ledger_recovered" | "record_rebuilt" | "ledger_damaged" | "ledger_write_failed" | "credential_refused";
+
+export type Alert = { kind: AlertKind, 
+/**
+ * What happened, in the owner's words.
+ */
+message: string, 
+/**
+ * What to do about it, if anything.
+ */
+action: string | null, };
 
 export type AgentStatus = { donated_cpu_s_today: number, donated_wall_s_today: number, 
 /**
@@ -142,7 +191,17 @@ coordinator: CoordinatorLink | null,
  * How the owner's memory is kept warm (protection while guests run, the last
  * restore after an eviction); `None` without a guest runtime.
  */
-owner_memory: OwnerMemoryStatus | null, state: StateKind, not_allowed: NotAllowedReason | null, 
+owner_memory: OwnerMemoryStatus | null, 
+/**
+ * How guests are contained and what they lack; `None` without a guest runtime.
+ */
+containment: ContainmentStatus | null, 
+/**
+ * What the owner should know about the agent's own books and link (its ledger
+ * recovered or damaged, a write that failed, the coordinator refusing this
+ * machine's credential), each once; empty when all is in order.
+ */
+alerts: Array<Alert>, state: StateKind, not_allowed: NotAllowedReason | null, 
 /**
  * Seconds in the current state.
  */
@@ -349,9 +408,11 @@ export type NetworkPolicy = "outbound" | "none" | "allowed";
 
 export type Guests = { 
 /**
- * Lull's cgroup subtree, relative to each hierarchy's root; `self` for the agent's own
- * (delegated, v2) cgroup; `none` for no cgroups (process groups + rlimits, weak).
- * `LULL_CGROUP` overrides it.
+ * Where guests' cgroups go: `auto` (a root agent: `lull` below each hierarchy's root;
+ * an owner's agent on cgroup v2: a delegated scope from the owner's systemd, else its
+ * own delegated cgroup); a subtree relative to each hierarchy's root; `self` for the
+ * agent's own (delegated, v2) cgroup; `none` for no cgroups (process groups +
+ * rlimits, weak). `LULL_CGROUP` overrides it.
  */
 cgroup: string, 
 /**

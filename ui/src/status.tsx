@@ -1,5 +1,6 @@
 // The status window: what the machine is doing now, today's timeline, the last 7 days
 // of donated time, and today's interruptions with the memory-restore time of each.
+import { getCurrentWindow } from "@tauri-apps/api/window";
 import { useEffect, useState } from "preact/hooks";
 import { DonatedChart } from "./chart";
 import { AgentStatus, GROUPS, Group, STATES, StateKind, TodayReport, fallback, human, openWindow, status, today } from "./api";
@@ -81,15 +82,18 @@ function Timeline({ report, current, stateForS }: { report: TodayReport; current
   );
 }
 
-function Interruptions({ report, limit }: { report: TodayReport; limit: number }) {
+function Interruptions({ report, used, limit }: { report: TodayReport; used: number; limit: number }) {
   const rows = report.interruptions;
+  // A count recovered after damage to the ledger has no rows of its own.
+  const recovered = used - rows.length;
   return (
     <section>
       <h2>
-        Interruptions today: {rows.length} of {limit}
+        Interruptions today: {used} of {limit}
       </h2>
+      {recovered > 0 && <p class="muted">{recovered} of them counted from what survived damage to the ledger: their details are not in this ledger.</p>}
       {rows.length === 0 ? (
-        <p class="muted">None today: guest work has not been in your way.</p>
+        recovered > 0 ? null : <p class="muted">None today: guest work has not been in your way.</p>
       ) : (
         <table>
           <thead>
@@ -114,6 +118,36 @@ function Interruptions({ report, limit }: { report: TodayReport; limit: number }
           </tbody>
         </table>
       )}
+    </section>
+  );
+}
+
+/** How guest work is kept apart from the owner: the containment (naming whatever guests
+ * lack) and the owner's memory protection (the cgroups and amounts, or why none). */
+function KeptApart({ s }: { s: AgentStatus }) {
+  const c = s.containment;
+  const m = s.owner_memory;
+  if (!c && !m) return null;
+  return (
+    <section>
+      <h2>How guest work is kept apart</h2>
+      <dl class="facts">
+        {c && (
+          <>
+            <dt>Guests</dt>
+            <dd id="containment" class={c.missing.length > 0 ? "warn" : ""}>
+              {c.summary}
+              {c.placement && <span class="muted"> · {c.placement}</span>}
+            </dd>
+          </>
+        )}
+        {m && (
+          <>
+            <dt>Your memory</dt>
+            <dd id="owner-memory">{m.protection}</dd>
+          </>
+        )}
+      </dl>
     </section>
   );
 }
@@ -147,11 +181,23 @@ function headline(s: AgentStatus): string {
   }
 }
 
+/** The window title names what needs attention too (visible in the task bar, and to tests). */
+function useAttentionTitle(s: AgentStatus | null) {
+  const kinds = s ? s.alerts.map((a) => a.kind).join(", ") : "";
+  useEffect(() => {
+    if (s === null) return;
+    void getCurrentWindow()
+      .setTitle(kinds ? `Lull: attention (${kinds})` : "Lull")
+      .catch(() => {});
+  }, [kinds, s === null]);
+}
+
 export function StatusView() {
   const [s, setS] = useState<AgentStatus | null>(null);
   const [r, setR] = useState<TodayReport | null>(null);
   const [err, setErr] = useState<string | null>(null);
   const [why, setWhy] = useState<string | null>(null);
+  useAttentionTitle(s);
   useEffect(() => {
     fallback().then(setWhy, () => setWhy(null));
   }, []);
@@ -173,6 +219,12 @@ export function StatusView() {
   return (
     <main>
       {why && <p class="banner warn">No tray icon: {why}</p>}
+      {s.alerts.map((a) => (
+        <p class="banner bad alert" role="alert" data-kind={a.kind}>
+          {a.message}
+          {a.action && <span class="action"> What to do: {a.action}</span>}
+        </p>
+      ))}
       <header class="head">
         <span class="dot" style={{ background: STATES[s.state].colour }} />
         <div>
@@ -194,7 +246,8 @@ export function StatusView() {
           {r.donated_days.every((d) => d.cpu_s === 0) ? " (nothing yet: guest work runs when your machine is idle)" : ""}.
         </p>
       </section>
-      <Interruptions report={r} limit={s.interruption_limit} />
+      <Interruptions report={r} used={s.interruptions_today} limit={s.interruption_limit} />
+      <KeptApart s={s} />
       <footer>
         <button onClick={() => void openWindow("settings")}>Settings…</button>
         <span class="muted">

@@ -62,6 +62,15 @@ pub enum Containment {
 }
 
 impl Containment {
+    /// A short machine-readable name.
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::CgroupV2 => "cgroup-v2",
+            Self::Hybrid => "hybrid",
+            Self::ProcessGroup => "process-group",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::CgroupV2 => "cgroup v2",
@@ -181,6 +190,43 @@ pub struct OwnerMemoryStatus {
     pub protection: String,
     /// The last restore after an eviction.
     pub last_restore: Option<RestoreReport>,
+    /// The owner's cgroups `memory.low` (v1: the soft limit) protects, with how much can
+    /// take effect, while guests run (or, none running, would protect).
+    #[serde(default)]
+    pub protected: Vec<ProtectedCgroup>,
+    /// `memory.high` on the guests, bytes, where `memory.low` cannot protect all the
+    /// owner's memory.
+    #[serde(default)]
+    pub guests_memory_high: Option<u64>,
+    /// Why `memory.low` is not in effect for an owner cgroup, one each (`cgroup: why`).
+    #[serde(default)]
+    pub not_protected: Vec<String>,
+}
+
+/// An owner cgroup and its protection, bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct ProtectedCgroup {
+    pub cgroup: String,
+    pub bytes: u64,
+}
+
+/// How guests are contained, for `lull status` and the tray: never "cgroup v2" for
+/// less than it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub struct ContainmentStatus {
+    /// The line status shows: `cgroup v2`, or `cgroup v2 (no io controller: guests' disk
+    /// I/O not weighted)`, or the process-group fallback.
+    pub summary: String,
+    /// `cgroup-v2`, `hybrid` or `process-group`.
+    pub kind: String,
+    /// Where the guests' cgroups are and who gave them (`systemd scope
+    /// lull-guests-….scope (Delegate=yes)`), or why there are none.
+    pub placement: String,
+    /// Each controller or file the guests lack, with what it costs the owner
+    /// (`no io controller: guests' disk I/O not weighted`).
+    pub missing: Vec<String>,
 }
 
 /// A guest runtime error.

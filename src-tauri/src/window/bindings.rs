@@ -27,7 +27,7 @@ pub struct FieldError {
 /// The whole `bindings.ts` (used by the test below, which writes or checks it).
 #[cfg(test)]
 pub fn typescript() -> String {
-    use agent_core::control::{AgentStatus, CoordinatorLink, TodayReport};
+    use agent_core::control::{AgentStatus, Alert, AlertKind, CoordinatorLink, TodayReport};
     use agent_core::ledger::{DayDonation, InterruptionRow, TransitionRow};
     use agent_core::policy::{
         Deadline, DonateSpan, GuestDirective, NotAllowedReason, PauseSpan, PolicyStatus, ReturnCause, SavedPause, StateKind,
@@ -45,7 +45,11 @@ pub fn typescript() -> String {
         PolicyStatus::decl(),
         CoordinatorLink::decl(),
         agent_core::guest::RestoreReport::decl(),
+        agent_core::guest::ProtectedCgroup::decl(),
         agent_core::guest::OwnerMemoryStatus::decl(),
+        agent_core::guest::ContainmentStatus::decl(),
+        AlertKind::decl(),
+        Alert::decl(),
         AgentStatus::decl(),
         TransitionRow::decl(),
         InterruptionRow::decl(),

@@ -69,6 +69,8 @@ fn parse_args() -> Result<Option<Args>> {
 }
 
 fn main() -> ExitCode {
+    // Whatever this process writes is the owner's only (the config, WebKit's caches).
+    agent_core::private_files::owner_only_umask();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -9,6 +9,14 @@
 //! write to its `cgroup.kill`. A guest that double-forks, calls setsid or daemonizes stays
 //! in its cgroup, so it is frozen and killed with it. At start-up, instances whose agent
 //! is gone are killed and removed (the no-orphans backstop).
+//!
+//! The base is a path below each hierarchy's root (a root agent's `lull`), the agent's own
+//! delegated cgroup (`self`), or a delegated scope the owner's systemd made for guests
+//! ([`super::delegation`], [`Cgroups::open_delegated`]). On v2 the guests get every
+//! controller the base has — `cpu` (`cpu.idle`, else `cpu.weight` 1), `memory`
+//! (`memory.max`, `memory.swap.max`), `pids` (`pids.max`), `io` (`io.weight` 1) — and
+//! whatever is missing is listed ([`Cgroups::missing`], [`missing_controls`]) so status
+//! never says "cgroup v2" for less.
 
 use crate::guest::{Containment, GuestError};
 use std::ffi::CString;
@@ -64,6 +72,67 @@ pub struct Cgroups {
     /// The cpu cgroups above the guests that hold the lowest weight, top-down (the
     /// instance included).
     pub cpu_levels: Vec<PathBuf>,
+    /// What the guests lack (controllers, files), each with what it costs.
+    pub missing: Vec<MissingControl>,
+    /// Where the guests' cgroups are and who gave them, for status: `/lull`, the agent's
+    /// own cgroup, or the systemd scope.
+    pub placement: String,
+    /// The delegated base the agent's own helpers (the watchdog) live in, whose
+    /// processes are never the owner's (set for a systemd scope).
+    pub delegated_base: Option<PathBuf>,
+}
+
+/// One thing guests' cgroups lack, and what that costs the owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingControl {
+    /// A controller (`io`) or a file (`cgroup.kill`).
+    pub control: &'static str,
+    pub consequence: &'static str,
+}
+
+impl std::fmt::Display for MissingControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.control.contains('.') {
+            write!(f, "no {}: {}", self.control, self.consequence)
+        } else {
+            write!(f, "no {} controller: {}", self.control, self.consequence)
+        }
+    }
+}
+
+/// What guests on cgroup v2 lack, from the controllers their cgroup has
+/// (`cgroup.controllers` of the agent instance) and which files exist there. The memory
+/// controller and `cgroup.freeze` are not listed: without them there is no cgroup
+/// containment at all (the process-group fallback).
+pub fn missing_controls(controllers: &str, has_swap_max: bool, has_kill: bool) -> Vec<MissingControl> {
+    let has = |c: &str| controllers.split_whitespace().any(|w| w == c);
+    let mut out = Vec::new();
+    if !has("cpu") {
+        out.push(MissingControl { control: "cpu", consequence: "guests' CPU weight not lowered (SCHED_IDLE per process only)" });
+    }
+    if !has("pids") {
+        out.push(MissingControl { control: "pids", consequence: "guests' process count not capped" });
+    }
+    if !has("io") {
+        out.push(MissingControl { control: "io", consequence: "guests' disk I/O not weighted" });
+    }
+    if has("memory") && !has_swap_max {
+        out.push(MissingControl { control: "memory.swap.max", consequence: "guests' swap use not capped" });
+    }
+    if !has_kill {
+        out.push(MissingControl { control: "cgroup.kill", consequence: "guests killed process by process" });
+    }
+    out
+}
+
+/// "cgroup v2", or "cgroup v2 (no io controller: guests' disk I/O not weighted)": the
+/// containment named with everything it lacks.
+pub fn describe_containment(kind: Containment, missing: &[MissingControl]) -> String {
+    if missing.is_empty() {
+        return kind.as_str().to_owned();
+    }
+    let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
+    format!("{} ({})", kind.as_str(), list.join("; "))
 }
 
 /// Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat).
@@ -82,7 +151,7 @@ pub fn instance_name() -> String {
 }
 
 /// Whether the agent that made instance directory `name` still runs.
-fn instance_alive(name: &str) -> bool {
+pub fn instance_alive(name: &str) -> bool {
     let mut it = name.strip_prefix('a').unwrap_or("").split('-');
     match (it.next().and_then(|p| p.parse::<u32>().ok()), it.next().and_then(|s| s.parse::<u64>().ok())) {
         (Some(pid), Some(start)) => start_time(pid) == Some(start),
@@ -160,33 +229,72 @@ impl Cgroups {
         let base_dir = root.join(&rel);
         std::fs::create_dir_all(&base_dir).map_err(|e| cg_err(&base_dir, e))?;
         Self::enter_agent_leaf(root, &rel)?;
+        let placement = if base == "self" { format!("the agent's own cgroup /{rel}") } else { format!("/{rel}") };
+        Self::build_v2(root, &rel, placement, true)
+    }
+
+    /// Guests in a delegated v2 cgroup the owner's systemd made (`rel`, below the v2
+    /// root), which holds one of the agent's processes (the watchdog): it moves into the
+    /// `leaf` child first (no internal processes once controllers are enabled below).
+    pub fn open_delegated(rel: &str, leaf: &str, placement: String) -> Result<Self, GuestError> {
+        let root = Path::new(ROOT);
+        let base_dir = root.join(rel);
+        let leaf_dir = base_dir.join(leaf);
+        std::fs::create_dir_all(&leaf_dir).map_err(|e| cg_err(&leaf_dir, e))?;
+        for pid in read(&base_dir.join("cgroup.procs")).unwrap_or_default().split_whitespace() {
+            write(&leaf_dir.join("cgroup.procs"), pid)?;
+        }
+        let mut c = Self::build_v2(root, rel, placement, false)?;
+        c.delegated_base = Some(base_dir);
+        Ok(c)
+    }
+
+    /// `<base>/guests/<instance>` with every controller the base offers enabled down to
+    /// it, the lowest CPU weight on every level we may set (`own_base_weight`: also on
+    /// the base itself), and the list of what is missing.
+    fn build_v2(root: &Path, rel: &str, placement: String, own_base_weight: bool) -> Result<Self, GuestError> {
+        let base_dir = root.join(rel);
         let parent = base_dir.join("guests");
         let guests = parent.join(instance_name());
         std::fs::create_dir_all(&guests).map_err(|e| cg_err(&guests, e))?;
+        let offered = read(&base_dir.join("cgroup.controllers")).unwrap_or_default();
         for dir in [&base_dir, &parent, &guests] {
-            for c in ["memory", "cpu", "pids"] {
+            for c in ["memory", "cpu", "pids", "io"] {
+                if !offered.split_whitespace().any(|w| w == c) && c != "memory" {
+                    continue;
+                }
                 if let Err(e) = write(&dir.join("cgroup.subtree_control"), &format!("+{c}")) {
                     if c == "memory" {
-                        return Err(e);
+                        return Err(GuestError::NoCgroups(format!(
+                            "no memory controller for guests in {} (it offers: {}): {e}",
+                            base_dir.display(),
+                            if offered.trim().is_empty() { "none" } else { offered.trim() }
+                        )));
                     }
                     tracing::warn!("cgroup controller {c} unavailable for guests: {e}");
                 }
             }
         }
         // Lowest weight at every level, from the base (where the subtree meets its
-        // siblings) down. A delegated base ("self") cannot set its own weight: the unit
-        // does (systemd CPUWeight=idle).
+        // siblings) down. A delegated base cannot always set its own weight: the unit
+        // does (the scope's CPUWeight=idle); it is still boosted while freezing.
         let mut cpu_levels = Vec::new();
         for dir in [&base_dir, &parent, &guests] {
-            if write(&dir.join("cpu.weight"), "1").is_ok() {
+            let ours = own_base_weight || dir != &base_dir;
+            if (ours && set_v2_cpu_lowest(dir).is_ok()) || (!ours && dir.join("cpu.weight").exists()) {
                 cpu_levels.push(dir.clone());
-            } else if dir == &base_dir {
+            } else if dir == &base_dir && dir.join("cpu.weight").exists() {
                 tracing::warn!(
-                    "could not set cpu.weight 1 on {}: the guests' subtree should be its own unit with CPUWeight=idle",
+                    "could not set the lowest CPU weight on {}: the guests' subtree should be its own unit with CPUWeight=idle",
                     base_dir.display()
                 );
             }
         }
+        let missing = missing_controls(
+            &read(&guests.join("cgroup.controllers")).unwrap_or_default(),
+            guests.join("memory.swap.max").exists(),
+            guests.join("cgroup.kill").exists(),
+        );
         Ok(Self {
             kind: Containment::CgroupV2,
             unified: guests.clone(),
@@ -194,6 +302,9 @@ impl Cgroups {
             cpu: guests.clone(),
             pids: Some(guests),
             cpu_levels,
+            missing,
+            placement,
+            delegated_base: None,
         })
     }
 
@@ -227,7 +338,15 @@ impl Cgroups {
         }
         set_v1_cpu(&cpu)?;
         cpu_levels.push(cpu.clone());
-        Ok(Self { kind: Containment::Hybrid, unified, memory, cpu, pids, cpu_levels })
+        let mut missing = Vec::new();
+        if pids.is_none() {
+            missing.push(MissingControl { control: "pids", consequence: "guests' process count not capped" });
+        }
+        if !unified.join("cgroup.kill").exists() {
+            missing.push(MissingControl { control: "cgroup.kill", consequence: "guests killed process by process" });
+        }
+        let placement = format!("/{rel}");
+        Ok(Self { kind: Containment::Hybrid, unified, memory, cpu, pids, cpu_levels, missing, placement, delegated_base: None })
     }
 
     /// The file whose "1" freezes every guest at once.
@@ -262,8 +381,23 @@ impl Cgroups {
                 v.push((dir.join("cpu.shares"), "1024", "2"));
                 v
             }
-            _ => vec![(dir.join("cpu.weight"), "100", "1")],
+            _ => {
+                let mut v = Vec::new();
+                if dir.join("cpu.idle").exists() {
+                    v.push((dir.join("cpu.idle"), "0", "1"));
+                }
+                v.push((dir.join("cpu.weight"), "100", "1"));
+                v
+            }
         }
+    }
+
+    /// The path fragment of `/proc/PID/cgroup` lines whose processes are Lull's (guests,
+    /// and the watchdog in a delegated scope), never the owner's.
+    pub fn marker(&self) -> String {
+        let dir = self.delegated_base.as_ref().unwrap_or(&self.unified);
+        let u = dir.to_string_lossy();
+        u.strip_prefix("/sys/fs/cgroup/unified").or_else(|| u.strip_prefix(ROOT)).unwrap_or(&u).to_owned()
     }
 
     /// Total "some" memory stall time of all guests, µs.
@@ -290,7 +424,12 @@ impl Cgroups {
                 let _ = write(&g.memory.join("memory.swappiness"), "0");
             }
             _ => {
-                let _ = write(&g.cpu.join("cpu.weight"), "1");
+                let _ = set_v2_cpu_lowest(&g.cpu);
+                for (file, value) in [("io.weight", "default 1"), ("io.bfq.weight", "default 1")] {
+                    if g.unified.join(file).exists() {
+                        let _ = write(&g.unified.join(file), value);
+                    }
+                }
             }
         }
         if let Some(p) = &g.pids {
@@ -325,6 +464,9 @@ impl Cgroups {
             let dirs = |p: &Path| parent(p).map(|d| d.join(&name));
             let stale = Cgroups {
                 cpu_levels: Vec::new(),
+                missing: Vec::new(),
+                placement: String::new(),
+                delegated_base: None,
                 kind: self.kind,
                 unified: inst.path(),
                 memory: dirs(&self.memory).unwrap_or_else(|| inst.path()),
@@ -397,6 +539,18 @@ fn set_v1_cpu(dir: &Path) -> Result<(), GuestError> {
     if number(&dir.join("cpu.idle")) != Some(1) {
         write(&dir.join("cpu.shares"), "2")?;
     }
+    let _ = write(&dir.join("cpu.idle"), "1");
+    Ok(())
+}
+
+/// v2 cpu: `cpu.idle` 1 where the kernel has it (the group is scheduled like
+/// SCHED_IDLE against its siblings), over the smallest weight (1). An idle group refuses
+/// weight changes: one already idle is left as is.
+fn set_v2_cpu_lowest(dir: &Path) -> Result<(), GuestError> {
+    if number(&dir.join("cpu.idle")) == Some(1) {
+        return Ok(());
+    }
+    write(&dir.join("cpu.weight"), "1")?;
     let _ = write(&dir.join("cpu.idle"), "1");
     Ok(())
 }

@@ -13,6 +13,7 @@
 
 pub mod account;
 pub mod cgroup;
+pub mod delegation;
 pub mod fallback;
 pub mod memory;
 pub mod owner_cache;
@@ -204,6 +205,8 @@ pub struct LinuxRuntime {
     account: Result<Option<account::GuestAccount>, String>,
     /// Where guests' work directories go (`guests/`, `jobs/`): handed to `account`.
     work_root: PathBuf,
+    /// Why guests have no cgroups (the process-group fallback).
+    no_cgroups: Option<String>,
 }
 
 impl LinuxRuntime {
@@ -227,12 +230,16 @@ impl LinuxRuntime {
         };
         let base = std::env::var("LULL_CGROUP").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| cfg.cgroup.clone());
         // `none` turns cgroups off (the fallback, e.g. to try or test it).
-        let opened = if base == "none" { Err(GuestError::NoCgroups("guests.cgroup = \"none\"".into())) } else { Cgroups::open(&base) };
+        let (opened, watchdog) = delegation::open(&base);
+        let no_cgroups = opened.as_ref().err().map(ToString::to_string);
         let cgroups = match opened {
             Ok(c) => {
                 let stale = c.cleanup_stale();
                 if stale > 0 {
                     warn!(stale, "killed and removed guest cgroups left by an earlier agent");
+                }
+                if !c.missing.is_empty() {
+                    warn!("guests' cgroups in {} lack: {}", c.placement, cgroup::describe_containment(c.kind, &c.missing));
                 }
                 Some(c)
             }
@@ -264,7 +271,7 @@ impl LinuxRuntime {
             boost: Mutex::new(boost),
             boosted: AtomicBool::new(false),
         });
-        let watchdog = match watchdog::Watchdog::start(cgroups.as_ref().map(|c| c.kill_file()).as_deref()) {
+        let watchdog = match watchdog {
             Ok(w) => Some(w),
             Err(e) => {
                 error!("could not start the no-orphans watchdog: {e}");
@@ -279,9 +286,9 @@ impl LinuxRuntime {
             cache_max_bytes: m.cache_snapshot_mib * MIB,
             cache_max_files: m.cache_snapshot_files as usize,
         };
-        let mut protection = owner_protect::OwnerProtection::new(cgroups.as_ref(), m, warm);
-        let marker = cgroups.as_ref().map(|c| guest_marker(&c.unified)).unwrap_or_default();
-        protection.probe(&memory::owner_pids(&marker));
+        let mut protection = owner_protect::OwnerProtection::new(cgroups.as_ref(), m, warm, cfg.owner_reserve_mib * MIB);
+        let marker = cgroups.as_ref().map(Cgroups::marker).unwrap_or_default();
+        protection.probe(&memory::owner_pids(&marker), memory::meminfo().total);
         Self {
             cfg,
             caps: config.caps.clone(),
@@ -313,6 +320,7 @@ impl LinuxRuntime {
             refused: None,
             account,
             work_root: work_root.to_path_buf(),
+            no_cgroups,
         }
     }
 
@@ -667,7 +675,7 @@ impl LinuxRuntime {
 
     /// The guests' cgroup path as it appears in `/proc/PID/cgroup`.
     fn guest_cgroup_marker(&self) -> String {
-        self.cgroups.as_ref().map(|c| guest_marker(&c.unified)).unwrap_or_default()
+        self.cgroups.as_ref().map(Cgroups::marker).unwrap_or_default()
     }
 
     fn maintain(&mut self) {
@@ -860,7 +868,11 @@ impl GuestHost for LinuxRuntime {
             Ok(None) => String::new(),
             Err(_) => " · NO unprivileged account: guests refused".into(),
         };
-        format!("linux: {} · sandbox: {sandbox} + no-new-privs · SCHED_IDLE, nice 19, idle I/O{user}", self.kind.as_str())
+        let containment = match &self.cgroups {
+            Some(c) => format!("{} in {}", cgroup::describe_containment(c.kind, &c.missing), c.placement),
+            None => self.kind.as_str().to_owned(),
+        };
+        format!("linux: {containment} · sandbox: {sandbox} + no-new-privs · SCHED_IDLE, nice 19, idle I/O{user}")
     }
 
     fn apply(&mut self, directive: GuestDirective) {
@@ -910,8 +922,32 @@ impl GuestHost for LinuxRuntime {
         self.restore_report.take()
     }
 
+    fn containment_status(&self) -> Option<crate::guest::ContainmentStatus> {
+        Some(match &self.cgroups {
+            Some(c) => crate::guest::ContainmentStatus {
+                summary: cgroup::describe_containment(c.kind, &c.missing),
+                kind: c.kind.id().into(),
+                placement: c.placement.clone(),
+                missing: c.missing.iter().map(ToString::to_string).collect(),
+            },
+            None => crate::guest::ContainmentStatus {
+                summary: self.kind.as_str().into(),
+                kind: self.kind.id().into(),
+                placement: self.no_cgroups.clone().unwrap_or_default(),
+                missing: vec!["no cgroup: a guest that calls setsid escapes freezing and killing; memory capped by RLIMIT_AS only".into()],
+            },
+        })
+    }
+
     fn owner_memory(&mut self) -> Option<OwnerMemoryStatus> {
-        Some(OwnerMemoryStatus { protection: self.protection.describe(), last_restore: self.last_report.clone() })
+        let (protected, guests_memory_high, not_protected) = self.protection.status();
+        Some(OwnerMemoryStatus {
+            protection: self.protection.describe(),
+            last_restore: self.last_report.clone(),
+            protected,
+            guests_memory_high,
+            not_protected,
+        })
     }
 
     fn migration_cost(&mut self) -> Option<Duration> {
@@ -983,12 +1019,6 @@ impl GuestHost for LinuxRuntime {
         }
         self.guests().into_iter().find(|g| g.id == id)
     }
-}
-
-/// The guests' unified cgroup directory as a path in `/proc/PID/cgroup`.
-fn guest_marker(unified: &Path) -> String {
-    let u = unified.to_string_lossy();
-    u.strip_prefix("/sys/fs/cgroup/unified").or_else(|| u.strip_prefix("/sys/fs/cgroup")).unwrap_or(&u).to_owned()
 }
 
 /// How often the checkpoint size is re-measured.

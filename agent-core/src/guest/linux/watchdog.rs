@@ -5,6 +5,11 @@
 //! every guest tree, daemons and setsid'ed children included) and SIGKILLs the process
 //! groups the agent told it about (the no-cgroup fallback), then exits.
 //!
+//! For an ordinary owner's agent it is also the process the guests' systemd scope holds
+//! ([`super::delegation`]): a scope needs one when it is made, and the watchdog lives
+//! exactly as long as the guests may. It then kills the scope's whole `guests/` subtree,
+//! and once it exits systemd removes the empty scope.
+//!
 //! Between fork and exit the child makes only async-signal-safe system calls on buffers
 //! prepared before the fork: the agent is multi-threaded.
 
