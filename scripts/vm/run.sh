@@ -18,7 +18,8 @@
 #   --deb PATH      test this package instead of building one (packaging/build-deb.sh;
 #                   a .deb built from the same sources is reused)
 #   --cases REGEX   run only the cases whose name matches, e.g. '0.*|2[0-4].*'
-#                   (cases use what earlier ones set up: keep 00-01 and 20 for pool cases)
+#                   (cases use what earlier ones set up: keep 00, 01 and 20 for the pool
+#                   cases, and 60 for the root ones)
 #   --out DIR       results directory (default: a new temporary one): console.log,
 #                   setup.log, results.tsv, cases/NAME.log, journal.log, dmesg.log
 #   LULL_REQUIRE_VM=1       fail instead of skipping where QEMU is not installed
