@@ -9,8 +9,8 @@ require_pool
 JOB_TIMEOUT=180
 REQUIRE_DONE=0
 start_hostile forkbomb 4608 15 || { finish; exit 1; }
-if wait_for 90 pgrep -f 'hostile.py forkbomb' >/dev/null; then
-  bomb=$(pgrep -f 'hostile.py forkbomb' | tail -n1)
+if wait_for 90 pgrep -f '^python3 .*hostile.py forkbomb' >/dev/null; then
+  bomb=$(pgrep -f '^python3 .*hostile.py forkbomb' | tail -n1)
   # Until its task count stops growing (it holds what it got for 15 s).
   last=-1 n=0
   for _ in $(seq 75); do

@@ -9,8 +9,8 @@ require_pool
 JOB_TIMEOUT=180
 global_before=$(dmesg | grep -c 'Out of memory: Killed process')
 start_hostile memory 6144 alloc.log 0 || { finish; exit 1; }
-if wait_for 60 pgrep -f 'hostile.py memory' >/dev/null; then
-  pid=$(pgrep -f 'hostile.py memory' | tail -n1)
+if wait_for 60 pgrep -f '^python3 .*hostile.py memory' >/dev/null; then
+  pid=$(pgrep -f '^python3 .*hostile.py memory' | tail -n1)
   cg=/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$pid/cgroup" 2>/dev/null)
   note "the guest (pid $pid) is in ${cg#/sys/fs/cgroup}: memory.max $(cat "$cg/memory.max" 2>/dev/null || echo none), memory.high $(cat "$cg/memory.high" 2>/dev/null || echo none), memory.swap.max $(cat "$cg/memory.swap.max" 2>/dev/null || echo none)"
   if ! check "the guest's cgroup has a memory.max" sh -c "[ -e $cg/memory.max ] && ! grep -qx max $cg/memory.max"; then

@@ -21,7 +21,7 @@ a=$(faults); sleep 40; b=$(faults)
 without=$((b - a))
 JOB_TIMEOUT=200
 start_hostile memory 3072 alloc.log 40 || { finish; exit 1; }
-wait_for 60 pgrep -f 'hostile.py memory' >/dev/null
+wait_for 60 pgrep -f '^python3 .*hostile.py memory' >/dev/null
 c=$(faults); sleep 40; d=$(faults)
 with=$((d - c))
 finish_hostile
