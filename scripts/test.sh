@@ -25,3 +25,12 @@ scripts/check-core-purity.sh
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast
 scripts/schemathesis.sh 30
+# Lull as an ordinary owner runs it, attacked by hostile guests: a Debian 12 VM on pure
+# cgroup v2 (systemd, logind, an X session), the freshly built .deb installed in it by
+# dpkg (scripts/vm/run.sh). Opt-in for now (LULL_VM=1): a full run takes ~40 min under
+# TCG on 2 busy cores and has not yet passed end to end, see scripts/vm/known-failures.
+if [ "${LULL_VM:-0}" = 1 ]; then
+  LULL_REQUIRE_VM=1 scripts/vm/run.sh
+else
+  echo "scripts/test.sh: the VM suite is skipped (LULL_VM=1 runs it: scripts/vm/run.sh)"
+fi

@@ -101,6 +101,12 @@ pub trait GuestHost: Send {
     fn memory(&mut self) -> Option<crate::guest::GuestsMemory> {
         None
     }
+
+    /// The guests' cgroup as `/proc/PID/cgroup` names it: the control socket refuses
+    /// processes inside it. `None` without cgroups.
+    fn guest_cgroup(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A job the coordinator link hands the driver to run as a guest (the driver owns the
@@ -445,7 +451,7 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
     let listener =
         control::bind(&paths.socket).map_err(|source| AgentError::Socket { path: paths.socket.display().to_string(), source })?;
     let (ctl_tx, mut ctl_rx) = mpsc::channel::<ControlMsg>(16);
-    tokio::spawn(serve_control(listener, ctl_tx));
+    tokio::spawn(serve_control(listener, ctl_tx, control::PeerRules { guest_cgroup: guests.guest_cgroup() }));
     info!(socket = %paths.socket.display(), ledger = %paths.ledger.display(), "agent started");
 
     let mut d = Driver {
@@ -1217,13 +1223,14 @@ impl Driver {
     }
 }
 
-async fn serve_control(listener: tokio::net::UnixListener, tx: mpsc::Sender<ControlMsg>) {
+async fn serve_control(listener: tokio::net::UnixListener, tx: mpsc::Sender<ControlMsg>, rules: control::PeerRules) {
     loop {
         let Ok((stream, _)) = listener.accept().await else { continue };
         let tx = tx.clone();
+        let rules = rules.clone();
         tokio::spawn(async move {
-            if !control::peer_is_owner(&stream) {
-                warn!("refused a control connection from another user");
+            if let Some(who) = control::refused_peer(&stream, &rules) {
+                warn!("refused a control connection from {who}");
                 return;
             }
             let (mut rd, mut wr) = stream.into_split();

@@ -1,13 +1,13 @@
 //! This machine's calibration, for `lull calibrate` and the tray's Settings window: reads
 //! the owner's recorded trace from the agent's ledger (its own read connection, so the
 //! running agent is never held up) and derives the availability and recruitment
-//! thresholds with `lull_sim::calibrate` (the logic; this file only reads and shapes the
+//! thresholds with `lull_core::calibrate` (the logic; this file only reads and shapes the
 //! answer). Both entry points call [`of_this_machine`] so the window and the command can
 //! never disagree.
 
 use crate::ledger::{Ledger, LedgerError};
-use lull_sim::calibrate::{calibrate, CalibrateError, Calibration, MIN_DAYS};
-use lull_sim::trace::OwnerSample;
+use lull_core::calibrate::OwnerSample;
+use lull_core::calibrate::{calibrate, CalibrateError, Calibration, MIN_DAYS};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

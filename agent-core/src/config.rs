@@ -113,17 +113,35 @@ pub struct Sampling {
     pub trace_retention_days: u64,
 }
 
-/// A guest's network access (a job setting; this is the default for jobs that name none).
+/// A guest's network access: what the owner allows (`[guests] network`) and what a job
+/// asks for. A guest has none unless its job asks for outbound network *and* the owner
+/// allows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum NetworkPolicy {
-    /// Outbound connections only: the guest may not listen on TCP ports (Landlock).
-    Outbound,
-    /// No TCP at all (Landlock denies bind and connect).
+    /// No network: the guest has its own network namespace with only a loopback
+    /// interface of its own (where namespaces are unavailable, Landlock denies TCP).
     None,
-    /// Unrestricted.
-    Allowed,
+    /// Outbound connections to the internet through `slirp4netns
+    /// --disable-host-loopback`: never to this machine's loopback services (its database,
+    /// its coordinator); refused where user namespaces or slirp4netns are missing.
+    Outbound,
+}
+
+impl TryFrom<String> for NetworkPolicy {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        match value.as_str() {
+            "none" => Ok(Self::None),
+            "outbound" => Ok(Self::Outbound),
+            "allowed" => Err("\"allowed\" was removed: guests never get unrestricted network; use \"outbound\" (the internet, \
+                              never this machine's own services) or \"none\""
+                .into()),
+            other => Err(format!("unknown network policy {other:?}: expected \"none\" or \"outbound\"")),
+        }
+    }
 }
 
 /// The guest runtime: memory protection, containment and defaults for jobs.
@@ -150,8 +168,16 @@ pub struct Guests {
     pub pressure_kill_s: u64,
     /// Most processes and threads one guest may have.
     pub pids_max: u64,
-    /// Network policy for jobs that name none (default: outbound only).
+    /// Whether guests may have outbound network when their job asks for it: `"none"`
+    /// (default) or `"outbound"` (see [`NetworkPolicy`]).
     pub network: NetworkPolicy,
+    /// Most disk a guest's work directory may use, MiB: no single file may grow past it
+    /// (RLIMIT_FSIZE) and the agent stops the guest when the directory (with files it
+    /// deleted but holds open) uses more.
+    pub disk_mib: u64,
+    /// Most output kept of each of a guest's stdout and stderr, MiB; past it the file ends
+    /// with a truncation line and the guest's further writes there fail (EPIPE).
+    pub output_mib: u64,
     /// Bandwidth for moving a checkpoint to another machine, MiB/s: with the checkpoint
     /// size (memory + work directory) it gives T_migr, until a coordinator measures it.
     pub migration_bandwidth_mib_s: f64,
@@ -176,7 +202,9 @@ impl Default for Guests {
             pressure_freeze_pct: 10.0,
             pressure_kill_s: 10,
             pids_max: 4096,
-            network: NetworkPolicy::Outbound,
+            network: NetworkPolicy::None,
+            disk_mib: 4096,
+            output_mib: 16,
             migration_bandwidth_mib_s: 50.0,
             max_jobs: 1,
             retention_days: 7,
@@ -373,6 +401,8 @@ impl Config {
             ("guests.pressure_kill_s", g.pressure_kill_s as f64, 0.0, 3600.0),
             ("guests.pids_max", g.pids_max as f64, 8.0, 1_000_000.0),
             ("guests.max_jobs", g.max_jobs as f64, 1.0, 64.0),
+            ("guests.disk_mib", g.disk_mib as f64, 16.0, 1_048_576.0),
+            ("guests.output_mib", g.output_mib as f64, 1.0, 1024.0),
             ("guests.retention_days", g.retention_days as f64, 1.0, 3650.0),
             ("guests.migration_bandwidth_mib_s", g.migration_bandwidth_mib_s, 0.1, 100_000.0),
             ("caps.cpu_max", self.caps.cpu_max, 0.05, 1.0),
@@ -647,8 +677,19 @@ mod tests {
         assert!(err.contains("guests.admission_owner_mem_max"), "{err}");
         let err = Config::from_toml("[guests]\ncgroup = \"../x\"\n", "t").unwrap_err().to_string();
         assert!(err.contains("guests.cgroup"), "{err}");
-        let c = Config::from_toml("[guests]\nmemory_cap_mib = 64\nnetwork = \"none\"\n", "t").unwrap();
-        assert_eq!((c.guests.memory_cap_mib, c.guests.network), (64, NetworkPolicy::None));
+        let c = Config::from_toml("[guests]\nmemory_cap_mib = 64\nnetwork = \"outbound\"\n", "t").unwrap();
+        assert_eq!((c.guests.memory_cap_mib, c.guests.network), (64, NetworkPolicy::Outbound));
+        assert_eq!(Config::default().guests.network, NetworkPolicy::None, "no network unless the owner allows it");
+        let err = Config::from_toml("[guests]\ndisk_mib = 8\n", "t").unwrap_err().to_string();
+        assert!(err.contains("guests.disk_mib") && err.contains("16..=1048576"), "{err}");
+        let err = Config::from_toml("[guests]\noutput_mib = 0\n", "t").unwrap_err().to_string();
+        assert!(err.contains("guests.output_mib") && err.contains("1..=1024"), "{err}");
+        // A value an earlier version took: refused by name, saying what to use instead.
+        let err = Config::from_toml("# mine\n[guests]\nnetwork = \"allowed\"\n", "/c.toml").unwrap_err().to_string();
+        assert!(
+            err.contains("guests.network") && err.contains("line 3") && err.contains("was removed") && err.contains("outbound"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! The local control endpoint: a Unix socket readable by the owner only (mode 0600 in a
-//! 0700 directory, and the peer's uid checked), speaking one JSON request and one JSON
-//! response per line. `lull status|pause|resume|donate|limits` and the tray app use it.
+//! 0700 directory), speaking one JSON request and one JSON response per line.
+//! `lull status|pause|resume|donate|limits` and the tray app use it. Each connecting
+//! process is checked ([`refusal`]): it must run as the agent's user, in the agent's user
+//! and PID namespaces, and outside the guests' cgroups — a guest, which runs as the owner
+//! when the owner runs the agent, never commands it, even where it could reach the socket.
 
 use crate::config::Config;
 use crate::guest::{GuestInfo, GuestSpec};
@@ -266,11 +269,56 @@ pub fn bind(socket: &Path) -> std::io::Result<tokio::net::UnixListener> {
     Ok(listener)
 }
 
-/// True when the connecting process runs as the same user as this one.
-pub fn peer_is_owner(stream: &tokio::net::UnixStream) -> bool {
+/// What the control socket knows of guests, to refuse them.
+#[derive(Clone, Debug, Default)]
+pub struct PeerRules {
+    /// The guests' cgroup as `/proc/PID/cgroup` names it (a process in it or below is a
+    /// guest); `None` without cgroups.
+    pub guest_cgroup: Option<String>,
+}
+
+/// Why the process at the other end of `stream` may not use the control socket, or `None`.
+pub fn refused_peer(stream: &tokio::net::UnixStream, rules: &PeerRules) -> Option<String> {
+    match stream.peer_cred() {
+        Ok(c) => refusal(c.uid(), c.pid(), rules),
+        Err(e) => Some(format!("its credentials are unreadable ({e})")),
+    }
+}
+
+/// Why a process (its uid and pid as `SO_PEERCRED` gives them) may not use the control
+/// socket, or `None`: another user; no pid (it sits in a PID namespace the agent cannot
+/// see into); another user or PID namespace than the agent's (a guest's sandbox); a
+/// cgroup under the guests'; or namespaces that cannot be read.
+pub fn refusal(uid: u32, pid: Option<i32>, rules: &PeerRules) -> Option<String> {
     // SAFETY: getuid has no preconditions.
     let me = unsafe { libc::getuid() };
-    stream.peer_cred().map(|c| c.uid() == me).unwrap_or(false)
+    if uid != me {
+        return Some(format!("another user (uid {uid})"));
+    }
+    let Some(pid) = pid.filter(|p| *p > 0) else { return Some("a process of another PID namespace".into()) };
+    if pid as u32 == std::process::id() {
+        return None;
+    }
+    for ns in ["user", "pid"] {
+        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}"));
+        let ours = std::fs::read_link(format!("/proc/self/ns/{ns}"));
+        match (theirs, ours) {
+            (Ok(t), Ok(o)) if t == o => {}
+            (Ok(_), Ok(_)) => return Some(format!("pid {pid}, in a {ns} namespace of its own (a guest's sandbox)")),
+            (Err(e), _) | (_, Err(e)) => return Some(format!("pid {pid}, whose {ns} namespace is unreadable ({e})")),
+        }
+    }
+    if let Some(guests) = rules.guest_cgroup.as_deref().filter(|g| !g.is_empty()) {
+        let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        let inside = cgroups
+            .lines()
+            .filter_map(|l| l.splitn(3, ':').nth(2))
+            .any(|path| path.strip_prefix(guests).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')));
+        if inside {
+            return Some(format!("pid {pid}, inside the guests' cgroup {guests}"));
+        }
+    }
+    None
 }
 
 /// Largest request line accepted, newline included (a full configuration fits easily).
@@ -307,6 +355,58 @@ pub async fn discard_rest<R: tokio::io::AsyncRead + Unpin>(rd: &mut R) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn wait_for_ns_change(pid: u32) {
+        // `unshare` enters its namespace and then execs: wait until it has.
+        let ours = std::fs::read_link("/proc/self/ns/user").unwrap();
+        for _ in 0..500 {
+            if std::fs::read_link(format!("/proc/{pid}/ns/user")).is_ok_and(|l| l != ours) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("pid {pid} never entered a user namespace of its own");
+    }
+
+    #[test]
+    fn guests_and_other_users_are_refused_the_owner_is_not() {
+        // SAFETY: getuid has no preconditions.
+        let me = unsafe { libc::getuid() };
+        let rules = PeerRules::default();
+        assert_eq!(refusal(me, Some(std::process::id() as i32), &rules), None, "the agent itself");
+        assert!(refusal(me + 1, Some(std::process::id() as i32), &rules).is_some_and(|w| w.contains("another user")));
+        assert!(refusal(me, None, &rules).is_some(), "a peer without a pid here is in another PID namespace");
+
+        // An ordinary process of the owner's (lull status, the tray's windows) is let in.
+        let mut plain = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let plain_pid = plain.id() as i32;
+        assert_eq!(refusal(me, Some(plain_pid), &rules), None);
+        // The same process inside the guests' cgroup is refused.
+        let own = std::fs::read_to_string(format!("/proc/{plain_pid}/cgroup")).unwrap();
+        let cg = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap_or("/").to_string();
+        if cg != "/" {
+            let guests = PeerRules { guest_cgroup: Some(cg.clone()) };
+            assert!(refusal(me, Some(plain_pid), &guests).is_some_and(|w| w.contains("guests' cgroup")), "{cg}");
+            let sibling = PeerRules { guest_cgroup: Some(format!("{cg}-other")) };
+            assert_eq!(refusal(me, Some(plain_pid), &sibling), None, "a cgroup whose name only begins the same is not inside");
+        }
+        let _ = plain.kill();
+        let _ = plain.wait();
+
+        // A process in a user namespace of its own (a guest's sandbox) is refused.
+        let mut sandboxed = match std::process::Command::new("unshare").args(["--user", "--map-current-user", "sleep", "30"]).spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("SKIPPED the user-namespace half: unshare: {e}");
+                return;
+            }
+        };
+        wait_for_ns_change(sandboxed.id());
+        let why = refusal(me, Some(sandboxed.id() as i32), &rules);
+        let _ = sandboxed.kill();
+        let _ = sandboxed.wait();
+        assert!(why.as_deref().is_some_and(|w| w.contains("user namespace of its own")), "{why:?}");
+    }
 
     #[tokio::test]
     async fn a_request_over_the_limit_is_refused_naming_the_limit() {

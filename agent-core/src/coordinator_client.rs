@@ -22,7 +22,7 @@
 
 use crate::agent::{JobMsg, JobRequest, MigrationAsk, MigrationOutcome};
 use crate::control::{self, Request, Response};
-use crate::guest::{GuestPhase, GuestSpec};
+use crate::guest::{GuestDir, GuestInfo, GuestPhase, GuestSpec};
 use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
 use lull_protocol::limits::{INPUTS_MAX, JSON_BODY_MAX, VALUE_MAX};
@@ -33,6 +33,7 @@ use lull_protocol::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -234,13 +235,31 @@ async fn refusal(r: reqwest::Response) -> ClientError {
 }
 
 /// Enrols this machine with a join token; returns the credentials to save. With
-/// `replace`, an enrolled machine of the owner's with this name is taken over (same id).
-pub async fn enrol(url: &str, token: &str, owner: &str, machine: &str, replace: bool) -> Result<Credentials> {
+/// `replace`, an enrolled machine of the owner's with this name is taken over (same id):
+/// the coordinator allows that only with the machine's current credential (`current`,
+/// sent as the bearer) or an admin key, never with a token alone.
+pub async fn enrol(url: &str, token: &str, owner: &str, machine: &str, replace: bool, current: Option<&str>) -> Result<Credentials> {
     let base = url.trim_end_matches('/').to_string();
-    let req = EnrolRequest { token: token.into(), owner: owner.into(), machine: machine.into(), replace };
-    let r = http()?.post(format!("{base}/api/v1/enrol")).json(&req).send().await?;
-    let e: Enrolment = answer(r).await?;
+    let req = EnrolRequest { token: token.into(), owner: owner.into(), machine: machine.into(), replace, cpus: Some(machine_cpus()) };
+    let mut post = http()?.post(format!("{base}/api/v1/enrol")).json(&req);
+    if let Some(secret) = current {
+        post = post.bearer_auth(secret);
+    }
+    let e: Enrolment = answer(post.send().await?).await?;
     Ok(Credentials { url: base, agent_id: e.agent_id, secret: e.secret, machine: Some(machine.into()), owner: Some(owner.into()) })
+}
+
+/// This machine's logical CPUs, as the coordinator checks donated CPU-seconds against
+/// them: the CPUs online (not this process's share of them, which may be smaller than
+/// what its guests can use), at least 1.
+pub fn machine_cpus() -> u32 {
+    let mine = std::thread::available_parallelism().map_or(1, |n| n.get());
+    #[cfg(unix)]
+    // SAFETY: sysconf has no preconditions.
+    let online = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).unwrap_or(0);
+    #[cfg(not(unix))]
+    let online = 0;
+    u32::try_from(mine.max(online).max(1)).unwrap_or(u32::MAX).min(lull_protocol::limits::CPUS_MAX)
 }
 
 impl CoordinatorClient {
@@ -552,6 +571,7 @@ pub fn heartbeat_from(
         owner_load,
         memory,
         busy,
+        cpus: Some(machine_cpus()),
     };
     (hb, next)
 }
@@ -565,52 +585,58 @@ pub fn may_lease_now(state: crate::policy::StateKind, directive: crate::policy::
 }
 
 /// A leased task's guest spec: its command, arguments and environment (plus
-/// `LULL_JOB_ID`, `LULL_RANK`, `LULL_MACHINES`, and for a checkpointable job
-/// `LULL_CHECKPOINT`, see [`crate::checkpoint`]), its memory request as the guest's cap,
-/// checkpointable as submitted, the configured network policy, and a work directory
-/// `jobs/<job>-<rank>-<lease>` under `work_root` (made absolute) holding the job's input
-/// files.
+/// `LULL_JOB_ID`, `LULL_RANK`, `LULL_MACHINES`; the runtime adds `LULL_CHECKPOINT` for a
+/// checkpointable job, see [`crate::checkpoint`]), its memory request as the guest's cap,
+/// checkpointable as submitted, and its directory `jobs/<job>-<rank>-<lease>` under
+/// `work_root` (made absolute) with the job's input files in its work directory `work/`.
 pub fn guest_spec(task: &Lease, work_root: &Path) -> std::result::Result<GuestSpec, String> {
     let s = &task.spec;
-    let workdir = work_root.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
-    let workdir = std::path::absolute(&workdir).map_err(|e| format!("resolving {}: {e}", workdir.display()))?;
     if s.inputs.len() > INPUTS_MAX {
         return Err(format!("the job has {} input files, more than the {INPUTS_MAX} a job may carry", s.inputs.len()));
     }
     if let Some((name, content)) = s.inputs.iter().find(|(_, c)| c.len() > VALUE_MAX) {
         return Err(format!("input file {name:?} holds {} bytes, more than the {VALUE_MAX} an input file may hold", content.len()));
     }
-    std::fs::create_dir_all(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
+    let dir = work_root.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
+    let dir = GuestDir::new(std::path::absolute(&dir).map_err(|e| format!("resolving {}: {e}", dir.display()))?);
+    let workdir = dir.work();
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
     for (name, content) in &s.inputs {
         let plain = Path::new(name).components().all(|c| matches!(c, std::path::Component::Normal(_)));
         if !plain || name.is_empty() {
             return Err(format!("input file name {name:?} is not a plain relative path"));
         }
         let path = workdir.join(name);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("creating {}: {e}", parent.display()))?;
         }
-        std::fs::write(&path, content).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, content.as_bytes()))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     let mut spec = GuestSpec::new(s.command.clone(), s.args.clone());
     spec.env = s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     spec.env.push(("LULL_JOB_ID".into(), task.job_id.to_string()));
     spec.env.push(("LULL_RANK".into(), task.rank.to_string()));
     spec.env.push(("LULL_MACHINES".into(), task.machines.to_string()));
-    if task.checkpointable {
-        spec.env.push(("LULL_CHECKPOINT".into(), crate::checkpoint::path_in(&workdir).display().to_string()));
-    }
-    spec.workdir = Some(workdir);
+    spec.job_dir = Some(dir.root);
     spec.memory_cap_bytes = (task.mem_bytes > 0).then_some(task.mem_bytes);
     spec.checkpointable = task.checkpointable;
     Ok(spec)
 }
 
 /// The tail (at most [`lull_protocol::OUTPUT_TAIL_MAX`] bytes) of one of a guest's
-/// output files, and the file's whole size; a missing file is empty.
+/// output files, and the file's whole size; a missing file is empty. Never through a
+/// symbolic link (the files are the agent's, beside the guest's work directory).
 fn file_tail(path: &Path) -> (String, u64) {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else { return (String::new(), 0) };
+    let Ok(mut f) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) else { return (String::new(), 0) };
     let size = f.metadata().map_or(0, |m| m.len());
     let from = size.saturating_sub(lull_protocol::OUTPUT_TAIL_MAX as u64);
     let mut buf = Vec::new();
@@ -620,11 +646,27 @@ fn file_tail(path: &Path) -> (String, u64) {
     (lull_protocol::output_tail(&buf), size)
 }
 
-/// What a guest wrote to `stdout.log` and `stderr.log` in its work directory, as a
-/// completion carries it.
-pub fn guest_output(workdir: &Path) -> Output {
-    let (stdout, stdout_bytes) = file_tail(&workdir.join("stdout.log"));
-    let (stderr, stderr_bytes) = file_tail(&workdir.join("stderr.log"));
+/// What a guest wrote so far to its output files (`stdout.log` and `stderr.log` beside
+/// its work directory), as a renewal or a completion carries it.
+fn written_output(stdout_log: &Path, stderr_log: &Path) -> Output {
+    let (stdout, stdout_bytes) = file_tail(stdout_log);
+    let (stderr, stderr_bytes) = file_tail(stderr_log);
+    Output { stdout, stderr, stdout_bytes, stderr_bytes }
+}
+
+/// What a guest wrote to its `stdout.log` and `stderr.log`, as a completion carries it;
+/// why the runtime did not start it or stopped it (its program not found, its disk limit)
+/// ends its stderr as a `lull:` line, unless the runtime already wrote its outcome there.
+pub fn guest_output(info: &GuestInfo) -> Output {
+    let Output { stdout, mut stderr, stdout_bytes, mut stderr_bytes } = written_output(&info.stdout_log, &info.stderr_log);
+    let said = info.start_error.as_ref().is_some_and(|o| stderr.contains(&format!("lull: {}\n", o.describe())));
+    if let Some(why) = info.failure.as_ref().filter(|_| !said) {
+        let line = format!("lull: {why}\n");
+        stderr_bytes += line.len() as u64;
+        let mut tail = stderr.into_bytes();
+        tail.extend_from_slice(line.as_bytes());
+        stderr = lull_protocol::output_tail(&tail);
+    }
     Output { stdout, stderr, stdout_bytes, stderr_bytes }
 }
 
@@ -640,14 +682,14 @@ pub struct OutputShipper {
 }
 
 impl OutputShipper {
-    /// The tails to send with the next renewal, if the guest wrote more.
-    pub fn next(&mut self, workdir: &Path) -> Option<Output> {
-        let size = |name: &str| std::fs::metadata(workdir.join(name)).map_or(0, |m| m.len());
-        let now = (size("stdout.log"), size("stderr.log"));
+    /// The tails to send with the next renewal, if the guest in `dir` wrote more.
+    pub fn next(&mut self, dir: &GuestDir) -> Option<Output> {
+        let size = |p: std::path::PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
+        let now = (size(dir.stdout()), size(dir.stderr()));
         if self.shipped == Some(now) || (self.shipped.is_none() && now == (0, 0)) {
             return None;
         }
-        let out = guest_output(workdir);
+        let out = written_output(&dir.stdout(), &dir.stderr());
         self.shipped = Some((out.stdout_bytes, out.stderr_bytes));
         Some(out)
     }
@@ -1059,7 +1101,7 @@ async fn run_task(
             return;
         }
     };
-    let checkpoint = spec.workdir.as_deref().filter(|_| spec.checkpointable).map(crate::checkpoint::path_in);
+    let checkpoint = spec.job_dir.as_ref().filter(|_| spec.checkpointable).map(|d| crate::checkpoint::path_in(&GuestDir::new(d).work()));
     let mut uploaded = None;
     if let Some(path) = &checkpoint {
         match fetch_checkpoint(client, &task, path).await {
@@ -1088,7 +1130,7 @@ async fn run_task(
             }
         }
     }
-    let workdir = spec.workdir.clone().unwrap_or_default();
+    let dir = GuestDir::new(spec.job_dir.clone().unwrap_or_default());
     let (started_tx, started_rx) = oneshot::channel();
     let (ended_tx, ended_rx) = oneshot::channel();
     // A gang rank is not moved on request (its peers would have to halt for it).
@@ -1122,7 +1164,7 @@ async fn run_task(
     let info = loop {
         tokio::select! {
             info = &mut ended_rx => break info.ok(),
-            _ = async { if halted { halt_poll.tick().await } else { renew.tick().await } }, if stopped.is_none() => match renewal(client.progress(&task, shipper.next(&workdir)).await) {
+            _ = async { if halted { halt_poll.tick().await } else { renew.tick().await } }, if stopped.is_none() => match renewal(client.progress(&task, shipper.next(&dir)).await) {
                 Ok(halt) => {
                     if halt != halted {
                         tracing::info!(job = task.job_id, rank = task.rank, guest = %guest, "{}", if halt {
@@ -1184,7 +1226,7 @@ async fn run_task(
     let outcome = info.outcome().unwrap_or_else(|| TaskOutcome::StartFailed { error: "it ended without an exit status".into() });
     let (user_s, sys_s) = (info.cpu_user_us as f64 / 1e6, info.cpu_system_us as f64 / 1e6);
     tracing::info!(job = task.job_id, guest = %guest, outcome = %outcome.describe(), cpu_s = user_s + sys_s, "task ended");
-    let output = guest_output(&info.workdir);
+    let output = guest_output(&info);
     retry("reporting a completion", || client.complete(&task, &outcome, user_s, sys_s, Some(output.clone()))).await;
 }
 
@@ -1357,7 +1399,8 @@ mod tests {
     }
 
     fn client(url: &str) -> CoordinatorClient {
-        CoordinatorClient::new(&Credentials { url: url.into(), agent_id: "a".into(), secret: "s".into() }).expect("client")
+        CoordinatorClient::new(&Credentials { url: url.into(), agent_id: "a".into(), secret: "s".into(), machine: None, owner: None })
+            .expect("client")
     }
 
     fn lease() -> Lease {
@@ -1420,7 +1463,10 @@ mod tests {
         assert!(!root.path().join("jobs").exists(), "nothing written");
         t.spec.inputs = [("ok".to_string(), "x".repeat(VALUE_MAX))].into();
         let spec = guest_spec(&t, root.path()).expect("at the limit");
-        assert_eq!(std::fs::metadata(spec.workdir.expect("dir").join("ok")).expect("written").len(), VALUE_MAX as u64);
+        assert_eq!(
+            std::fs::metadata(GuestDir::new(spec.job_dir.expect("dir")).work().join("ok")).expect("written").len(),
+            VALUE_MAX as u64
+        );
     }
 
     #[test]

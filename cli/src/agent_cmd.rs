@@ -111,8 +111,13 @@ pub fn enrol(a: EnrolArgs) -> Result<()> {
     let machine = a.machine.unwrap_or_else(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "this-machine".into())
     });
+    // Replacing this machine's enrolment at the same coordinator proves it with the
+    // current credential (a token alone enrols new machines only); it is never sent to
+    // another address.
+    let saved = if a.replace { agent_core::coordinator_client::Credentials::load(&path)? } else { None };
+    let current = saved.as_ref().filter(|c| c.url.trim_end_matches('/') == a.url.trim_end_matches('/')).map(|c| c.secret.as_str());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
-    let creds = rt.block_on(agent_core::coordinator_client::enrol(&a.url, &a.token, &owner, &machine, a.replace))?;
+    let creds = rt.block_on(agent_core::coordinator_client::enrol(&a.url, &a.token, &owner, &machine, a.replace, current))?;
     creds.save(&path)?;
     outln!("enrolled {machine} (owner {owner}) with {}; credentials in {}", creds.url, path.display());
     // The credentials are read when an agent starts: say what to start (or restart).

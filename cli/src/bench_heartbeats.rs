@@ -221,7 +221,7 @@ impl BenchCoordinator {
         let (secrets, admin_key) = rt.block_on(async {
             let db = coordinator::Db::connect(&url).await?;
             let err = |e: coordinator::store::StoreError| anyhow::anyhow!("{e}");
-            let token = coordinator::store::create_join_token(
+            let token = coordinator::identity::create_join_token(
                 &db,
                 &coordinator::model::CreateJoinToken { uses: Some(agents.clamp(1, 100_000) as u32), ttl_s: Some(3600) },
             )
@@ -234,10 +234,12 @@ impl BenchCoordinator {
                     owner: format!("owner{}", i % 100),
                     machine: format!("sim{i}"),
                     replace: false,
+                    cpus: Some(agent_core::coordinator_client::machine_cpus()),
                 };
-                out.push(coordinator::store::enrol(&db, &req).await.map_err(err)?.secret);
+                let caller = coordinator::identity::Caller { principal: None, addr: "lull bench" };
+                out.push(coordinator::identity::enrol(&db, &req, caller).await.map_err(err)?.secret);
             }
-            let admin = coordinator::store::create_key(&db, "admin", None).await.map_err(err)?.key;
+            let admin = coordinator::identity::create_key(&db, "admin", None).await.map_err(err)?.key;
             db.close().await;
             Ok::<_, anyhow::Error>((out, admin))
         })?;
@@ -249,7 +251,9 @@ impl BenchCoordinator {
             None => std::env::current_exe()?,
         };
         let child = Command::new(&exe)
-            .args(["coordinator", "serve", "--db", &url, "--listen", &addr])
+            .args(["coordinator", "serve", "--listen", &addr])
+            // The URL (password included) by the environment, never the command line.
+            .env(crate::db_url::DB_ENV, &url)
             .args(extra)
             .env("LULL_DATA_DIR", tmp.path())
             .env("LULL_LOG", "warn")

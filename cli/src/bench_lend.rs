@@ -253,8 +253,7 @@ fn plain_spinners(n: usize) -> Result<Plain> {
 
 /// Starts a guest through `lull run` and waits until it runs while lending.
 fn start_guest(l: &Lender, n: usize) -> Result<Child> {
-    let wd = l.dir.path().join("guest-work");
-    let mut run = l.lull(&["run", "--workdir", &wd.to_string_lossy(), "--", "sh", "-c", &spinner_script(n)])?;
+    let mut run = l.lull(&["run", "--", "sh", "-c", &spinner_script(n)])?;
     run.stdout(Stdio::null()).stderr(Stdio::null());
     ends_with_us(&mut run, libc::SIGKILL);
     let child = run.spawn().context("lull run")?;

@@ -145,13 +145,14 @@ impl Instance {
         agent_core::paths::Paths::under(self.dir.path()).work_root()
     }
 
-    /// The heartbeat file of the running guest (the newest under the work root's jobs/).
+    /// The heartbeat file of the running guest (the newest under the work root's jobs/, in
+    /// the guest's work directory, its `HOME`).
     fn heartbeat_file(&self) -> Option<PathBuf> {
         let jobs = self.work_root().join("jobs");
         std::fs::read_dir(jobs)
             .ok()?
             .flatten()
-            .map(|e| e.path().join("lull-heartbeat"))
+            .map(|e| e.path().join("work/lull-heartbeat"))
             .filter(|p| p.exists())
             .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
     }

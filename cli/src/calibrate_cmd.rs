@@ -3,15 +3,15 @@
 //! CSV export of it), prints the reasoning, writes a plot, and with `--apply` writes the
 //! result to the owner's configuration — through the running agent (`SetConfig`, which
 //! saves the file) or, with none running, into the config file directly. The logic is
-//! `lull_sim::calibrate`; this file reads, prints and writes.
+//! `lull_core::calibrate`; this file reads, prints and writes.
 
 use agent_core::config::Config;
 use agent_core::control::{call, ControlError, Request, Response};
 use agent_core::paths::Paths;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use lull_sim::calibrate::{calibrate, CalibrateError};
-use lull_sim::trace::OwnerSample;
+use lull_core::calibrate::OwnerSample;
+use lull_core::calibrate::{calibrate, CalibrateError};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -70,7 +70,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
             if a.json {
                 outln!(
                     "{}",
-                    serde_json::json!({"calibrated": false, "have_days": have_days, "need_days": lull_sim::calibrate::MIN_DAYS - have_days,
+                    serde_json::json!({"calibrated": false, "have_days": have_days, "need_days": lull_core::calibrate::MIN_DAYS - have_days,
                         "reason": e.to_string(), "owner_cpu_max": config.availability.owner_cpu_max,
                         "recruitment_threshold_s": config.availability.recruitment_threshold_s})
                 );

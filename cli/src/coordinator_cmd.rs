@@ -1,15 +1,19 @@
-//! `lull coordinator serve | token create | key create | machine list | machine rm`:
-//! running the coordinator, and administering it straight in its database (whoever can
-//! open the database is its administrator; these commands open an existing coordinator's
-//! database and never create one). Also the defaults the other commands share: where the
-//! coordinator's database, address file and admin key live in the data directory.
+//! `lull coordinator serve | token create|list|revoke | key create|list|revoke | machine
+//! list|rm | backup | restore`: running the coordinator, and administering it straight in
+//! its database (whoever can open the database is its administrator; these commands open
+//! an existing coordinator's database and never create one). Also the defaults the other
+//! commands share: where the coordinator's database, address file and admin key live in
+//! the data directory, each written owner-only (0600) in an owner-only directory (0700),
+//! and an existing admin key file never overwritten.
 
+pub use crate::db_url::DbArg;
 use agent_core::assembly::stop_signal;
 use agent_core::paths::Paths;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use coordinator::db::redact_url;
 use coordinator::{Config, Db};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -41,6 +45,28 @@ pub enum CoordinatorCmd {
         #[command(subcommand)]
         cmd: MachineCmd,
     },
+    /// Write a consistent copy of the database (SQLite) to a new file, while the
+    /// coordinator runs; for PostgreSQL, says how to use pg_dump.
+    Backup {
+        #[command(flatten)]
+        db: DbArg,
+        /// The new file (never overwritten; written owner-only).
+        path: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a backup in place of the database (SQLite), with the coordinator stopped: the
+    /// backup is checked first, and the database it replaces is kept beside it.
+    Restore {
+        #[command(flatten)]
+        db: DbArg,
+        /// A file written by `lull coordinator backup`.
+        backup: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -64,14 +90,6 @@ pub enum MachineCmd {
         #[arg(long)]
         json: bool,
     },
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct DbArg {
-    /// Database: `sqlite:PATH` (default: coordinator.db in the data directory) or
-    /// `postgres://user:pass@host/db`.
-    #[arg(long, env = "LULL_COORDINATOR_DB", hide_env_values = true)]
-    pub db: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -197,6 +215,34 @@ pub enum TokenCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Every join token with its state and each use (time, address, machine); never a
+    /// token itself.
+    List(ListArgs),
+    /// Revoke a join token: it enrols no one from now on.
+    Revoke(RevokeArgs),
+}
+
+/// A list of tokens or keys.
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which token or key to revoke.
+#[derive(Args, Debug)]
+pub struct RevokeArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Its id, as the list shows it (12 hex digits; never the secret itself, which a
+    /// command line would show to other local users).
+    pub id: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -216,6 +262,11 @@ pub enum KeyCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Every API key with its role, state and uses per address; never a key itself.
+    List(ListArgs),
+    /// Revoke an API key: requests with it answer 401 from now on (within 30 s on a
+    /// running coordinator). The last admin key is not revoked.
+    Revoke(RevokeArgs),
 }
 
 /// The data directory's coordinator files.
@@ -225,20 +276,27 @@ pub struct Files {
     pub admin_key_file: PathBuf,
 }
 
-/// The coordinator files of this data directory (nothing is created).
-pub fn files(db: Option<&str>) -> Result<Files> {
+/// The coordinator files of this data directory (nothing is created), for the database
+/// `db` asks for (see [`DbArg::url`]: a password on the command line is refused).
+pub fn files(db: &DbArg) -> Result<Files> {
+    let f = data_files()?;
+    Ok(Files { db_url: db.url()?.unwrap_or(f.db_url), ..f })
+}
+
+/// The data directory's coordinator files, its own SQLite database among them.
+pub fn data_files() -> Result<Files> {
     let paths = Paths::from_env()?;
     Ok(Files {
-        db_url: db.map(str::to_string).unwrap_or_else(|| format!("sqlite:{}", paths.data_dir.join("coordinator.db").display())),
+        db_url: format!("sqlite:{}", paths.data_dir.join("coordinator.db").display()),
         url_file: paths.data_dir.join("coordinator.url"),
         admin_key_file: paths.data_dir.join("coordinator-admin.key"),
     })
 }
 
-/// Writes a secret file readable by its owner only.
+/// Writes a file readable by its owner only (0600), an existing one included (its mode
+/// is tightened first).
 pub fn write_private(path: &Path, content: &str) -> Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -246,19 +304,57 @@ pub fn write_private(path: &Path, content: &str) -> Result<()> {
         .mode(0o600)
         .open(path)
         .with_context(|| format!("writing {}", path.display()))?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600)).with_context(|| format!("making {} owner-only", path.display()))?;
     f.write_all(content.as_bytes())?;
     Ok(())
 }
 
-/// Makes sure an admin key exists: when the database has none, mints one into the data
-/// directory's `coordinator-admin.key` (0600). Returns the key file if it exists.
-pub async fn ensure_admin_key(db: &Db, f: &Files) -> Result<Option<PathBuf>> {
-    if !coordinator::store::has_admin_key(db).await? {
-        let k = coordinator::store::create_key(db, "admin", None).await?;
-        write_private(&f.admin_key_file, &format!("{}\n", k.key))?;
-        tracing::info!(file = %f.admin_key_file.display(), "created the first admin key");
+/// Refuses, before anything is created, to start a new pool on a missing SQLite file
+/// beside an admin key file: the key belongs to a database that is gone (deleted or
+/// moved), and a new pool would leave it pointing at nothing.
+pub fn refuse_new_pool_beside_a_key(f: &Files) -> Result<()> {
+    let key = &f.admin_key_file;
+    if let Some(path) = sqlite_path(&f.db_url) {
+        if !Path::new(path).exists() && key.exists() {
+            anyhow::bail!(
+                "the database {path} does not exist, but {} does: it holds the admin key of a database that is gone. Restore                  that database (`lull coordinator restore BACKUP`), or move {} away to start a new pool here",
+                key.display(),
+                key.display()
+            );
+        }
     }
-    Ok(f.admin_key_file.exists().then(|| f.admin_key_file.clone()))
+    Ok(())
+}
+
+/// Makes sure an admin key exists: when the database has none, mints one into the data
+/// directory's `coordinator-admin.key` (0600) — unless that file exists, which then
+/// belongs to another database (this one replaced, or restored from an older backup) and
+/// is never overwritten: refused, saying so. Returns the key file if it exists.
+pub async fn ensure_admin_key(db: &Db, f: &Files) -> Result<Option<PathBuf>> {
+    let key = &f.admin_key_file;
+    if !coordinator::identity::has_admin_key(db).await? {
+        if key.exists() {
+            anyhow::bail!(
+                "the database {} has no admin key, but {} exists: it holds the key of another database (was this one                  replaced, or restored from an older backup?). It is kept as it is: move it away to mint a new admin key here,                  or restore the database it belongs to",
+                redact_url(&f.db_url),
+                key.display()
+            );
+        }
+        let k = coordinator::identity::create_key(db, "admin", None).await?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(key)
+            .with_context(|| format!("writing {}", key.display()))?;
+        std::io::Write::write_all(&mut file, format!("{}\n", k.key).as_bytes())?;
+        tracing::info!(file = %key.display(), "created the first admin key");
+    }
+    if key.exists() {
+        coordinator::integrity::make_private(key).with_context(|| format!("making {} owner-only", key.display()))?;
+        return Ok(Some(key.clone()));
+    }
+    Ok(None)
 }
 
 fn init_logging(json: bool) {
@@ -283,36 +379,38 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")
 }
 
-/// Creates the data directory the coordinator's files go in.
+/// Creates the data directory the coordinator's files go in, owner-only (0700), and
+/// makes an existing one owner-only; the address file is made owner-only too.
 pub fn create_data_dir() -> Result<()> {
     let paths = Paths::from_env()?;
-    std::fs::create_dir_all(&paths.data_dir).with_context(|| format!("creating {}", paths.data_dir.display()))
+    let dir = &paths.data_dir;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mode = std::fs::metadata(dir).with_context(|| format!("reading {}", dir.display()))?.permissions().mode();
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("making {} owner-only", dir.display()))?;
+        tracing::info!(dir = %dir.display(), "made owner-only (0700): other local users could list it");
+    }
+    coordinator::integrity::make_private(&dir.join("coordinator.url")).context("making coordinator.url owner-only")?;
+    Ok(())
 }
 
-/// The SQLite file a database URL names, if it names one.
-fn sqlite_path(url: &str) -> Option<&str> {
-    let path = match url.strip_prefix("sqlite:") {
-        Some(rest) => rest.trim_start_matches("//"),
-        None if !url.contains("://") => url,
-        None => return None,
-    };
-    Some(path.split('?').next().unwrap_or(path))
-}
+use coordinator::db::sqlite_path;
 
 /// Opens an existing coordinator's database for an administrative command. Refuses,
 /// creating nothing, when there is none: no coordinator was set up in this data
 /// directory (and no `--db` names one), or the SQLite file named does not exist.
-async fn admin_db(db: &DbArg) -> Result<Db> {
-    let f = files(db.db.as_deref())?;
+pub(crate) async fn admin_db(db: &DbArg) -> Result<Db> {
+    let f = files(db)?;
     if let Some(path) = sqlite_path(&f.db_url) {
         if !Path::new(path).exists() {
-            match db.db {
-                None => anyhow::bail!(
+            if db.url()?.is_none() {
+                anyhow::bail!(
                     "no coordinator is set up here ({path} does not exist): start one with `lull up` or `lull coordinator serve`, \
                      or name its database with --db"
-                ),
-                Some(_) => anyhow::bail!("no coordinator database at {path}: --db must name an existing one"),
+                );
             }
+            anyhow::bail!("no coordinator database at {path}: --db must name an existing one");
         }
     }
     Ok(Db::connect(&f.db_url).await?)
@@ -346,7 +444,9 @@ fn machines_cmd(cmd: MachineCmd) -> Result<()> {
             MachineCmd::Rm { db, machine, json } => {
                 let db = admin_db(&db).await?;
                 let m = find_machine(&db, &machine).await?;
-                let r = coordinator::store::remove_agent(&db, &m.id).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+                let r = coordinator::store::remove_agent(&db, &m.id, "lull coordinator machine rm")
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
                 if json {
                     outln!("{}", serde_json::to_string(&r)?);
                 } else {
@@ -368,34 +468,16 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
     match a.cmd {
         CoordinatorCmd::Serve(s) => serve(s),
         CoordinatorCmd::Machine { cmd } => machines_cmd(cmd),
-        CoordinatorCmd::Token { cmd: TokenCmd::Create { db, uses, ttl_days, json } } => runtime()?.block_on(async {
-            let db = admin_db(&db).await?;
-            let req = coordinator::model::CreateJoinToken { uses: Some(uses), ttl_s: Some(ttl_days.saturating_mul(86_400)) };
-            let t = coordinator::store::create_join_token(&db, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-            if json {
-                outln!("{}", serde_json::to_string(&t)?);
-            } else {
-                outln!("{}", t.token);
-                errln!("join token for {uses} agent(s), valid {ttl_days} day(s)");
-            }
-            Ok(())
-        }),
-        CoordinatorCmd::Key { cmd: KeyCmd::Create { db, role, owner, json } } => runtime()?.block_on(async {
-            let db = admin_db(&db).await?;
-            let k = coordinator::store::create_key(&db, &role, owner.as_deref()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-            if json {
-                outln!("{}", serde_json::to_string(&k)?);
-            } else {
-                outln!("{}", k.key);
-            }
-            Ok(())
-        }),
+        CoordinatorCmd::Token { cmd } => runtime()?.block_on(crate::coordinator_admin::tokens(cmd)),
+        CoordinatorCmd::Key { cmd } => runtime()?.block_on(crate::coordinator_admin::keys(cmd)),
+        CoordinatorCmd::Backup { db, path, json } => runtime()?.block_on(crate::coordinator_admin::backup(&db, &path, json)),
+        CoordinatorCmd::Restore { db, backup, json } => runtime()?.block_on(crate::coordinator_admin::restore(&db, &backup, json)),
     }
 }
 
 fn serve(a: ServeArgs) -> Result<()> {
     init_logging(a.log_json);
-    let f = files(a.db.db.as_deref())?;
+    let f = files(&a.db)?;
     create_data_dir()?;
     let config = Config {
         lease_ttl: Duration::from_secs(a.lease_ttl_s.max(1)),
@@ -409,10 +491,11 @@ fn serve(a: ServeArgs) -> Result<()> {
     runtime()?.block_on(async move {
         // The address first: a command that fails changes nothing (no database, no key).
         let listener = listen(&a.listen).await?;
+        refuse_new_pool_beside_a_key(&f)?;
         let db = Db::connect(&f.db_url).await?;
         let key = ensure_admin_key(&db, &f).await?;
         let addr = listener.local_addr()?;
-        std::fs::write(&f.url_file, format!("http://{addr}\n")).with_context(|| format!("writing {}", f.url_file.display()))?;
+        write_private(&f.url_file, &format!("http://{addr}\n"))?;
         outln!("coordinator on http://{addr} (database {}); dashboard at http://{addr}/", redact_url(&f.db_url));
         if let Some(k) = key {
             outln!("admin key: {}", k.display());

@@ -3,7 +3,7 @@
 //! left in the data directory (`coordinator.url`, `coordinator-admin.key`), or come from
 //! `--url`/`LULL_COORDINATOR_URL` and `--key`/`LULL_KEY`.
 
-use crate::coordinator_cmd::{files, runtime, DEFAULT_LISTEN};
+use crate::coordinator_cmd::{data_files, runtime, DEFAULT_LISTEN};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use coordinator::model::{Job, Report, SubmitJob};
@@ -21,7 +21,7 @@ pub struct Remote {
 
 impl Remote {
     pub(crate) fn resolve(&self) -> Result<(String, String)> {
-        let f = files(None)?;
+        let f = data_files()?;
         let url = match self.url.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
             Some(u) => {
                 let ok = reqwest::Url::parse(u).is_ok_and(|p| matches!(p.scheme(), "http" | "https") && p.has_host());

@@ -29,14 +29,15 @@ pub fn print(machines: &[AgentInfo], json: bool) -> Result<()> {
         return Ok(());
     }
     // Names only: ids are in --json (and `lull coordinator machine rm` takes a name).
-    outln!("{:<16} {:<20} {:<14} {}", "owner", "machine", "state", "last heard");
+    outln!("{:<16} {:<20} {:>4}  {:<14} {}", "owner", "machine", "cpus", "state", "last heard");
     for m in machines {
         let state = m.heartbeat.as_ref().map_or("never_seen", |h| h.state.as_str());
+        let cpus = m.heartbeat.as_ref().and_then(|h| h.cpus).map_or("?".to_string(), |c| c.to_string());
         let seen = m
             .last_seen_ms
             .and_then(chrono::DateTime::from_timestamp_millis)
             .map_or("never".to_string(), |t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M:%S").to_string());
-        outln!("{:<16} {:<20} {:<14} {seen}", m.owner, m.machine, state);
+        outln!("{:<16} {:<20} {cpus:>4}  {:<14} {seen}", m.owner, m.machine, state);
     }
     Ok(())
 }

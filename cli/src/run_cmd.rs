@@ -43,9 +43,11 @@ pub enum Mode {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Network {
-    Outbound,
+    /// No network (the default).
     None,
-    Allowed,
+    /// Outbound connections to the internet, never to this machine's own services; only
+    /// where `[guests] network = "outbound"` allows it.
+    Outbound,
 }
 
 #[derive(Args, Debug)]
@@ -65,11 +67,11 @@ pub struct RunArgs {
     /// The job checkpoints on SIGTERM: evictions signal it and wait the kill grace.
     #[arg(long)]
     pub checkpoint: bool,
-    /// Network policy for the job.
+    /// Network for the job (default: none).
     #[arg(long, value_enum)]
     pub network: Option<Network>,
-    /// The job's work directory (default: a new one under the data directory).
-    #[arg(long)]
+    /// Removed: a guest always works in a new directory under Lull's data directory.
+    #[arg(long, hide = true)]
     pub workdir: Option<PathBuf>,
     /// Diagnostic input backend: each byte written to this FIFO is an owner input event.
     #[arg(long)]
@@ -113,11 +115,15 @@ fn job_spec(args: &RunArgs) -> Result<GuestSpec> {
     let mut spec = GuestSpec::new(program.clone(), rest.iter().cloned());
     spec.memory_cap_bytes = args.mem_cap_mib.map(|m| m << 20);
     spec.checkpointable = args.checkpoint;
-    spec.workdir = args.workdir.clone();
+    if let Some(dir) = &args.workdir {
+        bail!(
+            "--workdir {} was removed: a guest always works in a new directory under Lull's data directory (printed when it starts), never one a command names",
+            dir.display()
+        );
+    }
     spec.network = args.network.map(|n| match n {
         Network::Outbound => NetworkPolicy::Outbound,
         Network::None => NetworkPolicy::None,
-        Network::Allowed => NetworkPolicy::Allowed,
     });
     Ok(spec)
 }
@@ -244,8 +250,8 @@ async fn follow(socket: PathBuf, spec: GuestSpec, now: bool, json: bool) -> Resu
     if !json {
         errln!("lull: job queued as guest {id}{}", if now { " (machine offered until you return)" } else { "" });
     }
-    let mut out = Tail::new(info.workdir.join("stdout.log"));
-    let mut err = Tail::new(info.workdir.join("stderr.log"));
+    let mut out = Tail::new(info.stdout_log.clone());
+    let mut err = Tail::new(info.stderr_log.clone());
     let mut announced = false;
     let mut stop_asked = false;
     tokio::pin!(signal);
@@ -304,8 +310,9 @@ fn announce_start(info: &GuestInfo, json: bool) {
 }
 
 /// Says how the job ended and returns the command's exit code: the job's own, 128 + N
-/// for signal N, 127 for a program not found, 126 for one that could not be executed or
-/// was refused by the sandbox, 75 if it was evicted.
+/// for signal N, 127 for a program not found, 126 for one that could not be executed,
+/// was refused by the sandbox or was stopped at a limit by the runtime, 75 if it was
+/// evicted.
 fn report_end(info: &GuestInfo, json: bool) -> u8 {
     let GuestPhase::Ended { code, signal, evicted } = info.phase else { return 1 };
     let outcome = info.outcome();
@@ -316,12 +323,17 @@ fn report_end(info: &GuestInfo, json: bool) -> u8 {
             serde_json::json!({"event": "guest_ended", "guest": info.id, "code": code, "signal": signal, "evicted": evicted,
                 "outcome": outcome, "reason": outcome.as_ref().map(|o| o.describe()),
                 "cpu_user_us": info.cpu_user_us, "cpu_system_us": info.cpu_system_us, "wall_ms": info.wall_ms,
-                "peak_mem_bytes": info.peak_mem_bytes})
+                "peak_mem_bytes": info.peak_mem_bytes, "failure": info.failure})
         );
     } else {
         match (&outcome, evicted) {
             (_, true) => errln!("lull: guest {} evicted: {cpu_s:.2} CPU-s donated over {:.1} s", info.id, info.wall_ms as f64 / 1000.0),
-            (Some(o), _) if info.start_error.is_some() => errln!("lull: guest {} not started: {}", info.id, o.describe()),
+            (Some(o), _) if info.start_error.is_some() => {
+                // The runtime's words when they say more ("… (looked for it in PATH=…)").
+                let words = o.describe();
+                let why = info.failure.as_ref().filter(|f| f.starts_with(&words)).unwrap_or(&words);
+                errln!("lull: guest {} not started: {why}", info.id)
+            }
             (Some(o), _) => errln!(
                 "lull: guest {} {}: {cpu_s:.2} CPU-s donated over {:.1} s, peak memory {:.1} MiB",
                 info.id,

@@ -1,6 +1,7 @@
 //! `lull up`: the newcomer's one command. Starts a coordinator on embedded SQLite in the
-//! data directory (or the database `--db` names, as for `lull coordinator serve`), enrols this machine's agent to it (once; the credentials are kept in
-//! `coordinator.json`), runs the agent in-process linked to the coordinator (heartbeats,
+//! data directory (or the database `--db` names, as for `lull coordinator serve`: its
+//! password never on the command line), enrols this machine's agent to it (once, as the
+//! pool's admin; the credentials are kept in `coordinator.json`), runs the agent in-process linked to the coordinator (heartbeats,
 //! ledger records, leased tasks run as guests under the policy), and prints the
 //! dashboard address. Ctrl-C stops all three cleanly.
 
@@ -44,6 +45,9 @@ fn hostname() -> String {
 
 pub fn run(a: UpArgs) -> Result<()> {
     crate::out::keep_running_when_closed();
+    // First: a database URL with a password on the command line is refused before
+    // anything is written.
+    let f = files(&a.db)?;
     let paths = Paths::from_env()?;
     // Before anything is printed or written: this HOME's agent must not already be up
     // (its data directory locked, or an agent answering on this socket).
@@ -57,7 +61,6 @@ pub fn run(a: UpArgs) -> Result<()> {
     }
     let config = AgentConfig::load(&paths.config_file)?;
     let _guard = init_logging(&paths, "up")?;
-    let f = files(a.db.db.as_deref())?;
     create_data_dir()?;
     let coordinator_config = coordinator::Config {
         metrics_key: a.metrics.key()?,
@@ -71,10 +74,11 @@ pub fn run(a: UpArgs) -> Result<()> {
     rt.block_on(async move {
         // The address first: a command that fails changes nothing (no database, no key).
         let listener = crate::coordinator_cmd::listen(&a.listen).await?;
+        crate::coordinator_cmd::refuse_new_pool_beside_a_key(&f)?;
         let db = Db::connect(&f.db_url).await?;
         let key_file = ensure_admin_key(&db, &f).await?;
         let url = format!("http://{}", listener.local_addr()?);
-        std::fs::write(&f.url_file, format!("{url}\n"))?;
+        crate::coordinator_cmd::write_private(&f.url_file, &format!("{url}\n"))?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
@@ -82,11 +86,12 @@ pub fn run(a: UpArgs) -> Result<()> {
         let server = tokio::spawn(coordinator::serve(listener, db.clone(), coordinator_config, stopped(stop_rx.clone())));
 
         // Enrol once: saved credentials this coordinator knows are reused (following it
-        // to a new address); otherwise this machine enrols with a fresh one-use token.
+        // to a new address); otherwise this machine enrols, as the pool's admin (this
+        // command holds its database), taking the place of its earlier enrolment if any.
         let cred_path = Credentials::path(&paths);
         let known = match Credentials::load(&cred_path)? {
             Some(c) => {
-                coordinator::store::principal_by_hash(&db, &coordinator::auth::hash_secret(&c.secret)).await.ok().flatten().map(|_| c)
+                coordinator::identity::principal_by_hash(&db, &coordinator::auth::hash_secret(&c.secret)).await.ok().flatten().map(|_| c)
             }
             None => None,
         };
@@ -99,9 +104,24 @@ pub fn run(a: UpArgs) -> Result<()> {
                 c
             }
             None => {
-                let req = coordinator::model::CreateJoinToken { uses: Some(1), ttl_s: Some(600) };
-                let token = coordinator::store::create_join_token(&db, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-                let c = coordinator_client::enrol(&url, &token.token, &owner, &machine, true).await?;
+                let req = coordinator::model::EnrolRequest {
+                    token: String::new(),
+                    owner: owner.clone(),
+                    machine: machine.clone(),
+                    replace: true,
+                    cpus: Some(coordinator_client::machine_cpus()),
+                };
+                let admin = coordinator::auth::Principal::Admin;
+                let caller = coordinator::identity::Caller { principal: Some(&admin), addr: "lull up" };
+                let e =
+                    coordinator::identity::enrol(&db, &req, caller).await.map_err(|e| anyhow::anyhow!("enrolling this machine: {e}"))?;
+                let c = Credentials {
+                    url: url.clone(),
+                    agent_id: e.agent_id,
+                    secret: e.secret,
+                    machine: Some(machine.clone()),
+                    owner: Some(owner.clone()),
+                };
                 c.save(&cred_path)?;
                 c
             }

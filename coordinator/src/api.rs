@@ -22,16 +22,31 @@ use std::time::{Duration, Instant};
 use utoipa::OpenApi;
 
 /// JSON bodies are small; checkpoints may be larger.
-pub const JSON_LIMIT: usize = 1 << 20;
+pub const JSON_LIMIT: usize = lull_protocol::limits::JSON_BODY_MAX;
 pub const CHECKPOINT_LIMIT: usize = lull_protocol::CHECKPOINT_MAX;
 
-/// An API error: a status and a message.
+/// An API error: a status, a message for people and, for some, a code for programs
+/// ([`lull_protocol::error_code`]).
 #[derive(Debug)]
-pub struct ApiError(pub StatusCode, pub String);
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    pub code: Option<&'static str>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: String) -> Self {
+        ApiError { status, message, code: None }
+    }
+
+    pub fn coded(status: StatusCode, code: &'static str, message: String) -> Self {
+        ApiError { status, message, code: Some(code) }
+    }
+}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, Json(ErrorBody { error: self.1 })).into_response()
+        (self.status, Json(ErrorBody { error: self.message, code: self.code.map(str::to_string) })).into_response()
     }
 }
 
@@ -39,20 +54,32 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Sql(e) => {
-                tracing::error!(error = %e, "database error");
-                ApiError(StatusCode::SERVICE_UNAVAILABLE, "database unavailable".into())
+                crate::db::log_sql_error(&e);
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "database unavailable".into())
             }
-            StoreError::NotFound => ApiError(StatusCode::NOT_FOUND, "not found".into()),
-            StoreError::Conflict(m) => ApiError(StatusCode::CONFLICT, m),
-            StoreError::Invalid(m) => ApiError(StatusCode::BAD_REQUEST, m),
-            StoreError::Unauthorised => ApiError(StatusCode::UNAUTHORIZED, "unknown, spent or expired credential".into()),
-            StoreError::Forbidden => ApiError(StatusCode::FORBIDDEN, "not allowed for this role".into()),
-            StoreError::Refused(m) => ApiError(StatusCode::FORBIDDEN, m),
+            StoreError::NotFound => ApiError::new(StatusCode::NOT_FOUND, "not found".into()),
+            StoreError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, m),
+            StoreError::Invalid(m) => ApiError::new(StatusCode::BAD_REQUEST, m),
+            StoreError::Unauthorised => ApiError::new(StatusCode::UNAUTHORIZED, "unknown, spent, expired or revoked credential".into()),
+            StoreError::Forbidden => ApiError::new(StatusCode::FORBIDDEN, "not allowed for this role".into()),
+            StoreError::Denied(m) => ApiError::new(StatusCode::FORBIDDEN, m),
+            StoreError::Refused { status, code, message } => {
+                ApiError::coded(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), code, message)
+            }
         }
     }
 }
 
 type ApiResult<T> = Result<T, ApiError>;
+
+/// The 413 for a body over `limit` bytes, naming the limit.
+fn too_large(what: &str, limit: usize) -> ApiError {
+    ApiError::coded(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        lull_protocol::error_code::TOO_LARGE,
+        format!("{what} is over its limit of {limit} bytes (README, \"Limits\")"),
+    )
+}
 
 /// A JSON body; any rejection (syntax, shape, type, size, content type) is a 4xx.
 pub struct Body<T>(pub T);
@@ -62,12 +89,22 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for Body<T> 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match Json::<T>::from_request(req, state).await {
             Ok(Json(v)) => Ok(Body(v)),
+            Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(too_large("the request body", JSON_LIMIT)),
             Err(r) => {
                 let status = if r.status().is_client_error() { r.status() } else { StatusCode::BAD_REQUEST };
-                Err(ApiError(status, r.body_text()))
+                Err(ApiError::new(status, r.body_text()))
             }
         }
     }
+}
+
+/// The caller's IP address (without its port), as the connection shows it; behind a
+/// reverse proxy, the proxy's.
+pub(crate) fn peer_ip(parts: &Parts) -> String {
+    parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map_or_else(|| "unknown".to_string(), |c| c.0.ip().to_string())
 }
 
 /// The caller, from `Authorization: Bearer <secret>`.
@@ -76,44 +113,86 @@ pub struct Auth(pub Arc<Principal>);
 impl FromRequestParts<Arc<App>> for Auth {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
-        let unauth = |m: &str| ApiError(StatusCode::UNAUTHORIZED, m.into());
-        let h = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| unauth("missing Authorization: Bearer header"))?;
-        let secret = h.to_str().ok().and_then(|s| s.strip_prefix("Bearer ")).ok_or_else(|| unauth("Authorization must be Bearer"))?;
-        if kind_of(secret).is_none() {
-            return Err(unauth("malformed credential"));
-        }
+        use lull_protocol::error_code;
+        let missing = |m: &str| ApiError::coded(StatusCode::UNAUTHORIZED, error_code::CREDENTIAL_MISSING, m.into());
+        let h = parts.headers.get(header::AUTHORIZATION).ok_or_else(|| missing("missing Authorization: Bearer header"))?;
+        let secret = h.to_str().ok().and_then(|s| s.strip_prefix("Bearer ")).ok_or_else(|| missing("Authorization must be Bearer"))?;
+        let Some(kind) = kind_of(secret) else {
+            return Err(missing("malformed credential"));
+        };
         let d = digest(secret);
-        if let Some(p) = app.live.cred(&d) {
-            return Ok(Auth(p));
-        }
-        match store::principal_by_hash(&app.db, &hash_secret(secret)).await? {
-            Some(p) => {
-                let p = Arc::new(p);
-                app.live.cache_cred(d, p.clone());
-                Ok(Auth(p))
+        let p = match app.live.cred(&d) {
+            Some(p) => p,
+            None => {
+                let hash = hash_secret(secret);
+                match crate::identity::principal_by_hash(&app.db, &hash).await? {
+                    Some(p) => {
+                        let p = Arc::new(p);
+                        app.live.cache_cred(d, p.clone());
+                        p
+                    }
+                    None => {
+                        let (code, why) = crate::identity::why_refused(&app.db, &hash)
+                            .await?
+                            .unwrap_or((error_code::CREDENTIAL_UNKNOWN, "unknown credential".to_string()));
+                        return Err(ApiError::coded(StatusCode::UNAUTHORIZED, code, why));
+                    }
+                }
             }
-            None => Err(unauth("unknown credential")),
+        };
+        if matches!(kind, crate::auth::SecretKind::Admin | crate::auth::SecretKind::Owner) {
+            app.live.key_used(hash_secret(secret), peer_ip(parts), now_ms());
+        }
+        Ok(Auth(p))
+    }
+}
+
+/// The caller if the request carries a working credential, else none: enrolment takes
+/// either. A credential that no longer works (a machine removed or replaced, a revoked
+/// key) counts as none, so its holder can still enrol anew with a join token.
+pub struct MaybeAuth(pub Option<Arc<Principal>>);
+
+impl FromRequestParts<Arc<App>> for MaybeAuth {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        if !parts.headers.contains_key(header::AUTHORIZATION) {
+            return Ok(MaybeAuth(None));
+        }
+        match Auth::from_request_parts(parts, app).await {
+            Ok(Auth(p)) => Ok(MaybeAuth(Some(p))),
+            Err(e) if e.status == StatusCode::UNAUTHORIZED => Ok(MaybeAuth(None)),
+            Err(e) => Err(e),
         }
     }
 }
 
-fn need_admin(p: &Principal) -> ApiResult<()> {
+/// The caller's address, for records of who did what.
+pub struct PeerIp(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PeerIp {
+    type Rejection = std::convert::Infallible;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(PeerIp(peer_ip(parts)))
+    }
+}
+
+pub(crate) fn need_admin(p: &Principal) -> ApiResult<()> {
     match p {
         Principal::Admin => Ok(()),
-        _ => Err(ApiError(StatusCode::FORBIDDEN, "admin only".into())),
+        _ => Err(ApiError::new(StatusCode::FORBIDDEN, "admin only".into())),
     }
 }
 
 fn need_agent(p: &Principal) -> ApiResult<&str> {
     match p {
         Principal::Agent { agent_id, .. } => Ok(agent_id),
-        _ => Err(ApiError(StatusCode::FORBIDDEN, "agents only".into())),
+        _ => Err(ApiError::new(StatusCode::FORBIDDEN, "agents only".into())),
     }
 }
 
 pub(crate) fn need_person(p: &Principal) -> ApiResult<()> {
     match p {
-        Principal::Agent { .. } => Err(ApiError(StatusCode::FORBIDDEN, "not for agents".into())),
+        Principal::Agent { .. } => Err(ApiError::new(StatusCode::FORBIDDEN, "not for agents".into())),
         _ => Ok(()),
     }
 }
@@ -121,9 +200,11 @@ pub(crate) fn need_person(p: &Principal) -> ApiResult<()> {
 /// The router with its state.
 pub fn router(app: Arc<App>) -> Router {
     let api = Router::new()
-        .route("/api/v1/keys", post(create_key))
-        .route("/api/v1/join-tokens", post(create_join_token))
-        .route("/api/v1/enrol", post(enrol))
+        .route("/api/v1/keys", post(crate::api_identity::create_key).get(crate::api_identity::list_keys))
+        .route("/api/v1/keys/{id}", delete(crate::api_identity::revoke_key))
+        .route("/api/v1/join-tokens", post(crate::api_identity::create_join_token).get(crate::api_identity::list_tokens))
+        .route("/api/v1/join-tokens/{id}", delete(crate::api_identity::revoke_token))
+        .route("/api/v1/enrol", post(crate::api_identity::enrol))
         .route("/api/v1/heartbeat", post(heartbeat))
         .route("/api/v1/agents", get(agents))
         .route("/api/v1/agents/{id}", delete(remove_agent))
@@ -151,7 +232,7 @@ pub fn router(app: Arc<App>) -> Router {
     let checkpoints = Router::new()
         .route("/api/v1/tasks/{job}/{rank}/checkpoint", get(get_checkpoint).put(put_checkpoint))
         .layer(DefaultBodyLimit::max(CHECKPOINT_LIMIT))
-        .layer(axum::middleware::from_fn(declared_limit::<CHECKPOINT_LIMIT>));
+        .layer(axum::middleware::from_fn(declared_checkpoint_limit));
     Router::new()
         .route("/", get(crate::dashboard::index))
         .route("/assets/{*path}", get(crate::dashboard::asset))
@@ -160,7 +241,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/openapi.json", get(openapi))
         .merge(api)
         .merge(checkpoints)
-        .fallback(|| async { ApiError(StatusCode::NOT_FOUND, "no such route".into()) })
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route".into()) })
         .layer(axum::middleware::from_fn_with_state(app.clone(), observe))
         .with_state(app)
 }
@@ -168,9 +249,18 @@ pub fn router(app: Arc<App>) -> Router {
 /// Refuses a body whose declared length is over `LIMIT` before reading any of it (the
 /// body limit layer also stops bodies without a declared length once they pass it).
 async fn declared_limit<const LIMIT: usize>(req: Request, next: Next) -> Response {
+    refuse_declared(req, next, "the request body", LIMIT).await
+}
+
+/// [`declared_limit`] for checkpoint uploads.
+async fn declared_checkpoint_limit(req: Request, next: Next) -> Response {
+    refuse_declared(req, next, "the checkpoint", CHECKPOINT_LIMIT).await
+}
+
+async fn refuse_declared(req: Request, next: Next, what: &str, limit: usize) -> Response {
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > LIMIT as u64) {
-        return ApiError(StatusCode::PAYLOAD_TOO_LARGE, format!("body over {LIMIT} bytes")).into_response();
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(what, limit).into_response();
     }
     next.run(req).await
 }
@@ -197,7 +287,8 @@ async fn metrics(State(app): State<Arc<App>>, headers: axum::http::HeaderMap) ->
         let given = headers.get(header::AUTHORIZATION).and_then(|h| h.to_str().ok()).and_then(|s| s.strip_prefix("Bearer "));
         // Compared as digests, so the time taken says nothing about the key.
         if given.map(digest) != Some(digest(key)) {
-            return ApiError(StatusCode::UNAUTHORIZED, "/metrics needs Authorization: Bearer <the metrics key>".into()).into_response();
+            return ApiError::new(StatusCode::UNAUTHORIZED, "/metrics needs Authorization: Bearer <the metrics key>".into())
+                .into_response();
         }
     }
     ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], app.metrics.render(app.live.len())).into_response()
@@ -207,54 +298,15 @@ async fn openapi() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
 }
 
-#[utoipa::path(post, path = "/api/v1/keys", request_body = CreateKey, security(("bearer" = [])),
-    responses((status = 200, body = ApiKey), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
-async fn create_key(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<CreateKey>) -> ApiResult<Json<ApiKey>> {
-    need_admin(&p)?;
-    Ok(Json(store::create_key(&app.db, &req.role, req.owner.as_deref()).await?))
-}
-
-#[utoipa::path(post, path = "/api/v1/join-tokens", request_body = CreateJoinToken, security(("bearer" = [])),
-    responses((status = 200, body = JoinToken), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
-async fn create_join_token(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<CreateJoinToken>) -> ApiResult<Json<JoinToken>> {
-    need_admin(&p)?;
-    Ok(Json(store::create_join_token(&app.db, &req).await?))
-}
-
-#[utoipa::path(post, path = "/api/v1/enrol", request_body = EnrolRequest,
-    responses((status = 200, body = Enrolment), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
-async fn enrol(State(app): State<Arc<App>>, Body(req): Body<EnrolRequest>) -> ApiResult<Json<Enrolment>> {
-    let e = store::enrol(&app.db, &req).await?;
-    if req.replace {
-        app.live.forget_creds();
-    }
-    tracing::info!(agent = %e.agent_id, owner = %req.owner, machine = %req.machine, replace = req.replace, "agent enrolled");
-    Ok(Json(e))
-}
-
 #[utoipa::path(post, path = "/api/v1/heartbeat", request_body = Heartbeat, security(("bearer" = [])),
     responses((status = 200, body = HeartbeatAck), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn heartbeat(State(app): State<Arc<App>>, Auth(p): Auth, Body(hb): Body<Heartbeat>) -> ApiResult<Json<HeartbeatAck>> {
     let agent = need_agent(&p)?;
-    if !(hb.base_speed.is_finite() && hb.current_speed.is_finite()) || hb.base_speed < 0.0 || hb.current_speed < 0.0 {
-        return Err(ApiError(StatusCode::BAD_REQUEST, "speeds must be finite and non-negative".into()));
-    }
     store::check_text("state", &hb.state, 1, 32)?;
     if let Some(b) = &hb.busy {
         store::check_text("busy", b, 1, 32)?;
     }
-    if hb.owner_load.len() > lull_protocol::OWNER_LOAD_MAX {
-        return Err(ApiError(
-            StatusCode::BAD_REQUEST,
-            format!("owner_load has {} readings, at most {}", hb.owner_load.len(), lull_protocol::OWNER_LOAD_MAX),
-        ));
-    }
-    if let Some(why) = hb.owner_load.iter().find_map(|r| r.invalid()) {
-        return Err(ApiError(StatusCode::BAD_REQUEST, why));
-    }
-    if let Some(m) = &hb.memory {
-        check_memory_report(m)?;
-    }
+    crate::bounds::check_heartbeat(&hb).map_err(|why| ApiError::new(StatusCode::BAD_REQUEST, why))?;
     let mut hb = hb;
     // The readings go to the scheduler (instant recruitment) only, not into the snapshot.
     let owner_load = std::mem::take(&mut hb.owner_load);
@@ -262,32 +314,6 @@ async fn heartbeat(State(app): State<Arc<App>>, Auth(p): Auth, Body(hb): Body<He
     app.live.heartbeat(agent, hb, now_ms(), app.config.heartbeat_interval.as_millis() as i64);
     app.metrics.heartbeats.fetch_add(1, Ordering::Relaxed);
     Ok(Json(HeartbeatAck { next_heartbeat_s: app.config.heartbeat_interval.as_secs().max(1) as u32 }))
-}
-
-/// Most guests one heartbeat's memory report may name.
-const MEMORY_REPORT_GUESTS_MAX: usize = 256;
-
-/// A heartbeat's memory report: at most [`MEMORY_REPORT_GUESTS_MAX`] guests, positive job
-/// ids, rates and ages finite and non-negative (400 naming the field otherwise).
-fn check_memory_report(m: &MemoryReport) -> Result<(), ApiError> {
-    let bad = |what: String| Err(ApiError(StatusCode::BAD_REQUEST, what));
-    if m.guests.len() > MEMORY_REPORT_GUESTS_MAX {
-        return bad(format!("memory.guests holds {} guests; at most {MEMORY_REPORT_GUESTS_MAX}", m.guests.len()));
-    }
-    let ok = |v: f64| v.is_finite() && v >= 0.0;
-    for (i, g) in m.guests.iter().enumerate() {
-        if g.job_id <= 0 {
-            return bad(format!("memory.guests[{i}].job_id must be a positive job id"));
-        }
-        for (name, v) in
-            [("major_faults_per_s", g.major_faults_per_s), ("age_s", g.age_s), ("io_bytes_per_s", g.io_bytes_per_s.unwrap_or(0.0))]
-        {
-            if !ok(v) {
-                return bad(format!("memory.guests[{i}].{name} must be a finite non-negative number"));
-            }
-        }
-    }
-    Ok(())
 }
 
 #[utoipa::path(get, path = "/api/v1/agents", security(("bearer" = [])),
@@ -302,12 +328,13 @@ async fn agents(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<Ve
 async fn remove_agent(
     State(app): State<Arc<App>>,
     Auth(p): Auth,
+    PeerIp(addr): PeerIp,
     id: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Json<MachineRemoved>> {
     need_admin(&p)?;
     let id = path(id)?;
     store::check_text("id", &id, 1, 64)?;
-    let r = store::remove_agent(&app.db, &id).await?;
+    let r = store::remove_agent(&app.db, &id, &addr).await?;
     app.live.forget_creds();
     app.scheduling.send(Msg::AgentRemoved { agent: r.id.clone() });
     tracing::info!(agent = %r.id, owner = %r.owner, machine = %r.machine, requeued = r.tasks_requeued, "machine removed");
@@ -427,7 +454,7 @@ pub struct JobFilter {
 }
 
 fn query<T: serde::de::DeserializeOwned>(q: Result<Query<T>, axum::extract::rejection::QueryRejection>) -> ApiResult<T> {
-    q.map(|Query(v)| v).map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+    q.map(|Query(v)| v).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))
 }
 
 #[utoipa::path(get, path = "/api/v1/jobs", params(JobFilter), security(("bearer" = [])),
@@ -448,7 +475,7 @@ async fn list_jobs(
 }
 
 pub(crate) fn path<T>(p: Result<Path<T>, axum::extract::rejection::PathRejection>) -> ApiResult<T> {
-    p.map(|Path(v)| v).map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+    p.map(|Path(v)| v).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))
 }
 
 type JobPath = Result<Path<i64>, axum::extract::rejection::PathRejection>;
@@ -495,7 +522,13 @@ async fn predictions(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Js
 async fn lease(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<LeaseRequest>) -> ApiResult<Response> {
     let agent = need_agent(&p)?.to_string();
     if req.wait_ms > lull_protocol::MAX_LEASE_WAIT_MS {
-        return Err(ApiError(StatusCode::BAD_REQUEST, format!("wait_ms must be at most {}", lull_protocol::MAX_LEASE_WAIT_MS)));
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("wait_ms must be at most {}", lull_protocol::MAX_LEASE_WAIT_MS)));
+    }
+    if req.free_mem_bytes > lull_protocol::limits::MEMORY_BYTES_MAX {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("free_mem_bytes must be 0–{} (1 PiB)", lull_protocol::limits::MEMORY_BYTES_MAX),
+        ));
     }
     let deadline = tokio::time::Instant::now() + Duration::from_millis(req.wait_ms as u64);
     let mut shutdown = app.shutdown.clone();
@@ -579,6 +612,9 @@ impl Drop for PollGuard<'_> {
 async fn progress(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<Progress>) -> ApiResult<Json<ProgressAck>> {
     let agent = need_agent(&p)?;
     let (job, rank) = path(t)?;
+    if req.fraction.is_some_and(|f| !(f.is_finite() && (0.0..=1.0).contains(&f))) {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "fraction must be a number from 0 to 1".into()));
+    }
     Ok(Json(store::progress(&app.db, agent, job, rank, &req, app.config.lease_ttl.as_millis() as i64).await?))
 }
 
@@ -588,7 +624,7 @@ async fn progress(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(
 async fn complete(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<Completion>) -> ApiResult<Json<CompletionAck>> {
     let agent = need_agent(&p)?;
     let (job, rank) = path(t)?;
-    let ack = store::complete(&app.db, agent, job, rank, &req).await?;
+    let ack = store::complete(&app.db, agent, job, rank, &req, live_cpus(&app, agent)).await?;
     if ack.counted {
         let ended = Ended { agent: agent.to_string(), rank: rank as u32, cpu_s: req.user_cpu_s + req.sys_cpu_s, completed: true };
         app.scheduling.send(Msg::Job { job, ended: Some(ended) });
@@ -683,8 +719,11 @@ async fn put_checkpoint(
     let agent = need_agent(&p)?;
     let (job, rank) = path(t)?;
     let q = query(q)?;
-    let body =
-        body.map_err(|e| ApiError(if e.status().is_client_error() { e.status() } else { StatusCode::BAD_REQUEST }, e.body_text()))?;
+    let body = body.map_err(|e| match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => too_large("the checkpoint", CHECKPOINT_LIMIT),
+        s if s.is_client_error() => ApiError::new(s, e.body_text()),
+        _ => ApiError::new(StatusCode::BAD_REQUEST, e.body_text()),
+    })?;
     store::put_checkpoint(&app.db, agent, job, rank, q.lease, &body).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -703,9 +742,15 @@ async fn get_checkpoint(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath)
     responses((status = 200, body = RecordsAck), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn records(State(app): State<Arc<App>>, Auth(p): Auth, Body(batch): Body<RecordBatch>) -> ApiResult<Json<RecordsAck>> {
     let agent = need_agent(&p)?;
-    let ack = store::ingest(&app.db, agent, &batch).await?;
+    let facts = store::machine_facts(&app.db, agent, live_cpus(&app, agent)).await?;
+    let ack = store::ingest(&app.db, agent, &facts, &batch).await?;
     app.metrics.records_stored.fetch_add(ack.stored as u64, Ordering::Relaxed);
     Ok(Json(ack))
+}
+
+/// The CPUs machine `agent` reported in its latest heartbeat to this replica.
+pub(crate) fn live_cpus(app: &App, agent: &str) -> Option<u32> {
+    app.live.latest(agent).and_then(|(_, hb)| hb.cpus)
 }
 
 /// Report parameters.
@@ -732,7 +777,7 @@ async fn reports(
     q: Result<Query<ReportParams>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let q = query(q)?;
-    let bad = |m: &str| ApiError(StatusCode::BAD_REQUEST, m.into());
+    let bad = |m: &str| ApiError::new(StatusCode::BAD_REQUEST, m.into());
     let by = match q.by.as_deref().unwrap_or("owner") {
         "owner" => By::Owner,
         "machine" => By::Machine,
@@ -803,10 +848,22 @@ impl utoipa::Modify for Security {
 /// The OpenAPI document.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports."),
-    paths(create_key, create_join_token, enrol, heartbeat, agents, remove_agent, pool, submit, list_jobs, get_job, job_output, cancel, predictions, lease, progress, complete, fail, evicted,
+    info(title = "Lull coordinator", description = "Enrolment, jobs and leases, donated-time reports.
+
+Limits (refused with 413 `too_large` or 400 naming the field; `lull_protocol::limits`): a JSON request body 1 MiB; a checkpoint \
+64 MiB; a job's command 4 KiB, 1024 args of 64 KiB, 256 env variables and 64 input files (names 256 B, values and files 256 KiB), \
+the spec as stored 1 MiB; an output tail 64 KiB per stream; 1000 records a batch, 64 KiB a payload.
+
+What an agent claims is checked against what its machine could have done: a day's donated CPU-seconds at most its CPUs (stated at \
+enrolment and in heartbeats, at most 8192) times the time that day can have lasted for it since it joined (at most 26 h); wall and \
+linger time at most 64 guests × that; at most 100 interruptions a day; no day not yet begun, no time in the future; a completion's \
+CPU time at most its CPUs times its lease's age. Refusals: 400 `record_out_of_range` naming the record, field and range. \
+401 answers carry a `code`: `credential_replaced`, `machine_removed`, `key_revoked`, `credential_unknown`, `credential_missing`."),
+    paths(crate::api_identity::create_key, crate::api_identity::list_keys, crate::api_identity::revoke_key,
+        crate::api_identity::create_join_token, crate::api_identity::list_tokens, crate::api_identity::revoke_token,
+        crate::api_identity::enrol, heartbeat, agents, remove_agent, pool, submit, list_jobs, get_job, job_output, cancel, predictions, lease, progress, complete, fail, evicted,
         give_back, gang, migrate, put_checkpoint, get_checkpoint, records, reports, crate::api_recruit::recruit, crate::api_recruit::group, crate::api_recruit::release),
-    components(schemas(ErrorBody, CreateJoinToken, JoinToken, CreateKey, ApiKey, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, MemoryReport, GuestMemory, SubmitJob,
+    components(schemas(ErrorBody, CreateJoinToken, JoinToken, JoinTokenInfo, TokenUse, CreateKey, ApiKey, ApiKeyInfo, KeyUse, EnrolRequest, Enrolment, Heartbeat, HeartbeatAck, MemoryReport, GuestMemory, SubmitJob,
         JobSpec, Job, Task, LeaseRequest, Lease, Progress, ProgressAck, Completion, CompletionAck, TaskRelease, Gang, Record, RecordBatch,
         RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved, Placement, ProgramPrediction,
         MigrateRequest, MigrateAnswer, TaskOutcome, Waiting, GivenBack,
@@ -834,6 +891,7 @@ mod tests {
             owner_load: Vec::new(),
             memory: None,
             busy: None,
+            cpus: None,
         };
         let a = |seen: Option<i64>, hb: Option<Heartbeat>| AgentInfo {
             id: "x".into(),

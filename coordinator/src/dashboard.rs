@@ -45,7 +45,7 @@ pub async fn index() -> Response {
 
 /// `/assets/{*path}`: the dashboard's scripts and styles (names carry a content hash).
 pub async fn asset(path: Result<Path<String>, axum::extract::rejection::PathRejection>) -> Response {
-    let missing = || ApiError(StatusCode::NOT_FOUND, "no such file".into()).into_response();
+    let missing = || ApiError::new(StatusCode::NOT_FOUND, "no such file".into()).into_response();
     let Ok(Path(p)) = path else { return missing() };
     if p.split('/').any(|s| s == ".." || s.is_empty()) {
         return missing();

@@ -9,6 +9,7 @@
 //! only as `i64`, `f64`, `String` and bytes, the types `Any` supports on both; times are
 //! Unix milliseconds, days are `YYYY-MM-DD` text.
 
+use crate::integrity;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor};
 use std::time::Duration;
@@ -25,6 +26,10 @@ pub enum DbError {
     Timeout { url: String, secs: u64 },
     #[error("database {url}: migrating the schema: {reason}")]
     Migrate { url: String, reason: String },
+    /// The file or database is not (or no longer) this pool's: empty, truncated,
+    /// damaged or another program's (see [`crate::integrity`]).
+    #[error("database {url} {what}: refusing to start on it. {fix}")]
+    Refused { url: String, what: String, fix: &'static str },
 }
 
 /// How long opening a database may take before it is given up as unreachable.
@@ -54,6 +59,11 @@ fn password_spans(url: &str) -> Vec<std::ops::Range<usize>> {
         }
     }
     spans
+}
+
+/// Whether a URL carries a password (in its user-info or a `password=` parameter).
+pub fn has_password(url: &str) -> bool {
+    password_spans(url).into_iter().any(|r| !r.is_empty())
 }
 
 /// A database URL fit to print: every password in it replaced by `***`. The one
@@ -89,6 +99,19 @@ pub struct Db {
     /// The full connection URL (with its password): for the scheduler's lock session and
     /// its LISTEN connection, which need connections of their own. Never shown.
     url: String,
+    /// The SQLite file (none for PostgreSQL).
+    pub path: Option<std::path::PathBuf>,
+}
+
+/// The SQLite file a database URL names (`sqlite:PATH`, `sqlite://PATH?…` or a bare
+/// path), if it names one.
+pub fn sqlite_path(url: &str) -> Option<&str> {
+    let path = match url.strip_prefix("sqlite:") {
+        Some(rest) => rest.trim_start_matches("//"),
+        None if !url.contains("://") && !url.is_empty() => url,
+        None => return None,
+    };
+    Some(path.split('?').next().unwrap_or(path)).filter(|p| !p.is_empty() && *p != ":memory:")
 }
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -100,10 +123,15 @@ impl Db {
         &self.url
     }
 
-    /// Connects to `url` and migrates the schema. `sqlite:PATH` (the file is created if
-    /// missing) or `postgres://user:pass@host/db`. A bare path is taken as an SQLite file.
-    /// A database that does not answer within [`CONNECT_TIMEOUT`] is given up; errors
-    /// name the database with its password hidden.
+    /// Connects to `url` and migrates the schema. `sqlite:PATH` or
+    /// `postgres://user@host/db` (the password from the URL, `PGPASSWORD` or
+    /// `~/.pgpass`). A bare path is taken as an SQLite file.
+    ///
+    /// A missing SQLite file starts a new pool (created owner-only); an existing one must
+    /// be this pool's, whole and undamaged, or it is refused naming the file and the fix
+    /// ([`crate::integrity`]); so is a PostgreSQL database holding another program's
+    /// tables. A database that does not answer within [`CONNECT_TIMEOUT`] is given up;
+    /// errors name the database with its password hidden.
     pub async fn connect(url: &str) -> Result<Self, DbError> {
         sqlx::any::install_default_drivers();
         let shown = redact_url(url);
@@ -119,15 +147,45 @@ impl Db {
         } else {
             return Err(DbError::BadUrl(shown));
         };
-        let failed = |e: sqlx::Error| DbError::Connect { url: shown.clone(), reason: scrub(&e.to_string(), url) };
+        let path = match dialect {
+            Dialect::Sqlite => sqlite_path(url).map(std::path::PathBuf::from),
+            Dialect::Postgres => None,
+        };
+        let refused = |r: integrity::Refusal| DbError::Refused { url: shown.clone(), what: r.what, fix: r.fix };
+        let found = match &path {
+            Some(p) => {
+                let found = integrity::check_file(p).map_err(refused)?;
+                if found == integrity::Found::Missing && full.contains("mode=rwc") {
+                    integrity::create_private(p).map_err(|e| DbError::Connect { url: shown.clone(), reason: e.to_string() })?;
+                }
+                found
+            }
+            None => integrity::Found::Missing,
+        };
+        let failed = |e: sqlx::Error| {
+            if dialect == Dialect::Sqlite && integrity::is_damage(&e) {
+                return DbError::Refused { url: shown.clone(), what: format!("is damaged ({e})"), fix: integrity::RESTORE };
+            }
+            DbError::Connect { url: shown.clone(), reason: scrub(&e.to_string(), url) }
+        };
         // One plain connection first, within the time limit: it fails fast with the real
         // reason (refused, wrong password, no such file), where a pool would retry until
         // its acquire timeout and say only "pool timed out".
-        let probe = tokio::time::timeout(CONNECT_TIMEOUT, <sqlx::AnyConnection as sqlx::Connection>::connect(&full))
+        // It also checks, before anything is written (no journal mode set, no migration),
+        // that the database is this pool's and undamaged.
+        let mut probe = tokio::time::timeout(CONNECT_TIMEOUT, <sqlx::AnyConnection as sqlx::Connection>::connect(&full))
             .await
             .map_err(|_| DbError::Timeout { url: shown.clone(), secs: CONNECT_TIMEOUT.as_secs() })?
             .map_err(failed)?;
+        let checked = check_contents(&mut probe, dialect, found).await;
         let _ = sqlx::Connection::close(probe).await;
+        checked.map_err(|e| match e {
+            Ok(r) => refused(r),
+            Err(e) => failed(e),
+        })?;
+        if let Some(p) = &path {
+            integrity::make_files_private(p);
+        }
         let pool = match dialect {
             // SQLite has one writer anyway; a single connection serialises the
             // coordinator's short transactions without SQLITE_BUSY upgrades, and WAL lets
@@ -157,12 +215,62 @@ impl Db {
             Dialect::Postgres => POSTGRES_MIGRATIONS.run(&pool).await,
         };
         migrated.map_err(|e| DbError::Migrate { url: shown.clone(), reason: scrub(&e.to_string(), url) })?;
-        Ok(Self { pool, dialect, url: full })
+        if let Some(p) = &path {
+            // The -wal and -shm exist now; a file another program made keeps no wider mode.
+            integrity::make_files_private(p);
+        }
+        Ok(Self { pool, dialect, url: full, path })
     }
 
     /// Closes the pool (waits for connections to be returned).
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// Checks that the database is this pool's and, for SQLite, undamaged (`quick_check`,
+/// which reads every page once). The outer error is the verdict (`Ok(refusal)`) or the
+/// database's own failure (`Err`).
+async fn check_contents(
+    conn: &mut sqlx::AnyConnection,
+    dialect: Dialect,
+    found: integrity::Found,
+) -> Result<(), Result<integrity::Refusal, sqlx::Error>> {
+    let names = |rows: Vec<AnyRow>| rows.iter().map(|r| col::<String>(r, "name")).collect::<Result<Vec<_>, _>>();
+    let (tables, quick_check) = match dialect {
+        Dialect::Sqlite => {
+            let lines = sqlx::query("PRAGMA quick_check")
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(Err)?
+                .iter()
+                .map(|r| sqlx::Row::try_get::<String, _>(r, 0))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(Err)?;
+            let tables =
+                names(sqlx::query("SELECT name FROM sqlite_master WHERE type = 'table'").fetch_all(&mut *conn).await.map_err(Err)?)
+                    .map_err(Err)?;
+            (tables, Some(lines))
+        }
+        Dialect::Postgres => {
+            let rows =
+                sqlx::query("SELECT CAST(table_name AS TEXT) AS name FROM information_schema.tables WHERE table_schema = current_schema()")
+                    .fetch_all(&mut *conn)
+                    .await
+                    .map_err(Err)?;
+            (names(rows).map_err(Err)?, None)
+        }
+    };
+    integrity::check_contents(&tables, quick_check.as_deref(), found).map_err(Ok)
+}
+
+/// Logs a database failure met while serving; a damaged SQLite file is named as such,
+/// with the fix.
+pub fn log_sql_error(e: &sqlx::Error) {
+    if integrity::is_damage(e) {
+        tracing::error!(error = %e, "the database is damaged: stop the coordinator and restore it from a backup (`lull coordinator restore BACKUP`)");
+    } else {
+        tracing::error!(error = %e, "database error");
     }
 }
 
@@ -187,5 +295,7 @@ mod tests {
         assert_eq!(redact_url("sqlite:/var/lib/lull/c.db"), "sqlite:/var/lib/lull/c.db");
         assert_eq!(redact_url("postgres://h/a@b:c"), "postgres://h/a@b:c", "an @ in the path is no user-info");
         assert_eq!(scrub("failed for postgres://u:s3cret@h (s3cret)", "postgres://u:s3cret@h"), "failed for postgres://u:***@h (***)");
+        assert!(has_password("postgres://u:p@h/db") && has_password("postgres://u@h/db?password=p"));
+        assert!(!has_password("postgres://u@h/db") && !has_password("postgres://u:@h/db") && !has_password("sqlite:/a:b@c"));
     }
 }

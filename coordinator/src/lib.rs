@@ -7,12 +7,17 @@
 //! `lull up` run it on any port with any database, and stop it when they like.
 
 pub mod api;
+mod api_identity;
 mod api_recruit;
 pub mod auth;
+pub mod backup;
 #[cfg(test)]
 mod bindings;
+pub mod bounds;
 pub mod dashboard;
 pub mod db;
+pub mod identity;
+pub mod integrity;
 pub mod job_view;
 pub mod live;
 pub mod metrics;
@@ -91,6 +96,8 @@ pub struct App {
 pub enum ServeError {
     #[error("serving HTTP: {0}")]
     Io(#[from] std::io::Error),
+    #[error("database {path}: {error}")]
+    Lock { path: String, error: std::io::Error },
 }
 
 /// Serves the coordinator on `listener` with `db` until `shutdown` completes, then stops
@@ -102,6 +109,11 @@ pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    // Held while serving: a restore cannot replace the file underneath.
+    let _serving = match &db.path {
+        Some(p) => Some(integrity::serve_lock(p).map_err(|error| ServeError::Lock { path: p.display().to_string(), error })?),
+        None => None,
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     let app = Arc::new(App {
         db,
@@ -129,7 +141,8 @@ pub async fn serve(
     if !dashboard::built() {
         tracing::warn!("this coordinator was built without its dashboard (ui/dist-dashboard was missing): `/` explains how to build it");
     }
-    axum::serve(listener, api::router(app.clone()))
+    // With each connection's peer address: keys' and tokens' uses are recorded with it.
+    axum::serve(listener, api::router(app.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>())
         .with_graceful_shutdown(async move {
             let _ = stopped.wait_for(|s| *s).await;
         })
@@ -138,11 +151,24 @@ pub async fn serve(
     let _ = scheduling.await;
     let _ = deliveries.await;
     flush(&app).await;
+    // Every connection closed: SQLite checkpoints its WAL into the file and removes it, so
+    // a stopped coordinator's database is one self-contained file (to copy or restore).
+    app.db.close().await;
     tracing::info!("coordinator stopped");
     Ok(())
 }
 
+/// Writes the API keys' uses counted since the last write (kept for the next on failure).
+pub(crate) async fn flush_key_uses(app: &App) {
+    let uses = app.live.take_key_uses();
+    if let Err(e) = identity::flush_key_uses(&app.db, &uses).await {
+        tracing::warn!(error = %e, "writing API key uses failed; will retry");
+        app.live.restore_key_uses(uses);
+    }
+}
+
 async fn flush(app: &App) {
+    flush_key_uses(app).await;
     let snaps = app.live.take_dirty();
     if snaps.is_empty() {
         return;

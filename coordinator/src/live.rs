@@ -31,6 +31,8 @@ pub struct Live {
     /// another replica or straight in the database: entries older than [`CRED_TTL`] are
     /// looked up again.
     creds: Mutex<HashMap<[u8; 32], CachedCred>>,
+    /// API keys' uses since the last flush, per (key hash, address).
+    key_uses: Mutex<crate::identity::KeyUses>,
 }
 
 /// A cached principal and when it was looked up.
@@ -67,6 +69,31 @@ impl Live {
     /// Forgets every cached credential (a machine was re-enrolled or removed here).
     pub fn forget_creds(&self) {
         self.creds.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// Counts a use of the API key whose hash is `hash`, from `addr`, at `now_ms`.
+    pub fn key_used(&self, hash: String, addr: String, now_ms: i64) {
+        let mut uses = self.key_uses.lock().unwrap_or_else(|e| e.into_inner());
+        let e = uses.entry((hash, addr)).or_insert((now_ms, now_ms, 0));
+        e.0 = e.0.min(now_ms);
+        e.1 = e.1.max(now_ms);
+        e.2 = e.2.saturating_add(1);
+    }
+
+    /// Takes the key uses counted since the last take, for writing.
+    pub fn take_key_uses(&self) -> crate::identity::KeyUses {
+        std::mem::take(&mut *self.key_uses.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Puts key uses back after a failed write, merged with those counted meanwhile.
+    pub fn restore_key_uses(&self, back: crate::identity::KeyUses) {
+        let mut uses = self.key_uses.lock().unwrap_or_else(|e| e.into_inner());
+        for (k, (first, last, n)) in back {
+            let e = uses.entry(k).or_insert((first, last, 0));
+            e.0 = e.0.min(first);
+            e.1 = e.1.max(last);
+            e.2 = e.2.saturating_add(n);
+        }
     }
 
     /// Records a heartbeat received at `now_ms`; `interval_ms` is the expected spacing.
@@ -161,6 +188,7 @@ mod tests {
             owner_load: Vec::new(),
             memory: None,
             busy: None,
+            cpus: None,
         }
     }
 

@@ -29,6 +29,10 @@ pub struct CreateJoinToken {
 /// A join token, shown once.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct JoinToken {
+    /// What lists show and `DELETE /api/v1/join-tokens/{id}` takes (12 hex digits of the
+    /// token's SHA-256).
+    #[serde(default)]
+    pub id: String,
     pub token: String,
     pub uses: u32,
     pub expires_ms: i64,
@@ -48,21 +52,90 @@ pub struct CreateKey {
 /// An API key, shown once.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct ApiKey {
+    /// What lists show and `DELETE /api/v1/keys/{id}` takes (12 hex digits of the key's
+    /// SHA-256).
+    #[serde(default)]
+    pub id: String,
     pub key: String,
     pub role: String,
     pub owner: Option<String>,
 }
 
-/// A job submission.
+/// A join token as listed (`GET /api/v1/join-tokens`): never the token itself.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct JoinTokenInfo {
+    pub id: String,
+    pub created_ms: i64,
+    pub expires_ms: i64,
+    /// How many enrolments it was made for (unknown for tokens made before lists).
+    pub uses: Option<u32>,
+    pub uses_left: u32,
+    pub revoked_ms: Option<i64>,
+    /// `active`, `spent`, `expired` or `revoked`.
+    pub state: String,
+    /// Each use: enrolments and refused attempts, oldest first (at most 1000 kept).
+    pub used: Vec<TokenUse>,
+}
+
+/// One use of a join token.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct TokenUse {
+    pub at_ms: i64,
+    /// The caller's address (`IP:port`; behind a reverse proxy, the proxy's).
+    pub addr: String,
+    /// `enrolled`, or `refused: <code>` (for example an attempt to take over an
+    /// enrolled machine).
+    pub outcome: String,
+    pub agent_id: Option<String>,
+    pub owner: Option<String>,
+    pub machine: Option<String>,
+}
+
+/// An API key as listed (`GET /api/v1/keys`): never the key itself.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct ApiKeyInfo {
+    pub id: String,
+    /// `admin` or `owner`.
+    pub role: String,
+    pub owner: Option<String>,
+    pub created_ms: i64,
+    pub revoked_ms: Option<i64>,
+    /// `active` or `revoked`.
+    pub state: String,
+    /// Requests made with it, in all.
+    pub uses: u64,
+    pub last_used_ms: Option<i64>,
+    /// Its uses per address, most recent first.
+    pub used_from: Vec<KeyUse>,
+}
+
+/// An API key's uses from one address.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema, PartialEq)]
+pub struct KeyUse {
+    /// The caller's address (`IP:port`; behind a reverse proxy, the proxy's).
+    pub addr: String,
+    pub first_ms: i64,
+    pub last_ms: i64,
+    pub uses: u64,
+}
+
+/// A job submission. Limits (`lull_protocol::limits`; 400 naming the field, 413 for the
+/// whole): command ≤ 4096 bytes; at most 1024 args of ≤ 64 KiB each; at most 256 env
+/// variables and 64 input files, names ≤ 256 bytes, values and files ≤ 256 KiB; the spec
+/// as stored ≤ 1 MiB of JSON (and the request body ≤ 1 MiB).
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitJob {
+    /// The program to run (1–4096 bytes).
     pub command: String,
+    /// Its arguments (at most 1024, each ≤ 64 KiB).
     #[serde(default)]
     pub args: Vec<String>,
+    /// Its environment (at most 256 variables; names ≤ 256 bytes, values ≤ 256 KiB).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Input files: name → content (UTF-8), shipped with the job.
+    /// Input files: name → content (UTF-8), shipped with the job (at most 64; names ≤ 256
+    /// bytes, contents ≤ 256 KiB).
     #[serde(default)]
     pub inputs: BTreeMap<String, String>,
     /// Memory request in bytes; only agents with this much free memory lease it.

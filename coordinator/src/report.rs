@@ -99,10 +99,11 @@ pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report,
         Some(k)
     };
     let recs = sqlx::query(
-        "SELECT agent_id, day, CAST(SUM(cpu_us) AS BIGINT) AS cpu_us, CAST(SUM(wall_ms) AS BIGINT) AS wall_ms,
+        "SELECT agent_id, day, CAST(SUM(CAST(cpu_us AS DOUBLE PRECISION)) AS DOUBLE PRECISION) AS cpu_us,
+                CAST(SUM(CAST(wall_ms AS DOUBLE PRECISION)) AS DOUBLE PRECISION) AS wall_ms,
                 CAST(SUM(CASE WHEN kind = 'interruption' THEN 1 ELSE 0 END) AS BIGINT) AS interruptions,
-                CAST(MAX(interruption_limit) AS BIGINT) AS lim, CAST(SUM(linger_ms) AS BIGINT) AS linger_ms
-         FROM records WHERE day >= $1 AND day <> '' GROUP BY agent_id, day",
+                CAST(MAX(interruption_limit) AS BIGINT) AS lim, CAST(SUM(CAST(linger_ms AS DOUBLE PRECISION)) AS DOUBLE PRECISION) AS linger_ms
+         FROM records WHERE day >= $1 AND day <> '' AND counted = 1 GROUP BY agent_id, day",
     )
     .bind(&since)
     .fetch_all(&db.pool)
@@ -113,11 +114,13 @@ pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report,
         let lim: Option<i64> = col(r, "lim")?;
         if let Some(k) = row_for(&mut rows, &agent, &day) {
             let row = rows.get_mut(&k).expect("row_for inserted it");
-            // Micro-seconds summed as integers, divided once: no rounding drift.
-            row.cpu_s += col::<i64>(r, "cpu_us")? as f64 / 1e6;
-            row.wall_s += col::<i64>(r, "wall_ms")? as f64 / 1e3;
-            row.interruptions += col::<i64>(r, "interruptions")? as u32;
-            row.linger_s += col::<i64>(r, "linger_ms")? as f64 / 1e3;
+            // Summed as floating point, which no row can overflow (a sum of integers, exact
+            // below 2⁵³ µs = 285 CPU-years; what a machine may claim a day is far below),
+            // divided once.
+            row.cpu_s += col::<f64>(r, "cpu_us")? / 1e6;
+            row.wall_s += col::<f64>(r, "wall_ms")? / 1e3;
+            row.interruptions = row.interruptions.saturating_add(count(col(r, "interruptions")?));
+            row.linger_s += col::<f64>(r, "linger_ms")? / 1e3;
             let key = (row.key.clone(), row.period.clone(), agent.clone());
             if let Some(l) = lim {
                 let e = limits.entry(key).or_insert(0);
@@ -162,13 +165,13 @@ pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report,
         let day: String = col(r, "day")?;
         if let Some(k) = row_for(&mut rows, &agent, &day) {
             let row = rows.get_mut(&k).expect("row_for inserted it");
-            row.jobs_completed += col::<i64>(r, "completed")? as u32;
-            row.evictions += col::<i64>(r, "evicted")? as u32;
+            row.jobs_completed = row.jobs_completed.saturating_add(count(col(r, "completed")?));
+            row.evictions = row.evictions.saturating_add(count(col(r, "evicted")?));
         }
     }
     for ((key, period, _agent), l) in limits {
         if let Some(row) = rows.get_mut(&(key, period)) {
-            row.interruption_limit += l as u32;
+            row.interruption_limit = row.interruption_limit.saturating_add(count(l));
         }
     }
     // Availability of several machines is averaged over them.
@@ -191,6 +194,11 @@ pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report,
         since,
         rows: rows.into_values().collect(),
     })
+}
+
+/// A count from the database as a `u32`, saturating (never wrapping or panicking).
+fn count(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
 }
 
 fn csv_field(s: &str) -> String {

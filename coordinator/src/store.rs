@@ -1,5 +1,5 @@
-//! The coordinator's operations on the database: keys and join tokens, enrolment, jobs
-//! and their tasks (FIFO leases with expiry, re-queueing, idempotent completion, cancel,
+//! The coordinator's operations on the database (keys, tokens and enrolment are in
+//! [`crate::identity`]): jobs and their tasks (FIFO leases with expiry, re-queueing, idempotent completion, cancel,
 //! bounded retries, gangs), ledger records (idempotent on agent and sequence) and the
 //! heartbeat snapshot written in batches.
 //!
@@ -7,7 +7,8 @@
 //! with several replicas on one PostgreSQL: a task changes hands only through an
 //! `UPDATE … WHERE state = … AND lease_epoch = …` that at most one caller can win.
 
-use crate::auth::{hash_secret, new_secret, random_hex, Principal, SecretKind};
+use crate::auth::Principal;
+use crate::bounds::{self, MachineFacts};
 use crate::db::{col, Db};
 use crate::model::*;
 use sqlx::any::AnyRow;
@@ -30,7 +31,10 @@ pub enum StoreError {
     Forbidden,
     /// Not allowed, and why (403 with this message).
     #[error("{0}")]
-    Refused(String),
+    Denied(String),
+    /// A refusal with its own status and [`lull_protocol::error_code`].
+    #[error("{message}")]
+    Refused { status: u16, code: &'static str, message: String },
 }
 
 pub(crate) type Result<T> = std::result::Result<T, StoreError>;
@@ -82,7 +86,7 @@ fn i64_of(v: u64, what: &str) -> Result<i64> {
 /// Checks a user-supplied text field: length and no NUL (PostgreSQL refuses NUL in text).
 pub fn check_text(what: &str, s: &str, min: usize, max: usize) -> Result<()> {
     if s.len() < min || s.len() > max {
-        return Err(StoreError::Invalid(format!("{what} must be {min}–{max} bytes")));
+        return Err(StoreError::Invalid(format!("{what} must be {min}–{max} bytes, not {}", s.len())));
     }
     if s.contains('\0') {
         return Err(StoreError::Invalid(format!("{what} must not contain NUL")));
@@ -90,118 +94,15 @@ pub fn check_text(what: &str, s: &str, min: usize, max: usize) -> Result<()> {
     Ok(())
 }
 
-/// Creates an admin or owner API key; returns the secret (shown once).
-pub async fn create_key(db: &Db, role: &str, owner: Option<&str>) -> Result<ApiKey> {
-    let (kind, owner) = match (role, owner) {
-        ("admin", None) => (SecretKind::Admin, None),
-        ("owner", Some(o)) => {
-            check_text("owner", o, 1, 128)?;
-            (SecretKind::Owner, Some(o.to_string()))
-        }
-        ("admin", Some(_)) => return Err(StoreError::Invalid("admin keys have no owner".into())),
-        ("owner", None) => return Err(StoreError::Invalid("owner keys need an owner".into())),
-        _ => return Err(StoreError::Invalid("role must be admin or owner".into())),
-    };
-    let key = new_secret(kind);
-    sqlx::query("INSERT INTO api_keys(key_hash, role, owner, created_ms) VALUES ($1, $2, $3, $4)")
-        .bind(hash_secret(&key))
-        .bind(role)
-        .bind(owner.clone())
-        .bind(now_ms())
-        .execute(&db.pool)
-        .await?;
-    Ok(ApiKey { key, role: role.into(), owner })
-}
-
-/// True if any admin key exists.
-pub async fn has_admin_key(db: &Db) -> Result<bool> {
-    let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM api_keys WHERE role = 'admin'").fetch_one(&db.pool).await?.try_get("n")?;
-    Ok(n > 0)
-}
-
-/// Creates a join token.
-pub async fn create_join_token(db: &Db, req: &CreateJoinToken) -> Result<JoinToken> {
-    let uses = req.uses.unwrap_or(1);
-    let ttl_s = req.ttl_s.unwrap_or(7 * 86_400);
-    if uses == 0 || uses > 100_000 {
-        return Err(StoreError::Invalid("uses must be 1–100000".into()));
-    }
-    if ttl_s == 0 || ttl_s > 365 * 86_400 {
-        return Err(StoreError::Invalid("ttl_s must be 1–31536000".into()));
-    }
-    let token = new_secret(SecretKind::Join);
-    let now = now_ms();
-    let expires_ms = now + ttl_s as i64 * 1000;
-    sqlx::query("INSERT INTO join_tokens(token_hash, uses_left, expires_ms, created_ms) VALUES ($1, $2, $3, $4)")
-        .bind(hash_secret(&token))
-        .bind(uses as i64)
-        .bind(expires_ms)
-        .bind(now)
-        .execute(&db.pool)
-        .await?;
-    Ok(JoinToken { token, uses, expires_ms })
-}
-
-/// Enrols an agent: spends one use of the token (atomically) and mints the agent's secret.
-pub async fn enrol(db: &Db, req: &EnrolRequest) -> Result<Enrolment> {
-    check_text("owner", &req.owner, 1, 128)?;
-    check_text("machine", &req.machine, 1, 128)?;
-    check_text("token", &req.token, 1, 200)?;
-    let mut tx = db.pool.begin().await?;
-    let spent = sqlx::query("UPDATE join_tokens SET uses_left = uses_left - 1 WHERE token_hash = $1 AND uses_left > 0 AND expires_ms > $2")
-        .bind(hash_secret(&req.token))
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    if spent != 1 {
-        return Err(StoreError::Unauthorised);
-    }
-    let secret = new_secret(SecretKind::Agent);
-    let existing: Option<String> =
-        sqlx::query("SELECT id FROM agents WHERE owner = $1 AND name = $2 AND removed_ms IS NULL ORDER BY enrolled_ms DESC, id LIMIT 1")
-            .bind(&req.owner)
-            .bind(&req.machine)
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|r| col(&r, "id"))
-            .transpose()?;
-    let agent_id = match existing {
-        // Dropping the transaction rolls it back: the token's use is not spent.
-        Some(id) if !req.replace => {
-            return Err(StoreError::Conflict(format!(
-                "{} already has a machine named {:?} (agent {id}): enrol again with replace (`lull enrol --replace`) to take its \
-                 place and keep its history, or choose another machine name",
-                req.owner, req.machine
-            )))
-        }
-        Some(id) => {
-            sqlx::query("UPDATE agents SET secret_hash = $2 WHERE id = $1").bind(&id).bind(hash_secret(&secret)).execute(&mut *tx).await?;
-            id
-        }
-        None => {
-            let id = random_hex(16);
-            sqlx::query("INSERT INTO agents(id, owner, name, secret_hash, enrolled_ms) VALUES ($1, $2, $3, $4, $5)")
-                .bind(&id)
-                .bind(&req.owner)
-                .bind(&req.machine)
-                .bind(hash_secret(&secret))
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await?;
-            id
-        }
-    };
-    tx.commit().await?;
-    Ok(Enrolment { agent_id, secret })
-}
-
 /// Removes a machine: it leaves machine lists and its secret stops working; its leased
 /// tasks go back to the queue (without using a retry); its records stay, so reports
-/// keep the time it donated. `NotFound` if no such machine is enrolled.
-pub async fn remove_agent(db: &Db, agent_id: &str) -> Result<MachineRemoved> {
+/// keep the time it donated; the agent still holding the secret is told (401
+/// `machine_removed`). `by` says who removed it (an address, or the command). `NotFound`
+/// if no such machine is enrolled.
+pub async fn remove_agent(db: &Db, agent_id: &str, by: &str) -> Result<MachineRemoved> {
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
+    crate::identity::retire_removed(&mut tx, agent_id, now, by).await?;
     let row = sqlx::query(
         "UPDATE agents SET removed_ms = $2, secret_hash = 'removed:' || id WHERE id = $1 AND removed_ms IS NULL RETURNING owner, name",
     )
@@ -227,40 +128,29 @@ pub async fn remove_agent(db: &Db, agent_id: &str) -> Result<MachineRemoved> {
     })
 }
 
-/// Looks a secret's hash up: an API key or an agent.
-pub async fn principal_by_hash(db: &Db, hash: &str) -> Result<Option<Principal>> {
-    if let Some(row) = sqlx::query("SELECT role, owner FROM api_keys WHERE key_hash = $1").bind(hash).fetch_optional(&db.pool).await? {
-        let role: String = col(&row, "role")?;
-        let owner: Option<String> = col(&row, "owner")?;
-        return Ok(match (role.as_str(), owner) {
-            ("admin", _) => Some(Principal::Admin),
-            ("owner", Some(owner)) => Some(Principal::Owner { owner }),
-            _ => None,
-        });
-    }
-    if let Some(row) = sqlx::query("SELECT id, owner FROM agents WHERE secret_hash = $1 AND removed_ms IS NULL")
-        .bind(hash)
-        .fetch_optional(&db.pool)
-        .await?
-    {
-        return Ok(Some(Principal::Agent { agent_id: col(&row, "id")?, owner: col(&row, "owner")? }));
-    }
-    Ok(None)
-}
-
-/// Checks a job before it is stored (each failure names the field and its range);
-/// returns its program name, memory request and retries as stored.
+/// Checks a job before it is stored (each failure names the field and its limit, from
+/// [`lull_protocol::limits`]); returns its program name, memory request and retries as
+/// stored.
 pub fn check_job(req: &SubmitJob) -> Result<(String, i64, u32)> {
-    check_text("command", &req.command, 1, 4096)?;
-    if req.args.len() > 1024 || req.env.len() > 256 || req.inputs.len() > 64 {
-        return Err(StoreError::Invalid("too many args, env entries or inputs".into()));
+    use lull_protocol::limits::{ARGS_MAX, ARG_MAX, COMMAND_MAX, ENV_MAX, INPUTS_MAX, MEMORY_BYTES_MAX, NAME_MAX, VALUE_MAX};
+    check_text("command", &req.command, 1, COMMAND_MAX)?;
+    let count = |what: &str, n: usize, max: usize| {
+        if n > max {
+            return Err(StoreError::Invalid(format!("{what} has {n} entries; at most {max}")));
+        }
+        Ok(())
+    };
+    count("args", req.args.len(), ARGS_MAX)?;
+    count("env", req.env.len(), ENV_MAX)?;
+    count("inputs", req.inputs.len(), INPUTS_MAX)?;
+    for (i, a) in req.args.iter().enumerate() {
+        check_text(&format!("args[{i}]"), a, 0, ARG_MAX)?;
     }
-    for a in &req.args {
-        check_text("argument", a, 0, 65_536)?;
-    }
-    for (k, v) in req.env.iter().chain(req.inputs.iter()) {
-        check_text("env/input name", k, 1, 256)?;
-        check_text("env/input value", v, 0, 262_144)?;
+    for (what, map) in [("env", &req.env), ("inputs", &req.inputs)] {
+        for (k, v) in map {
+            check_text(&format!("{what} name {:?}", k.chars().take(40).collect::<String>()), k, 1, NAME_MAX)?;
+            check_text(&format!("{what}[{:?}]", k.chars().take(40).collect::<String>()), v, 0, VALUE_MAX)?;
+        }
     }
     if req.machines == 0 || req.machines > 1024 {
         return Err(StoreError::Invalid("machines must be 1–1024".into()));
@@ -271,6 +161,9 @@ pub fn check_job(req: &SubmitJob) -> Result<(String, i64, u32)> {
     }
     let program = req.program.clone().unwrap_or_else(|| req.command.rsplit('/').next().unwrap_or(&req.command).to_string());
     check_text("program", &program, 1, 256)?;
+    if req.mem_bytes > MEMORY_BYTES_MAX {
+        return Err(StoreError::Invalid(format!("mem_bytes must be 0–{MEMORY_BYTES_MAX} (1 PiB)")));
+    }
     let mem = i64_of(req.mem_bytes, "mem_bytes")?;
     if req.estimate_s.is_some_and(|e| !(e.is_finite() && (0.0..=31_536_000.0).contains(&e))) {
         return Err(StoreError::Invalid("estimate_s must be 0–31536000 seconds".into()));
@@ -292,6 +185,14 @@ pub(crate) async fn insert_job_in(tx: &mut sqlx::AnyConnection, who: &Principal,
     let (program, mem, max_retries) = check_job(req)?;
     let spec = JobSpec { command: req.command.clone(), args: req.args.clone(), env: req.env.clone(), inputs: req.inputs.clone() };
     let spec_json = serde_json::to_string(&spec).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let max = lull_protocol::limits::SPEC_MAX;
+    if spec_json.len() > max {
+        return Err(StoreError::Refused {
+            status: 413,
+            code: lull_protocol::error_code::TOO_LARGE,
+            message: format!("the job spec (command, args, env and inputs) is {} bytes as JSON; at most {max}", spec_json.len()),
+        });
+    }
     let now = now_ms();
     let id: i64 = sqlx::query(
         "INSERT INTO jobs(submitter, program, spec, mem_bytes, checkpointable, gang, max_retries, state, created_ms, estimate_s)
@@ -371,7 +272,7 @@ pub async fn cancel_job(db: &Db, who: &Principal, id: i64) -> Result<bool> {
     let Some(submitter) = submitter else { return Err(StoreError::NotFound) };
     if !crate::job_view::may_cancel(who, &submitter) {
         crate::job_view::get_job(db, who, id).await?;
-        return Err(StoreError::Refused(format!("job {id} was submitted by {submitter}: only they or an admin may cancel it")));
+        return Err(StoreError::Denied(format!("job {id} was submitted by {submitter}: only they or an admin may cancel it")));
     }
     let reason = format!("cancelled by {}", who.submitter());
     retry_transient(|| async {
@@ -409,11 +310,15 @@ async fn task_row(db: &Db, job_id: i64, rank: i64) -> Result<AnyRow> {
 }
 
 /// Checks an output tail an agent sent (each stream at most [`OUTPUT_TAIL_MAX`] bytes of
-/// text without NUL).
+/// text without NUL, its whole size at most `OUTPUT_BYTES_MAX`).
 fn check_output(o: Option<&Output>) -> Result<()> {
     if let Some(o) = o {
         check_text("output.stdout", &o.stdout, 0, OUTPUT_TAIL_MAX)?;
         check_text("output.stderr", &o.stderr, 0, OUTPUT_TAIL_MAX)?;
+        let max = lull_protocol::limits::OUTPUT_BYTES_MAX;
+        if o.stdout_bytes > max || o.stderr_bytes > max {
+            return Err(StoreError::Invalid(format!("output.stdout_bytes and output.stderr_bytes must be 0–{max}")));
+        }
     }
     Ok(())
 }
@@ -465,20 +370,52 @@ fn outcome_of(c: &Completion) -> Result<TaskOutcome> {
     Ok(outcome)
 }
 
+/// The machine and the lease behind task `(job_id, rank)` under epoch `lease` held by
+/// `agent_id`, for checking what the holder reports: its facts (the latest heartbeat's
+/// `live_cpus` if any) and when the lease was assigned. `None` when it does not hold it.
+pub async fn lease_facts(
+    db: &Db,
+    agent_id: &str,
+    job_id: i64,
+    rank: i64,
+    lease: i64,
+    live_cpus: Option<u32>,
+) -> Result<Option<(MachineFacts, Option<i64>)>> {
+    let row = sqlx::query(
+        "SELECT t.leased_ms AS leased_ms, a.cpus AS cpus, a.enrolled_ms AS enrolled_ms FROM tasks t JOIN agents a ON a.id = t.agent_id
+         WHERE t.job_id = $1 AND t.rank = $2 AND t.agent_id = $3 AND t.lease_epoch = $4",
+    )
+    .bind(job_id)
+    .bind(rank)
+    .bind(agent_id)
+    .bind(lease)
+    .fetch_optional(&db.pool)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let cpus = live_cpus.map(i64::from).or(col::<Option<i64>>(&row, "cpus")?);
+    Ok(Some((MachineFacts::new(cpus, col(&row, "enrolled_ms")?), col(&row, "leased_ms")?)))
+}
+
 /// Completes a task: `completed` when its guest exited with 0, `failed` (with the
 /// reason, for good: no retry) otherwise; a failed rank cancels the rest of its gang.
 /// Idempotent: a retry of the same (agent, lease) answers `counted: false`; a
-/// completion under a lost lease is a conflict.
-pub async fn complete(db: &Db, agent_id: &str, job_id: i64, rank: i64, c: &Completion) -> Result<CompletionAck> {
-    if !(c.user_cpu_s.is_finite() && c.sys_cpu_s.is_finite() && c.user_cpu_s >= 0.0 && c.sys_cpu_s >= 0.0) {
-        return Err(StoreError::Invalid("CPU times must be finite and non-negative".into()));
+/// completion under a lost lease is a conflict. The CPU time must be what the machine's
+/// CPUs can have given since the lease was assigned.
+pub async fn complete(db: &Db, agent_id: &str, job_id: i64, rank: i64, c: &Completion, live_cpus: Option<u32>) -> Result<CompletionAck> {
+    for (field, v) in [("user_cpu_s", c.user_cpu_s), ("sys_cpu_s", c.sys_cpu_s)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(StoreError::Invalid(format!("{field} must be a finite, non-negative number of seconds")));
+        }
+    }
+    if let Some((m, leased)) = lease_facts(db, agent_id, job_id, rank, c.lease, live_cpus).await? {
+        bounds::check_task_cpu("user_cpu_s + sys_cpu_s", c.user_cpu_s + c.sys_cpu_s, &m, leased, now_ms()).map_err(StoreError::Invalid)?;
     }
     check_output(c.output.as_ref())?;
     let outcome = outcome_of(c)?;
     let state = if outcome.succeeded() { "completed" } else { "failed" };
     let signal = match outcome {
         TaskOutcome::Signalled { signal } => Some(signal as i64),
-        TaskOutcome::OutputLimit => Some(lull_protocol::outcome::SIGXFSZ as i64),
+        TaskOutcome::FileSizeLimit => Some(lull_protocol::outcome::SIGXFSZ as i64),
         _ => None,
     };
     let out = c.output.as_ref();
@@ -918,90 +855,110 @@ pub async fn get_checkpoint(db: &Db, agent_id: &str, job_id: i64, rank: i64) -> 
     Ok(col(&row, "data")?)
 }
 
-/// The amounts a record contributes to reports.
-#[derive(Debug, Default, PartialEq)]
-struct Amounts {
-    day: String,
-    cpu_us: i64,
-    wall_ms: i64,
-    limit: Option<i64>,
-    linger_ms: i64,
+/// What is known of machine `agent_id` for checking its claims: its CPUs (the latest
+/// heartbeat's `live_cpus` if any, else the stored count) and when it joined.
+pub async fn machine_facts(db: &Db, agent_id: &str, live_cpus: Option<u32>) -> Result<MachineFacts> {
+    let row = sqlx::query("SELECT cpus, enrolled_ms FROM agents WHERE id = $1").bind(agent_id).fetch_optional(&db.pool).await?;
+    let row = row.ok_or(StoreError::NotFound)?;
+    let cpus = live_cpus.map(i64::from).or(col::<Option<i64>>(&row, "cpus")?);
+    Ok(MachineFacts::new(cpus, col(&row, "enrolled_ms")?))
 }
 
-fn amounts(r: &Record) -> Result<Amounts> {
-    let p = &r.payload;
-    let bad = |what: &str| StoreError::Invalid(format!("record {}: {what}", r.seq));
-    let day = || -> Result<String> {
-        let d = p.get("day").and_then(|d| d.as_str()).ok_or_else(|| bad("payload.day is missing"))?;
-        let d: chrono::NaiveDate = d.parse().map_err(|_| bad("payload.day is not YYYY-MM-DD"))?;
-        Ok(d.to_string())
-    };
-    let num = |k: &str| -> Result<i64> {
-        p.get(k)
-            .and_then(|v| v.as_u64())
-            .and_then(|v| i64::try_from(v).ok())
-            .ok_or_else(|| bad(&format!("payload.{k} must be a non-negative integer")))
-    };
-    Ok(match r.kind.as_str() {
-        "donation" => Amounts { day: day()?, cpu_us: num("cpu_us")?, wall_ms: num("wall_ms")?, ..Default::default() },
-        "interruption" => {
-            num("number")?;
-            Amounts { day: day()?, limit: Some(num("limit")?), ..Default::default() }
-        }
-        "linger" => Amounts { day: day()?, linger_ms: num("linger_ms")?, ..Default::default() },
-        _ => Amounts {
-            day: p
-                .get("day")
-                .and_then(|d| d.as_str())
-                .and_then(|d| d.parse::<chrono::NaiveDate>().ok())
-                .map(|d| d.to_string())
-                .unwrap_or_default(),
-            ..Default::default()
-        },
-    })
+/// A record refused for good (resending it will not help): 400 `record_out_of_range`.
+fn out_of_range(message: String) -> StoreError {
+    StoreError::Refused { status: 400, code: lull_protocol::error_code::RECORD_OUT_OF_RANGE, message }
 }
 
 /// Stores an agent's ledger records; a record already stored under (agent, seq) is left
 /// as it is, so retries and replays never double-count. All or nothing per batch.
-pub async fn ingest(db: &Db, agent_id: &str, batch: &RecordBatch) -> Result<RecordsAck> {
-    if batch.records.is_empty() || batch.records.len() > 1000 {
-        return Err(StoreError::Invalid("a batch holds 1–1000 records".into()));
+///
+/// Each record, and each day's counted records together, are checked against what the
+/// machine `m` could have done by now ([`crate::bounds`]): a batch that would put a day
+/// over is refused whole, naming the record, field and range. Records made before the
+/// machine joined are stored but not counted (the ack lists them).
+pub async fn ingest(db: &Db, agent_id: &str, m: &MachineFacts, batch: &RecordBatch) -> Result<RecordsAck> {
+    use lull_protocol::limits::{RECORDS_PER_BATCH_MAX, RECORD_PAYLOAD_MAX};
+    if batch.records.is_empty() || batch.records.len() > RECORDS_PER_BATCH_MAX {
+        return Err(StoreError::Invalid(format!("a batch holds 1–{RECORDS_PER_BATCH_MAX} records, not {}", batch.records.len())));
     }
+    let now = now_ms();
     let mut parsed = Vec::with_capacity(batch.records.len());
     for r in &batch.records {
         if r.seq < 1 {
-            return Err(StoreError::Invalid("seq must be positive".into()));
+            return Err(out_of_range(format!("record {}: seq must be positive", r.seq)));
         }
         check_text("kind", &r.kind, 1, 64)?;
         let payload = r.payload.to_string();
-        check_text("payload", &payload, 2, 65_536)?;
-        parsed.push((r, amounts(r)?, payload));
+        if payload.len() > RECORD_PAYLOAD_MAX || payload.contains('\0') {
+            return Err(out_of_range(format!("record {}: payload must be at most {RECORD_PAYLOAD_MAX} bytes of JSON, without NUL", r.seq)));
+        }
+        parsed.push((r, bounds::claim(r, m, now).map_err(out_of_range)?, payload));
     }
-    let now = now_ms();
     let mut tx = db.pool.begin().await?;
+    if db.dialect == crate::db::Dialect::Postgres {
+        // One batch of a machine at a time (replicas): the day's totals are read after
+        // this batch's rows went in, so two batches cannot both pass on the same room.
+        sqlx::query("SELECT id FROM agents WHERE id = $1 FOR UPDATE").bind(agent_id).fetch_optional(&mut *tx).await?;
+    }
     let mut stored = 0;
-    for (r, a, payload) in &parsed {
-        stored += sqlx::query(
-            "INSERT INTO records(agent_id, seq, kind, day, cpu_us, wall_ms, interruption_limit, linger_ms, payload, received_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT(agent_id, seq) DO NOTHING",
+    let mut uncounted = Vec::new();
+    // Per day of newly counted records: the last such record, named if the day is over.
+    let mut days: std::collections::BTreeMap<&str, i64> = std::collections::BTreeMap::new();
+    for (r, c, payload) in &parsed {
+        let new = sqlx::query(
+            "INSERT INTO records(agent_id, seq, kind, day, cpu_us, wall_ms, interruption_limit, linger_ms, payload, received_ms, counted)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT(agent_id, seq) DO NOTHING",
         )
         .bind(agent_id)
         .bind(r.seq)
         .bind(&r.kind)
-        .bind(&a.day)
-        .bind(a.cpu_us)
-        .bind(a.wall_ms)
-        .bind(a.limit)
-        .bind(a.linger_ms)
+        .bind(&c.day)
+        .bind(c.cpu_us)
+        .bind(c.wall_ms)
+        .bind(c.limit)
+        .bind(c.linger_ms)
         .bind(payload)
         .bind(now)
+        .bind(c.counted as i64)
         .execute(&mut *tx)
         .await?
-        .rows_affected() as u32;
+        .rows_affected()
+            == 1;
+        if new {
+            stored += 1;
+            if !c.counted {
+                uncounted.push(r.seq);
+            } else if c.kind != bounds::Kind::Other {
+                days.insert(c.day.as_str(), r.seq);
+            }
+        }
+    }
+    for (day, seq) in days {
+        let t = day_totals(&mut tx, agent_id, day).await?;
+        let d: chrono::NaiveDate = day.parse().map_err(|_| StoreError::Invalid(format!("day {day:?}")))?;
+        bounds::check_day(d, &t, m, now).map_err(|why| out_of_range(format!("record {seq}: {why}")))?;
     }
     tx.commit().await?;
     let acked_through = batch.records.iter().map(|r| r.seq).max().unwrap_or(0);
-    Ok(RecordsAck { acked_through, stored })
+    Ok(RecordsAck { acked_through, stored, uncounted })
+}
+
+/// What an agent's counted records of `day` hold in all (sums as floating point, which
+/// no row can overflow; exact below 2⁵³, far above what a day may hold).
+async fn day_totals(tx: &mut sqlx::AnyConnection, agent_id: &str, day: &str) -> Result<bounds::DayTotals> {
+    let row = sqlx::query(
+        "SELECT CAST(COALESCE(SUM(CAST(cpu_us AS DOUBLE PRECISION)), 0) AS DOUBLE PRECISION) AS cpu_us,
+                CAST(COALESCE(SUM(CAST(wall_ms AS DOUBLE PRECISION)), 0) AS DOUBLE PRECISION) AS wall_ms,
+                CAST(COALESCE(SUM(CAST(linger_ms AS DOUBLE PRECISION)), 0) AS DOUBLE PRECISION) AS linger_ms,
+                CAST(COALESCE(SUM(CASE WHEN kind = 'interruption' THEN 1 ELSE 0 END), 0) AS DOUBLE PRECISION) AS n
+         FROM records WHERE agent_id = $1 AND day = $2 AND counted = 1",
+    )
+    .bind(agent_id)
+    .bind(day)
+    .fetch_one(&mut *tx)
+    .await?;
+    let f = |k: &str| -> Result<i64> { Ok(col::<f64>(&row, k)?.min(i64::MAX as f64) as i64) };
+    Ok(bounds::DayTotals { cpu_us: f("cpu_us")?, wall_ms: f("wall_ms")?, linger_ms: f("linger_ms")?, interruptions: f("n")? })
 }
 
 /// The heartbeat snapshot of one agent, as flushed from memory.
@@ -1014,7 +971,7 @@ pub struct Snapshot {
     pub availability: Vec<(String, i64, i64)>,
 }
 
-/// Rows per multi-row statement in a flush on PostgreSQL (9 parameters a row: 4,500
+/// Rows per multi-row statement in a flush on PostgreSQL (10 parameters a row: 5,000
 /// parameters, well under its 65,535); SQLite takes fewer, see [`rows_per_statement`].
 const FLUSH_CHUNK: usize = 500;
 
@@ -1065,13 +1022,14 @@ pub async fn flush_snapshots(db: &Db, snaps: &[Snapshot]) -> Result<()> {
         return Ok(());
     }
     let mut tx = db.pool.begin().await?;
-    for chunk in snaps.chunks(rows_per_statement(db, FLUSH_CHUNK, 9)) {
+    for chunk in snaps.chunks(rows_per_statement(db, FLUSH_CHUNK, 10)) {
         let sql = format!(
-            "WITH v(id, t, st, av, bl, fm, bs, cs, il) AS (VALUES {})
+            "WITH v(id, t, st, av, bl, fm, bs, cs, il, cp) AS (VALUES {})
              UPDATE agents SET last_seen_ms = v.t, state = v.st, available = v.av, budget_left = v.bl, free_mem_bytes = v.fm,
-                base_speed = v.bs, current_speed = v.cs, interruption_limit = COALESCE(v.il, agents.interruption_limit)
+                base_speed = v.bs, current_speed = v.cs, interruption_limit = COALESCE(v.il, agents.interruption_limit),
+                cpus = COALESCE(v.cp, agents.cpus)
              FROM v WHERE agents.id = v.id",
-            placeholders(chunk.len(), 9)
+            placeholders(chunk.len(), 10)
         );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for s in chunk {
@@ -1084,7 +1042,8 @@ pub async fn flush_snapshots(db: &Db, snaps: &[Snapshot]) -> Result<()> {
                 .bind(i64::try_from(s.hb.free_mem_bytes).unwrap_or(i64::MAX))
                 .bind(s.hb.base_speed)
                 .bind(s.hb.current_speed)
-                .bind(s.hb.interruption_limit.map(i64::from));
+                .bind(s.hb.interruption_limit.map(i64::from))
+                .bind(s.hb.cpus.map(i64::from));
         }
         q.execute(&mut *tx).await?;
     }
@@ -1124,7 +1083,7 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
     };
     let rows = sqlx::query(
         "SELECT id, owner, name, enrolled_ms, last_seen_ms, state, available, budget_left, free_mem_bytes, base_speed, current_speed,
-                interruption_limit
+                interruption_limit, cpus
          FROM agents WHERE ($1 = '' OR owner = $1) AND removed_ms IS NULL ORDER BY owner, name, id",
     )
     .bind(owner)
@@ -1147,6 +1106,7 @@ pub async fn list_agents(db: &Db, who: &Principal) -> Result<Vec<AgentInfo>> {
                     owner_load: Vec::new(),
                     memory: None,
                     busy: None,
+                    cpus: col::<Option<i64>>(r, "cpus")?.and_then(|c| u32::try_from(c).ok()),
                 }),
                 None => None,
             };

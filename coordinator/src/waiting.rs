@@ -156,6 +156,7 @@ mod tests {
                 owner_load: Vec::new(),
                 memory: None,
                 busy: busy.map(str::to_string),
+                cpus: None,
             }),
         }
     }

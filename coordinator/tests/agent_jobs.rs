@@ -18,7 +18,7 @@ use std::time::Duration;
 /// An enrolled agent's client (through the real enrolment).
 async fn agent(s: &Server, machine: &str) -> CoordinatorClient {
     let token: JoinToken = s.admin().post_ok("/api/v1/join-tokens", json!({})).await;
-    let creds = coordinator_client::enrol(&s.base, &token.token, "alice", machine, false).await.unwrap();
+    let creds = coordinator_client::enrol(&s.base, &token.token, "alice", machine, false, None).await.unwrap();
     CoordinatorClient::new(&creds).unwrap()
 }
 
@@ -36,11 +36,17 @@ fn idle_heartbeat() -> Heartbeat {
         owner_load: Vec::new(),
         memory: None,
         busy: None,
+        cpus: None,
     }
 }
 
 fn env<'a>(spec: &'a agent_core::guest::GuestSpec, name: &str) -> Option<&'a str> {
     spec.env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+/// The guest's work directory in the directory the link prepared for a task.
+fn workdir_of(spec: &agent_core::guest::GuestSpec) -> std::path::PathBuf {
+    agent_core::guest::GuestDir::new(spec.job_dir.clone().expect("a prepared directory")).work()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,10 +62,10 @@ async fn a_checkpoint_moves_from_one_lease_to_the_next() {
     let first = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("a task for A");
     assert_eq!(first.job_id, job.id);
     let spec = coordinator_client::guest_spec(&first, root_a.path()).unwrap();
-    let workdir = spec.workdir.clone().unwrap();
-    let ck = env(&spec, "LULL_CHECKPOINT").expect("a checkpointable guest is told where its checkpoint goes");
-    assert_eq!(std::path::Path::new(ck), checkpoint::path_in(&workdir));
-    assert!(std::path::Path::new(ck).is_absolute(), "{ck}");
+    let workdir = workdir_of(&spec);
+    assert!(workdir.is_dir() && workdir.starts_with(root_a.path().join("jobs")), "{}", workdir.display());
+    // The runtime tells the guest where its checkpoint goes, as the guest sees it.
+    assert_eq!(env(&spec, "LULL_CHECKPOINT"), None);
     let ck = checkpoint::path_in(&workdir);
     assert_eq!(coordinator_client::fetch_checkpoint(&a, &first, &ck).await, Ok(None), "404: none");
     assert!(!ck.exists());
@@ -95,7 +101,7 @@ async fn a_checkpoint_moves_from_one_lease_to_the_next() {
     assert_eq!((second.job_id, second.rank), (job.id, 0));
     assert!(second.lease > first.lease);
     let spec_b = coordinator_client::guest_spec(&second, root_b.path()).unwrap();
-    let ck_b = checkpoint::path_in(spec_b.workdir.as_deref().unwrap());
+    let ck_b = checkpoint::path_in(&workdir_of(&spec_b));
     let stamp = coordinator_client::fetch_checkpoint(&b, &second, &ck_b).await.unwrap();
     assert!(stamp.is_some());
     assert_eq!(std::fs::read(&ck_b).unwrap(), b"count=4");
@@ -189,7 +195,7 @@ async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is
     a.evicted(&la, "evicted: the owner returned").await.unwrap();
     assert_eq!(coordinator_client::renewal(b.progress(&lb, None).await), Ok(true));
     // B's owner comes back too and B asks to move: no machine is free.
-    let ask = MigrateRequest { lease: lb.lease, owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 100.0 };
+    let ask = MigrateRequest { lease: lb.lease, owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 1.0 };
     let m = b.migrate(&lb, &ask).await.unwrap();
     assert!(!m.migrate, "{m:?}");
     // A is idle again (its heartbeat says available, and it holds no lease): B's rank moves.
@@ -229,8 +235,8 @@ async fn the_links_migration_request_uploads_the_checkpoint_first_and_only_a_yes
     let task = a.lease(1 << 30, Duration::ZERO).await.unwrap().expect("a task for A");
     assert_eq!(task.job_id, job.id);
     let spec = coordinator_client::guest_spec(&task, root_a.path()).unwrap();
-    let ck = checkpoint::path_in(spec.workdir.as_deref().unwrap());
-    let ask = MigrationAsk { owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 10.0 };
+    let ck = checkpoint::path_in(&workdir_of(&spec));
+    let ask = MigrationAsk { owner_utilization: 0.9, owner_busy_for_s: 300.0, migration_cost_s: 5.0, cpu_s: 1.0 };
     let mut uploaded = None;
 
     // No other machine: stay, the checkpoint uploaded all the same, the lease held.
@@ -279,7 +285,7 @@ async fn the_links_migration_request_uploads_the_checkpoint_first_and_only_a_yes
     let root_b = tempfile::tempdir().unwrap();
     let next = b.lease(1 << 30, Duration::from_secs(3)).await.unwrap().expect("the migrated task for B");
     assert_eq!((next.job_id, next.rank), (job.id, 0));
-    let ck_b = checkpoint::path_in(coordinator_client::guest_spec(&next, root_b.path()).unwrap().workdir.as_deref().unwrap());
+    let ck_b = checkpoint::path_in(&workdir_of(&coordinator_client::guest_spec(&next, root_b.path()).unwrap()));
     assert!(coordinator_client::fetch_checkpoint(&b, &next, &ck_b).await.unwrap().is_some());
     assert_eq!(std::fs::read(&ck_b).unwrap(), b"count=8");
     let j: Job = s.admin().get_ok(&format!("/api/v1/jobs/{}", job.id)).await;

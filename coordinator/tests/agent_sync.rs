@@ -22,7 +22,7 @@ async fn outbox_sync_survives_lost_acks_and_outages_without_loss_or_double() {
     let db = fresh_db(Backend::Sqlite).await.unwrap();
     let s = Server::start(&db.url, test_config()).await;
     let token: JoinToken = s.admin().post_ok("/api/v1/join-tokens", serde_json::json!({})).await;
-    let creds = coordinator_client::enrol(&s.base, &token.token, "alice", "desk", false).await.unwrap();
+    let creds = coordinator_client::enrol(&s.base, &token.token, "alice", "desk", false, None).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("coordinator.json");
     creds.save(&path).unwrap();
@@ -42,6 +42,7 @@ async fn outbox_sync_survives_lost_acks_and_outages_without_loss_or_double() {
         owner_load: Vec::new(),
         memory: None,
         busy: None,
+        cpus: None,
     };
     client.heartbeat(&hb).await.unwrap();
 

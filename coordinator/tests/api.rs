@@ -26,10 +26,10 @@ async fn enrolment_tokens_and_roles_on(b: Backend) {
     let admin = s.admin();
     let anon = s.client("");
     let t: JoinToken = admin.post_ok("/api/v1/join-tokens", json!({"uses": 1})).await;
-    let e: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk-1"})).await;
+    let e: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk-1", "cpus": 2})).await;
     assert!(e.secret.starts_with("lull_agent_"));
     // Single use: the token is spent.
-    let (st, _) = anon.post("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk-2"})).await;
+    let (st, _) = anon.post("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk-2", "cpus": 2})).await;
     assert_eq!(st, 401);
     // The secret is stored hashed, never in clear.
     let stored: String = sqlx::query_scalar("SELECT secret_hash FROM agents").fetch_one(&s.db.pool).await.unwrap();
@@ -232,7 +232,13 @@ async fn long_poll_wakes_on_submit_on(b: Backend) {
 }
 
 fn donation(seq: i64, day: &str, cpu_us: u64, wall_ms: u64) -> serde_json::Value {
-    json!({"seq": seq, "kind": "donation", "payload": {"guest": "g", "day": day, "cpu_us": cpu_us, "wall_ms": wall_ms, "at_utc": "2026-11-22T10:00:00Z"}})
+    json!({"seq": seq, "kind": "donation", "payload": {"guest": "g", "day": day, "cpu_us": cpu_us, "wall_ms": wall_ms, "at_utc": at_utc(day)}})
+}
+
+/// A time within `day` that has passed: its noon UTC, or now for today before noon.
+fn at_utc(day: &str) -> String {
+    let noon = chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d").unwrap().and_hms_opt(12, 0, 0).unwrap().and_utc();
+    noon.min(chrono::Utc::now()).to_rfc3339()
 }
 
 both!(records_are_idempotent_and_reports_isolated, records_and_reports_on);
@@ -245,6 +251,7 @@ async fn records_and_reports_on(b: Backend) {
     let (a_id, a) = s.enrol("alice", "desk").await;
     let (_, a2) = s.enrol("alice", "laptop").await;
     let (_, bob) = s.enrol("bob", "lab").await;
+    backdate_enrolment(&s.db, 3 * 86_400_000).await;
     let ack: RecordsAck = a
         .post_ok(
             "/api/v1/records",
@@ -511,14 +518,15 @@ async fn heartbeat_flush_on(b: Backend) {
     let mut agents = vec![];
     let t: JoinToken = s.admin().post_ok("/api/v1/join-tokens", json!({"uses": 1200})).await;
     for i in 0..1200 {
-        let req = EnrolRequest { token: t.token.clone(), owner: format!("o{}", i % 7), machine: format!("m{i}"), replace: false };
-        let e = coordinator::store::enrol(&s.db, &req).await.unwrap();
+        let req =
+            EnrolRequest { token: t.token.clone(), owner: format!("o{}", i % 7), machine: format!("m{i}"), replace: false, cpus: Some(2) };
+        let e = coordinator::identity::enrol(&s.db, &req, coordinator::identity::Caller { principal: None, addr: "test" }).await.unwrap();
         agents.push((e.agent_id.clone(), s.client(&e.secret)));
     }
     for round in 0..2 {
         for (i, (_, c)) in agents.iter().enumerate() {
             let hb = json!({"state": "idle", "available": true, "budget_left": (i % 6) as u32, "free_mem_bytes": i as u64 * 1000 + round,
-                "base_speed": i as f64, "current_speed": 0.5});
+                "base_speed": i as f64, "current_speed": i as f64 * 0.5});
             let _: HeartbeatAck = c.post_ok("/api/v1/heartbeat", hb).await;
         }
     }
@@ -735,6 +743,7 @@ async fn migrate_on(b: Backend) {
     let (_, c) = s.enrol("carol", "c").await;
     let j: Job = admin.post_ok("/api/v1/jobs", json!({"command": "sim", "checkpointable": true, "estimate_s": 1000.0})).await;
     let l = a.lease(0, 5000).await.unwrap();
+    backdate_leases(&s.db, 60_000).await; // the 100 CPU-s asked below: a minute's run on 4 CPUs
     let path = format!("/api/v1/tasks/{}/0/migrate", j.id);
     let ask = |lease: i64, h: f64, busy: f64| json!({"lease": lease, "owner_utilization": h, "owner_busy_for_s": busy, "migration_cost_s": 5.0, "cpu_s": 100.0});
     // Malformed.
@@ -928,27 +937,48 @@ async fn re_enrolling_and_removal_on(b: Backend) {
     let admin = s.admin();
     let anon = s.client("");
     let t: JoinToken = admin.post_ok("/api/v1/join-tokens", json!({"uses": 2})).await;
-    let first: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk"})).await;
+    let first: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk", "cpus": 2})).await;
     // The same owner and machine name again: refused, saying how, and the token's use is not spent.
-    let (st, v) = anon.post("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk"})).await;
+    let (st, v) = anon.post("/api/v1/enrol", json!({"token": t.token, "owner": "alice", "machine": "desk", "cpus": 2})).await;
     assert_eq!(st, 409, "{v}");
     assert!(v["error"].as_str().unwrap().contains("replace"), "{v}");
     let mine: Vec<AgentInfo> = admin.get_ok("/api/v1/agents").await;
     assert_eq!(mine.len(), 1, "no ghost machine: {mine:?}");
     // Another owner may have a machine of that name.
-    let bobs: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "bob", "machine": "desk"})).await;
+    let bobs: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t.token, "owner": "bob", "machine": "desk", "cpus": 2})).await;
     // Replacing keeps the id and history; the old secret stops working at once.
     let old = s.client(&first.secret);
     let hb = json!({"state": "idle", "available": true, "budget_left": 5, "free_mem_bytes": 1, "base_speed": 1.0, "current_speed": 1.0});
     assert_eq!(old.post("/api/v1/heartbeat", hb.clone()).await.0, 200);
     let rec = json!({"records": [{"seq": 1, "kind": "donation", "payload": {"guest": "g", "day": chrono::Utc::now().date_naive().to_string(), "cpu_us": 2_000_000, "wall_ms": 3000}}]});
     assert_eq!(old.post("/api/v1/records", rec).await.0, 200);
+    // A join token alone never takes an enrolled machine over (issue 27): 403, nothing
+    // changes, the token is not spent, and the attempt is on the token's record.
     let t2: JoinToken = admin.post_ok("/api/v1/join-tokens", json!({"uses": 1})).await;
-    let again: Enrolment =
-        anon.post_ok("/api/v1/enrol", json!({"token": t2.token, "owner": "alice", "machine": "desk", "replace": true})).await;
+    let takeover = json!({"token": t2.token, "owner": "alice", "machine": "desk", "replace": true});
+    let (st, v) = anon.post("/api/v1/enrol", takeover.clone()).await;
+    assert_eq!((st, v["code"].as_str()), (403, Some("replace_needs_credential")), "{v}");
+    assert_eq!(old.post("/api/v1/heartbeat", hb.clone()).await.0, 200, "the real agent keeps working");
+    // Nor another machine's credential, nor an owner key.
+    let bob_agent = s.client(&bobs.secret);
+    assert_eq!(bob_agent.post("/api/v1/enrol", takeover.clone()).await.0, 403);
+    assert_eq!(s.owner("alice").await.post("/api/v1/enrol", takeover.clone()).await.0, 403);
+    let tokens: Vec<JoinTokenInfo> = admin.get_ok("/api/v1/join-tokens").await;
+    let t2_info = tokens.iter().find(|t| t.id == t2.id).unwrap();
+    assert_eq!((t2_info.uses_left, t2_info.state.as_str()), (1, "active"), "{t2_info:?}");
+    assert_eq!(t2_info.used.len(), 3, "each refused attempt is recorded: {t2_info:?}");
+    assert!(t2_info.used.iter().all(|u| u.outcome == "refused: replace_needs_credential" && u.addr == "127.0.0.1"), "{t2_info:?}");
+    // The machine itself, with its current credential, may re-enrol (no token needed).
+    let again: Enrolment = old.post_ok("/api/v1/enrol", json!({"owner": "alice", "machine": "desk", "replace": true})).await;
     assert_eq!(again.agent_id, first.agent_id, "the machine keeps its id");
-    assert_eq!(old.post("/api/v1/heartbeat", hb.clone()).await.0, 401, "the replaced secret is refused");
-    let new = s.client(&again.secret);
+    let (st, v) = old.post("/api/v1/heartbeat", hb.clone()).await;
+    assert_eq!((st, v["code"].as_str()), (401, Some("credential_replaced")), "the replaced secret is refused, saying why: {v}");
+    assert!(v["error"].as_str().unwrap().contains("replaced"), "{v}");
+    // An admin key may too (a machine whose credential is lost).
+    let by_admin: Enrolment = admin.post_ok("/api/v1/enrol", json!({"owner": "alice", "machine": "desk", "replace": true})).await;
+    assert_eq!(by_admin.agent_id, first.agent_id);
+    assert_eq!(s.client(&again.secret).post("/api/v1/heartbeat", hb.clone()).await.0, 401);
+    let new = s.client(&by_admin.secret);
     assert_eq!(new.post("/api/v1/heartbeat", hb.clone()).await.0, 200);
     let all: Vec<AgentInfo> = admin.get_ok("/api/v1/agents").await;
     assert_eq!(all.len(), 2, "{all:?}");
@@ -975,7 +1005,8 @@ async fn re_enrolling_and_removal_on(b: Backend) {
     assert_eq!((r.owner.as_str(), r.machine.as_str(), r.tasks_requeued), ("alice", "desk", 1));
     let j: Job = admin.get_ok(&format!("/api/v1/jobs/{}", j.id)).await;
     assert_eq!((j.state.as_str(), j.tasks[0].state.as_str(), j.tasks[0].retries_used), ("queued", "queued", 0), "{j:?}");
-    assert_eq!(new.post("/api/v1/heartbeat", hb.clone()).await.0, 401, "a removed machine's secret is refused");
+    let (st, v) = new.post("/api/v1/heartbeat", hb.clone()).await;
+    assert_eq!((st, v["code"].as_str()), (401, Some("machine_removed")), "a removed machine's secret is refused, saying why: {v}");
     let all: Vec<AgentInfo> = admin.get_ok("/api/v1/agents").await;
     assert_eq!(all.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(), vec![bobs.agent_id.as_str()]);
     assert_eq!(del(&admin, &path).await.0, 404, "removed already");
@@ -985,7 +1016,7 @@ async fn re_enrolling_and_removal_on(b: Backend) {
     assert_eq!(rep.rows.iter().find(|r| r.key == "alice").map(|r| r.cpu_s), Some(2.0), "{rep:?}");
     // The name is free again: a plain enrolment makes a new machine.
     let t3: JoinToken = admin.post_ok("/api/v1/join-tokens", json!({"uses": 1})).await;
-    let fresh: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t3.token, "owner": "alice", "machine": "desk"})).await;
+    let fresh: Enrolment = anon.post_ok("/api/v1/enrol", json!({"token": t3.token, "owner": "alice", "machine": "desk", "cpus": 2})).await;
     assert_ne!(fresh.agent_id, first.agent_id);
     let doc: serde_json::Value = anon.get_ok("/api/openapi.json").await;
     assert!(doc["paths"]["/api/v1/agents/{id}"]["delete"].is_object(), "the route is in the OpenAPI document");
@@ -1061,6 +1092,7 @@ async fn runtime_history_survives_a_restart_on(b: Backend) {
         let j: Job = admin.post_ok("/api/v1/jobs", json!({"command": "/opt/bin/render"})).await;
         let l = a.lease(0, 5000).await.expect("leased");
         assert_eq!(l.job_id, j.id);
+        backdate_leases(&s.db, 60_000).await; // a minute's run on 4 CPUs
         assert_eq!(a.complete(&l, cpu, 0.0).await.0, 200);
     }
     // The leader records the history when it hears of the end: wait for it.

@@ -40,8 +40,9 @@ async fn outcomes_on(b: Backend) {
         (json!({"kind": "exited", "code": 3}), 3, "failed", Some("3"), Some("exit code 3")),
         (json!({"kind": "signalled", "signal": 9}), 137, "failed", Some("SIGKILL"), Some("killed by SIGKILL")),
         (json!({"kind": "program_not_found", "program": "nosuch"}), 127, "failed", None, Some("program not found: nosuch")),
-        (json!({"kind": "output_limit"}), 153, "failed", Some("SIGXFSZ"), Some("output limit reached (SIGXFSZ)")),
+        (json!({"kind": "file_size_limit"}), 153, "failed", Some("SIGXFSZ"), Some("file size limit reached (SIGXFSZ)")),
         (json!({"kind": "sandbox_refused", "error": "no account"}), 126, "failed", None, Some("sandbox refused the guest: no account")),
+        (json!({"kind": "stopped", "error": "disk limit"}), 126, "failed", None, Some("stopped by its agent: disk limit")),
     ];
     for (outcome, code, state, exit, reason) in cases {
         let j: Job = admin.post_ok("/api/v1/jobs", job("/bin/sh")).await;
@@ -210,7 +211,7 @@ async fn output_on(b: Backend) {
 }
 
 both!(an_older_database_is_migrated_in_place, migration_on);
-/// A database at the schema before job outcomes (migrations 0001–0007) with a completed
+/// A database at the schema before job outcomes (migrations 0001–0008) with a completed
 /// task that exited 1, one that never started (-1), one that succeeded and one that
 /// failed for good (retries used up): once the coordinator opens it, they read as
 /// `failed` (with the exit code or why), `failed`, `completed` and `lost`.
@@ -221,7 +222,7 @@ async fn migration_on(b: Backend) {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations").join(dialect);
     for e in std::fs::read_dir(&src).unwrap() {
         let p = e.unwrap().path();
-        if p.file_name().unwrap().to_str().unwrap() < "0008" {
+        if p.file_name().unwrap().to_str().unwrap() < "0009" {
             std::fs::copy(&p, old.path().join(p.file_name().unwrap())).unwrap();
         }
     }

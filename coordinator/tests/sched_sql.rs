@@ -15,9 +15,10 @@ use coordinator::{store, Db};
 use sqlx::Row;
 
 async fn agent(db: &Db, machine: &str) -> String {
-    let token = store::create_join_token(db, &CreateJoinToken { uses: Some(1), ttl_s: Some(60) }).await.unwrap();
-    let req = EnrolRequest { token: token.token, owner: "o".into(), machine: machine.into(), replace: false };
-    store::enrol(db, &req).await.unwrap().agent_id
+    let token = coordinator::identity::create_join_token(db, &CreateJoinToken { uses: Some(1), ttl_s: Some(60) }).await.unwrap();
+    let req = EnrolRequest { token: token.token, owner: "o".into(), machine: machine.into(), replace: false, cpus: Some(2) };
+    let caller = coordinator::identity::Caller { principal: None, addr: "test" };
+    coordinator::identity::enrol(db, &req, caller).await.unwrap().agent_id
 }
 
 async fn submit(db: &Db, machines: u32) -> i64 {
@@ -114,7 +115,7 @@ async fn leasing_a_chunk_of_tasks_looks_each_up_by_its_key_on_sqlite() {
     let Some(t) = fresh_db(Backend::Sqlite).await else { return };
     let db = Db::connect(&t.url).await.unwrap();
     for members in [1, 3, 500] {
-        let plan = sqlite_plan(&db, &sql::lease_tasks_sql(coordinator::Dialect::Sqlite, members), members * 3 + 1).await;
+        let plan = sqlite_plan(&db, &sql::lease_tasks_sql(coordinator::Dialect::Sqlite, members), members * 3 + 2).await;
         let tasks: Vec<&str> = plan.lines().filter(|l| l.contains(" tasks ")).collect();
         assert_eq!(tasks.len(), 1, "{plan}");
         assert!(tasks[0].contains("(job_id=? AND rank=?)"), "{members} members: the tasks are not looked up by key:\n{plan}");

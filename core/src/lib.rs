@@ -1,12 +1,15 @@
 //! Lull's pure core.
 //!
 //! Everything here takes `now` and readings as arguments and returns decisions: the
-//! owner's availability policy ([`policy`]) and the coordinator's scheduler ([`sched`]).
+//! owner's availability policy ([`policy`]), the coordinator's scheduler ([`sched`]) and a
+//! machine's calibration from its own recorded trace ([`calibrate`]).
 //! Nothing in this crate reads the clock, the OS, files or the network, and it depends
 //! on nothing that could (`scripts/check-core-purity.sh` holds that line in CI). The
 //! drivers — the agent loop, the coordinator server and the simulator — feed it events
 //! and act on what it returns. See `docs/ARCHITECTURE.md`.
 
+pub mod calibrate;
+pub mod chart;
 pub mod clock;
 pub mod guest_memory;
 pub mod owner_memory;

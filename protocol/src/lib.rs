@@ -29,30 +29,76 @@ mod tests;
 
 // Errors (every endpoint)
 
-/// An error answer: `{"error": "..."}` with a 4xx (or, for a real server fault, 5xx) status.
+/// An error answer: `{"error": "...", "code": "..."}` with a 4xx (or, for a real server
+/// fault, 5xx) status. `error` is for people; `code`, where present, is one of
+/// [`error_code`] for programs (an agent tells "my credential was replaced" from "the
+/// coordinator is down" by it).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     pub error: String,
+    /// A stable, machine-readable reason (see `error_code`); absent on most errors and
+    /// from older coordinators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// The `code`s of [`ErrorBody`]. The 401 codes say why a credential no longer works, so
+/// an agent can tell its owner what to do instead of retrying for ever.
+pub mod error_code {
+    /// 401: no `Authorization: Bearer …` header, or not a Lull credential.
+    pub const CREDENTIAL_MISSING: &str = "credential_missing";
+    /// 401: a well-formed credential the coordinator does not know (never issued here).
+    pub const CREDENTIAL_UNKNOWN: &str = "credential_unknown";
+    /// 401: this machine was enrolled again (its credential was replaced by a newer one,
+    /// with the machine's own credential or an admin key): this agent is no longer it.
+    pub const CREDENTIAL_REPLACED: &str = "credential_replaced";
+    /// 401: the pool admin removed this machine from the pool.
+    pub const MACHINE_REMOVED: &str = "machine_removed";
+    /// 401: this API key was revoked.
+    pub const KEY_REVOKED: &str = "key_revoked";
+    /// 409 on enrolment: the owner already has a machine of this name (and `replace` was
+    /// not asked).
+    pub const MACHINE_EXISTS: &str = "machine_exists";
+    /// 403 on enrolment: replacing an enrolled machine needs that machine's current
+    /// credential or an admin key; a join token alone enrols new machines only.
+    pub const REPLACE_NEEDS_CREDENTIAL: &str = "replace_needs_credential";
+    /// 400 on `POST /api/v1/records`: a record claims what the machine could not have
+    /// done (the message names the record, the field and the range). Resending it will
+    /// not help.
+    pub const RECORD_OUT_OF_RANGE: &str = "record_out_of_range";
+    /// 413: a body, or a part of one, is over its size limit (the message names it).
+    pub const TOO_LARGE: &str = "too_large";
 }
 
 // Enrolment: `POST /api/v1/enrol`
 
-/// An agent enrols with a join token and its owner's name.
+/// An agent enrols with a join token and its owner's name. A join token enrols a *new*
+/// machine only: taking the place of an enrolled one (`replace`) needs that machine's
+/// current credential or an admin key as `Authorization: Bearer …`, and then no token.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EnrolRequest {
+    /// A join token (`lull_join_…`); may be empty when replacing with a credential.
+    #[serde(default)]
     pub token: String,
     /// The owner of the workstation (1–128 characters).
     pub owner: String,
     /// The machine's name as shown in reports (1–128 characters).
     pub machine: String,
     /// Re-enrol: when the owner already has a machine of this name, it takes that
-    /// machine's place (same agent id and history; the old secret stops working).
-    /// Without it such an enrolment is refused (409) and nothing changes.
+    /// machine's place (same agent id and history; the old secret stops working, and
+    /// answers 401 `credential_replaced`). Needs the machine's current credential or an
+    /// admin key (403 `replace_needs_credential` otherwise). Without it such an
+    /// enrolment is refused (409 `machine_exists`) and nothing changes.
     #[serde(default, skip_serializing_if = "is_false")]
     pub replace: bool,
+    /// The machine's logical CPUs (1–[`limits::CPUS_MAX`]): what the CPU-seconds it
+    /// reports are checked against. Required for a new machine; a replacement may leave
+    /// it out (the machine keeps the count it had).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -112,6 +158,11 @@ pub struct Heartbeat {
     /// `exclusive_program` (never which program). Older agents leave it out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy: Option<String>,
+    /// The machine's logical CPUs (1–[`limits::CPUS_MAX`]), as at enrolment; a change
+    /// (hardware, a resized VM) is taken from here. Older agents leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(skip))]
+    pub cpus: Option<u32>,
 }
 
 /// The most owner-load readings one heartbeat carries.
@@ -484,4 +535,8 @@ pub struct RecordsAck {
     pub acked_through: i64,
     /// How many were new.
     pub stored: u32,
+    /// The new records stored but not counted in reports: made before this machine
+    /// joined the pool (an hour's grace), so not the pool's. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uncounted: Vec<i64>,
 }

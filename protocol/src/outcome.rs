@@ -17,8 +17,9 @@ pub enum TaskOutcome {
     Exited { code: i32 },
     /// A signal ended the program (`signal` is its number; [`signal_name`] names it).
     Signalled { signal: i32 },
-    /// The guest wrote more than its output limit (the kernel's SIGXFSZ).
-    OutputLimit,
+    /// A file the guest wrote grew past its size limit (RLIMIT_FSIZE: the agent's
+    /// `[guests] disk_mib`), and the kernel's SIGXFSZ ended it.
+    FileSizeLimit,
     /// The program does not exist on that machine (exec failed with ENOENT).
     ProgramNotFound { program: String },
     /// The program exists but could not be executed (permission, format).
@@ -27,6 +28,9 @@ pub enum TaskOutcome {
     SandboxRefused { error: String },
     /// The guest could not be started for another reason (its work directory, cgroup…).
     StartFailed { error: String },
+    /// Its agent stopped it at one of the guest's limits (its work directory over the disk
+    /// limit, its output cut at the output limit): `error` says which.
+    Stopped { error: String },
 }
 
 /// The longest `error` or `program` text an outcome may carry (bytes).
@@ -46,33 +50,37 @@ impl TaskOutcome {
         }
     }
 
-    /// The signal's name when a signal ended it (`SIGXFSZ` for the output limit).
+    /// The signal's name when a signal ended it (`SIGXFSZ` for the file size limit).
     pub fn signal(&self) -> Option<String> {
         match self {
             TaskOutcome::Signalled { signal } => Some(signal_name(*signal)),
-            TaskOutcome::OutputLimit => Some("SIGXFSZ".into()),
+            TaskOutcome::FileSizeLimit => Some("SIGXFSZ".into()),
             _ => None,
         }
     }
 
     /// The code a shell (and `lull run`) gives it: the exit code, 128 + the signal, 127
-    /// for a program not found, 126 for one that cannot be executed or was refused.
+    /// for a program not found, 126 for one that cannot be executed, was refused or was
+    /// stopped at a limit by its agent.
     pub fn shell_code(&self) -> i32 {
         match self {
             TaskOutcome::Exited { code } => *code,
             TaskOutcome::Signalled { signal } => 128 + signal,
-            TaskOutcome::OutputLimit => 128 + SIGXFSZ,
+            TaskOutcome::FileSizeLimit => 128 + SIGXFSZ,
             TaskOutcome::ProgramNotFound { .. } => 127,
-            TaskOutcome::NotExecutable { .. } | TaskOutcome::SandboxRefused { .. } | TaskOutcome::StartFailed { .. } => 126,
+            TaskOutcome::NotExecutable { .. }
+            | TaskOutcome::SandboxRefused { .. }
+            | TaskOutcome::StartFailed { .. }
+            | TaskOutcome::Stopped { .. } => 126,
         }
     }
 
-    /// From an exit status: the code if it exited, else the signal (SIGXFSZ is the
-    /// output limit); `None` when neither is known.
+    /// From an exit status: the code if it exited, else the signal (SIGXFSZ is the file
+    /// size limit); `None` when neither is known.
     pub fn from_status(code: Option<i32>, signal: Option<i32>) -> Option<TaskOutcome> {
         match (code, signal) {
             (Some(code), _) => Some(TaskOutcome::Exited { code }),
-            (None, Some(SIGXFSZ)) => Some(TaskOutcome::OutputLimit),
+            (None, Some(SIGXFSZ)) => Some(TaskOutcome::FileSizeLimit),
             (None, Some(signal)) => Some(TaskOutcome::Signalled { signal }),
             (None, None) => None,
         }
@@ -95,11 +103,12 @@ impl TaskOutcome {
         match self {
             TaskOutcome::Exited { code } => format!("exit code {code}"),
             TaskOutcome::Signalled { signal } => format!("killed by {}", signal_name(*signal)),
-            TaskOutcome::OutputLimit => "output limit reached (SIGXFSZ)".into(),
+            TaskOutcome::FileSizeLimit => "file size limit reached (SIGXFSZ)".into(),
             TaskOutcome::ProgramNotFound { program } => format!("program not found: {program}"),
             TaskOutcome::NotExecutable { program, error } => format!("program not executable: {program} ({error})"),
             TaskOutcome::SandboxRefused { error } => format!("sandbox refused the guest: {error}"),
             TaskOutcome::StartFailed { error } => format!("guest could not be started: {error}"),
+            TaskOutcome::Stopped { error } => format!("stopped by its agent: {error}"),
         }
     }
 
@@ -108,13 +117,13 @@ impl TaskOutcome {
         match self {
             TaskOutcome::ProgramNotFound { program } => vec![program],
             TaskOutcome::NotExecutable { program, error } => vec![program, error],
-            TaskOutcome::SandboxRefused { error } | TaskOutcome::StartFailed { error } => vec![error],
+            TaskOutcome::SandboxRefused { error } | TaskOutcome::StartFailed { error } | TaskOutcome::Stopped { error } => vec![error],
             _ => Vec::new(),
         }
     }
 }
 
-/// SIGXFSZ on Linux: a file grew past RLIMIT_FSIZE (a guest's output limit).
+/// SIGXFSZ on Linux: a file grew past RLIMIT_FSIZE (a guest's file size limit).
 pub const SIGXFSZ: i32 = 25;
 
 /// A Linux signal's name (`SIGKILL`), or `signal N` for one without a name here.
@@ -169,7 +178,8 @@ mod tests {
         let cases = [
             (TaskOutcome::Exited { code: 3 }, "exit code 3", 3, None),
             (TaskOutcome::Signalled { signal: 9 }, "killed by SIGKILL", 137, Some("SIGKILL")),
-            (TaskOutcome::OutputLimit, "output limit reached (SIGXFSZ)", 153, Some("SIGXFSZ")),
+            (TaskOutcome::FileSizeLimit, "file size limit reached (SIGXFSZ)", 153, Some("SIGXFSZ")),
+            (TaskOutcome::Stopped { error: "output limit".into() }, "stopped by its agent: output limit", 126, None),
             (TaskOutcome::ProgramNotFound { program: "nosuch".into() }, "program not found: nosuch", 127, None),
             (
                 TaskOutcome::NotExecutable { program: "./x".into(), error: "permission denied".into() },
@@ -188,7 +198,7 @@ mod tests {
     fn statuses_and_legacy_codes_map_to_outcomes() {
         assert_eq!(TaskOutcome::from_status(Some(1), None), Some(TaskOutcome::Exited { code: 1 }));
         assert_eq!(TaskOutcome::from_status(None, Some(15)), Some(TaskOutcome::Signalled { signal: 15 }));
-        assert_eq!(TaskOutcome::from_status(None, Some(SIGXFSZ)), Some(TaskOutcome::OutputLimit));
+        assert_eq!(TaskOutcome::from_status(None, Some(SIGXFSZ)), Some(TaskOutcome::FileSizeLimit));
         assert_eq!(TaskOutcome::from_status(None, None), None);
         assert!(matches!(TaskOutcome::from_legacy_code(-1), TaskOutcome::StartFailed { .. }));
         assert_eq!(TaskOutcome::from_legacy_code(2), TaskOutcome::Exited { code: 2 });

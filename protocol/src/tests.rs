@@ -39,7 +39,11 @@ const RECORD: &str = r#"{"seq":1,"kind":"donation","payload":{"cpu_us":1500001,"
 
 #[test]
 fn error_body() {
-    pinned(&ErrorBody { error: "no such task".into() }, r#"{"error":"no such task"}"#);
+    pinned(&ErrorBody { error: "no such task".into(), code: None }, r#"{"error":"no such task"}"#);
+    pinned(
+        &ErrorBody { error: "replaced".into(), code: Some(error_code::CREDENTIAL_REPLACED.into()) },
+        r#"{"error":"replaced","code":"credential_replaced"}"#,
+    );
     // Unknown fields are tolerated: the agent reads `error` from any refusal.
     let e: ErrorBody = serde_json::from_str(r#"{"error":"x","detail":1}"#).unwrap();
     assert_eq!(e.error, "x");
@@ -47,10 +51,15 @@ fn error_body() {
 
 #[test]
 fn enrolment() {
-    let req = EnrolRequest { token: "lull_join_ab12".into(), owner: "alice".into(), machine: "desk".into(), replace: false };
+    let req = EnrolRequest { token: "lull_join_ab12".into(), owner: "alice".into(), machine: "desk".into(), replace: false, cpus: None };
     pinned(&req, r#"{"token":"lull_join_ab12","owner":"alice","machine":"desk"}"#);
     let req = EnrolRequest { replace: true, ..req };
     pinned(&req, r#"{"token":"lull_join_ab12","owner":"alice","machine":"desk","replace":true}"#);
+    let req = EnrolRequest { cpus: Some(8), ..req };
+    pinned(&req, r#"{"token":"lull_join_ab12","owner":"alice","machine":"desk","replace":true,"cpus":8}"#);
+    // Replacing with a credential needs no token.
+    let r: EnrolRequest = serde_json::from_str(r#"{"owner":"o","machine":"m","replace":true}"#).unwrap();
+    assert_eq!(r.token, "");
     refused::<EnrolRequest>(r#"{"token":"t","owner":"o","machine":"m","extra":1}"#);
     pinned(&Enrolment { agent_id: "a1b2".into(), secret: "lull_agent_cd34".into() }, r#"{"agent_id":"a1b2","secret":"lull_agent_cd34"}"#);
 }
@@ -69,6 +78,7 @@ fn heartbeat_with_and_without_the_limit() {
         owner_load: Vec::new(),
         memory: None,
         busy: None,
+        cpus: None,
     };
     pinned(
         &hb,
@@ -78,6 +88,10 @@ fn heartbeat_with_and_without_the_limit() {
     pinned(
         &Heartbeat { interruption_limit: None, ..hb.clone() },
         r#"{"state":"donating","available":true,"budget_left":2,"free_mem_bytes":6442450944,"base_speed":812.5,"current_speed":406.25}"#,
+    );
+    pinned(
+        &Heartbeat { interruption_limit: None, cpus: Some(4), ..hb.clone() },
+        r#"{"state":"donating","available":true,"budget_left":2,"free_mem_bytes":6442450944,"base_speed":812.5,"current_speed":406.25,"cpus":4}"#,
     );
     refused::<Heartbeat>(
         r#"{"state":"idle","available":true,"budget_left":2,"free_mem_bytes":1,"base_speed":1.0,"current_speed":1.0,"cpu":1}"#,
@@ -116,6 +130,7 @@ fn heartbeat_with_a_memory_report() {
             }],
         }),
         busy: None,
+        cpus: None,
     };
     pinned(
         &hb,
@@ -287,7 +302,8 @@ fn records_and_their_ack() {
     refused::<Record>(r#"{"seq":1,"kind":"donation","payload":{},"at":0}"#);
     pinned(&RecordBatch { records: vec![record()] }, &format!(r#"{{"records":[{RECORD}]}}"#));
     refused::<RecordBatch>(r#"{"records":[],"agent":"a"}"#);
-    pinned(&RecordsAck { acked_through: 1, stored: 1 }, r#"{"acked_through":1,"stored":1}"#);
+    pinned(&RecordsAck { acked_through: 1, stored: 1, uncounted: Vec::new() }, r#"{"acked_through":1,"stored":1}"#);
+    pinned(&RecordsAck { acked_through: 3, stored: 2, uncounted: vec![2] }, r#"{"acked_through":3,"stored":2,"uncounted":[2]}"#);
 }
 
 #[test]

@@ -41,6 +41,7 @@ fn jobs(n: u64, span_s: f64, seed: u64) -> Vec<SimJob> {
             normtime_s: r.range(3600.0, 4.0 * 3600.0),
             estimate_s: None,
             checkpointable: true,
+            migration_s: 0.0,
         })
         .collect()
 }

@@ -23,6 +23,9 @@
 //! * **The pool.** After every step that changes a machine's availability the scheduler
 //!   gets a `MachineUpdated`; after every arrival, finish, eviction or availability change
 //!   it runs a pass, and each assignment becomes a guest on its machines.
+//! * **Migration.** A checkpointable job evicted keeps its work; when placed again it
+//!   first pays its `migration_s` (suspend, image over the network, resume) as work at
+//!   full speed on its new members.
 //! * **Guests** progress in virtual time. A job's rate is `width × min member speed`
 //!   (the static-partition model the predictor assumes; a gang moves at its slowest
 //!   member), a member's speed `S_b × (1 − owner CPU)` while the directive is Accept or
@@ -35,7 +38,7 @@
 //!
 
 use crate::error::{Result, SimError};
-use crate::trace::{OwnerTrace, RunTrace};
+use crate::trace::{OwnerSample, OwnerTrace, RunTrace};
 use chrono::{DateTime, NaiveDate, Utc};
 use lull_core::clock::{MonoMs, Now};
 use lull_core::policy::config::PolicyConfig;
@@ -64,6 +67,11 @@ pub struct SimJob {
     /// Evicted work is kept (checkpoint, then migration, as seed 004's simulator
     /// assumes): the job resumes with what it had left. Otherwise it starts over.
     pub checkpointable: bool,
+    /// Seconds a checkpointed job is suspended to move when it resumes elsewhere (seed
+    /// 000 eq. 5's `T_migr = suspend + image / bandwidth + resume`; seed 004 Fig. 4's
+    /// migration cost). The job's members are held and make no progress for that long at
+    /// full speed (the move uses both machines' processors, seed 000 §5.2); 0 = free.
+    pub migration_s: f64,
 }
 
 /// A machine of the simulated pool.
@@ -167,6 +175,10 @@ pub struct MachineOutcome {
     /// Owner CPU-seconds during which a guest also ran (share > 0): where lingering can
     /// delay the owner.
     pub shared_owner_cpu_s: f64,
+    /// Seconds a guest ran beside its owner (share > 0), by the owner's CPU in 5-%
+    /// levels (0, 5, …, 100 %: seed 000 §4.1's 21 levels): what a dispatch-level model
+    /// ([`crate::dispatch`]) turns into the owner's delay.
+    pub shared_by_level: [f64; 21],
     /// Idle CPU-seconds the owner left (`1 − owner CPU` integrated over the trace).
     pub idle_cpu_s: f64,
     /// Seconds the owner trace covers (0 for a dedicated machine).
@@ -444,31 +456,126 @@ fn prefetch<T>(p: &T) {
 /// Runs `jobs` on `machines` (see the module doc). `progress(done, total)` is called as
 /// jobs end (total = number of jobs).
 pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: &mut dyn FnMut(u64, u64)) -> Result<Outcome> {
-    let mut sched = Scheduler::new(cfg.sched.clone())?;
-    let start_unix =
-        cfg.start_unix.or_else(|| machines.iter().filter_map(|m| m.owner.as_ref().map(|t| t.start_unix)).min()).unwrap_or(1_767_225_600);
-    let to_millis = |t: f64| Millis((start_unix as u64) * 1000 + (t * 1000.0).round().max(0.0) as u64);
-    let now_of = |t: f64| {
-        let ms = (t * 1000.0).round().max(0.0) as u64;
-        let utc = DateTime::<Utc>::from_timestamp_millis(start_unix * 1000 + ms as i64).unwrap_or_default();
-        Now { mono: MonoMs(ms + 1), utc, local: utc.naive_utc() + chrono::Duration::seconds(cfg.utc_offset_s) }
-    };
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by(|a, b| jobs[*a].submit_s.total_cmp(&jobs[*b].submit_s).then(a.cmp(b)));
-    let job_ix: HashMap<u64, usize> = jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
-    let mut outcomes: Vec<JobOutcome> = jobs
-        .iter()
-        .map(|j| JobOutcome { id: j.id, width: j.width, submit_s: j.submit_s, start_s: None, end_s: None, evictions: 0 })
-        .collect();
-
-    // Machines and their sample queue: (time in ms, machine).
-    let mut ms: Vec<MState> = Vec::with_capacity(machines.len());
-    if machines.len() >= 1 << MACHINE_BITS {
-        return Err(SimError::Invalid(format!("{} machines: at most {} per run", machines.len(), (1u64 << MACHINE_BITS) - 1)));
+    let mut sim = Sim::new(machines, jobs, cfg)?;
+    loop {
+        if sim.dirty {
+            sim.pass();
+        }
+        let Some(t) = sim.next_event_time() else { break };
+        sim.t = t;
+        sim.complete_due(progress)?;
+        sim.admit_arrivals()?;
+        sim.step_due_machines()?;
+        if t >= sim.horizon {
+            break;
+        }
     }
-    let mut samples = WakeQueue::new();
-    let mut trace_end = 0.0f64;
-    for (i, m) in machines.iter().enumerate() {
+    Ok(sim.finish())
+}
+
+/// Virtual seconds as the core's clocks: the scheduler's [`Millis`] and the policy's [`Now`].
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    /// Unix time of virtual t = 0.
+    start_unix: i64,
+    /// Local time = UTC + this.
+    utc_offset_s: i64,
+}
+
+impl Clock {
+    fn millis(&self, t: f64) -> Millis {
+        Millis((self.start_unix as u64) * 1000 + (t * 1000.0).round().max(0.0) as u64)
+    }
+    fn now(&self, t: f64) -> Now {
+        let ms = (t * 1000.0).round().max(0.0) as u64;
+        let utc = DateTime::<Utc>::from_timestamp_millis(self.start_unix * 1000 + ms as i64).unwrap_or_default();
+        Now { mono: MonoMs(ms + 1), utc, local: utc.naive_utc() + chrono::Duration::seconds(self.utc_offset_s) }
+    }
+}
+
+/// One run in progress: the pool's scheduler, every machine's state, the running jobs,
+/// and the counters the [`Outcome`] reports.
+struct Sim<'a> {
+    machines: &'a [SimMachine],
+    jobs: &'a [SimJob],
+    cfg: &'a SimConfig,
+    clock: Clock,
+    sched: Scheduler,
+    /// Job indices in submission order.
+    order: Vec<usize>,
+    job_ix: HashMap<u64, usize>,
+    outcomes: Vec<JobOutcome>,
+    ms: Vec<MState>,
+    /// The machines' wake times.
+    samples: WakeQueue,
+    /// When the last trace ends (virtual s).
+    trace_end: f64,
+    horizon: f64,
+    runs: Running,
+    /// Work left of evicted checkpointable jobs.
+    kept: HashMap<JobId, f64>,
+    /// The next job (index into `order`) to arrive.
+    next_job: usize,
+    t: f64,
+    done: u64,
+    passes: u64,
+    steps: u64,
+    node_samples: u64,
+    /// Something changed since the last scheduler pass.
+    dirty: bool,
+}
+
+impl<'a> Sim<'a> {
+    /// Every machine's policy started and announced to the scheduler, every traced machine
+    /// queued at its first sample.
+    fn new(machines: &'a [SimMachine], jobs: &'a [SimJob], cfg: &'a SimConfig) -> Result<Sim<'a>> {
+        let sched = Scheduler::new(cfg.sched.clone())?;
+        let start_unix = cfg
+            .start_unix
+            .or_else(|| machines.iter().filter_map(|m| m.owner.as_ref().map(|t| t.start_unix)).min())
+            .unwrap_or(1_767_225_600);
+        let clock = Clock { start_unix, utc_offset_s: cfg.utc_offset_s };
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by(|a, b| jobs[*a].submit_s.total_cmp(&jobs[*b].submit_s).then(a.cmp(b)));
+        if machines.len() >= 1 << MACHINE_BITS {
+            return Err(SimError::Invalid(format!("{} machines: at most {} per run", machines.len(), (1u64 << MACHINE_BITS) - 1)));
+        }
+        let mut sim = Sim {
+            machines,
+            jobs,
+            cfg,
+            clock,
+            sched,
+            order,
+            job_ix: jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect(),
+            outcomes: jobs
+                .iter()
+                .map(|j| JobOutcome { id: j.id, width: j.width, submit_s: j.submit_s, start_s: None, end_s: None, evictions: 0 })
+                .collect(),
+            ms: Vec::with_capacity(machines.len()),
+            samples: WakeQueue::new(),
+            trace_end: 0.0,
+            horizon: cfg.horizon_s.unwrap_or(f64::INFINITY),
+            runs: Running { runs: (0..jobs.len()).map(|_| None).collect(), active: Vec::new() },
+            kept: HashMap::new(),
+            next_job: 0,
+            t: 0.0,
+            done: 0,
+            passes: 0,
+            steps: 0,
+            node_samples: 0,
+            dirty: true,
+        };
+        for (i, m) in machines.iter().enumerate() {
+            let st = sim.machine_state(i, m)?;
+            sim.sched.handle(clock.millis(0.0), Event::MachineUpdated(machine_of(i, m, &st)))?;
+            sim.ms.push(st);
+        }
+        Ok(sim)
+    }
+
+    /// Machine `i`'s starting state; a traced machine gets its policy and its first wake.
+    fn machine_state(&mut self, i: usize, m: &SimMachine) -> Result<MState> {
         let mut st = MState {
             policy: None,
             next_sample: 0,
@@ -491,290 +598,364 @@ pub fn run(machines: &[SimMachine], jobs: &[SimJob], cfg: &SimConfig, progress: 
             last_input: None,
             out: MachineOutcome { name: m.name.clone(), ..Default::default() },
         };
-        if let Some(tr) = &m.owner {
-            let t0 = (tr.start_unix - start_unix) as f64;
-            st.policy = Some(Policy::new(m.policy.clone(), now_of(t0.max(0.0)), Saved::default(), 0, "sim"));
-            st.left = m.policy.budget.interruptions_per_day;
-            st.out.traced_s = tr.len as f64 * tr.step_s as f64;
-            trace_end = trace_end.max((tr.end_unix() - start_unix) as f64);
-            // A window of `span` pushed at sample d holds the samples back to d − span
-            // (`Window::push` drops only what is older): ⌊span / step⌋ samples before d.
-            // Feeding that many before a change, and after it, gives every fed step the
-            // window stepping at every sample gives; further out the window holds one
-            // value only, whatever its count.
-            let w = |span_s: u64| (span_s / tr.step_s as u64).min(u32::MAX as u64 / 4) as u32;
-            st.window = (w(m.policy.availability.memory_window_s), w(m.policy.eviction.linger_window_s));
-            st.off_ms = ((tr.start_unix - start_unix).max(0) as u64) * 1000;
-            st.acct_t = st.off_ms as f64 / 1000.0;
-            st.traced = true;
-            st.wake_ms = st.off_ms;
-            if (tr.end_unix() - start_unix) as u64 * 1000 >= 1 << (64 - MACHINE_BITS) {
-                return Err(SimError::Invalid(format!("trace of {}: ends over 34 years after the run's start", m.name)));
-            }
-            if tr.len > 0 {
-                samples.push(wake_key(st.wake_ms, i));
-            }
+        let Some(tr) = &m.owner else { return Ok(st) };
+        let start_unix = self.clock.start_unix;
+        let t0 = (tr.start_unix - start_unix) as f64;
+        st.policy = Some(Policy::new(m.policy.clone(), self.clock.now(t0.max(0.0)), Saved::default(), 0, "sim"));
+        st.left = m.policy.budget.interruptions_per_day;
+        st.out.traced_s = tr.len as f64 * tr.step_s as f64;
+        self.trace_end = self.trace_end.max((tr.end_unix() - start_unix) as f64);
+        // A window of `span` pushed at sample d holds the samples back to d − span
+        // (`Window::push` drops only what is older): ⌊span / step⌋ samples before d.
+        // Feeding that many before a change, and after it, gives every fed step the
+        // window stepping at every sample gives; further out the window holds one
+        // value only, whatever its count.
+        let w = |span_s: u64| (span_s / tr.step_s as u64).min(u32::MAX as u64 / 4) as u32;
+        st.window = (w(m.policy.availability.memory_window_s), w(m.policy.eviction.linger_window_s));
+        st.off_ms = ((tr.start_unix - start_unix).max(0) as u64) * 1000;
+        st.acct_t = st.off_ms as f64 / 1000.0;
+        st.traced = true;
+        st.wake_ms = st.off_ms;
+        if (tr.end_unix() - start_unix) as u64 * 1000 >= 1 << (64 - MACHINE_BITS) {
+            return Err(SimError::Invalid(format!("trace of {}: ends over 34 years after the run's start", m.name)));
         }
-        sched.handle(to_millis(0.0), Event::MachineUpdated(machine_of(i, m, &st)))?;
-        ms.push(st);
+        if tr.len > 0 {
+            self.samples.push(wake_key(st.wake_ms, i));
+        }
+        Ok(st)
     }
-    let horizon = cfg.horizon_s.unwrap_or(f64::INFINITY);
 
-    let mut runs = Running { runs: (0..jobs.len()).map(|_| None).collect(), active: Vec::new() };
-    // Work left of evicted checkpointable jobs.
-    let mut kept: HashMap<JobId, f64> = HashMap::new();
-    let mut next_job = 0usize;
-    let mut t = 0.0f64;
-    let mut done = 0u64;
-    let total = jobs.len() as u64;
-    let mut passes = 0u64;
-    let mut steps = 0u64;
-    let mut node_samples = 0u64;
-    // A machine's policy may want an earlier wake after an event outside its samples.
-    let rewake = |mi: usize, st: &mut MState, t: f64, queue: &mut WakeQueue| {
-        let (Some(tr), Some(p)) = (machines[mi].owner.as_ref(), st.policy.as_ref()) else { return };
-        if st.next_sample >= tr.len {
-            return;
-        }
-        if let Some(dl) = p.next_deadline(now_of(t)) {
-            let ix = index_at(tr, st.off_ms, dl).max(st.fed);
-            if ix < st.next_sample {
-                st.next_sample = ix;
-                st.wake_ms = st.off_ms + ix as u64 * tr.step_s as u64 * 1000;
-                queue.push(wake_key(st.wake_ms, mi));
-            }
-        }
-    };
-    let mut dirty = true;
-
-    let rate = |run: &Run, ms: &[MState]| -> f64 {
-        let slowest = run.members.iter().map(|&i| machines[i].base_speed * ms[i].share).fold(f64::INFINITY, f64::min);
-        run.members.len() as f64 * slowest
-    };
-
-    loop {
-        // Pass when something changed.
-        if dirty {
-            dirty = false;
-            passes += 1;
-            for a in sched.pass(to_millis(t)) {
-                let ix = job_ix[&a.job.0];
-                let members: Vec<usize> = a.machines.iter().map(|m| m.0 as usize).collect();
-                for &mi in &members {
-                    let st = &mut ms[mi];
-                    settle(st, t, machines[mi].base_speed);
-                    st.guest = Some(a.job);
-                    st.job = ix;
-                    if let Some(p) = st.policy.as_mut() {
-                        steps += 1;
-                        let acts = p.handle(now_of(t), PEvent::GuestsPresent(true));
-                        apply_actions(st, &acts, now_of(t));
-                    }
-                    st.share = share_of(st);
-                    rewake(mi, st, t, &mut samples);
+    /// A scheduler pass: each assignment becomes a guest on its machines.
+    fn pass(&mut self) {
+        self.dirty = false;
+        self.passes += 1;
+        let t = self.t;
+        let nw = self.clock.now(t);
+        for a in self.sched.pass(self.clock.millis(t)) {
+            let ix = self.job_ix[&a.job.0];
+            let members: Vec<usize> = a.machines.iter().map(|m| m.0 as usize).collect();
+            for &mi in &members {
+                let st = &mut self.ms[mi];
+                settle(st, t, self.machines[mi].base_speed);
+                st.guest = Some(a.job);
+                st.job = ix;
+                if let Some(p) = st.policy.as_mut() {
+                    self.steps += 1;
+                    let acts = p.handle(nw, PEvent::GuestsPresent(true));
+                    apply_actions(st, &acts, nw);
                 }
-                outcomes[ix].start_s.get_or_insert(t);
-                let remaining = kept.remove(&a.job).unwrap_or(jobs[ix].normtime_s);
-                let mut r = Run { job: a.job, members, remaining, started: t, as_of: t, rate: 0.0, end: None };
-                let v = rate(&r, &ms);
-                r.retime(t, v);
-                runs.insert(ix, r);
+                st.share = share_of(st);
+                rewake(&self.machines[mi], self.clock, mi, st, t, &mut self.samples);
             }
+            self.outcomes[ix].start_s.get_or_insert(t);
+            let remaining = match self.kept.remove(&a.job) {
+                // Resuming after an eviction: first the move, as work at full speed.
+                Some(left) => left + self.jobs[ix].migration_s * full_rate(&members, self.machines),
+                None => self.jobs[ix].normtime_s,
+            };
+            let mut r = Run { job: a.job, members, remaining, started: t, as_of: t, rate: 0.0, end: None };
+            let v = rate(&r, self.machines, &self.ms);
+            r.retime(t, v);
+            self.runs.insert(ix, r);
         }
-        // The next event.
-        let t_arr = order.get(next_job).map_or(f64::INFINITY, |&i| jobs[i].submit_s.max(t));
-        let t_done = runs.next_end().map_or(f64::INFINITY, |e| e.max(t));
-        let t_samp = samples.peek().map_or(f64::INFINITY, |k| (k >> MACHINE_BITS) as f64 / 1000.0);
-        let mut t_next = t_arr.min(t_done).min(t_samp);
-        let work_left = next_job < order.len() || !runs.is_empty() || sched.queue_len() > 0;
-        if !work_left && cfg.horizon_s.is_none() {
-            break;
-        }
-        if !t_next.is_finite() || t_next > horizon {
-            t_next = horizon.min(if t_next.is_finite() { t_next } else { t.max(trace_end) });
-            t = t_next;
-            break;
-        }
-        t = t_next;
-        let now = to_millis(t);
-        let nw = now_of(t);
+    }
 
-        // Completions: the jobs whose end is due by now.
-        for ix in runs.due(t) {
-            let r = runs.remove(ix).expect("running");
+    /// The time of the next arrival, completion or wake; `None` when the run is over (no
+    /// work left and no horizon). Past the horizon (or with nothing left to happen) the
+    /// clock moves to the horizon or the last trace's end and the run ends there.
+    fn next_event_time(&mut self) -> Option<f64> {
+        let t = self.t;
+        let t_arr = self.order.get(self.next_job).map_or(f64::INFINITY, |&i| self.jobs[i].submit_s.max(t));
+        let t_done = self.runs.next_end().map_or(f64::INFINITY, |e| e.max(t));
+        let t_samp = self.samples.peek().map_or(f64::INFINITY, |k| (k >> MACHINE_BITS) as f64 / 1000.0);
+        let t_next = t_arr.min(t_done).min(t_samp);
+        let work_left = self.next_job < self.order.len() || !self.runs.is_empty() || self.sched.queue_len() > 0;
+        if !work_left && self.cfg.horizon_s.is_none() {
+            return None;
+        }
+        if !t_next.is_finite() || t_next > self.horizon {
+            self.t = self.horizon.min(if t_next.is_finite() { t_next } else { t.max(self.trace_end) });
+            return None;
+        }
+        Some(t_next)
+    }
+
+    /// Completions: the jobs whose end is due by now release their machines.
+    fn complete_due(&mut self, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+        let t = self.t;
+        let (now, nw) = (self.clock.millis(t), self.clock.now(t));
+        for ix in self.runs.due(t) {
+            let r = self.runs.remove(ix).expect("running");
             let id = r.job;
             let wall = t - r.started;
             for &mi in &r.members {
-                let cpu = wall * ms[mi].share.max(0.0);
-                sched.handle(now, Event::JobFinished { job: id, machine: MachineId(mi as u64), cpu_seconds: cpu, wall_seconds: wall })?;
-                release(&mut ms[mi], t, machines[mi].base_speed, nw, &mut steps);
-                rewake(mi, &mut ms[mi], t, &mut samples);
+                let cpu = wall * self.ms[mi].share.max(0.0);
+                self.sched
+                    .handle(now, Event::JobFinished { job: id, machine: MachineId(mi as u64), cpu_seconds: cpu, wall_seconds: wall })?;
+                release(&mut self.ms[mi], t, self.machines[mi].base_speed, nw, &mut self.steps);
+                rewake(&self.machines[mi], self.clock, mi, &mut self.ms[mi], t, &mut self.samples);
             }
-            outcomes[ix].end_s = Some(t);
-            done += 1;
-            progress(done, total);
-            dirty = true;
+            self.outcomes[ix].end_s = Some(t);
+            self.done += 1;
+            progress(self.done, self.jobs.len() as u64);
+            self.dirty = true;
         }
-        // Arrivals.
-        while let Some(&i) = order.get(next_job) {
-            if jobs[i].submit_s > t + EPS {
+        Ok(())
+    }
+
+    /// Arrivals: every job submitted by now goes to the scheduler.
+    fn admit_arrivals(&mut self) -> Result<()> {
+        let now = self.clock.millis(self.t);
+        while let Some(&i) = self.order.get(self.next_job) {
+            if self.jobs[i].submit_s > self.t + EPS {
                 break;
             }
-            let j = &jobs[i];
-            let mut spec = JobSpec::sequential(j.id, j.program.clone(), to_millis(j.submit_s)).with_width(j.width);
+            let j = &self.jobs[i];
+            let mut spec = JobSpec::sequential(j.id, j.program.clone(), self.clock.millis(j.submit_s)).with_width(j.width);
             spec.user_estimate_s = j.estimate_s;
-            sched.handle(now, Event::JobSubmitted(spec))?;
-            next_job += 1;
-            dirty = true;
+            self.sched.handle(now, Event::JobSubmitted(spec))?;
+            self.next_job += 1;
+            self.dirty = true;
         }
-        // Owner samples due now: machines whose wake time has come.
-        while let Some(key) = samples.peek() {
+        Ok(())
+    }
+
+    /// Owner samples due now: every machine whose wake time has come takes its step.
+    fn step_due_machines(&mut self) -> Result<()> {
+        while let Some(key) = self.samples.peek() {
             let (at, mi) = (key >> MACHINE_BITS, (key & ((1 << MACHINE_BITS) - 1)) as usize);
-            if at as f64 / 1000.0 > t + EPS {
+            if at as f64 / 1000.0 > self.t + EPS {
                 break;
             }
-            samples.pop();
-            let m = &machines[mi];
-            let tr = m.owner.as_ref().expect("traced");
-            let st = &mut ms[mi];
+            self.samples.pop();
+            let tr = self.machines[mi].owner.as_ref().expect("traced");
+            let st = &self.ms[mi];
             if at != st.wake_ms || st.next_sample >= tr.len {
                 continue; // superseded by an earlier wake
             }
-            let i = st.next_sample;
-            settle(st, t, m.base_speed);
-            if cfg.migration_sees_pool && st.guest.is_some() {
-                let free = ms.iter().any(|o| o.available && o.guest.is_none());
-                let st = &mut ms[mi];
-                if let Some(p) = st.policy.as_mut() {
-                    p.set_migration_cost(if free { None } else { Some(std::time::Duration::from_secs(86_400)) });
-                }
-            }
-            let st = &mut ms[mi];
-            if i == 0 {
-                st.changed = (1, 1);
-            }
-            while st.run + 1 < tr.runs.len() && tr.runs[st.run + 1].0 <= i {
-                st.run += 1;
-                let (a, b) = (tr.runs[st.run - 1].1, tr.runs[st.run].1);
-                if a.owner_mem_bytes != b.owner_mem_bytes {
-                    st.changed.0 = tr.runs[st.run].0 + 1;
-                }
-                if a.owner_cpu != b.owner_cpu {
-                    st.changed.1 = tr.runs[st.run].0 + 1;
-                }
-            }
-            let s = tr.runs[st.run].1;
-            // Each machine reads its trace forward, but hundreds of them in turn, more
-            // streams than the CPU's own prefetcher follows: the runs a few samples ahead
-            // are asked for now, long before this machine's next turn.
-            if let Some(ahead) = tr.runs.get(st.run + PREFETCH_RUNS) {
-                prefetch(ahead);
-            }
-            let unix = tr.start_unix + (i as i64) * tr.step_s as i64;
-            if s.input {
-                if st.guest.is_some() && st.last_input.is_none_or(|l| unix - l >= RETURN_AFTER_S) {
-                    *st.out.owner_delays.entry(nw.local_date()).or_default() += 1;
-                }
-                st.last_input = Some(unix);
-            }
-            let p = st.policy.as_mut().expect("traced machines have a policy");
-            let mut acts = Vec::new();
-            if s.input && m.sees_input {
-                acts = p.handle(nw, PEvent::Input(InputEvent { at: nw.mono, signal: InputSignal::Activity }));
-                steps += 1;
-            }
-            let sample = Sample {
-                at: nw.mono,
-                owner_cpu: s.owner_cpu,
-                owner_mem_bytes: s.owner_mem_bytes,
-                mem_total_bytes: tr.mem_total_bytes,
-                mem_available_bytes: tr.mem_total_bytes.saturating_sub(s.owner_mem_bytes),
-                swap_total_bytes: 0,
-                swap_free_bytes: 0,
-                guest_cpu: 0.0,
-                guest_mem_bytes: 0,
-                on_battery: None,
-                cpu_temp_c: None,
-                exclusive_program: None,
-            };
-            let more = p.handle(nw, PEvent::Sample(sample));
-            if acts.is_empty() {
-                acts = more;
-            } else {
-                acts.extend(more);
-            }
-            steps += 1;
-            st.owner_cpu = s.owner_cpu as f64;
-            apply_actions(st, &acts, nw);
-            // The deadline is only asked for when the trace lets the machine sleep.
-            let policy = st.policy.as_ref();
-            let dl = || policy.and_then(|p| p.next_deadline(nw));
-            let next = next_step(tr, st.run, st.changed, i, st.window, cfg.stepping, &dl, st.off_ms);
-            st.fed = i + 1;
-            let prev = st.next_sample;
-            st.next_sample = next.unwrap_or(tr.len);
-            node_samples += (st.next_sample - prev) as u64;
-            let ended = next.is_none();
-            st.traced = !ended;
-            if let Some(ix) = next {
-                st.wake_ms = st.off_ms + ix as u64 * tr.step_s as u64 * 1000;
-                samples.push(wake_key(st.wake_ms, mi));
-            }
-            // The pool's view of the machine.
-            let p = st.policy.as_ref().expect("policy");
-            let available = !ended
-                && matches!(p.state(), StateKind::Recruitable | StateKind::Donating | StateKind::LendingLight)
-                && p.directive() == GuestDirective::Accept;
-            let left = m.policy.budget.interruptions_per_day.saturating_sub(st.used_today);
-            if available && !st.available {
-                st.idle_since = now;
-            }
-            if available != st.available || left != st.left {
-                st.available = available;
-                st.left = left;
-                sched.handle(now, Event::MachineUpdated(machine_of(mi, m, st)))?;
-                dirty = true;
-            }
-            // Guest directives.
-            let evict = ended || p.directive() == GuestDirective::Evict;
-            st.share = share_of(st);
-            if let (true, Some(job)) = (evict, st.guest) {
-                let jx = st.job;
-                let r = runs.get(jx).expect("a guest's job runs");
-                let cpu = (t - r.started) * machines[mi].base_speed;
-                let stops = sched.handle(now, Event::TaskEvicted { job, machine: MachineId(mi as u64), cpu_seconds: cpu.max(0.0) })?;
-                outcomes[jx].evictions += 1;
-                let r = runs.remove(jx).expect("running");
-                if jobs[jx].checkpointable {
-                    kept.insert(job, (r.remaining - r.rate * (t - r.as_of)).max(0.0));
-                }
-                for &o in &r.members {
-                    release(&mut ms[o], t, machines[o].base_speed, nw, &mut steps);
-                    rewake(o, &mut ms[o], t, &mut samples);
-                }
-                let _ = stops; // every member is released above; the scheduler has requeued the job
-                dirty = true;
-            }
-            // The guest's share changed with the sample: its job's pace too.
-            if ms[mi].guest.is_some() {
-                if let Some(r) = runs.get_mut(ms[mi].job) {
-                    let v = rate(r, &ms);
-                    if v != r.rate {
-                        r.retime(t, v);
-                    }
+            self.step_machine(mi)?;
+        }
+        Ok(())
+    }
+
+    /// One step of machine `mi`: its sample fed to its policy, then the pool's view of the
+    /// machine and the guest's directive acted on.
+    fn step_machine(&mut self, mi: usize) -> Result<()> {
+        let t = self.t;
+        settle(&mut self.ms[mi], t, self.machines[mi].base_speed);
+        if self.cfg.migration_sees_pool && self.ms[mi].guest.is_some() {
+            self.tell_migration_cost(mi);
+        }
+        let ended = self.feed_sample(mi);
+        self.publish_availability(mi, ended)?;
+        self.act_on_directive(mi, ended)?;
+        // The guest's share changed with the sample: its job's pace too.
+        if self.ms[mi].guest.is_some() {
+            if let Some(r) = self.runs.get_mut(self.ms[mi].job) {
+                let v = rate(r, self.machines, &self.ms);
+                if v != r.rate {
+                    r.retime(t, v);
                 }
             }
         }
-        if t >= horizon {
-            break;
+        Ok(())
+    }
+
+    /// With no free available machine, migrating means waiting: `T_migr` a day
+    /// (`SimConfig::migration_sees_pool`).
+    fn tell_migration_cost(&mut self, mi: usize) {
+        let free = self.ms.iter().any(|o| o.available && o.guest.is_none());
+        if let Some(p) = self.ms[mi].policy.as_mut() {
+            p.set_migration_cost(if free { None } else { Some(std::time::Duration::from_secs(86_400)) });
         }
     }
-    for (i, st) in ms.iter_mut().enumerate() {
-        settle(st, t, machines[i].base_speed);
+
+    /// Feeds machine `mi` its next sample (input first, when its definition sees input),
+    /// counts an owner delay when the owner returns to guest work, and queues its next
+    /// wake. Returns whether that was the trace's last sample.
+    fn feed_sample(&mut self, mi: usize) -> bool {
+        let (m, t) = (&self.machines[mi], self.t);
+        let tr = m.owner.as_ref().expect("traced");
+        let nw = self.clock.now(t);
+        let st = &mut self.ms[mi];
+        let i = st.next_sample;
+        advance_runs(st, tr, i);
+        let s = tr.runs[st.run].1;
+        // Each machine reads its trace forward, but hundreds of them in turn, more
+        // streams than the CPU's own prefetcher follows: the runs a few samples ahead
+        // are asked for now, long before this machine's next turn.
+        if let Some(ahead) = tr.runs.get(st.run + PREFETCH_RUNS) {
+            prefetch(ahead);
+        }
+        let unix = tr.start_unix + (i as i64) * tr.step_s as i64;
+        if s.input {
+            if st.guest.is_some() && st.last_input.is_none_or(|l| unix - l >= RETURN_AFTER_S) {
+                *st.out.owner_delays.entry(nw.local_date()).or_default() += 1;
+            }
+            st.last_input = Some(unix);
+        }
+        let p = st.policy.as_mut().expect("traced machines have a policy");
+        let mut acts = Vec::new();
+        if s.input && m.sees_input {
+            acts = p.handle(nw, PEvent::Input(InputEvent { at: nw.mono, signal: InputSignal::Activity }));
+            self.steps += 1;
+        }
+        let more = p.handle(nw, PEvent::Sample(sample_of(nw, s, tr.mem_total_bytes)));
+        if acts.is_empty() {
+            acts = more;
+        } else {
+            acts.extend(more);
+        }
+        self.steps += 1;
+        st.owner_cpu = s.owner_cpu as f64;
+        apply_actions(st, &acts, nw);
+        // The deadline is only asked for when the trace lets the machine sleep.
+        let policy = st.policy.as_ref();
+        let dl = || policy.and_then(|p| p.next_deadline(nw));
+        let next = next_step(tr, st.run, st.changed, i, st.window, self.cfg.stepping, &dl, st.off_ms);
+        st.fed = i + 1;
+        let prev = st.next_sample;
+        st.next_sample = next.unwrap_or(tr.len);
+        self.node_samples += (st.next_sample - prev) as u64;
+        let ended = next.is_none();
+        st.traced = !ended;
+        if let Some(ix) = next {
+            st.wake_ms = st.off_ms + ix as u64 * tr.step_s as u64 * 1000;
+            self.samples.push(wake_key(st.wake_ms, mi));
+        }
+        ended
     }
-    let quiet_readings = ms.iter().filter_map(|s| s.policy.as_ref()).map(Policy::quiet_readings).sum();
-    let machines_out = ms.into_iter().map(|s| s.out).collect();
-    Ok(Outcome { jobs: outcomes, machines: machines_out, end_s: t, passes, policy_steps: steps, node_samples, quiet_readings })
+
+    /// Tells the scheduler when machine `mi`'s availability or interruptions left changed.
+    fn publish_availability(&mut self, mi: usize, ended: bool) -> Result<()> {
+        let m = &self.machines[mi];
+        let st = &mut self.ms[mi];
+        let p = st.policy.as_ref().expect("policy");
+        let available = !ended
+            && matches!(p.state(), StateKind::Recruitable | StateKind::Donating | StateKind::LendingLight)
+            && p.directive() == GuestDirective::Accept;
+        let left = m.policy.budget.interruptions_per_day.saturating_sub(st.used_today);
+        if available && !st.available {
+            st.idle_since = self.clock.millis(self.t);
+        }
+        if available != st.available || left != st.left {
+            st.available = available;
+            st.left = left;
+            self.sched.handle(self.clock.millis(self.t), Event::MachineUpdated(machine_of(mi, m, st)))?;
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
+    /// Acts on the policy's guest directive: an eviction (or the trace's end) ends the
+    /// guest's job on every member; a checkpointable job keeps the work it had left.
+    fn act_on_directive(&mut self, mi: usize, ended: bool) -> Result<()> {
+        let t = self.t;
+        let st = &mut self.ms[mi];
+        let evict = ended || st.policy.as_ref().expect("policy").directive() == GuestDirective::Evict;
+        st.share = share_of(st);
+        let (true, Some(job)) = (evict, st.guest) else { return Ok(()) };
+        let jx = st.job;
+        let r = self.runs.get(jx).expect("a guest's job runs");
+        let cpu = (t - r.started) * self.machines[mi].base_speed;
+        // Every member is released below; the scheduler has requeued the job.
+        let _stops = self
+            .sched
+            .handle(self.clock.millis(t), Event::TaskEvicted { job, machine: MachineId(mi as u64), cpu_seconds: cpu.max(0.0) })?;
+        self.outcomes[jx].evictions += 1;
+        let r = self.runs.remove(jx).expect("running");
+        if self.jobs[jx].checkpointable {
+            self.kept.insert(job, (r.remaining - r.rate * (t - r.as_of)).max(0.0));
+        }
+        let nw = self.clock.now(t);
+        for &o in &r.members {
+            release(&mut self.ms[o], t, self.machines[o].base_speed, nw, &mut self.steps);
+            rewake(&self.machines[o], self.clock, o, &mut self.ms[o], t, &mut self.samples);
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Brings every machine's integrals to the end and gathers the outcome.
+    fn finish(mut self) -> Outcome {
+        for (i, st) in self.ms.iter_mut().enumerate() {
+            settle(st, self.t, self.machines[i].base_speed);
+        }
+        let quiet_readings = self.ms.iter().filter_map(|s| s.policy.as_ref()).map(Policy::quiet_readings).sum();
+        Outcome {
+            jobs: self.outcomes,
+            machines: self.ms.into_iter().map(|s| s.out).collect(),
+            end_s: self.t,
+            passes: self.passes,
+            policy_steps: self.steps,
+            node_samples: self.node_samples,
+            quiet_readings,
+        }
+    }
+}
+
+/// Moves `st`'s run cursor to the run holding sample `i`, noting where owner memory and
+/// owner CPU last changed (the windows fed around a change start there).
+fn advance_runs(st: &mut MState, tr: &RunTrace, i: u32) {
+    if i == 0 {
+        st.changed = (1, 1);
+    }
+    while st.run + 1 < tr.runs.len() && tr.runs[st.run + 1].0 <= i {
+        st.run += 1;
+        let (a, b) = (tr.runs[st.run - 1].1, tr.runs[st.run].1);
+        if a.owner_mem_bytes != b.owner_mem_bytes {
+            st.changed.0 = tr.runs[st.run].0 + 1;
+        }
+        if a.owner_cpu != b.owner_cpu {
+            st.changed.1 = tr.runs[st.run].0 + 1;
+        }
+    }
+}
+
+/// The policy's [`Sample`] of a trace sample at `nw`.
+fn sample_of(nw: Now, s: OwnerSample, mem_total_bytes: u64) -> Sample {
+    Sample {
+        at: nw.mono,
+        owner_cpu: s.owner_cpu,
+        owner_mem_bytes: s.owner_mem_bytes,
+        mem_total_bytes,
+        mem_available_bytes: mem_total_bytes.saturating_sub(s.owner_mem_bytes),
+        swap_total_bytes: 0,
+        swap_free_bytes: 0,
+        guest_cpu: 0.0,
+        guest_mem_bytes: 0,
+        on_battery: None,
+        cpu_temp_c: None,
+        exclusive_program: None,
+    }
+}
+
+/// A machine's policy may want an earlier wake after an event outside its samples (a
+/// guest arrived or left): queue it at the sample of its next deadline if that is sooner.
+fn rewake(m: &SimMachine, clock: Clock, mi: usize, st: &mut MState, t: f64, queue: &mut WakeQueue) {
+    let (Some(tr), Some(p)) = (m.owner.as_ref(), st.policy.as_ref()) else { return };
+    if st.next_sample >= tr.len {
+        return;
+    }
+    if let Some(dl) = p.next_deadline(clock.now(t)) {
+        let ix = index_at(tr, st.off_ms, dl).max(st.fed);
+        if ix < st.next_sample {
+            st.next_sample = ix;
+            st.wake_ms = st.off_ms + ix as u64 * tr.step_s as u64 * 1000;
+            queue.push(wake_key(st.wake_ms, mi));
+        }
+    }
+}
+
+/// A job's progress per second on `members` with no owner load: width × slowest base speed.
+fn full_rate(members: &[usize], machines: &[SimMachine]) -> f64 {
+    members.len() as f64 * members.iter().map(|&i| machines[i].base_speed).fold(f64::INFINITY, f64::min)
+}
+
+/// A running job's progress per second: width × its slowest member's speed share.
+fn rate(run: &Run, machines: &[SimMachine], ms: &[MState]) -> f64 {
+    let slowest = run.members.iter().map(|&i| machines[i].base_speed * ms[i].share).fold(f64::INFINITY, f64::min);
+    run.members.len() as f64 * slowest
 }
 
 /// The first sample index at or after the policy deadline `dl` (a monotonic reading,
@@ -907,6 +1088,7 @@ fn settle(st: &mut MState, t: f64, speed: f64) {
         o.guest_cpu_s += st.share * speed * dt;
         if st.share > 0.0 {
             o.shared_owner_cpu_s += st.owner_cpu * dt;
+            o.shared_by_level[(st.owner_cpu.clamp(0.0, 1.0) * 20.0).round() as usize] += dt;
         }
         if st.policy.as_ref().is_some_and(|p| p.directive() == GuestDirective::Linger) {
             o.lingered_s += dt;
@@ -933,6 +1115,7 @@ mod tests {
             normtime_s: normtime,
             estimate_s: Some(normtime / width as f64),
             checkpointable: false,
+            migration_s: 0.0,
         }
     }
 

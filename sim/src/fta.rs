@@ -29,6 +29,7 @@
 //! 70 MB); `lull sim --owners FILE.tab` once the CLI is wired.
 
 use crate::error::TraceError;
+use crate::input::{bad_line, read_text, BadLines, Skipped};
 use crate::trace::{OwnerSample, OwnerTrace, DEFAULT_MEM_TOTAL};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -48,60 +49,80 @@ pub struct FtaEvent {
     pub end_reason: String,
 }
 
-/// Parses `event_trace` text; `file` names it in errors.
+/// Parses `event_trace` text; `file` names it in errors; a malformed line is refused.
 pub fn parse_fta(file: &Path, text: &str) -> Result<Vec<FtaEvent>, TraceError> {
+    Ok(parse_fta_with(file, text, BadLines::Refuse)?.0)
+}
+
+/// Parses `event_trace` text, malformed lines refused or skipped as `bad` says.
+pub fn parse_fta_with(file: &Path, text: &str, bad: BadLines) -> Result<(Vec<FtaEvent>, Vec<Skipped>), TraceError> {
     let mut out = Vec::new();
+    let mut skipped = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
         let line = raw.trim_end_matches(['\r', '\n']);
         if line.trim().is_empty() || line.starts_with('#') || line.starts_with("event_id") {
             continue;
         }
-        let f: Vec<&str> = line.split('\t').map(str::trim).collect();
-        if f.len() != 8 && f.len() != 9 {
-            return Err(TraceError::parse(file, n, format!("expected 9 tab-separated fields, found {}", f.len())));
+        match event(file, n, line) {
+            Ok(e) => out.push(e),
+            Err(e) => bad_line(bad, &mut skipped, e)?,
         }
-        let int = |k: usize, name: &str| -> Result<i64, TraceError> {
-            f[k].parse().map_err(|_| TraceError::parse(file, n, format!("{name}: {:?} is not an integer", f[k])))
-        };
-        let time = |k: usize, name: &str| -> Result<f64, TraceError> {
-            f[k].parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite() && *v >= 0.0)
-                .ok_or_else(|| TraceError::parse(file, n, format!("{name}: {:?} is not a time in seconds", f[k])))
-        };
-        let available = match f[5] {
-            "1" => true,
-            "0" => false,
-            v => return Err(TraceError::parse(file, n, format!("event_type: {v:?} is neither 0 (unavailability) nor 1 (availability)"))),
-        };
-        let (start, end) = (time(6, "event_start_time")?, time(7, "event_end_time")?);
-        if end < start {
-            return Err(TraceError::parse(file, n, format!("event_end_time {end} is before event_start_time {start}")));
-        }
-        out.push(FtaEvent {
-            event_id: int(0, "event_id")?,
-            component_id: f[1].to_string(),
-            node_id: int(2, "node_id")?,
-            platform_id: int(3, "platform_id")?,
-            node_name: f[4].to_string(),
-            available,
-            start,
-            end,
-            end_reason: f.get(8).unwrap_or(&"").to_string(),
-        });
     }
     if out.is_empty() {
         return Err(TraceError::Empty { file: file.to_path_buf(), msg: "no events".into() });
     }
-    Ok(out)
+    Ok((out, skipped))
 }
 
-/// Reads an `event_trace` file into one owner trace per node, sampled every `step_s`
-/// seconds (a sample is available only if the whole step lies in availability).
+/// One event line's fields.
+fn event(file: &Path, n: usize, line: &str) -> Result<FtaEvent, TraceError> {
+    let f: Vec<&str> = line.split('\t').map(str::trim).collect();
+    if f.len() != 8 && f.len() != 9 {
+        return Err(TraceError::parse(file, n, format!("expected 9 tab-separated fields, found {}", f.len())));
+    }
+    let int = |k: usize, name: &str| -> Result<i64, TraceError> {
+        f[k].parse().map_err(|_| TraceError::parse(file, n, format!("{name}: {:?} is not an integer", f[k])))
+    };
+    let time = |k: usize, name: &str| -> Result<f64, TraceError> {
+        f[k].parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| TraceError::parse(file, n, format!("{name}: {:?} is not a time in seconds", f[k])))
+    };
+    let available = match f[5] {
+        "1" => true,
+        "0" => false,
+        v => return Err(TraceError::parse(file, n, format!("event_type: {v:?} is neither 0 (unavailability) nor 1 (availability)"))),
+    };
+    let (start, end) = (time(6, "event_start_time")?, time(7, "event_end_time")?);
+    if end < start {
+        return Err(TraceError::parse(file, n, format!("event_end_time {end} is before event_start_time {start}")));
+    }
+    Ok(FtaEvent {
+        event_id: int(0, "event_id")?,
+        component_id: f[1].to_string(),
+        node_id: int(2, "node_id")?,
+        platform_id: int(3, "platform_id")?,
+        node_name: f[4].to_string(),
+        available,
+        start,
+        end,
+        end_reason: f.get(8).unwrap_or(&"").to_string(),
+    })
+}
+
+/// Reads an `event_trace` file (plain or gzipped) into one owner trace per node, sampled
+/// every `step_s` seconds (a sample is available only if the whole step lies in
+/// availability), refusing a malformed line.
 pub fn read_fta(path: &Path, step_s: u32) -> Result<Vec<OwnerTrace>, TraceError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io { file: path.to_path_buf(), source })?;
-    Ok(to_traces(&parse_fta(path, &text)?, step_s))
+    Ok(read_fta_with(path, step_s, BadLines::Refuse)?.0)
+}
+
+/// As [`read_fta`], malformed lines refused or skipped as `bad` says.
+pub fn read_fta_with(path: &Path, step_s: u32, bad: BadLines) -> Result<(Vec<OwnerTrace>, Vec<Skipped>), TraceError> {
+    let (events, skipped) = parse_fta_with(path, &read_text(path)?, bad)?;
+    Ok((to_traces(&events, step_s), skipped))
 }
 
 /// Turns events into per-node owner traces (see the module doc for the mapping).

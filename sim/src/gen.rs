@@ -78,6 +78,9 @@ pub struct GenParams {
     pub build_mean_s: f64,
     /// Away: mean seconds between daemon spikes.
     pub daemon_every_s: f64,
+    /// Owners differ: σ of a per-owner log-normal factor (mean 1) on `presence` and on
+    /// `think_long_share` (0: every owner alike, the default; not from a paper).
+    pub heterogeneity: f64,
 }
 
 impl Default for GenParams {
@@ -97,6 +100,7 @@ impl Default for GenParams {
             build_share: 0.01,
             build_mean_s: 60.0,
             daemon_every_s: 30.0,
+            heterogeneity: 0.0,
         }
     }
 }
@@ -106,6 +110,7 @@ impl Default for GenParams {
 pub fn generate(params: &GenParams, seed: u64, index: u64, start_unix: i64, days: u32) -> OwnerTrace {
     let mut r = Rng::derive(seed, index);
     let n = days as usize * 86_400;
+    let params = &owner_params(params, seed, index);
     let mut samples = Vec::with_capacity(n);
     let mean_w = 100.0 / 24.0;
     let p_hour = |h: usize| (params.presence * HOURLY_ACTIVITY[h] / mean_w).min(0.95);
@@ -173,6 +178,27 @@ pub fn generate(params: &GenParams, seed: u64, index: u64, start_unix: i64, days
         samples.push(s);
     }
     OwnerTrace { machine: format!("gen{index}"), start_unix, step_s: 1, mem_total_bytes: DEFAULT_MEM_TOTAL, samples }
+}
+
+/// This owner's parameters: with heterogeneity σ > 0, presence and the share of long
+/// thinking gaps scaled by log-normal factors of mean 1 drawn for the owner (a stream of
+/// its own, so σ = 0 leaves every other draw as it was).
+fn owner_params(params: &GenParams, seed: u64, index: u64) -> GenParams {
+    if params.heterogeneity <= 0.0 {
+        return params.clone();
+    }
+    let mut r = Rng::derive(seed ^ 0x4e7, index);
+    let sigma = params.heterogeneity;
+    let mut factor = || {
+        // Box–Muller normal, then exp(σz − σ²/2): a log-normal of mean 1.
+        let z = (-2.0 * (1.0 - r.f64()).ln()).sqrt() * (std::f64::consts::TAU * r.f64()).cos();
+        (sigma * z - sigma * sigma / 2.0).exp()
+    };
+    GenParams {
+        presence: (params.presence * factor()).min(0.9),
+        think_long_share: (params.think_long_share * factor()).min(0.9),
+        ..params.clone()
+    }
 }
 
 /// The statistics of [`TARGETS`] measured on 1-s traces.

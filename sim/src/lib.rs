@@ -7,25 +7,25 @@
 //! * [`driver`]: per machine a `lull_core::policy::Policy` stepped at each sample, one
 //!   `lull_core::sched::Scheduler` for the pool, guests progressing at their machine's
 //!   speed in virtual time.
-//! * [`calibrate`]: `lull calibrate`'s logic — a machine's availability and recruitment
-//!   thresholds from its own recorded trace.
+//! * [`dispatch`]: seed 000 §5.1's node-level model of a lingering guest beside the
+//!   owner's run and idle bursts (the owner's delay at dispatch granularity).
 //! * [`experiments`]: the seeds' experiments as named runs, each producing a
 //!   [`Report`] (Markdown with the paper's figures beside ours, plus SVG plots).
 //!   [`run_experiment`] is the entry point the CLI (`lull sim`) calls.
 //!
 //! Every run is reproducible from its seed.
 
-pub mod calibrate;
+pub mod dispatch;
 pub mod driver;
 pub mod error;
 pub mod experiments;
 pub mod fta;
 pub mod gen;
+pub mod input;
 pub mod parallel;
 pub mod rng;
-pub mod svg;
 pub mod swf;
 pub mod trace;
 
 pub use error::{Result, SimError, TraceError};
-pub use experiments::{run_experiment, Report, Scale, EXPERIMENTS};
+pub use experiments::{run_experiment, Inputs, JobLog, Options, OwnerLog, Report, Scale, DEFAULT_SEEDS, EXPERIMENTS};

@@ -31,6 +31,7 @@
 
 use crate::driver::SimJob;
 use crate::error::TraceError;
+use crate::input::{bad_line, read_text, BadLines, Skipped};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -66,10 +67,16 @@ pub struct SwfLog {
     pub records: Vec<SwfRecord>,
 }
 
-/// Reads an SWF file.
+/// Reads an SWF file (plain or gzipped, any encoding in its comments), refusing a
+/// malformed line.
 pub fn read_swf(path: &Path) -> Result<SwfLog, TraceError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io { file: path.to_path_buf(), source })?;
-    parse_swf(path, &text)
+    Ok(read_swf_with(path, BadLines::Refuse)?.0)
+}
+
+/// Reads an SWF file, malformed lines refused or skipped as `bad` says; skipped lines are
+/// returned with their numbers and reasons.
+pub fn read_swf_with(path: &Path, bad: BadLines) -> Result<(SwfLog, Vec<Skipped>), TraceError> {
+    parse_swf_with(path, &read_text(path)?, bad)
 }
 
 const NAMES: [&str; 18] = [
@@ -93,9 +100,15 @@ const NAMES: [&str; 18] = [
     "think time",
 ];
 
-/// Parses SWF text; `file` names it in errors.
+/// Parses SWF text; `file` names it in errors; a malformed line is refused.
 pub fn parse_swf(file: &Path, text: &str) -> Result<SwfLog, TraceError> {
+    Ok(parse_swf_with(file, text, BadLines::Refuse)?.0)
+}
+
+/// Parses SWF text, malformed lines refused or skipped as `bad` says.
+pub fn parse_swf_with(file: &Path, text: &str, bad: BadLines) -> Result<(SwfLog, Vec<Skipped>), TraceError> {
     let mut log = SwfLog::default();
+    let mut skipped = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
         let line = raw.trim();
@@ -108,51 +121,78 @@ pub fn parse_swf(file: &Path, text: &str) -> Result<SwfLog, TraceError> {
             }
             continue;
         }
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() != 18 {
-            return Err(TraceError::parse(file, n, format!("expected 18 fields, found {}", f.len())));
+        match record(file, n, line) {
+            Ok(r) => log.records.push(r),
+            Err(e) => bad_line(bad, &mut skipped, e)?,
         }
-        let mut v = [0f64; 18];
-        for (k, s) in f.iter().enumerate() {
-            v[k] = s.parse().map_err(|_| TraceError::parse(file, n, format!("field {} ({}): {s:?} is not a number", k + 1, NAMES[k])))?;
-        }
-        let int = |k: usize| -> Result<i64, TraceError> {
-            if v[k].fract() != 0.0 {
-                return Err(TraceError::parse(file, n, format!("field {} ({}): {} is not an integer", k + 1, NAMES[k], f[k])));
-            }
-            Ok(v[k] as i64)
-        };
-        if v[1] < 0.0 {
-            return Err(TraceError::parse(file, n, format!("field 2 (submit time): {} is negative", f[1])));
-        }
-        log.records.push(SwfRecord {
-            job: int(0)?,
-            submit: v[1],
-            wait: v[2],
-            run_time: v[3],
-            allocated_procs: int(4)?,
-            avg_cpu_time: v[5],
-            used_memory_kb: v[6],
-            requested_procs: int(7)?,
-            requested_time: v[8],
-            requested_memory_kb: v[9],
-            status: int(10)?,
-            user: int(11)?,
-            group: int(12)?,
-            executable: int(13)?,
-            queue: int(14)?,
-            partition: int(15)?,
-            preceding_job: int(16)?,
-            think_time: v[17],
-        });
     }
     if log.records.is_empty() {
         return Err(TraceError::Empty { file: file.to_path_buf(), msg: "no job records".into() });
     }
-    Ok(log)
+    Ok((log, skipped))
+}
+
+/// One job line's 18 fields.
+fn record(file: &Path, n: usize, line: &str) -> Result<SwfRecord, TraceError> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.len() != 18 {
+        return Err(TraceError::parse(file, n, format!("expected 18 fields, found {}", f.len())));
+    }
+    let mut v = [0f64; 18];
+    for (k, s) in f.iter().enumerate() {
+        v[k] = s.parse().map_err(|_| TraceError::parse(file, n, format!("field {} ({}): {s:?} is not a number", k + 1, NAMES[k])))?;
+    }
+    let int = |k: usize| -> Result<i64, TraceError> {
+        if v[k].fract() != 0.0 {
+            return Err(TraceError::parse(file, n, format!("field {} ({}): {} is not an integer", k + 1, NAMES[k], f[k])));
+        }
+        Ok(v[k] as i64)
+    };
+    if v[1] < 0.0 {
+        return Err(TraceError::parse(file, n, format!("field 2 (submit time): {} is negative", f[1])));
+    }
+    Ok(SwfRecord {
+        job: int(0)?,
+        submit: v[1],
+        wait: v[2],
+        run_time: v[3],
+        allocated_procs: int(4)?,
+        avg_cpu_time: v[5],
+        used_memory_kb: v[6],
+        requested_procs: int(7)?,
+        requested_time: v[8],
+        requested_memory_kb: v[9],
+        status: int(10)?,
+        user: int(11)?,
+        group: int(12)?,
+        executable: int(13)?,
+        queue: int(14)?,
+        partition: int(15)?,
+        preceding_job: int(16)?,
+        think_time: v[17],
+    })
 }
 
 impl SwfLog {
+    /// The log as an experiment's job input (`lull sim winner --swf FILE`): its jobs on
+    /// its own processors (`MaxProcs`, else the widest job), with a line on where it came
+    /// from (its header's `Installation` and `Acknowledge`).
+    pub fn job_log(&self, name: &str) -> crate::JobLog {
+        let widest = self.records.iter().map(|r| r.allocated_procs.max(r.requested_procs)).max().unwrap_or(1).max(1);
+        let processors = self.header.get("MaxProcs").and_then(|v| v.parse::<i64>().ok()).filter(|v| *v > 0).unwrap_or(widest) as u32;
+        let (jobs, skipped) = self.jobs(processors);
+        let about = ["Installation", "Computer", "Acknowledge"]
+            .iter()
+            .filter_map(|k| self.header.get(*k).map(|v| format!("{k}: {v}")))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let about = format!(
+            "{name}.swf ({about}); {} records, {skipped} not run (never ran, unknown width or wider than the machine)",
+            self.records.len()
+        );
+        crate::JobLog { name: name.to_string(), jobs, processors, about }
+    }
+
     /// The header's `UnixStartTime`, if given.
     pub fn unix_start(&self) -> Option<i64> {
         self.header.get("UnixStartTime").and_then(|v| v.parse().ok())
@@ -183,6 +223,7 @@ impl SwfLog {
                 normtime_s: r.run_time * width as f64,
                 estimate_s: (r.requested_time > 0.0).then_some(r.requested_time),
                 checkpointable: false,
+                migration_s: 0.0,
             });
         }
         (out, skipped)
@@ -227,5 +268,17 @@ mod tests {
         let e = parse_swf(f, "2 0 0 10 1.5 -1 -1 1 20 -1 1 1 1 1 1 -1 -1 -1\n").unwrap_err().to_string();
         assert_eq!(e, "bad.swf:1: field 5 (allocated processors): 1.5 is not an integer");
         assert!(matches!(parse_swf(f, "; only a header\n"), Err(TraceError::Empty { .. })));
+    }
+
+    #[test]
+    fn malformed_lines_can_be_skipped_and_are_listed_by_number() {
+        let f = Path::new("bad.swf");
+        let ok = "1 0 0 10 1 -1 -1 1 20 -1 1 1 1 1 1 -1 -1 -1";
+        let text = format!("; c\n{ok}\n1 2 3\n2 0 0 ten 1 -1 -1 1 20 -1 1 1 1 1 1 -1 -1 -1\n{}\n", ok.replacen('1', "3", 1));
+        let (log, skipped) = parse_swf_with(f, &text, BadLines::Skip).unwrap();
+        assert_eq!(log.records.iter().map(|r| r.job).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(skipped.iter().map(|s| s.line).collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(skipped[1].reason, "field 4 (run time): \"ten\" is not a number");
+        assert_eq!(parse_swf_with(f, &text, BadLines::Refuse).unwrap_err().to_string(), "bad.swf:3: expected 18 fields, found 3");
     }
 }

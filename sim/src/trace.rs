@@ -27,16 +27,7 @@
 use crate::error::TraceError;
 use std::path::Path;
 
-/// One reading of the owner's use of the machine.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct OwnerSample {
-    /// Owner CPU as a fraction of the machine (guests excluded).
-    pub owner_cpu: f32,
-    /// Owner memory in bytes.
-    pub owner_mem_bytes: u64,
-    /// Keyboard or mouse input happened during the sample's interval.
-    pub input: bool,
-}
+pub use lull_core::calibrate::OwnerSample;
 
 /// One machine's owner activity: samples every `step_s` seconds from `start_unix`.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,6 +51,22 @@ impl OwnerTrace {
     /// Unix time just after the last sample.
     pub fn end_unix(&self) -> i64 {
         self.start_unix + self.samples.len() as i64 * self.step_s as i64
+    }
+    /// The trace at `factor` times its step: each new sample holds the mean owner CPU,
+    /// the largest owner memory and any input of the samples it covers (a 1-s trace as
+    /// the 2-s traces of seeds 000 and 004 recorded it).
+    pub fn coarsen(&self, factor: u32) -> OwnerTrace {
+        let k = factor.max(1) as usize;
+        let samples = self
+            .samples
+            .chunks(k)
+            .map(|c| OwnerSample {
+                owner_cpu: c.iter().map(|s| s.owner_cpu).sum::<f32>() / c.len() as f32,
+                owner_mem_bytes: c.iter().map(|s| s.owner_mem_bytes).max().unwrap_or(0),
+                input: c.iter().any(|s| s.input),
+            })
+            .collect();
+        OwnerTrace { step_s: self.step_s * k as u32, samples, ..self.clone() }
     }
     /// The sample in force at Unix time `t`, `None` outside the trace.
     pub fn at(&self, t: i64) -> Option<&OwnerSample> {

@@ -40,6 +40,7 @@ fn fta_availability_drives_recruitment() {
         normtime_s: 600.0,
         estimate_s: Some(600.0),
         checkpointable: false,
+        migration_s: 0.0,
     };
     let out = run(&[m], &[job], &SimConfig::new(SchedConfig::default()), &mut |_, _| {}).unwrap();
     // Available from the trace's start: recruited after the 180-s threshold, done 600 s later.

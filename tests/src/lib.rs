@@ -558,3 +558,70 @@ pub fn instance_frozen(daemon: i32) -> bool {
     let inst = Path::new(&format!("{unified}{cg}")).parent().map(|p| p.join("cgroup.events"));
     inst.and_then(|f| std::fs::read_to_string(f).ok()).is_some_and(|t| t.lines().any(|l| l == "frozen 1"))
 }
+
+// ── Guests' directories and their own PID namespaces ──
+
+/// Where an agent with data directory `data_dir` puts its guests' directories (for a
+/// root agent, under /var/lib/lull/execute).
+pub fn work_root_of(data_dir: &Path) -> PathBuf {
+    let paths = agent_core::paths::Paths {
+        config_file: data_dir.join("config.toml"),
+        ledger: data_dir.join("ledger.db"),
+        log_dir: data_dir.join("logs"),
+        socket: data_dir.join("agent.sock"),
+        data_dir: data_dir.to_path_buf(),
+    };
+    paths.work_root()
+}
+
+/// The work directories (`guests/<id>/work`) of the `lull run` guests under an agent's
+/// work root ([`work_root_of`] its data directory; an ordinary owner's agent: the data
+/// directory itself), in the order of their ids (oldest first).
+pub fn guest_workdirs(work_root: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(work_root.join("guests")) else { return Vec::new() };
+    let mut dirs: Vec<PathBuf> = rd.flatten().map(|e| e.path().join("work")).filter(|w| w.is_dir()).collect();
+    dirs.sort();
+    dirs
+}
+
+fn parent_pid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A process's pids from the host's PID namespace inward (`NSpid`).
+fn ns_pids(pid: i32) -> Vec<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map(|l| l.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// The host pid of the guest process that wrote its pid (`echo $$ > FILE`, its pid as it
+/// sees it) into `work/FILE`: in its own PID namespace, the process whose inner pid it is
+/// and whose sandbox (bwrap, working in `work` on the host) is its ancestor; the same
+/// number for a guest without namespaces.
+pub fn guest_pid(work: &Path, file: &str) -> Option<i32> {
+    let inner = read_pid(&work.join(file))?;
+    if ns_pids(inner).len() == 1 && std::fs::read_link(format!("/proc/{inner}/cwd")).is_ok_and(|c| c.starts_with(work)) {
+        return Some(inner);
+    }
+    let work = std::fs::canonicalize(work).ok()?;
+    std::fs::read_dir("/proc").ok()?.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find(|&pid| {
+        let ns = ns_pids(pid);
+        if ns.len() < 2 || ns.last() != Some(&inner) {
+            return false;
+        }
+        let mut p = parent_pid(pid);
+        for _ in 0..8 {
+            let Some(a) = p.filter(|a| *a > 1) else { return false };
+            if std::fs::read_link(format!("/proc/{a}/cwd")).is_ok_and(|c| c == work) {
+                return true;
+            }
+            p = parent_pid(a);
+        }
+        false
+    })
+}

@@ -5,7 +5,6 @@
 
 use crate::{lull_bin, purge_cgroup_base};
 use agent_core::control::{call, AgentStatus, Request, Response};
-use agent_core::paths::Paths;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -90,23 +89,16 @@ impl Machine {
         }
     }
 
-    /// The work directories of the job's rank-0 leases on this machine.
+    /// The directories of the job's rank-0 leases on this machine (see [`Self::rank_workdirs`]).
     pub fn workdirs(&self, job: i64) -> Vec<PathBuf> {
         self.rank_workdirs(job, 0)
     }
 
-    /// The work directories of the job's leases of `rank` on this machine, oldest first.
+    /// The directories of the job's leases of `rank` on this machine, oldest first: each
+    /// holds the guest's work directory `work/` and its `stdout.log`, `stderr.log`.
     pub fn rank_workdirs(&self, job: i64, rank: u32) -> Vec<PathBuf> {
-        let data_dir = self.dir.path().to_path_buf();
-        let paths = Paths {
-            config_file: data_dir.join("config.toml"),
-            ledger: data_dir.join("ledger.db"),
-            log_dir: data_dir.join("logs"),
-            socket: data_dir.join("agent.sock"),
-            data_dir,
-        };
         let prefix = format!("{job}-{rank}-");
-        let Ok(rd) = std::fs::read_dir(paths.work_root().join("jobs")) else { return Vec::new() };
+        let Ok(rd) = std::fs::read_dir(crate::work_root_of(self.dir.path()).join("jobs")) else { return Vec::new() };
         let mut dirs: Vec<PathBuf> =
             rd.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).map(|e| e.path()).collect();
         dirs.sort();

@@ -88,7 +88,7 @@ fn a_checkpointed_job_evicted_on_one_machine_finishes_on_another_doing_each_step
     assert_eq!(dirs_a.len(), 1, "{dirs_a:?}");
     let a_out = std::fs::read_to_string(dirs_a[0].join("stdout.log")).unwrap();
     let a_steps = steps(&a_out);
-    let a_ck = std::fs::read_to_string(dirs_a[0].join("lull-checkpoint")).unwrap();
+    let a_ck = std::fs::read_to_string(dirs_a[0].join("work/lull-checkpoint")).unwrap();
     assert_eq!(a_ck.trim(), a_steps.last().unwrap().to_string(), "A's checkpoint holds its last step");
     assert!((a_steps.len() as u32) < STEPS, "A did not finish: {a_out}");
 
@@ -133,9 +133,9 @@ fn a_cancelled_job_stops_its_guest_within_seconds() {
     let id = submit(&a, &["--checkpointable", "--", "sh", "-c", "trap '' TERM; echo $$ > pid; exec sleep 987"]);
     let t0 = Instant::now();
     let pid = loop {
-        let pid = a.workdirs(id).first().and_then(|d| std::fs::read_to_string(d.join("pid")).ok()).unwrap_or_default();
-        if let Ok(pid) = pid.trim().parse::<u32>() {
-            break pid;
+        // The pid it wrote is its own PID namespace's: the host's is found from it.
+        if let Some(pid) = a.workdirs(id).first().and_then(|d| lull_e2e::guest_pid(&d.join("work"), "pid")) {
+            break pid as u32;
         }
         assert!(t0.elapsed() < Duration::from_secs(120), "the job never ran: {}", a.log());
         std::thread::sleep(Duration::from_millis(50));

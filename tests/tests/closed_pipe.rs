@@ -68,11 +68,11 @@ fn lull_run_with_stdout_and_stderr_closed_runs_its_job_to_the_end() {
         (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1]))
     };
     drop(read);
-    let work = a.dir.join("work");
     let job = "echo one; echo two >&2; sleep 0.3; echo done > done.txt";
-    let mut cmd = a.lull(&["run", "--now", "--workdir", &work.to_string_lossy(), "--", "sh", "-c", job]);
+    let mut cmd = a.lull(&["run", "--now", "--", "sh", "-c", job]);
     let status = cmd.stdout(Stdio::from(write.try_clone().expect("dup"))).stderr(Stdio::from(write)).status().expect("lull run");
     assert_eq!(status.code(), Some(0), "the job's exit code");
+    let work = lull_e2e::guest_workdirs(&lull_e2e::work_root_of(&a.dir)).pop().expect("the guest's work directory");
     assert_eq!(std::fs::read_to_string(work.join("done.txt")).unwrap_or_default().trim(), "done", "the job ran to its end");
     assert!(!a.socket().exists(), "lull run's agent did not clean up");
 }

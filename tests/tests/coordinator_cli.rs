@@ -39,28 +39,76 @@ fn pg_host() -> String {
     authority.rsplit('@').next().unwrap_or("127.0.0.1:5432").to_string()
 }
 
+/// The commands that open the coordinator's database (with `all`, `lull up` and the
+/// backup commands too), with `extra` arguments.
+fn db_commands(extra: &[&str], all: bool) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut all_of = vec![
+        &["coordinator", "token", "create"][..],
+        &["coordinator", "key", "create", "--role", "admin"][..],
+        &["coordinator", "serve", "--listen", "127.0.0.1:0"][..],
+    ];
+    if all {
+        all_of.extend([
+            &["up", "--listen", "127.0.0.1:0"][..],
+            &["coordinator", "backup", "/nonexistent/b.db"][..],
+            &["coordinator", "restore", "/nonexistent/b.db"][..],
+        ]);
+    }
+    for args in all_of {
+        out.push(args.iter().chain(extra).map(|s| s.to_string()).collect());
+    }
+    out
+}
+
+#[test]
+fn a_password_on_the_command_line_is_refused_and_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in ["postgres://lull:s3cret@127.0.0.1:1/lull", "postgres://lull@127.0.0.1:1/lull?password=s3cret"] {
+        for args in db_commands(&["--db", url], true) {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let err = fails_in_one_line(&lull(dir.path(), &args).output().unwrap());
+            assert!(!err.contains("s3cret"), "{args:?} shows the password: {err}");
+            assert!(err.contains("--db must not hold a password") && err.contains("--db-password-file"), "{args:?}: {err}");
+            assert!(err.contains("LULL_COORDINATOR_DB") && err.contains("pgpass"), "{args:?} says where it goes: {err}");
+        }
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing was created");
+}
+
 #[test]
 fn database_passwords_never_show_and_unreachable_databases_fail_fast() {
     let dir = tempfile::tempdir().unwrap();
     lull_bin(); // built (if need be) before anything is timed
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "s3cret\n").unwrap();
+    std::fs::set_permissions(&pw, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let pw = pw.display().to_string();
+    // (how the URL is given, the URL): the whole URL in LULL_COORDINATOR_DB, or --db
+    // without a password and the password in a file.
     let cases = [
         // A real PostgreSQL server, a user it does not know.
-        format!("postgres://nobody:s3cret@{}/lull", pg_host()),
+        (true, format!("postgres://nobody:s3cret@{}/lull", pg_host())),
+        (false, format!("postgres://nobody@{}/lull", pg_host())),
         // Nothing listens there.
-        "postgres://lull:s3cret@127.0.0.1:1/lull".to_string(),
+        (true, "postgres://lull:s3cret@127.0.0.1:1/lull".to_string()),
+        (false, "postgres://lull@127.0.0.1:1/lull".to_string()),
         // The password in the query string.
-        "postgres://lull@127.0.0.1:1/lull?password=s3cret".to_string(),
+        (true, "postgres://lull@127.0.0.1:1/lull?password=s3cret".to_string()),
         // An address nothing answers from (no route, or a silent drop).
-        "postgres://lull:s3cret@10.255.255.1:5432/lull".to_string(),
+        (true, "postgres://lull:s3cret@10.255.255.1:5432/lull".to_string()),
+        (false, "postgres://lull@10.255.255.1:5432/lull".to_string()),
     ];
-    for url in &cases {
-        for args in [
-            vec!["coordinator", "token", "create", "--db", url.as_str()],
-            vec!["coordinator", "key", "create", "--role", "admin", "--db", url.as_str()],
-            vec!["coordinator", "serve", "--listen", "127.0.0.1:0", "--db", url.as_str()],
-        ] {
+    for (in_env, url) in &cases {
+        let extra: Vec<&str> = if *in_env { vec![] } else { vec!["--db", url.as_str(), "--db-password-file", pw.as_str()] };
+        for args in db_commands(&extra, false) {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let mut cmd = lull(dir.path(), &args);
+            if *in_env {
+                cmd.env("LULL_COORDINATOR_DB", url);
+            }
             let t0 = Instant::now();
-            let o = lull(dir.path(), &args).output().unwrap();
+            let o = cmd.output().unwrap();
             let took = t0.elapsed();
             let (out, err) = text(&o);
             assert!(!o.status.success(), "{args:?} succeeded: {out} {err}");
@@ -72,6 +120,13 @@ fn database_passwords_never_show_and_unreachable_databases_fail_fast() {
             assert!(!err.contains("pool timed out"), "{args:?}: {err}");
         }
     }
+    // A password file others may read is refused, saying how to fix it.
+    std::fs::set_permissions(&pw, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let o = lull(dir.path(), &["coordinator", "token", "create", "--db", "postgres://lull@127.0.0.1:1/lull", "--db-password-file", &pw])
+        .output()
+        .unwrap();
+    let err = fails_in_one_line(&o);
+    assert!(err.contains("chmod 600") && !err.contains("s3cret"), "{err}");
 }
 
 #[test]

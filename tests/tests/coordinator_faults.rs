@@ -21,7 +21,7 @@ struct Coordinator {
     dir: PathBuf,
     port: u16,
     child: Option<Child>,
-    /// `--db`; `None`: SQLite in `dir`.
+    /// The database URL (given in `LULL_COORDINATOR_DB`); `None`: SQLite in `dir`.
     db: Option<String>,
 }
 
@@ -43,8 +43,10 @@ impl Coordinator {
         let err = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("coordinator.log")).unwrap();
         let db = self.db.clone().unwrap_or_else(|| format!("sqlite:{}", self.dir.join("coordinator.db").display()));
         let listen = format!("127.0.0.1:{}", self.port);
+        // The URL (a password in it) by the environment: never on a command line.
         let child = self
-            .cmd(&["coordinator", "serve", "--db", &db, "--listen", &listen, "--lease-ttl-s", "10"])
+            .cmd(&["coordinator", "serve", "--listen", &listen, "--lease-ttl-s", "10"])
+            .env("LULL_COORDINATOR_DB", &db)
             .stdout(Stdio::null())
             .stderr(err)
             .spawn()
@@ -109,7 +111,7 @@ fn kill9_during_1000_jobs_loses_none_and_counts_each_once() {
     for i in 0..AGENTS {
         let e: Value = http
             .post(format!("{}/api/v1/enrol", c.url()))
-            .json(&json!({"token": token["token"], "owner": format!("owner{}", i % 2), "machine": format!("m{i}")}))
+            .json(&json!({"token": token["token"], "owner": format!("owner{}", i % 2), "machine": format!("m{i}"), "cpus": 2}))
             .send()
             .unwrap()
             .json()
@@ -304,7 +306,7 @@ fn kill9_of_the_leading_replica_on_postgres_loses_no_job_and_leases_none_twice()
         .map(|i| {
             let e: Value = http
                 .post(format!("{}/api/v1/enrol", r2.url()))
-                .json(&json!({"token": token["token"], "owner": "pool", "machine": format!("m{i}")}))
+                .json(&json!({"token": token["token"], "owner": "pool", "machine": format!("m{i}"), "cpus": 2}))
                 .send()
                 .unwrap()
                 .json()

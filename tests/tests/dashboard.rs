@@ -115,7 +115,7 @@ fn start_up() -> (Up, String) {
 /// An agent enrolled through the API: (agent id, secret).
 fn enrol(api: &Api, admin: &str, owner: &str, machine: &str) -> (String, String) {
     let t = api.post(admin, "/api/v1/join-tokens", json!({}));
-    let e = api.post("", "/api/v1/enrol", json!({"token": t["token"], "owner": owner, "machine": machine}));
+    let e = api.post("", "/api/v1/enrol", json!({"token": t["token"], "owner": owner, "machine": machine, "cpus": 4}));
     (e["agent_id"].as_str().unwrap().to_string(), e["secret"].as_str().unwrap().to_string())
 }
 
@@ -182,6 +182,11 @@ fn the_dashboard_shows_the_pool_as_the_api_does() {
     let (_, lab) = enrol(&api, &admin, "bob", "bob-lab");
     let (_, ws) = enrol(&api, &admin, "carol", "carol-ws");
     let _never = enrol(&api, &admin, "dave", "dave-spare");
+    // They joined the pool a week ago: the time they donated since counts.
+    let db = rusqlite::Connection::open(up.dir.path().join("coordinator.db")).unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    db.execute("UPDATE agents SET enrolled_ms = enrolled_ms - 7 * 86400000", []).unwrap();
+    drop(db);
     // Two heartbeats each: the interval between them is today's observed availability,
     // whose row also keeps the day's limit.
     for _ in 0..2 {
@@ -211,7 +216,7 @@ fn the_dashboard_shows_the_pool_as_the_api_does() {
     let cancelled = job(&bob_key, "/home/bob/train", 3);
     for _ in 0..3 {
         let l = lease(&api, &laptop);
-        api.post(&laptop, &task(&l, "complete"), json!({"lease": l["lease"], "exit_code": 0, "user_cpu_s": 812.5, "sys_cpu_s": 3.25}));
+        api.post(&laptop, &task(&l, "complete"), json!({"lease": l["lease"], "exit_code": 0, "user_cpu_s": 1.5, "sys_cpu_s": 0.25}));
     }
     // bob-lab has no interruption left today: the scheduler never places work there.
     let none = api.post(&lab, "/api/v1/lease", json!({"free_mem_bytes": 1u64 << 32, "wait_ms": 0}));

@@ -109,13 +109,13 @@ fn a_gang_starts_together_halts_frozen_when_one_owner_returns_and_completes_with
             "a work directory with a pid",
             60,
             || logs(&[&a, &b]),
-            || m.rank_workdirs(id, rank).into_iter().next().filter(|d| d.join("pid").exists()),
+            || m.rank_workdirs(id, rank).into_iter().next().filter(|d| d.join("work/pid").exists()),
         )
     };
     let (dir_a, dir_b) = (dir_of(&a, ra), dir_of(&b, rb));
     // Both run: steps on both.
     wait("steps on both ranks", 60, || logs(&[&a, &b]), || (steps(&dir_a).len() >= 4 && steps(&dir_b).len() >= 4).then_some(()));
-    let pid_b: i32 = std::fs::read_to_string(dir_b.join("pid")).unwrap().trim().parse().unwrap();
+    let pid_b = lull_e2e::guest_pid(&dir_b.join("work"), "pid").expect("B's guest's host pid");
     assert_eq!(guest_frozen(pid_b).map(|f| f.0), Some("0".into()), "B's guest runs");
 
     // A's owner comes back: A's rank is evicted, B's guest is halted (frozen), not stopped.

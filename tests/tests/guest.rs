@@ -1,9 +1,10 @@
-//! Guest runtime end to end, with real `lull run` agents, real cgroups and real guest
-//! process trees: kill -9 of the agent leaves no guest alive (200 times); a daemonizing
-//! guest is frozen from the input path and killed with its tree; the accounting reaches
-//! the ledger; and the unprivileged path — the agent running as an ordinary user with a
-//! delegated cgroup subtree (ci/setup-guest.sh) — still gives containment, freezing, caps
-//! and the sandbox.
+//! Guest runtime end to end, with real `lull run` agents, real cgroups, real bubblewrap
+//! namespaces and real guest process trees: kill -9 of the agent leaves no guest alive
+//! (200 times); a daemonizing guest is frozen from the input path and killed with its
+//! tree; the accounting reaches the ledger; the unprivileged path — the agent running as
+//! an ordinary user with a delegated cgroup subtree (ci/setup-guest.sh) — still gives
+//! containment, freezing, caps and the sandbox; and hostile guests, of a root agent and of
+//! an owner's, reach nothing of their host while the agent keeps serving.
 //!
 //! They need cgroups (root here; `LULL_REQUIRE_CGROUPS=1` makes them required). Each test
 //! uses its own cgroup base (`LULL_CGROUP`) and removes it, with anything left in it, even
@@ -12,7 +13,8 @@
 use agent_core::control::{call, Request, Response};
 use agent_core::policy::StateKind;
 use lull_e2e::{
-    alive, cgroup_of, cpu_ticks, instance_frozen, lull_bin, purge_cgroup_base as purge_base, read_pid, required, skip_without_cgroups,
+    alive, cgroup_of, cpu_ticks, guest_pid, guest_workdirs, instance_frozen, lull_bin, purge_cgroup_base as purge_base, required,
+    skip_without_cgroups,
 };
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,8 +31,9 @@ fn eager_with_pause() -> String {
     EAGER.replace("recruitment_threshold_s = 0", "recruitment_threshold_s = 5")
 }
 
-/// A guest whose parent exits at once, leaving a setsid'ed, double-forked daemon that spins.
-const DAEMON: &str = r#"(setsid sh -c 'echo $$ > daemon.pid; while :; do :; done' &) ; exit 0"#;
+/// A guest that leaves a setsid'ed, double-forked daemon that spins (its main process
+/// stays: in its own PID namespace the daemon would end with it).
+const DAEMON: &str = r#"(setsid sh -c 'echo $$ > daemon.pid; while :; do :; done' &) ; exec sleep 100000"#;
 
 /// A cgroup base owned by one test, purged on drop.
 struct Base(String);
@@ -56,24 +59,48 @@ struct Run {
 impl Run {
     fn new(config: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
+        // Passable (not listable) by the guests' account of a root agent, whose work root
+        // (LULL_WORK_DIR) is in it.
+        std::fs::set_permissions(dir.path(), <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o711)).expect("chmod");
         std::fs::write(dir.path().join("config.toml"), config).expect("config");
         Self { dir, child: None }
+    }
+
+    /// One of its output files, appended to (every command of the run writes there).
+    fn log(&self, name: &str) -> std::fs::File {
+        std::fs::OpenOptions::new().create(true).append(true).open(self.path(name)).expect("output file")
     }
 
     fn path(&self, p: &str) -> PathBuf {
         self.dir.path().join(p)
     }
 
+    /// The newest guest's work directory (under LULL_WORK_DIR).
+    fn workdir(&self) -> Option<PathBuf> {
+        guest_workdirs(&self.path("work")).pop()
+    }
+
+    /// The host pid of the newest guest's daemon.
+    fn daemon(&self) -> Option<i32> {
+        guest_pid(&self.workdir()?, "daemon.pid")
+    }
+
     fn command(&self, program: &Path, base: &str, args: &[&str]) -> Command {
+        self.subcommand(program, base, "run", args)
+    }
+
+    /// `lull SUB ARGS` in this directory (stdout and stderr to its files).
+    fn subcommand(&self, program: &Path, base: &str, sub: &str, args: &[&str]) -> Command {
         let mut c = Command::new(program);
-        c.arg("run")
+        c.arg(sub)
             .args(args)
             .env("LULL_CONFIG", self.path("config.toml"))
             .env("LULL_DATA_DIR", self.path("data"))
             .env("LULL_SOCKET", self.path("agent.sock"))
             .env("LULL_CGROUP", base)
-            .stdout(std::fs::File::create(self.path("stdout.txt")).expect("stdout"))
-            .stderr(std::fs::File::create(self.path("stderr.txt")).expect("stderr"));
+            .env("LULL_WORK_DIR", self.path("work"))
+            .stdout(self.log("stdout.txt"))
+            .stderr(self.log("stderr.txt"));
         c
     }
 
@@ -141,12 +168,12 @@ fn kill_minus_nine_of_the_agent_leaves_no_guest_alive() {
     let mut survivors = Vec::new();
     for i in 0..iterations {
         let mut r = Run { dir: tempfile::tempdir_in(run.dir.path()).expect("dir"), child: None };
+        std::fs::set_permissions(r.dir.path(), <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o711))
+            .expect("chmod");
         std::fs::write(r.path("config.toml"), EAGER).expect("config");
-        let wd = r.path("work");
-        let wd_s = wd.to_string_lossy().into_owned();
-        r.start(&base.0, &["--workdir", &wd_s, "--", "sh", "-c", DAEMON]);
-        wait_until("the daemon", Duration::from_secs(120), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
-        let daemon = read_pid(&wd.join("daemon.pid")).expect("pid");
+        r.start(&base.0, &["--", "sh", "-c", DAEMON]);
+        wait_until("the daemon", Duration::from_secs(120), || r.daemon().is_some(), || r.output());
+        let daemon = r.daemon().expect("pid");
         if i == 0 {
             let cg = cgroup_of(daemon, "0::").unwrap_or_default();
             assert!(cg.contains(&base.0), "the daemon is not in the guest cgroup: {cg}");
@@ -172,12 +199,11 @@ fn daemonizing_guest_is_frozen_from_the_input_path_and_killed_with_its_tree() {
     }
     let base = Base::new("freeze");
     let mut r = Run::new(&eager_with_pause());
-    let wd = r.path("work");
-    let (wd_s, fifo) = (wd.to_string_lossy().into_owned(), r.path("input.fifo"));
+    let fifo = r.path("input.fifo");
     let fifo_s = fifo.to_string_lossy().into_owned();
-    r.start(&base.0, &["--mode", "pm", "--activity-fifo", &fifo_s, "--workdir", &wd_s, "--", "sh", "-c", DAEMON]);
-    wait_until("the daemon", Duration::from_secs(120), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
-    let daemon = read_pid(&wd.join("daemon.pid")).expect("pid");
+    r.start(&base.0, &["--mode", "pm", "--activity-fifo", &fifo_s, "--", "sh", "-c", DAEMON]);
+    wait_until("the daemon", Duration::from_secs(120), || r.daemon().is_some(), || r.output());
+    let daemon = r.daemon().expect("pid");
     wait_until("donating", Duration::from_secs(30), || r.state() == Some(StateKind::Donating), || r.output());
     assert!(!instance_frozen(daemon));
     assert!(cgroup_of(daemon, "0::").unwrap_or_default().contains(&base.0), "daemon outside its cgroup");
@@ -253,21 +279,27 @@ fn lull_for_the_owner() -> (tempfile::TempDir, PathBuf) {
 /// Runs `lull run ARGS` as the unprivileged owner, placed (by root, as systemd or an
 /// install step would) into the delegated subtree, which it then manages itself.
 fn start_as_owner(r: &mut Run, bin: &Path, args: &[&str]) {
+    r.child = Some(as_owner(r, bin, "run", args).spawn().expect("spawn lull run as the owner"));
+}
+
+/// `lull SUB ARGS` as the unprivileged owner in the delegated subtree (stdout and stderr
+/// to the run's files).
+fn as_owner(r: &Run, bin: &Path, sub: &str, args: &[&str]) -> Command {
     let unified = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/unified" };
-    let inner = r.command(bin, DELEGATED, args);
+    let inner = r.subcommand(bin, DELEGATED, sub, args);
     let envs: Vec<String> = inner.get_envs().filter_map(|(k, v)| Some(format!("{}={}", k.to_str()?, v?.to_str()?))).collect();
     let quoted: Vec<String> = args.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
     let script = format!(
-        "echo $$ > {unified}/{DELEGATED}/cgroup.procs && exec setpriv --reuid={OWNER} --regid={OWNER} --init-groups env -i HOME=/home/{OWNER} PATH=/usr/bin:/bin {} {} run {}",
+        "echo $$ > {unified}/{DELEGATED}/cgroup.procs && exec setpriv --reuid={OWNER} --regid={OWNER} --init-groups env -i HOME=/home/{OWNER} PATH=/usr/bin:/bin {} {} {sub} {}",
         envs.join(" "),
         bin.display(),
         quoted.join(" ")
     );
     let mut c = Command::new("sh");
     c.arg("-c").arg(script).stdin(Stdio::null());
-    c.stdout(std::fs::File::create(r.path("stdout.txt")).expect("stdout"));
-    c.stderr(std::fs::File::create(r.path("stderr.txt")).expect("stderr"));
-    r.child = Some(c.spawn().expect("spawn lull run as the owner"));
+    c.stdout(r.log("stdout.txt"));
+    c.stderr(r.log("stderr.txt"));
+    c
 }
 
 #[test]
@@ -285,19 +317,16 @@ fn unprivileged_owner_still_gets_containment_freezing_caps_and_sandbox() {
     let mut r = Run::new(&config);
     std::fs::set_permissions(r.dir.path(), perms(r.dir.path(), 0o777)).expect("chmod");
     std::fs::set_permissions(r.path("config.toml"), perms(&r.path("config.toml"), 0o644)).expect("chmod");
-    let wd = r.path("work");
-    let (wd_s, fifo) = (wd.to_string_lossy().into_owned(), r.path("input.fifo"));
+    let fifo = r.path("input.fifo");
     let fifo_s = fifo.to_string_lossy().into_owned();
-    let script = format!(
-        "id -u > uid.txt; cat /home/{OWNER}/secret.txt > leaked.txt 2> denied.txt; {DAEMON}",
-        DAEMON = DAEMON.trim_end_matches("; exit 0")
-    );
-    start_as_owner(&mut r, &bin, &["--mode", "pm", "--activity-fifo", &fifo_s, "--workdir", &wd_s, "--", "sh", "-c", &script]);
-    wait_until("the daemon", Duration::from_secs(120), || read_pid(&wd.join("daemon.pid")).is_some(), || r.output());
-    let daemon = read_pid(&wd.join("daemon.pid")).expect("pid");
+    let script = format!("id -u > uid.txt; cat /home/{OWNER}/secret.txt > leaked.txt 2> denied.txt; {DAEMON}");
+    start_as_owner(&mut r, &bin, &["--mode", "pm", "--activity-fifo", &fifo_s, "--", "sh", "-c", &script]);
+    wait_until("the daemon", Duration::from_secs(120), || r.daemon().is_some(), || r.output());
+    let daemon = r.daemon().expect("pid");
+    let wd = r.workdir().expect("the guest's work directory");
     assert_eq!(std::fs::read_to_string(wd.join("uid.txt")).unwrap_or_default().trim(), uid.to_string(), "guest runs as the owner");
     assert_eq!(std::fs::read_to_string(wd.join("leaked.txt")).unwrap_or_default(), "", "the guest read the owner's secret");
-    assert!(std::fs::read_to_string(wd.join("denied.txt")).unwrap_or_default().contains("Permission denied"));
+    assert!(!std::fs::read_to_string(wd.join("denied.txt")).unwrap_or_default().is_empty(), "the read was refused");
     let cg = cgroup_of(daemon, "0::").unwrap_or_default();
     assert!(cg.starts_with(&format!("/{DELEGATED}/guests/")), "daemon not contained in the delegated subtree: {cg}");
     if let Some(mem) = cgroup_of(daemon, "memory").filter(|m| m != "/") {
@@ -329,42 +358,131 @@ fn unprivileged_owner_still_gets_containment_freezing_caps_and_sandbox() {
     assert!(!r.output().contains("survived"));
 }
 
-/// A guest that tries to read and write what it must not, printing `LEAK …` for each
-/// attempt that worked and `denied …` for each refused, then proves it could work at all.
-/// `signal`: also try to signal the agent (refused across users, and within one user by
-/// Landlock's scopes from ABI 6).
-fn hostile_script(data_dir: &Path, config: &Path, notes: &Path, signal: bool) -> String {
-    let (data, config, notes) = (data_dir.display(), config.display(), notes.display());
-    let signal = if signal { "yes" } else { "no" };
-    format!(
-        r#"echo "uid $(id -u) groups $(id -G)"
-for f in /etc/shadow /home/{OWNER}/secret.txt {notes} {data}/ledger.db {config} /proc/1/environ /proc/$PPID/environ; do
-  if head -c 1 "$f" > /dev/null 2>&1; then echo "LEAK read $f"; else echo "denied read $f"; fi
-done
-for d in /root /home/{OWNER} {data}; do
-  if ls "$d" > /dev/null 2>&1; then echo "LEAK list $d"; else echo "denied list $d"; fi
-done
-for w in /tmp/lull-hostile-$$ /var/tmp/lull-hostile-$$ {data}/planted $HOME/../planted; do
-  if (echo x > "$w") 2> /dev/null; then echo "LEAK write $w"; rm -f "$w"; else echo "denied write $w"; fi
-done
-if [ {signal} = yes ]; then
-  if kill -0 $PPID 2> /dev/null; then echo "LEAK signal the agent"; else echo "denied signal the agent"; fi
-fi
-echo inside > inside.txt && echo "wrote inside"
-"#
-    )
+/// What a hostile guest tries, printing `LEAK …` for each reach that worked: the owner's
+/// 0600 file and home, a marker on an owner's program's command line and in its
+/// environment (in every `/proc/*/cmdline` and `environ` it can read), a signal to that
+/// program, the agent's socket (a status request), a TCP port on 127.0.0.1 and on the
+/// host's own network address (`network = "none"`, the default), writes into
+/// the machine's `/tmp`, the agent's data directory, the owner's home and beside its work
+/// directory; then it proves it can work in its own directory.
+struct Hostile<'a> {
+    secret: &'a Path,
+    data: &'a Path,
+    socket: &'a Path,
+    owner_pid: u32,
+    marker: &'a str,
+    port: u16,
+    host_ip: std::net::IpAddr,
 }
 
-/// The hostile guest's report: every attempt refused (14, and the signal), work inside
-/// its own directory possible.
-fn assert_nothing_leaked(out: &str, signal: bool) {
-    assert!(!out.contains("LEAK"), "the guest got out:\n{out}");
-    assert_eq!(out.lines().filter(|l| l.starts_with("denied ")).count(), 14 + usize::from(signal), "not every attempt ran:\n{out}");
-    assert!(out.contains("wrote inside"), "the guest could not work in its own directory:\n{out}");
+impl Hostile<'_> {
+    fn script(&self) -> String {
+        let (m1, m2) = self.marker.split_at(6);
+        let home = self.secret.parent().expect("home");
+        // Each probe says `LEAK …` or `denied …`; none relies on /dev/null (a view
+        // without a usable one must not make every probe fail vacuously).
+        format!(
+            r#"echo "uid $(id -u)"
+cat {secret} > probe.out 2>&1 && echo "LEAK read {secret}" || echo "denied read"
+ls {home} > probe.out 2>&1 && echo "LEAK list {home}" || echo "denied list"
+m="{m1}""{m2}"; n=0; for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do n=$((n+1)); grep -q "$m" "$f" 2> probe.err && echo "LEAK marker in $f"; done; echo "denied marker ($n files)"
+kill -0 {pid} 2> probe.err && echo "LEAK signal {pid}" || echo "denied signal"
+python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("{socket}"); s.sendall(b"{{\"op\":\"status\"}}\n"); assert s.recv(64)' 2> probe.err && echo "LEAK socket" || echo "denied socket"
+for ip in 127.0.0.1 {host_ip}; do python3 -c "import socket; socket.create_connection(('$ip', {port}), timeout=2)" 2> probe.err && echo "LEAK tcp $ip:{port}" || echo "denied tcp $ip"; done
+for w in "/tmp/$m" {data}/planted {home}/planted "$HOME/../planted"; do (echo x > "$w") 2> probe.err && echo "wrote $w"; done
+echo inside > inside.txt && echo "wrote inside"
+"#,
+            secret = self.secret.display(),
+            home = home.display(),
+            pid = self.owner_pid,
+            socket = self.socket.display(),
+            port = self.port,
+            host_ip = self.host_ip,
+            data = self.data.display(),
+        )
+    }
+
+    /// Nothing reached: no `LEAK` line, every probe ran and said `denied`, nothing
+    /// written outside but in its view's own `/tmp`, and its own directory usable.
+    fn assert_contained(&self, out: &str) {
+        assert!(!out.lines().any(|l| l.starts_with("LEAK")), "the guest reached its host:\n{out}");
+        let ip = self.host_ip.to_string();
+        let probes = ["read", "list", "marker", "signal", "socket", "tcp 127.0.0.1", &format!("tcp {ip}")];
+        for p in probes {
+            assert!(out.lines().any(|l| l.starts_with(&format!("denied {p}"))), "the probe '{p}' did not run:\n{out}");
+        }
+        assert!(out.contains("wrote inside"), "the guest could not work in its own directory:\n{out}");
+        let home = self.secret.parent().expect("home");
+        for outside in [Path::new("/tmp").join(self.marker), self.data.join("planted"), home.join("planted")] {
+            assert!(!outside.exists(), "the guest wrote {}:\n{out}", outside.display());
+        }
+        let wrote: Vec<&str> = out.lines().filter(|l| l.starts_with("wrote /")).collect();
+        assert!(wrote.iter().all(|l| l.starts_with("wrote /tmp/")), "only its own /tmp may take a write: {wrote:?}");
+    }
+}
+
+/// The host's own (non-loopback) address: the source of its default route, or, with no
+/// route, any address of its (the test then still proves loopback unreachable).
+fn host_address() -> std::net::IpAddr {
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0").expect("udp socket");
+    let routed = probe.connect("192.0.2.1:9").ok().and_then(|()| probe.local_addr().ok()).map(|a| a.ip());
+    routed.filter(|ip| !ip.is_loopback() && !ip.is_unspecified()).unwrap_or(std::net::IpAddr::from([127, 0, 0, 2]))
 }
 
 fn guest_uid(out: &str) -> Option<u32> {
     out.lines().find_map(|l| l.strip_prefix("uid "))?.split_whitespace().next()?.parse().ok()
+}
+
+/// An owner's program (`sh -c 'sleep 1000' MARKER`, `LULL_MARKER=MARKER` in its
+/// environment), as `uid` when given. Killed on drop.
+struct OwnerProgram(Child);
+
+impl OwnerProgram {
+    fn start(marker: &str, uid: Option<u32>) -> Self {
+        let mut c = match uid {
+            Some(u) => {
+                let mut c = Command::new("setpriv");
+                c.args([format!("--reuid={u}"), format!("--regid={u}"), "--clear-groups".into(), "sh".into()]);
+                c
+            }
+            None => Command::new("sh"),
+        };
+        c.args(["-c", "sleep 1000", marker]).env("LULL_MARKER", marker).stdin(Stdio::null());
+        Self(c.spawn().expect("the owner's program"))
+    }
+}
+
+impl Drop for OwnerProgram {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A config with small disk and output limits, so hostile guests reach them fast.
+fn hostile_config() -> String {
+    format!("{EAGER}[guests]\ndisk_mib = 16\noutput_mib = 1\n")
+}
+
+/// Runs the hostile guest, then one filling its disk and one flooding its stdout, each
+/// through `lull run` handed to the one running agent (`run` starts each and gives its
+/// exit code, stdout and stderr), checking after each that the agent still answers.
+fn hostile_jobs(h: &Hostile, run: &dyn Fn(&[&str]) -> (Option<i32>, String, String), serving: &dyn Fn() -> bool) -> String {
+    let script = h.script();
+    let (code, out, err) = run(&["--now", "--", "sh", "-c", &script]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    h.assert_contained(&out);
+    assert!(serving(), "the agent stopped answering after the hostile guest");
+    let fill = "for i in 1 2 3 4 5; do head -c 8388608 /dev/zero > f$i; done; echo filled; sleep 1000";
+    let (code, out, err) = run(&["--now", "--", "sh", "-c", fill]);
+    assert_eq!(code, Some(128 + libc::SIGKILL), "stopped for its disk\n{out}\n{err}");
+    assert!(err.contains("disk limit") && err.contains("disk_mib = 16"), "{err}");
+    assert!(serving(), "the agent stopped answering after the disk filler");
+    let (code, out, err) = run(&["--now", "--", "yes", "lull"]);
+    assert_eq!(code, Some(128 + libc::SIGPIPE), "its writes failed past the cap\n{err}");
+    assert!(out.len() >= 1 << 20 && out.len() < (1 << 20) + 200 && out.ends_with("further writes to it fail]\n"), "{} bytes", out.len());
+    assert!(serving(), "the agent stopped answering after the flood");
+    script
 }
 
 #[test]
@@ -373,44 +491,60 @@ fn a_hostile_guest_gets_nothing_as_root_or_as_the_owner() {
         return;
     }
     let perms = |m: u32| <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(m);
+    // Listens on every address: loopback and the host's own network address.
+    let listener = std::net::TcpListener::bind("0.0.0.0:0").expect("listener");
+    let port = listener.local_addr().unwrap().port();
+    let host_ip = host_address();
+    let marker = format!("lullmarker{}", std::process::id());
 
-    // 1. The agent runs as root: the guest is not root, and the sandbox holds.
+    // 1. The agent runs as root: the guest is not root, and its sandbox holds.
     let base = Base::new("hostile");
-    let r = Run::new(EAGER);
+    let mut r = Run::new(&hostile_config());
     // Open the test directory to everyone, so only the guest's confinement (not the
     // permissions of a temporary directory) stands between it and these files.
     std::fs::set_permissions(r.dir.path(), perms(0o755)).expect("chmod");
-    let notes = r.path("owner-notes.txt");
-    std::fs::write(&notes, "the owner's notes").expect("notes");
-    std::fs::set_permissions(&notes, perms(0o644)).expect("chmod");
-    let data = r.path("data");
-    let script = hostile_script(&data, &r.path("config.toml"), &notes, true);
-    let out = r.command(&lull_bin(), &base.0, &["--now", "--", "sh", "-c", &script]).output().expect("lull run");
-    let text = format!("{}\n{}", r.output(), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(0), "{text}");
-    assert_nothing_leaked(&text, true);
-    let uid = guest_uid(&text).expect("the guest printed its uid");
-    assert_ne!(uid, 0, "a guest ran as root:\n{text}");
-    assert!(!std::fs::read_to_string(&notes).unwrap_or_default().is_empty());
+    let secret = r.path("home/secret.txt");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "the owner's secret").expect("secret");
+    std::fs::set_permissions(&secret, perms(0o644)).expect("chmod");
+    let owner = OwnerProgram::start(&marker, None);
+    r.child = Some(r.subcommand(&lull_bin(), &base.0, "agent", &[]).spawn().expect("lull agent"));
+    wait_until("the agent", Duration::from_secs(60), || r.state().is_some(), || r.output());
+    let (data, socket) = (r.path("data"), r.path("agent.sock"));
+    let h = Hostile { secret: &secret, data: &data, socket: &socket, owner_pid: owner.0.id(), marker: &marker, port, host_ip };
+    let run = |args: &[&str]| {
+        let o = r.command(&lull_bin(), &base.0, args).stdout(Stdio::piped()).stderr(Stdio::piped()).output().expect("lull run");
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let script = hostile_jobs(&h, &run, &|| r.state().is_some());
+    let (_, out, _) = run(&["--now", "--", "sh", "-c", &script]);
+    assert_ne!(guest_uid(&out), Some(0), "a guest ran as root:\n{out}");
+    drop(r);
+    drop(owner);
     drop(base);
 
     // 2. The agent runs as an ordinary owner: the guest keeps the owner's uid (never
-    //    root) and the sandbox alone keeps it from the owner's files and processes.
-    let Some(owner) = delegated_owner(" the ordinary-user half") else { return };
+    //    root) and its sandbox alone keeps it from the owner's files, processes and agent.
+    let Some(uid) = delegated_owner(" the ordinary-user half") else { return };
     let (_bindir, bin) = lull_for_the_owner();
-    let mut r = Run::new(EAGER);
+    let mut r = Run::new(&hostile_config());
     std::fs::set_permissions(r.dir.path(), perms(0o777)).expect("chmod");
     std::fs::set_permissions(r.path("config.toml"), perms(0o644)).expect("chmod");
-    let notes = r.path("owner-notes.txt");
-    std::fs::write(&notes, "the owner's notes").expect("notes");
-    std::os::unix::fs::chown(&notes, Some(owner), Some(owner)).expect("chown");
-    std::fs::set_permissions(&notes, perms(0o600)).expect("chmod");
-    let scoped = agent_core::guest::linux::sandbox::kernel_abi() >= 6;
-    let script = hostile_script(&r.path("data"), &r.path("config.toml"), &notes, scoped);
-    start_as_owner(&mut r, &bin, &["--now", "--", "sh", "-c", &script]);
-    let code = r.child.take().and_then(|mut c| c.wait().ok()).and_then(|s| s.code());
-    let text = r.output();
-    assert_eq!(code, Some(0), "{text}");
-    assert_nothing_leaked(&text, scoped);
-    assert_eq!(guest_uid(&text), Some(owner), "{text}");
+    let secret = PathBuf::from(format!("/home/{OWNER}/secret.txt"));
+    let owner = OwnerProgram::start(&marker, Some(uid));
+    r.child = Some(as_owner(&r, &bin, "agent", &[]).spawn().expect("lull agent as the owner"));
+    // The owner's socket refuses root: ask as the owner.
+    let serving =
+        || as_owner(&r, &bin, "status", &["--json"]).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+    wait_until("the owner's agent", Duration::from_secs(60), serving, || r.output());
+    let (data, socket) = (r.path("data"), r.path("agent.sock"));
+    let h = Hostile { secret: &secret, data: &data, socket: &socket, owner_pid: owner.0.id(), marker: &marker, port, host_ip };
+    let run = |args: &[&str]| {
+        let o = as_owner(&r, &bin, "run", args).stdout(Stdio::piped()).stderr(Stdio::piped()).output().expect("lull run as the owner");
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let script = hostile_jobs(&h, &run, &serving);
+    let (_, out, _) = run(&["--now", "--", "sh", "-c", &script]);
+    assert_eq!(guest_uid(&out), Some(uid), "{out}");
+    assert!(std::fs::read_to_string(&secret).is_ok_and(|s| !s.is_empty()));
 }

@@ -136,7 +136,7 @@ fn a_lingering_guest_moves_when_its_agent_asks_and_a_machine_is_free_and_complet
     // No other machine: A asks, the answer is to stay, and the guest runs on.
     wait("A's migration request answered 'stay'", 60, a_log, || a_log().contains("task stays: stay: no other machine").then_some(()));
     let after_stay = steps(&a_out()).len();
-    let pid_a: i32 = std::fs::read_to_string(a.workdirs(id)[0].join("pid")).unwrap().trim().parse().unwrap();
+    let pid_a = lull_e2e::guest_pid(&a.workdirs(id)[0].join("work"), "pid").expect("A's guest's host pid");
     wait("A's guest thawed after the answer", 10, a_log, || guest_frozen(pid_a).filter(|(f, ev)| f == "0" && !*ev));
     // At idle priority under a busy owner it may step slowly, but it steps.
     wait("A's guest stepping after the answer", 60, a_log, || (steps(&a_out()).len() > after_stay).then_some(()));
@@ -190,7 +190,7 @@ fn a_lingering_guest_moves_when_its_agent_asks_and_a_machine_is_free_and_complet
     assert_eq!(dirs_a.len(), 1, "{dirs_a:?}");
     let a_out = std::fs::read_to_string(dirs_a[0].join("stdout.log")).unwrap();
     let a_steps = steps(&a_out);
-    let committed: u32 = std::fs::read_to_string(dirs_a[0].join("lull-checkpoint")).unwrap().trim().parse().unwrap();
+    let committed: u32 = std::fs::read_to_string(dirs_a[0].join("work/lull-checkpoint")).unwrap().trim().parse().unwrap();
     assert!(committed > 0 && committed < STEPS, "A did part of the work: {committed}");
     // The guest is frozen between two instructions: a step whose count was committed
     // just before may not have printed its line yet (done once, not shown).

@@ -18,8 +18,9 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A guest whose parent exits at once, leaving a setsid'ed, double-forked daemon that spins.
-const DAEMON: &str = r#"(setsid sh -c 'echo $$ > daemon.pid; while :; do :; done' &) ; exit 0"#;
+/// A guest that leaves a setsid'ed, double-forked daemon that spins (its main process
+/// stays: in its own PID namespace the daemon would end with it).
+const DAEMON: &str = r#"(setsid sh -c 'echo $$ > daemon.pid; while :; do :; done' &) ; exec sleep 100000"#;
 
 /// Guest work is accepted after `threshold` s of idleness, whatever the build load;
 /// readings every 100 ms with guests, every second without.
@@ -31,9 +32,8 @@ fn config(threshold: u64, extra: &str) -> String {
 
 /// Hands a spinning daemon guest to the agent with `lull run` and waits for its pid.
 fn start_guest(agent: &Agent) -> (Kid, i32) {
-    let wd = agent.dir.join("work");
     let run = agent
-        .lull(&["run", "--workdir", &wd.to_string_lossy(), "--", "sh", "-c", DAEMON])
+        .lull(&["run", "--", "sh", "-c", DAEMON])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(agent.dir.join("run-stderr.txt")).expect("stderr file"))
         .spawn()
@@ -41,7 +41,9 @@ fn start_guest(agent: &Agent) -> (Kid, i32) {
     let run = Kid(run);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Some(pid) = read_pid(&wd.join("daemon.pid")) {
+        if let Some(pid) =
+            lull_e2e::guest_workdirs(&lull_e2e::work_root_of(&agent.dir)).last().and_then(|wd| lull_e2e::guest_pid(wd, "daemon.pid"))
+        {
             return (run, pid);
         }
         assert!(Instant::now() < deadline, "the guest did not start\n{}", agent.stderr());

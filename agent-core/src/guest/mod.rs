@@ -31,33 +31,56 @@ mod tests {
             start_failure(&spawn_error(libc::EACCES), "./x"),
             TaskOutcome::NotExecutable { program: "./x".into(), error: "permission denied".into() }
         );
-        assert!(matches!(start_failure(&GuestError::Sandbox("no account".into()), "x"), TaskOutcome::SandboxRefused { .. }));
+        assert_eq!(
+            start_failure(&GuestError::Sandbox("no account".into()), "x"),
+            TaskOutcome::SandboxRefused { error: "no account".into() }
+        );
+        let unseen = GuestError::ProgramNotFound { program: "nosuch".into(), looked_in: "PATH=/usr/bin".into() };
+        assert_eq!(start_failure(&unseen, "nosuch"), TaskOutcome::ProgramNotFound { program: "nosuch".into() });
+        assert!(matches!(start_failure(&GuestError::Network("no outbound".into()), "x"), TaskOutcome::SandboxRefused { .. }));
+        let plain = GuestError::NotExecutable { program: "/etc/passwd".into(), reason: "permission denied".into() };
+        assert_eq!(
+            start_failure(&plain, "/etc/passwd"),
+            TaskOutcome::NotExecutable { program: "/etc/passwd".into(), error: "permission denied".into() }
+        );
         assert!(matches!(start_failure(&spawn_error(libc::EMFILE), "x"), TaskOutcome::StartFailed { .. }));
-        let mut info =
-            GuestInfo::without_process("g".into(), GuestPhase::Ended { code: None, signal: None, evicted: false }, PathBuf::new());
+        let dir = GuestDir::new("/nonexistent/g");
+        let mut info = GuestInfo::without_process("g".into(), GuestPhase::Ended { code: None, signal: None, evicted: false }, &dir);
         info.start_error = Some(start_failure(&spawn_error(libc::ENOENT), "nosuch"));
         assert_eq!(info.outcome().unwrap().describe(), "program not found: nosuch");
         info.phase = GuestPhase::Ended { code: None, signal: Some(9), evicted: true };
         assert_eq!(info.outcome(), None, "an evicted guest was given back, not ended");
+        // The runtime stopped it at a limit: a failure with the runtime's reason, not SIGKILL.
+        info.start_error = None;
+        info.failure = Some("disk limit: the work directory used 20.0 MiB, over [guests] disk_mib = 16".into());
+        info.phase = GuestPhase::Ended { code: None, signal: Some(9), evicted: false };
+        let stopped = info.outcome().unwrap();
+        assert!(!stopped.succeeded());
+        assert_eq!(stopped.describe(), "stopped by its agent: disk limit: the work directory used 20.0 MiB, over [guests] disk_mib = 16");
     }
 }
 
 /// One guest job to run.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GuestSpec {
-    /// The program (looked up on the guest's `PATH` when it has no slash).
+    /// The program, looked up inside the guest's view on its `PATH` when it has no slash.
     pub command: String,
     pub args: Vec<String>,
-    /// Extra environment; guests otherwise get a minimal one (PATH, HOME = workdir, TMPDIR).
+    /// Extra environment; guests otherwise get a minimal one (PATH, LANG, and HOME, TMPDIR
+    /// and for a checkpointable job `LULL_CHECKPOINT`, which the runtime sets last).
     pub env: Vec<(String, String)>,
-    /// The job's work directory (the only place it may write); default: a fresh
-    /// directory under the agent's data directory.
-    pub workdir: Option<PathBuf>,
+    /// The directory the coordinator link prepared for a leased task under the work root
+    /// (`jobs/<job>-<rank>-<lease>`, its input files and checkpoint already in `work/`);
+    /// `None`: a new one under `guests/`. Never from a control request (not serialized),
+    /// and the runtime refuses one outside its work root: a job never chooses where it works.
+    #[serde(skip)]
+    pub job_dir: Option<PathBuf>,
     /// The job's own memory cap in bytes (the runtime's cap and the owner reserve still apply).
     pub memory_cap_bytes: Option<u64>,
     /// The job handles SIGTERM by checkpointing; evictions then signal and wait a grace.
     pub checkpointable: bool,
-    /// Network policy; `None` takes the configured default.
+    /// The network the job asks for (`None`: none). It gets outbound network only if the
+    /// owner's `[guests] network` allows it; otherwise it is not started, saying why.
     pub network: Option<NetworkPolicy>,
 }
 
@@ -68,11 +91,36 @@ impl GuestSpec {
             command: command.into(),
             args: args.into_iter().map(Into::into).collect(),
             env: Vec::new(),
-            workdir: None,
+            job_dir: None,
             memory_cap_bytes: None,
             checkpointable: false,
             network: None,
         }
+    }
+}
+
+/// One guest's directory under the work root: `work/`, its work directory (the only place
+/// it may write; the guests' account owns it), beside `stdout.log` and `stderr.log`, which
+/// the agent writes from the guest's pipes and the guest cannot reach. Outside its
+/// sandbox nothing of it is readable by other users (0700/0600).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestDir {
+    pub root: PathBuf,
+}
+
+impl GuestDir {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+    /// The guest's work directory.
+    pub fn work(&self) -> PathBuf {
+        self.root.join("work")
+    }
+    pub fn stdout(&self) -> PathBuf {
+        self.root.join("stdout.log")
+    }
+    pub fn stderr(&self) -> PathBuf {
+        self.root.join("stderr.log")
     }
 }
 
@@ -137,8 +185,19 @@ pub struct GuestInfo {
     pub mem_bytes: u64,
     pub peak_mem_bytes: u64,
     pub memory_limit_bytes: Option<u64>,
+    /// Its work directory (on the host; inside its sandbox it is `/work`).
     pub workdir: PathBuf,
-    /// Why the guest never ran, when it could not be started ("program not found: NAME"):
+    /// Its output, capped at `[guests] output_mib` each (written by the agent).
+    #[serde(default)]
+    pub stdout_log: PathBuf,
+    #[serde(default)]
+    pub stderr_log: PathBuf,
+    /// Why the runtime did not start it, stopped it itself (its program not found, its
+    /// disk limit reached, …) or cut its output at the output limit; `None` for a guest
+    /// that ran and ended on its own or was evicted or stopped on request.
+    #[serde(default)]
+    pub failure: Option<String>,
+    /// Why the guest never ran, when it could not be started (`failure` says it too) ("program not found: NAME"):
     /// one of the outcomes a program that did not start can have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_error: Option<TaskOutcome>,
@@ -146,7 +205,7 @@ pub struct GuestInfo {
 
 impl GuestInfo {
     /// A guest with no process (queued, or never started): no usage, no limit.
-    pub fn without_process(id: String, phase: GuestPhase, workdir: PathBuf) -> Self {
+    pub fn without_process(id: String, phase: GuestPhase, dir: &GuestDir) -> Self {
         Self {
             id,
             pid: None,
@@ -157,28 +216,41 @@ impl GuestInfo {
             mem_bytes: 0,
             peak_mem_bytes: 0,
             memory_limit_bytes: None,
-            workdir,
+            workdir: dir.work(),
+            stdout_log: dir.stdout(),
+            stderr_log: dir.stderr(),
+            failure: None,
             start_error: None,
         }
     }
 
-    /// How it ended: why it never started, or its exit code or signal; `None` while it
+    /// How it ended: why it never started, why the runtime stopped it (a limit: a failed
+    /// outcome with the runtime's reason), or its exit code or signal; `None` while it
     /// runs, and for a guest evicted or stopped (the job was given back, not ended).
     pub fn outcome(&self) -> Option<TaskOutcome> {
         match self.phase {
             GuestPhase::Ended { evicted: true, .. } => None,
-            GuestPhase::Ended { code, signal, .. } => self.start_error.clone().or_else(|| TaskOutcome::from_status(code, signal)),
+            GuestPhase::Ended { code, signal, .. } => self
+                .start_error
+                .clone()
+                .or_else(|| self.failure.clone().map(|error| TaskOutcome::Stopped { error }))
+                .or_else(|| TaskOutcome::from_status(code, signal)),
             _ => None,
         }
     }
 }
 
-/// What a guest that could not be started ends with: a program not found (ENOENT) or not
-/// executable (EACCES, ENOEXEC, EISDIR, ETXTBSY), the sandbox or the guests' account
-/// refusing (EPERM, or the runtime's own sandbox error), or another start failure.
+/// What a guest that could not be started ends with: a program not found (in the guest's
+/// view, or ENOENT) or not executable (EACCES, ENOEXEC, EISDIR, ETXTBSY), the sandbox or
+/// the guests' account refusing (EPERM, the runtime's own sandbox error, a work directory
+/// or network refused), or another start failure.
 pub fn start_failure(e: &GuestError, program: &str) -> TaskOutcome {
     match e {
-        GuestError::Sandbox(why) => TaskOutcome::SandboxRefused { error: why.clone() },
+        GuestError::ProgramNotFound { program, .. } => TaskOutcome::ProgramNotFound { program: program.clone() },
+        GuestError::NotExecutable { program, reason } => TaskOutcome::NotExecutable { program: program.clone(), error: reason.clone() },
+        GuestError::Sandbox(_) | GuestError::OutsideWorkRoot(_) | GuestError::Network(_) => {
+            TaskOutcome::SandboxRefused { error: e.to_string().trim_start_matches("sandbox: ").to_string() }
+        }
         GuestError::Spawn { source, .. } => match source.raw_os_error() {
             Some(libc::ENOENT) => TaskOutcome::ProgramNotFound { program: program.to_string() },
             Some(n @ (libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::ETXTBSY)) => {
@@ -306,6 +378,20 @@ pub enum GuestError {
     NoCgroups(String),
     #[error("sandbox: {0}")]
     Sandbox(String),
+    /// The job's program is not in the guest's view (its `PATH` there, its work directory
+    /// or a system directory): the job cannot run here.
+    #[error("program not found: {program} (looked for it in {looked_in} as the guest sees them)")]
+    ProgramNotFound { program: String, looked_in: String },
+    /// The job's program is there but cannot be executed (no execute permission, a
+    /// directory): found before anything is started.
+    #[error("program not executable: {program} ({reason})")]
+    NotExecutable { program: String, reason: String },
+    /// A work directory outside the runtime's work root was asked for.
+    #[error("work directory {0} refused: a guest works only in a new directory under Lull's own work root")]
+    OutsideWorkRoot(String),
+    /// The job asked for network this machine does not give it.
+    #[error("network refused: {0}")]
+    Network(String),
     #[error("starting guest {id}: {source}")]
     Spawn { id: String, source: std::io::Error },
     #[error("{what}: {source}")]

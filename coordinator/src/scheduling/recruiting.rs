@@ -455,7 +455,7 @@ pub fn to_api(e: RecruitError) -> crate::api::ApiError {
         RecruitError::NotLeading => StatusCode::SERVICE_UNAVAILABLE,
         RecruitError::NotFound => StatusCode::NOT_FOUND,
     };
-    crate::api::ApiError(status, e.to_string())
+    crate::api::ApiError::new(status, e.to_string())
 }
 
 /// Writes a granted group: one gang job, its ranks leased straight to the granted

@@ -249,7 +249,8 @@ pub async fn insert_placed(
 }
 
 /// The statement that leases `members` queued tasks, each to its agent: `(job, rank,
-/// agent)` triples bound first, then the delivery deadline.
+/// agent)` triples bound first, then the delivery deadline, then the time of the
+/// assignment (what the holder's CPU time is checked against).
 ///
 /// On SQLite the state test is written `+tasks.state` (no index on it): with a few
 /// hundred rows in `v`, SQLite's planner otherwise walked every queued task through
@@ -262,10 +263,11 @@ pub fn lease_tasks_sql(dialect: Dialect, members: usize) -> String {
     format!(
         "WITH v(job, rnk, agent) AS (VALUES {})
          UPDATE tasks SET state = 'leased', agent_id = v.agent, lease_epoch = lease_epoch + 1, lease_expires_ms = ${},
-            attempts = attempts + 1, lease_delivered = 0
+            attempts = attempts + 1, lease_delivered = 0, leased_ms = ${}
          FROM v WHERE tasks.job_id = v.job AND tasks.rank = v.rnk AND {state} = 'queued'",
         crate::store::placeholders(members, 3),
-        members * 3 + 1
+        members * 3 + 1,
+        members * 3 + 2
     )
 }
 
@@ -278,7 +280,7 @@ async fn assign_all(tx: &mut sqlx::AnyConnection, dialect: Dialect, plans: &[Pla
         for (job, rank, agent) in chunk {
             q = q.bind(*job).bind(*rank as i64).bind(agent.to_string());
         }
-        if q.bind(expires_ms).execute(&mut *tx).await?.rows_affected() != chunk.len() as u64 {
+        if q.bind(expires_ms).bind(now).execute(&mut *tx).await?.rows_affected() != chunk.len() as u64 {
             return Ok(false);
         }
     }
@@ -324,13 +326,14 @@ async fn assign_each(tx: &mut sqlx::AnyConnection, plans: &[Planned], expires_ms
         for (rank, agent) in &p.members {
             let n = sqlx::query(
                 "UPDATE tasks SET state = 'leased', agent_id = $3, lease_epoch = lease_epoch + 1, lease_expires_ms = $4,
-                    attempts = attempts + 1, lease_delivered = 0
+                    attempts = attempts + 1, lease_delivered = 0, leased_ms = $5
                  WHERE job_id = $1 AND rank = $2 AND state = 'queued'",
             )
             .bind(p.job)
             .bind(*rank as i64)
             .bind(agent)
             .bind(expires_ms)
+            .bind(now)
             .execute(&mut *sp)
             .await?
             .rows_affected();

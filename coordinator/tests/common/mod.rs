@@ -101,6 +101,9 @@ pub async fn fresh_db(backend: Backend) -> Option<TestDb> {
     }
 }
 
+/// The logical CPUs the test machines enrol with.
+pub const CPUS: u32 = 4;
+
 /// A running coordinator.
 pub struct Server {
     pub base: String,
@@ -128,7 +131,7 @@ impl Server {
     /// Starts a coordinator on `url` and mints an admin key.
     pub async fn start(url: &str, config: Config) -> Server {
         let db = Db::connect(url).await.expect("connect");
-        let admin = coordinator::store::create_key(&db, "admin", None).await.expect("admin key").key;
+        let admin = coordinator::identity::create_key(&db, "admin", None).await.expect("admin key").key;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -164,7 +167,8 @@ impl Server {
     /// Creates a join token and enrols an agent of `owner`.
     pub async fn enrol(&self, owner: &str, machine: &str) -> (String, Client) {
         let t: JoinToken = self.admin().post_ok("/api/v1/join-tokens", json!({})).await;
-        let e: Enrolment = self.client("").post_ok("/api/v1/enrol", json!({"token": t.token, "owner": owner, "machine": machine})).await;
+        let e: Enrolment =
+            self.client("").post_ok("/api/v1/enrol", json!({"token": t.token, "owner": owner, "machine": machine, "cpus": CPUS})).await;
         (e.agent_id.clone(), self.client(&e.secret))
     }
 
@@ -202,6 +206,13 @@ impl Client {
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let r = self.req(reqwest::Method::GET, path).send().await.expect("request");
+        let s = r.status().as_u16();
+        let text = r.text().await.unwrap_or_default();
+        (s, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        let r = self.req(reqwest::Method::DELETE, path).send().await.expect("request");
         let s = r.status().as_u16();
         let text = r.text().await.unwrap_or_default();
         (s, serde_json::from_str(&text).unwrap_or(Value::String(text)))
@@ -245,6 +256,18 @@ impl Client {
         )
         .await
     }
+}
+
+/// Makes every enrolled machine look enrolled `ms` milliseconds earlier (records of the
+/// time since then count for the pool).
+pub async fn backdate_enrolment(db: &Db, ms: i64) {
+    sqlx::query("UPDATE agents SET enrolled_ms = enrolled_ms - $1").bind(ms).execute(&db.pool).await.unwrap();
+}
+
+/// Makes every lease look assigned `ms` milliseconds earlier (its holder may then report
+/// that much CPU time per CPU).
+pub async fn backdate_leases(db: &Db, ms: i64) {
+    sqlx::query("UPDATE tasks SET leased_ms = leased_ms - $1 WHERE leased_ms IS NOT NULL").bind(ms).execute(&db.pool).await.unwrap();
 }
 
 /// A job submission body.

@@ -3,7 +3,8 @@
 //!
 //! ```no_run
 //! use lull_sim::{run_experiment, Scale};
-//! let report = run_experiment("winner", 1, Scale::Full, lull_sim::parallel::default_threads(), &mut |done, total| eprint!("\r{done}/{total}")).unwrap();
+//! let opts = lull_sim::Options::new(1, 10, Scale::Full, lull_sim::parallel::default_threads());
+//! let report = run_experiment("winner", &opts, &mut |done, total| eprint!("\r{done}/{total}")).unwrap();
 //! report.write_to(std::path::Path::new("docs/experiments")).unwrap();
 //! ```
 //!
@@ -16,8 +17,11 @@
 //! | `reserve` | 003 (mpidled), Table 1 | instant recruitment with no reserve vs x % reserve: mean speedup of parallel jobs |
 //! | `generator` | 000 §4, 003 §3.1, 004 Fig. 1 | the owner-activity generator's statistics against the published ones |
 //!
-//! The same seed gives the same report, byte for byte.
+//! The same seeds give the same report, byte for byte. Every figure is the mean over N
+//! seeds with its 95 % interval and every claim states the share of seeds where it holds
+//! ([`claims`]).
 
+pub mod claims;
 pub mod generator;
 pub mod linger;
 pub mod memory;
@@ -25,7 +29,9 @@ pub mod now;
 pub mod reserve;
 pub mod winner;
 
+use crate::driver::SimJob;
 use crate::error::{Result, SimError};
+use crate::trace::OwnerTrace;
 use std::path::Path;
 
 /// How big a run: `Full` for the committed reports, `Small` for tests (fewer
@@ -38,15 +44,96 @@ pub enum Scale {
     Small,
 }
 
+/// A real job log given on the command line (`lull sim winner --swf FILE`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobLog {
+    /// Its name in reports (the file's stem): the report is `<experiment>-<name>.md`.
+    pub name: String,
+    /// Its jobs, submissions relative to the log's start.
+    pub jobs: Vec<SimJob>,
+    /// Processors the log's machine had (`MaxProcs`, else the widest job).
+    pub processors: u32,
+    /// A line or two on where it came from, quoted in the report.
+    pub about: String,
+}
+
+/// Real owner traces given on the command line (`--fta FILE`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OwnerLog {
+    /// Its name in reports.
+    pub name: String,
+    /// One trace per machine.
+    pub traces: Vec<OwnerTrace>,
+    /// A line or two on where it came from.
+    pub about: String,
+}
+
+/// What an experiment runs on besides its generated owners and jobs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Inputs {
+    /// Jobs from a log, in place of the paper's generated workload.
+    pub jobs: Option<JobLog>,
+    /// Owners from a trace archive, in place of the generated owners.
+    pub owners: Option<OwnerLog>,
+}
+
+/// How to run an experiment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// The first seed; the run uses `first_seed .. first_seed + seeds`.
+    pub first_seed: u64,
+    /// Independent seeds (every figure is their mean and 95 % interval).
+    pub seeds: usize,
+    pub scale: Scale,
+    /// Worker threads for the independent runs (the report is the same on any number).
+    pub threads: usize,
+    pub inputs: Inputs,
+}
+
+/// The default number of seeds (issue 31: at least 10).
+pub const DEFAULT_SEEDS: usize = 10;
+
+impl Options {
+    /// `seeds` seeds from `first_seed`, generated inputs.
+    pub fn new(first_seed: u64, seeds: usize, scale: Scale, threads: usize) -> Options {
+        Options { first_seed, seeds, scale, threads, inputs: Inputs::default() }
+    }
+    /// The command that regenerates the report, for its first lines.
+    pub(crate) fn command(&self, name: &str) -> String {
+        let mut c = format!("lull sim {name} --seed {} --seeds {}", self.first_seed, self.seeds);
+        if self.scale == Scale::Small {
+            c.push_str(" --small");
+        }
+        if let Some(j) = &self.inputs.jobs {
+            let _ = std::fmt::Write::write_fmt(&mut c, format_args!(" --swf {}", j.name));
+        }
+        if let Some(o) = &self.inputs.owners {
+            let _ = std::fmt::Write::write_fmt(&mut c, format_args!(" --fta {}", o.name));
+        }
+        c
+    }
+    /// The report's name: the experiment's, with the input logs' names appended.
+    pub(crate) fn report_name(&self, name: &str) -> String {
+        let mut n = name.to_string();
+        for extra in [self.inputs.jobs.as_ref().map(|j| &j.name), self.inputs.owners.as_ref().map(|o| &o.name)].into_iter().flatten() {
+            n.push('-');
+            n.push_str(extra);
+        }
+        n
+    }
+}
+
 /// An experiment's output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
-    /// The experiment's name (the Markdown file is `<name>.md`).
+    /// The report's name (the Markdown file is `<name>.md`).
     pub name: String,
     /// The Markdown report.
     pub markdown: String,
     /// SVG plots: (file name, document).
     pub svgs: Vec<(String, String)>,
+    /// The claims checked, for `--json` and the summary.
+    pub rows: Vec<claims::Row>,
 }
 
 impl Report {
@@ -64,20 +151,93 @@ impl Report {
 /// The experiments [`run_experiment`] knows.
 pub const EXPERIMENTS: [&str; 6] = ["winner", "now", "linger", "memory", "reserve", "generator"];
 
-/// Runs the named experiment from `seed`, its independent simulation runs on `threads`
-/// workers ([`crate::parallel::map_runs`]; the report is the same on any number).
-/// `progress(done, total)` is called as work units (single simulation runs) finish, for a
-/// progress bar.
-pub fn run_experiment(name: &str, seed: u64, scale: Scale, threads: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+/// Which experiments take a job log (`--swf`) and which owner traces (`--fta`). `linger`
+/// runs seed 000's two synthetic job families and `memory` seed 001's programs, which a
+/// log cannot stand for.
+pub const TAKES_JOBS: [&str; 2] = ["winner", "now"];
+pub const TAKES_OWNERS: [&str; 2] = ["now", "reserve"];
+
+/// Runs the named experiment over `opts.seeds` seeds, its independent simulation runs on
+/// `opts.threads` workers ([`crate::parallel::map_runs`]; the report is the same on any
+/// number). `progress(done, total)` is called as work units (single simulation runs)
+/// finish, for a progress bar.
+pub fn run_experiment(name: &str, opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+    if opts.inputs.jobs.is_some() && !TAKES_JOBS.contains(&name) {
+        return Err(SimError::Invalid(format!("{name} takes no job log (--swf is for {})", TAKES_JOBS.join(", "))));
+    }
+    if opts.inputs.owners.is_some() && !TAKES_OWNERS.contains(&name) {
+        return Err(SimError::Invalid(format!("{name} takes no owner traces (--fta is for {})", TAKES_OWNERS.join(", "))));
+    }
+    if opts.seeds == 0 {
+        return Err(SimError::Invalid("seeds: 0; at least 1 (10 by default)".into()));
+    }
     match name {
-        "winner" => winner::run(seed, scale, threads, progress),
-        "now" => now::run(seed, scale, threads, progress),
-        "generator" => generator::run(seed, scale, threads, progress),
-        "linger" => linger::run(seed, scale, threads, progress),
-        "memory" => memory::run(seed, scale, threads, progress),
-        "reserve" => reserve::run(seed, scale, threads, progress),
+        "winner" => winner::run(opts, progress),
+        "now" => now::run(opts, progress),
+        "generator" => generator::run(opts, progress),
+        "linger" => linger::run(opts, progress),
+        "memory" => memory::run(opts, progress),
+        "reserve" => reserve::run(opts, progress),
         _ => Err(SimError::UnknownExperiment(name.into(), EXPERIMENTS.join(", "))),
     }
+}
+
+/// The first lines of every report: title, the command that regenerates it, the seeds.
+pub(crate) fn preamble(md: &mut String, title: &str, name: &str, opts: &Options) {
+    use std::fmt::Write;
+    let _ = writeln!(md, "# {title}\n");
+    let _ = writeln!(
+        md,
+        "Generated by `{}` (release build); the same command gives this file byte for byte. {} independent seeds ({}…{}): every figure is the mean over them with its 95 % interval (Student's t), every claim is checked on each seed and reported with the share of seeds where it holds (**yes**: at least 80 %, **mixed**: 20–80 %, **no**: under 20 %). A claim with a size holds only within the tolerance written beside it, never for no change.\n",
+        opts.command(name),
+        opts.seeds,
+        opts.first_seed,
+        opts.first_seed + opts.seeds as u64 - 1
+    );
+}
+
+/// The index `lull sim all` writes (`docs/experiments/README.md`): every report, its tally, and every headline row.
+pub fn index_markdown(reports: &[Report], opts: &Options) -> String {
+    use std::fmt::Write;
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Experiments\n\nWritten by `lull sim all --seed {} --seeds {}` (release build; the command regenerates this file and every report beside it, byte for byte). Each report runs Lull's own policy, scheduler, recruiter and memory choice on the seed papers' experiments over {} independent seeds, and checks each of the paper's claims on every seed: **yes** when it holds on at least 80 % of the seeds, **mixed** on 20–80 %, **no** below. Rows from variants of ours (not the paper's parameters) are in the reports, not counted here. `lull sim winner --swf sim/testdata/UniLu-Gaia-2014-2.swf.gz` writes [winner-UniLu-Gaia-2014-2.md](winner-UniLu-Gaia-2014-2.md), the same algorithms on a real log.\n",
+        opts.first_seed, opts.seeds, opts.seeds
+    );
+    let _ = writeln!(md, "| report | seed paper | the paper's claims that hold |\n|---|---|---|");
+    for r in reports {
+        let paper: Vec<&claims::Row> = r.rows.iter().filter(|x| !x.variant).collect();
+        let holds = paper.iter().filter(|x| x.verdict == claims::Verdict::Holds).count();
+        let mixed = paper.iter().filter(|x| x.verdict == claims::Verdict::Mixed).count();
+        let seed = match r.name.as_str() {
+            "winner" => "002 (WINNER) §3.3, §5",
+            "now" => "004 (NOW) Figs. 3, 4, 7–9, Table 2",
+            "linger" => "000 (Linger-Longer) Table 1, Figs. 7, 8, 11",
+            "memory" => "001 (memory-centric) Figs. 2, 3",
+            "reserve" => "003 (mpidled) Table 1",
+            _ => "000 §4, 003 §3.1, 004 Fig. 1",
+        };
+        let _ = writeln!(
+            md,
+            "| [{name}.md]({name}.md) | {seed} | {holds} of {n} (and {mixed} on some seeds) |",
+            name = r.name,
+            n = paper.len()
+        );
+    }
+    let _ = writeln!(md, "\n## Every claim, paper against ours\n\n| report | claim | paper | ours (mean [95 % interval]) | holds | why ours differs |\n|---|---|---|---|---|---|");
+    for r in reports {
+        for x in r.rows.iter().filter(|x| !x.variant) {
+            let verdict = match x.verdict {
+                claims::Verdict::Holds => "yes",
+                claims::Verdict::Mixed => "mixed",
+                claims::Verdict::Fails => "no",
+            };
+            let _ =
+                writeln!(md, "| {} | {} | {} | {} | {verdict} ({}/{}) | {} |", r.name, x.claim, x.paper, x.ours, x.held, x.seeds, x.why);
+        }
+    }
+    md
 }
 
 /// Formats seconds for tables: `12 345`.

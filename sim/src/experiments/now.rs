@@ -1,12 +1,18 @@
-//! `now`: seed 004's interruption experiments (Figs. 3, 7, 8) on lull-core's policy and
-//! scheduler, with generated owners ([`crate::gen`]) in place of the Berkeley traces and a
-//! generated 32-node job stream in place of LANL's CM-5 partition log.
+//! `now`: seed 004's interruption experiments (Figs. 3, 4, 7, 8, 9; Table 2 discussed)
+//! on lull-core's policy and scheduler, with generated owners ([`crate::gen`]) in place
+//! of the Berkeley CAD traces and a generated 32-node job stream in place of LANL's CM-5
+//! partition log (or the user's own: `--fta`, `--swf`).
 //!
-//! * **Owners:** `machines` workstations × one day of 1-s samples (the paper: 60
-//!   workstation-days), from the generator tuned to the seeds' statistics.
+//! * **Owners:** `machines` workstations × one weekday of 2-s samples (the paper's traces
+//!   record every two seconds, §2; a weekday, as its traces are), from the generator,
+//!   whose statistics are seed 000 §4.2's measurements of the same Berkeley CAD group's
+//!   traces (46 % non-idle, 76 % of it under 10 % CPU) and seed 004's Fig. 1 hourly shape.
+//!   Owners differ (`GenParams::heterogeneity`, ours, swept).
 //! * **Jobs:** 32-member gangs (one 32-node CM-5 partition's jobs, run only when 32
 //!   machines are available, §1), 90 % of them under two minutes (§3.1), submitted over
 //!   the day with 23 % between 1 and 8 AM (§3.1, Fig. 2). Backfill (lull-core's default).
+//!   Gangs are checkpointed and migrated on eviction (§2), paying the migration cost
+//!   (2 s, the low end of §3.3's comparison, unless swept as in Fig. 4).
 //! * **Definitions** (Fig. 3): *CPU-only* — owner CPU < 20 % for one minute, input not
 //!   seen; *Condor-like* — CPU < 20 % and no input for 15 minutes; *Lull* — the policy's
 //!   defaults (CPU < 20 %, steady memory, no input, 180 s threshold, 5 interruptions a
@@ -16,26 +22,29 @@
 //!   recruited it (the paper's "user delays", §3.2).
 //! * **Slowdown** is the mean flowtime over the mean flowtime of the same jobs on 32
 //!   dedicated machines (the paper's normalisation by the dedicated MPP, §2), over jobs
-//!   completed within the day.
+//!   completed within the day in both runs.
 //!
-//! Gangs are checkpointed and migrated on eviction (they keep their progress), as the
-//! paper's simulator assumes (§2), at no migration cost. Fig. 9 is run as a pool-size
-//! sweep with Lull's defaults. Not reproduced: Fig. 4 (migration cost); the paper's
-//! round-robin time-sharing of parallel jobs (Lull runs one guest per machine).
+//! Not modelled: the paper's round-robin time-sharing of parallel jobs (Lull runs one
+//! guest per machine).
 
-use super::{Report, Scale};
+use super::claims::{self, Assumption, Claim, Expect, Row, Summary};
+use super::{preamble, Options, Report, Scale};
 use crate::driver::{self, Outcome, SimConfig, SimJob, SimMachine};
 use crate::error::Result;
 use crate::gen::{generate, GenParams, HOURLY_ACTIVITY};
-use crate::parallel::map_runs;
 use crate::rng::Rng;
-use crate::svg::Chart;
+use crate::trace::OwnerTrace;
+use lull_core::chart::Chart;
 use lull_core::policy::config::PolicyConfig;
 use lull_core::sched::SchedConfig;
 use std::fmt::Write;
 
-const START: i64 = 1_767_225_600; // 2026-01-01 00:00 UTC, a local midnight in the run
+const START: i64 = 1_767_225_600; // 2026-01-01 00:00 UTC, a Thursday
 const WIDTH: u32 = 32;
+/// The migration cost of the headline runs: §3.3's fast system (two seconds).
+const MIGRATION_S: f64 = 2.0;
+/// Owners' heterogeneity of the headline runs (ours; swept).
+const HETEROGENEITY: f64 = 0.5;
 
 /// Submissions per hour: 23 % between 1 and 8 AM (a blend of a flat day and the owners'
 /// activity shape).
@@ -71,6 +80,7 @@ fn jobs(seed: u64, count: usize, day_s: f64) -> Vec<SimJob> {
                 normtime_s: run * WIDTH as f64,
                 estimate_s: Some(run),
                 checkpointable: true,
+                migration_s: MIGRATION_S,
             }
         })
         .collect();
@@ -85,7 +95,9 @@ enum Def {
     Lull,
 }
 
-fn owners(def: Def, traces: &[crate::trace::OwnerTrace], threshold_s: Option<u64>, budget: Option<u32>) -> Vec<SimMachine> {
+const DEFS: [(Def, &str); 3] = [(Def::CpuOnly, "CPU only"), (Def::Condor, "Condor-like"), (Def::Lull, "Lull")];
+
+fn owners(def: Def, traces: &[OwnerTrace], threshold_s: Option<u64>, budget: Option<u32>) -> Vec<SimMachine> {
     traces
         .iter()
         .map(|t| {
@@ -114,21 +126,126 @@ fn owners(def: Def, traces: &[crate::trace::OwnerTrace], threshold_s: Option<u64
         .collect()
 }
 
-/// Mean number of machines idle (no input, CPU < 20 %) for at least 180 s, per hour of
-/// the traces.
-fn idle_by_hour(traces: &[crate::trace::OwnerTrace]) -> Vec<f64> {
-    let len = traces.iter().map(|t| t.samples.len()).max().unwrap_or(0);
-    let mut counts = vec![0u64; len.div_ceil(3600)];
-    for t in traces {
-        let mut since = 0u64;
-        for (i, s) in t.samples.iter().enumerate() {
-            since = if s.input || s.owner_cpu >= 0.2 { 0 } else { since + 1 };
-            if since >= 180 {
-                counts[i / 3600] += 1;
-            }
-        }
+/// One run of a seed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Spec {
+    Baseline,
+    Def(Def),
+    Threshold(u64),
+    Budget(u32),
+    /// Pool size, with N = 10 (Fig. 9).
+    Pool(u64),
+    /// Migration cost of every gang, s (Fig. 4), Lull's definition.
+    Migration(f64),
+    /// Owners' heterogeneity σ, CPU-only definition (the Fig. 3 headline's sweep).
+    Heterogeneity(f64),
+}
+
+/// The sizes of a run.
+struct Plan {
+    machines: u64,
+    day_s: f64,
+    jobs: usize,
+    thresholds: Vec<u64>,
+    budgets: Vec<u32>,
+    pools: Vec<u64>,
+    migrations: Vec<f64>,
+    heterogeneity: Vec<f64>,
+}
+
+fn plan(scale: Scale, owners_given: Option<usize>) -> Plan {
+    let small = scale == Scale::Small;
+    let machines = owners_given.map_or(if small { 40 } else { 60 }, |n| n as u64);
+    Plan {
+        machines,
+        day_s: if small { 6.0 * 3600.0 } else { 86_400.0 },
+        jobs: if small { 30 } else { 200 },
+        thresholds: if small { vec![60, 180] } else { vec![0, 30, 60, 120, 180, 300, 600, 900] },
+        budgets: if small { vec![1, 10_000] } else { vec![1, 2, 3, 4, 5, 8, 10, 20, 10_000] },
+        pools: if small || owners_given.is_some() { vec![] } else { vec![54, 60, 90] },
+        migrations: if small { vec![120.0] } else { vec![30.0, 120.0] },
+        heterogeneity: if small || owners_given.is_some() { vec![] } else { vec![0.0, 1.0] },
     }
-    counts.iter().map(|c| *c as f64 / 3600.0).collect()
+}
+
+fn specs(p: &Plan, with_sweeps: bool) -> Vec<Spec> {
+    let mut v: Vec<Spec> = std::iter::once(Spec::Baseline)
+        .chain(DEFS.iter().map(|(d, _)| Spec::Def(*d)))
+        .chain(p.thresholds.iter().map(|&t| Spec::Threshold(t)))
+        .chain(p.budgets.iter().map(|&n| Spec::Budget(n)))
+        .chain(p.pools.iter().map(|&n| Spec::Pool(n)))
+        .chain(p.migrations.iter().map(|&m| Spec::Migration(m)))
+        .collect();
+    if with_sweeps {
+        v.extend(p.heterogeneity.iter().map(|&h| Spec::Heterogeneity(h)));
+    }
+    v
+}
+
+/// The generated owners of a seed: `n` machines × the day, 2-s samples.
+fn generated(seed: u64, n: u64, day_s: f64, small: bool, heterogeneity: f64) -> Vec<OwnerTrace> {
+    let params = GenParams { heterogeneity, ..GenParams::default() };
+    // Full: a whole day from midnight; small: six working hours (9:00–15:00).
+    let from_s = if small { 9 * 3600 } else { 0 };
+    (0..n)
+        .map(|i| {
+            let mut t = generate(&params, seed, i, START, 1);
+            t.samples.drain(..from_s);
+            t.samples.truncate(day_s as usize);
+            t.start_unix = START + from_s as i64;
+            t.coarsen(2)
+        })
+        .collect()
+}
+
+/// The run's owners and jobs for a seed: generated, or the user's logs.
+fn inputs(opts: &Options, seed: u64, p: &Plan, heterogeneity: f64) -> (Vec<OwnerTrace>, Vec<SimJob>) {
+    let small = opts.scale == Scale::Small;
+    let owners = match &opts.inputs.owners {
+        Some(log) => log.traces.iter().map(|t| first_day(t, p.day_s)).collect(),
+        None => generated(seed, p.machines, p.day_s, small, heterogeneity),
+    };
+    let js = match &opts.inputs.jobs {
+        Some(log) => log.jobs.iter().filter(|j| j.submit_s < p.day_s && j.width as u64 <= p.machines).cloned().collect(),
+        None => jobs(seed, p.jobs, p.day_s),
+    };
+    (owners, js)
+}
+
+/// A trace's first `day_s` seconds.
+fn first_day(t: &OwnerTrace, day_s: f64) -> OwnerTrace {
+    let mut t = t.clone();
+    t.samples.truncate((day_s / t.step_s as f64).ceil() as usize);
+    t
+}
+
+fn run_spec(opts: &Options, p: &Plan, seed: u64, spec: Spec) -> Result<Outcome> {
+    let het = if let Spec::Heterogeneity(h) = spec { h } else { HETEROGENEITY };
+    let (traces, mut js) = inputs(opts, seed, p, het);
+    let mut cfg = SimConfig::new(SchedConfig::default());
+    cfg.start_unix = traces.iter().map(|t| t.start_unix).min();
+    cfg.horizon_s = Some(p.day_s);
+    match spec {
+        Spec::Baseline => {
+            let dedicated: Vec<SimMachine> = (0..WIDTH).map(|i| SimMachine::dedicated(format!("mpp{i}"), 1.0)).collect();
+            js.retain(|j| j.width <= WIDTH);
+            driver::run(&dedicated, &js, &SimConfig { horizon_s: None, ..cfg }, &mut |_, _| {})
+        }
+        Spec::Def(def) => driver::run(&owners(def, &traces, None, None), &js, &cfg, &mut |_, _| {}),
+        Spec::Threshold(t) => driver::run(&owners(Def::Lull, &traces, Some(t), Some(10_000)), &js, &cfg, &mut |_, _| {}),
+        Spec::Budget(n) => driver::run(&owners(Def::Lull, &traces, None, Some(n)), &js, &cfg, &mut |_, _| {}),
+        Spec::Pool(n) => {
+            let more = generated(seed, n, p.day_s, opts.scale == Scale::Small, HETEROGENEITY);
+            driver::run(&owners(Def::Lull, &more, None, Some(10)), &js, &cfg, &mut |_, _| {})
+        }
+        Spec::Migration(m) => {
+            for j in &mut js {
+                j.migration_s = m;
+            }
+            driver::run(&owners(Def::Lull, &traces, None, None), &js, &cfg, &mut |_, _| {})
+        }
+        Spec::Heterogeneity(_) => driver::run(&owners(Def::CpuOnly, &traces, None, None), &js, &cfg, &mut |_, _| {}),
+    }
 }
 
 /// Delays per owner-day (owners with none included).
@@ -140,202 +257,362 @@ fn share_at_least(d: &[u32], x: u32) -> f64 {
     d.iter().filter(|v| **v >= x).count() as f64 / d.len().max(1) as f64
 }
 
-struct Row {
-    label: String,
-    x: f64,
+/// One run's figures.
+#[derive(Clone, Debug, Default)]
+struct Fig {
     completed: f64,
     slowdown: f64,
-    max_delays: u32,
+    max_delays: f64,
     mean_delays: f64,
-    counted: u32,
+    at_least_15: f64,
+    counted: f64,
+    max_counted: f64,
 }
 
-fn row(label: String, x: f64, out: &Outcome, baseline: &Outcome) -> Row {
+fn fig(out: &Outcome, baseline: &Outcome) -> Fig {
     let d = delays(out);
     // Normalise over the jobs completed in both runs.
-    let both: Vec<usize> = (0..out.jobs.len()).filter(|&i| out.jobs[i].end_s.is_some() && baseline.jobs[i].end_s.is_some()).collect();
+    let both: Vec<usize> =
+        (0..out.jobs.len().min(baseline.jobs.len())).filter(|&i| out.jobs[i].end_s.is_some() && baseline.jobs[i].end_s.is_some()).collect();
     let f = |o: &Outcome| both.iter().map(|&i| o.jobs[i].end_s.unwrap_or(0.0) - o.jobs[i].submit_s).sum::<f64>();
-    let slowdown = if both.is_empty() { f64::NAN } else { f(out) / f(baseline).max(1e-9) - 1.0 };
-    Row {
-        label,
-        x,
+    Fig {
         completed: out.completed_share(),
-        slowdown,
-        max_delays: d.iter().copied().max().unwrap_or(0),
+        slowdown: if both.is_empty() { f64::NAN } else { f(out) / f(baseline).max(1e-9) - 1.0 },
+        max_delays: d.iter().copied().max().unwrap_or(0) as f64,
         mean_delays: d.iter().sum::<u32>() as f64 / d.len().max(1) as f64,
-        counted: out.machines.iter().map(|m| m.interruptions.values().sum::<u32>()).sum(),
+        at_least_15: d.iter().filter(|v| **v >= 15).count() as f64,
+        counted: out.machines.iter().map(|m| m.interruptions.values().sum::<u32>()).sum::<u32>() as f64,
+        max_counted: out.machines.iter().flat_map(|m| m.interruptions.values().copied()).max().unwrap_or(0) as f64,
     }
+}
+
+/// One seed's figures, by spec; and the delays per owner of each definition (Fig. 3's plot).
+struct Seed {
+    figs: Vec<(Spec, Fig)>,
+    def_delays: Vec<Vec<u32>>,
+    /// Slowdown of the migration runs against the 2-s run, over jobs completed in both.
+    migration_vs_fast: Vec<f64>,
+}
+
+fn gather(specs: &[Spec], outs: Vec<Outcome>) -> Seed {
+    let baseline = &outs[0];
+    let figs = specs.iter().zip(&outs).map(|(s, o)| (*s, fig(o, baseline))).collect();
+    let def_delays = specs.iter().zip(&outs).filter(|(s, _)| matches!(s, Spec::Def(_))).map(|(_, o)| delays(o)).collect();
+    let lull = specs.iter().zip(&outs).find(|(s, _)| **s == Spec::Def(Def::Lull)).map(|(_, o)| o).expect("Lull's run");
+    let migration_vs_fast =
+        specs.iter().zip(&outs).filter(|(s, _)| matches!(s, Spec::Migration(_))).map(|(_, o)| fig(o, lull).slowdown).collect();
+    Seed { figs, def_delays, migration_vs_fast }
+}
+
+impl Seed {
+    fn get(&self, spec: Spec) -> &Fig {
+        &self.figs.iter().find(|(s, _)| *s == spec).expect("every spec ran").1
+    }
+}
+
+fn over(seeds: &[Seed], spec: Spec, f: fn(&Fig) -> f64) -> Vec<f64> {
+    seeds.iter().map(|s| f(s.get(spec))).collect()
 }
 
 /// Runs the experiment (see the module doc).
-pub fn run(seed: u64, scale: Scale, threads: usize, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
-    let small = scale == Scale::Small;
-    let (n_machines, day_s, n_jobs) = if small { (40u64, 6.0 * 3600.0, 30) } else { (60, 86_400.0, 200) };
-    let days = 1;
-    let params = GenParams::default();
-    // Full: a whole day from midnight; small: six working hours (9:00–15:00).
-    let from_s = if small { 9 * 3600 } else { 0 };
-    let make = |n: u64| -> Vec<crate::trace::OwnerTrace> {
-        (0..n)
-            .map(|i| {
-                let mut t = generate(&params, seed, i, START, days);
-                t.samples.drain(..from_s);
-                t.samples.truncate(day_s as usize);
-                t.start_unix = START + from_s as i64;
-                t
-            })
-            .collect()
-    };
-    let traces = make(n_machines);
-    let pools: Vec<u64> = if small { vec![] } else { vec![60, 90, 120, 180] };
-    let js = jobs(seed, n_jobs, day_s);
-    let mut cfg = SimConfig::new(SchedConfig::default());
-    cfg.start_unix = Some(traces[0].start_unix);
-    cfg.horizon_s = Some(day_s);
-    let thresholds: Vec<u64> = if small { vec![60, 180] } else { vec![0, 30, 60, 120, 180, 300, 600, 900] };
-    let budgets: Vec<u32> = if small { vec![1, 10_000] } else { vec![1, 2, 3, 4, 5, 8, 10, 15, 20, 10_000] };
-    // Every run of the experiment, independent of the others: run together on the pool,
-    // read back in this order.
-    enum Run {
-        Baseline,
-        Def(Def),
-        Threshold(u64),
-        Budget(u32),
-        Pool(u64),
-    }
-    const DEFS: [(Def, &str); 3] = [(Def::CpuOnly, "CPU only"), (Def::Condor, "Condor-like"), (Def::Lull, "Lull")];
-    let runs: Vec<Run> = std::iter::once(Run::Baseline)
-        .chain(DEFS.iter().map(|(d, _)| Run::Def(*d)))
-        .chain(thresholds.iter().map(|&t| Run::Threshold(t)))
-        .chain(budgets.iter().map(|&n| Run::Budget(n)))
-        .chain(pools.iter().map(|&n| Run::Pool(n)))
-        .collect();
-    let dedicated: Vec<SimMachine> = (0..WIDTH).map(|i| SimMachine::dedicated(format!("mpp{i}"), 1.0)).collect();
-    let mut base_cfg = cfg.clone();
-    base_cfg.horizon_s = None;
-    let mut outs = map_runs(threads, &runs, progress, |r| match *r {
-        Run::Baseline => driver::run(&dedicated, &js, &base_cfg, &mut |_, _| {}),
-        Run::Def(def) => driver::run(&owners(def, &traces, None, None), &js, &cfg, &mut |_, _| {}),
-        Run::Threshold(t) => driver::run(&owners(Def::Lull, &traces, Some(t), Some(10_000)), &js, &cfg, &mut |_, _| {}),
-        Run::Budget(n) => driver::run(&owners(Def::Lull, &traces, None, Some(n)), &js, &cfg, &mut |_, _| {}),
-        Run::Pool(n) => driver::run(&owners(Def::Lull, &make(n), None, None), &js, &cfg, &mut |_, _| {}),
-    })?
-    .into_iter();
-    let mut take = |n: usize| outs.by_ref().take(n).collect::<Vec<_>>();
-    let baseline = take(1).remove(0);
-    let defs: Vec<(&str, Outcome)> = DEFS.iter().map(|(_, name)| *name).zip(take(DEFS.len())).collect();
-    let sweep_t: Vec<Row> =
-        thresholds.iter().zip(take(thresholds.len())).map(|(&t, out)| row(format!("{t} s"), t as f64, &out, &baseline)).collect();
-    let sweep_n: Vec<Row> = budgets
-        .iter()
-        .zip(take(budgets.len()))
-        .map(|(&n, out)| {
-            let label = if n >= 10_000 { "none".to_string() } else { n.to_string() };
-            row(label, n.min(25) as f64, &out, &baseline)
-        })
-        .collect();
-    let sweep_m: Vec<Row> = pools.iter().zip(take(pools.len())).map(|(&n, out)| row(format!("{n}"), n as f64, &out, &baseline)).collect();
+pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
+    let p = plan(opts.scale, opts.inputs.owners.as_ref().map(|o| o.traces.len()));
+    let sweep_seeds = opts.seeds.min(5) as u64;
+    let first = opts.first_seed;
+    let per_seed =
+        claims::over_seeds(opts, |seed| specs(&p, seed < first + sweep_seeds), progress, |seed, spec| run_spec(opts, &p, seed, *spec))?;
+    let seeds: Vec<Seed> = per_seed.into_iter().enumerate().map(|(k, outs)| gather(&specs(&p, (k as u64) < sweep_seeds), outs)).collect();
 
     let mut md = String::new();
-    let _ = writeln!(md, "# `now` — seed 004's user delays, recruitment threshold and social contract on Lull's policy\n");
+    preamble(&mut md, "`now` — seed 004's user delays, recruitment threshold and social contract on Lull's policy", "now", opts);
+    let owners_text = match &opts.inputs.owners {
+        Some(o) => format!("{} machines from {} (first day; {})", p.machines, o.name, o.about),
+        None => format!("{} generated owners × {:.0} h of 2-s samples on a weekday (`sim/src/gen.rs`, seed 000 §4.2's statistics of the same Berkeley CAD traces, owners differing by σ = {HETEROGENEITY})", p.machines, p.day_s / 3600.0),
+    };
+    let jobs_text = match &opts.inputs.jobs {
+        Some(j) => format!("jobs from {} submitted in the first day and no wider than the pool ({})", j.name, j.about),
+        None => format!("{} jobs of {WIDTH} members (90 % under two minutes, 23 % submitted 1–8 AM)", p.jobs),
+    };
     let _ = writeln!(
         md,
-        "Generated by `lull_sim::run_experiment(\"now\", {seed}, Scale::{scale:?}, …)`; the same seed gives this file byte for byte. \
-         {n_machines} generated owners × {:.0} h of 1-s samples (`sim/src/gen.rs`, tuned to seeds 000/003/004), {n_jobs} jobs of \
-         {WIDTH} members (90 % under two minutes, 23 % submitted 1–8 AM), lull-core's Backfill scheduler, each machine's own \
-         `Policy`. Definitions and measures: `sim/src/experiments/now.rs`. The paper used the Berkeley CAD traces (60 workstation-days) \
-         and LANL's CM-5 log, which cannot be downloaded here; its plots are images not in our copy, so \"paper\" means the numbers its text gives.\n",
-        day_s / 3600.0
+        "Per seed: {owners_text}; {jobs_text}; lull-core's Backfill scheduler, each machine's own `Policy`; gangs checkpointed and migrated at {MIGRATION_S:.0} s a move. The paper used the Berkeley CAD traces (60 workstation-days) and LANL's CM-5 log, which are not available here; its plots are images not in our copy, so \"paper\" means the numbers its text gives.\n"
     );
-    let _ = writeln!(md, "## Fig. 3 — delays per owner per day by availability definition\n");
-    let _ = writeln!(md, "| definition | worst owner (delays/day) | owners delayed ≥ 15 times | mean delays/owner | interruptions the policy counted | jobs completed | paper |\n|---|---|---|---|---|---|---|");
-    for (name, out) in &defs {
-        let d = delays(out);
-        let paper = match *name {
-            "CPU only" => "one user delayed 80 times a day",
-            "Condor-like" => "three users delayed at least 15 times",
-            _ => "at most the contract's N (5) per owner",
-        };
-        let _ = writeln!(
-            md,
-            "| {name} | {} | {} | {:.1} | {} | {:.0} % | {paper} |",
-            d.iter().max().unwrap_or(&0),
-            d.iter().filter(|v| **v >= 15).count(),
-            d.iter().sum::<u32>() as f64 / d.len().max(1) as f64,
-            out.machines.iter().map(|m| m.interruptions.values().sum::<u32>()).sum::<u32>(),
-            out.completed_share() * 100.0
-        );
-    }
-    let max_x = defs.iter().flat_map(|(_, o)| delays(o)).max().unwrap_or(0);
-    let mut c3 = Chart::new("Delays per owner per day (cf. seed 004 Fig. 3)", "delays per day (x)", "% of owners delayed ≥ x times");
-    for (name, out) in &defs {
-        let d = delays(out);
-        c3 = c3.line(*name, (0..=max_x.max(1)).map(|x| (x as f64, share_at_least(&d, x) * 100.0)).collect());
-    }
-    let _ = writeln!(md, "\n![delays per owner-day](now-fig3-delays.svg)\n");
-
-    let _ = writeln!(md, "## Fig. 7 — recruitment threshold (Lull's definition, no daily limit)\n");
-    let _ = writeln!(md, "Paper: a 180 s threshold maximises parallel throughput (minimum slowdown).\n");
-    table(&mut md, "threshold", &sweep_t);
-    let best = sweep_t.iter().filter(|r| r.slowdown.is_finite()).min_by(|a, b| a.slowdown.total_cmp(&b.slowdown));
-    if let Some(b) = best {
-        let _ = writeln!(md, "\nOurs: the lowest slowdown is at **{}** ({:+.0} %).\n", b.label, b.slowdown * 100.0);
-    }
-    let c7 = Chart::new("Slowdown vs recruitment threshold (cf. seed 004 Fig. 7)", "recruitment threshold (s)", "normalised slowdown (%)")
-        .line("Lull", sweep_t.iter().filter(|r| r.slowdown.is_finite()).map(|r| (r.x, r.slowdown * 100.0)).collect());
-    let _ = writeln!(md, "![slowdown vs threshold](now-fig7-threshold.svg)\n");
-
-    let _ = writeln!(md, "## Fig. 8 — the social contract (Lull's definition, 180 s)\n");
-    let _ = writeln!(
-        md,
-        "Paper: with N > 5 slowdown is about 10 % and almost all jobs complete; below 5 more than half do not; the contract spreads delays evenly.\n"
-    );
-    table(&mut md, "daily limit N", &sweep_n);
-    let c8 = Chart::new("Jobs completed in the day vs daily limit (cf. seed 004 Fig. 8)", "daily interruption limit N (25 = none)", "%")
-        .line("jobs completed", sweep_n.iter().map(|r| (r.x, r.completed * 100.0)).collect())
-        .line("worst owner's delays", sweep_n.iter().map(|r| (r.x, r.max_delays as f64)).collect());
-    let _ = writeln!(md, "![completion vs limit](now-fig8-contract.svg)\n");
-    if !sweep_m.is_empty() {
-        let _ = writeln!(md, "## Fig. 9 — pool size (Lull's defaults: 180 s, N = 5)\n");
-        let _ = writeln!(
-            md,
-            "Paper: with N = 10 at least 54 machines were needed for the 32-node workload; with N = 20, 50 machines ran it without \
-             noticeable slowdown. Our generated owners leave few machines idle in working hours (seed 000's 46 % non-idle \
-             concentrated by Fig. 1's hourly shape; Nichols' 15–20 % available by day, quoted in seed 004 §5, is of that order). Mean number of the 60 machines idle ≥ 180 s, by hour from 0:00: {}.\n",
-            idle_by_hour(&traces).iter().map(|v| format!("{v:.0}")).collect::<Vec<_>>().join(", ")
-        );
-        table(&mut md, "machines", &sweep_m);
-        let _ = writeln!(md);
+    let mut rows = Vec::new();
+    let mut svgs = Vec::new();
+    rows.extend(fig3_section(&mut md, &mut svgs, &seeds));
+    rows.extend(fig7_section(&mut md, &mut svgs, &seeds, &p));
+    rows.extend(fig8_section(&mut md, &mut svgs, &seeds, &p));
+    rows.extend(fig4_section(&mut md, &seeds, &p));
+    rows.extend(fig9_section(&mut md, &seeds, &p));
+    table2_section(&mut md);
+    if opts.inputs.owners.is_none() && !p.heterogeneity.is_empty() {
+        let list = vec![Assumption {
+            name: "owners' heterogeneity σ".into(),
+            value: format!("{HETEROGENEITY}"),
+            source: "ours: the paper's owners differ (one is delayed 80 times) but no spread is published; a log-normal factor of mean 1 on each owner's presence and long breaks".into(),
+            sweep: p
+                .heterogeneity
+                .iter()
+                .enumerate()
+                .map(|(k, h)| (format!("σ = {h}"), Summary::of(&seeds.iter().take(sweep_seeds as usize).map(|s| s.get(Spec::Heterogeneity(p.heterogeneity[k])).max_delays).collect::<Vec<_>>())))
+                .collect(),
+        }, Assumption {
+            name: "migration cost of a gang".into(),
+            value: format!("{MIGRATION_S:.0} s"),
+            source: "§3.3's fast system (the text compares 2 s with Condor's 2 min); swept as Fig. 4 above".into(),
+            sweep: Vec::new(),
+        }];
+        let _ = writeln!(md, "## Parameters of ours\n\nSweeps over the first {sweep_seeds} seeds.\n");
+        claims::assumptions(&mut md, "the worst owner's delays per day under the CPU-only definition (Fig. 3: 80)", 1, 1.0, &list);
     }
     let _ = writeln!(
         md,
-        "Slowdown is over the jobs completed within the day in both runs, so a run that completes only short jobs can show a \
-         small slowdown: read it beside the completed share.\n"
+        "Slowdown is over the jobs completed within the day in both runs, so a run that completes only short jobs can show a small slowdown: read it beside the completed share. Owner delays can exceed N: the policy counts at most one interruption per recruitment and stops counting at the limit (the machine then leaves the pool), while the driver counts every return that finds guest work, including returns within a frozen or lingering guest's presence.\n"
     );
-    let _ = writeln!(
-        md,
-        "Owner delays can exceed N: the policy counts at most one interruption per recruitment and stops counting at the limit \
-         (the machine then leaves the pool), while the driver counts every return that finds guest work, including returns \
-         within a frozen or lingering guest's presence."
-    );
-    Ok(Report {
-        name: "now".into(),
-        markdown: md,
-        svgs: vec![
-            ("now-fig3-delays.svg".into(), c3.to_svg()),
-            ("now-fig7-threshold.svg".into(), c7.to_svg()),
-            ("now-fig8-contract.svg".into(), c8.to_svg()),
-        ],
-    })
+    let _ = writeln!(md, "## Summary\n\n{}", claims::tally(&rows));
+    Ok(Report { name: opts.report_name("now"), markdown: md, svgs, rows })
 }
 
-fn table(md: &mut String, what: &str, rows: &[Row]) {
-    let _ = writeln!(md, "| {what} | jobs completed | slowdown vs dedicated | worst owner (delays/day) | mean delays/owner | interruptions counted |\n|---|---|---|---|---|---|");
-    for r in rows {
-        let sd = if r.slowdown.is_finite() { format!("{:+.0} %", r.slowdown * 100.0) } else { "—".into() };
-        let _ =
-            writeln!(md, "| {} | {:.0} % | {sd} | {} | {:.1} | {} |", r.label, r.completed * 100.0, r.max_delays, r.mean_delays, r.counted);
+fn fig3_section(md: &mut String, svgs: &mut Vec<(String, String)>, seeds: &[Seed]) -> Vec<Row> {
+    let _ = writeln!(md, "## Fig. 3 — delays per owner per day by availability definition\n");
+    let _ = writeln!(md, "| definition | worst owner (delays/day) | owners delayed ≥ 15 times | mean delays/owner | interruptions the policy counted | jobs completed |\n|---|---|---|---|---|---|");
+    for (d, name) in DEFS {
+        let s = |f: fn(&Fig) -> f64, dec: usize, sc: f64| Summary::of(&over(seeds, Spec::Def(d), f)).show(dec, sc);
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {} | {} | {} | {} % |",
+            s(|f| f.max_delays, 1, 1.0),
+            s(|f| f.at_least_15, 1, 1.0),
+            s(|f| f.mean_delays, 1, 1.0),
+            s(|f| f.counted, 0, 1.0),
+            s(|f| f.completed, 0, 100.0)
+        );
     }
+    let _ = writeln!(md);
+    let rows = vec![
+        Claim {
+            claim: "§3.2: with the CPU-only definition one unlucky user is delayed 80 times a day (ours: the worst owner, ±50 %)",
+            paper: "80",
+            expect: Expect::Near { claimed: 80.0, tol: 40.0 },
+            decimals: 1,
+            scale: 1.0,
+            unit: "",
+            why: "a delay needs a return (≥ 60 s without input) onto a running gang; our generated owners return a few dozen times a day at most, where the busiest Berkeley owner evidently returned far more often",
+        }
+        .check(&over(seeds, Spec::Def(Def::CpuOnly), |f| f.max_delays)),
+        Claim {
+            claim: "§3.2: with the Condor-like definition three users are still delayed at least 15 times (ours: 2–4 users)",
+            paper: "3 users",
+            expect: Expect::Near { claimed: 3.0, tol: 1.0 },
+            decimals: 1,
+            scale: 1.0,
+            unit: "",
+            why: "15 minutes without input leaves few recruitable stretches by day in our owners, so few returns find a gang",
+        }
+        .check(&over(seeds, Spec::Def(Def::Condor), |f| f.at_least_15)),
+        Claim {
+            claim: "§3.5: the social contract bounds the interruptions any owner is charged per day by N (Lull: 5)",
+            paper: "≤ N",
+            expect: Expect::AtMost(5.0),
+            decimals: 1,
+            scale: 1.0,
+            unit: "",
+            why: "the policy counts at most N and then leaves the pool (returns to a frozen guest are delays the driver sees but the contract does not charge twice)",
+        }
+        .check(&over(seeds, Spec::Def(Def::Lull), |f| f.max_counted)),
+    ];
+    claims::table(md, &rows);
+    let all: Vec<Vec<u32>> = (0..DEFS.len()).map(|k| seeds.iter().flat_map(|s| s.def_delays[k].iter().copied()).collect()).collect();
+    let max_x = all.iter().flatten().copied().max().unwrap_or(1).max(1);
+    let mut c3 =
+        Chart::new("Delays per owner per day, all seeds (cf. seed 004 Fig. 3)", "delays per day (x)", "% of owner-days delayed ≥ x times");
+    for ((_, name), d) in DEFS.iter().zip(&all) {
+        c3 = c3.line(*name, (0..=max_x).map(|x| (x as f64, share_at_least(d, x) * 100.0)).collect());
+    }
+    let _ = writeln!(md, "![delays per owner-day](now-fig3-delays.svg)\n");
+    svgs.push(("now-fig3-delays.svg".into(), c3.to_svg()));
+    rows
+}
+
+fn sweep_table(md: &mut String, what: &str, labels: &[String], specs: &[Spec], seeds: &[Seed]) {
+    let _ = writeln!(md, "| {what} | jobs completed | slowdown vs dedicated | worst owner (delays/day) | mean delays/owner | interruptions counted |\n|---|---|---|---|---|---|");
+    for (l, s) in labels.iter().zip(specs) {
+        let c = |f: fn(&Fig) -> f64, d: usize, sc: f64| Summary::of(&over(seeds, *s, f)).show(d, sc);
+        let _ = writeln!(
+            md,
+            "| {l} | {} % | {} % | {} | {} | {} |",
+            c(|f| f.completed, 0, 100.0),
+            c(|f| f.slowdown, 0, 100.0),
+            c(|f| f.max_delays, 1, 1.0),
+            c(|f| f.mean_delays, 1, 1.0),
+            c(|f| f.counted, 0, 1.0)
+        );
+    }
+    let _ = writeln!(md);
+}
+
+fn fig7_section(md: &mut String, svgs: &mut Vec<(String, String)>, seeds: &[Seed], p: &Plan) -> Vec<Row> {
+    let _ = writeln!(md, "## Fig. 7 — recruitment threshold (Lull's definition, no daily limit)\n");
+    let specs: Vec<Spec> = p.thresholds.iter().map(|&t| Spec::Threshold(t)).collect();
+    sweep_table(md, "threshold", &p.thresholds.iter().map(|t| format!("{t} s")).collect::<Vec<_>>(), &specs, seeds);
+    let best = |s: &Seed| -> f64 {
+        p.thresholds
+            .iter()
+            .filter(|t| s.get(Spec::Threshold(**t)).slowdown.is_finite())
+            .min_by(|a, b| s.get(Spec::Threshold(**a)).slowdown.total_cmp(&s.get(Spec::Threshold(**b)).slowdown))
+            .map_or(f64::NAN, |t| *t as f64)
+    };
+    let bests: Vec<f64> = seeds.iter().map(best).collect();
+    let _ = writeln!(md, "Best threshold per seed: {} s.\n", bests.iter().map(|b| format!("{b:.0}")).collect::<Vec<_>>().join(", "));
+    let rows = vec![Claim {
+        claim: "§3.4: a 180-s recruitment threshold minimises parallel slowdown (ours: the best threshold within one step of the grid, 120–300 s)",
+        paper: "180 s",
+        expect: Expect::Near { claimed: 180.0, tol: 120.0 },
+        decimals: 0,
+        scale: 1.0,
+        unit: " s",
+        why: "slowdown is over jobs completed in the day, and a short threshold completes more short jobs at once; our owners' idle periods, not Berkeley's, set the trade-off",
+    }
+    .check(&bests)];
+    claims::table(md, &rows);
+    let c7 = Chart::new(
+        "Slowdown vs recruitment threshold, mean of seeds (cf. seed 004 Fig. 7)",
+        "recruitment threshold (s)",
+        "normalised slowdown (%)",
+    )
+    .line(
+        "Lull",
+        p.thresholds.iter().map(|&t| (t as f64, Summary::of(&over(seeds, Spec::Threshold(t), |f| f.slowdown)).mean * 100.0)).collect(),
+    );
+    let _ = writeln!(md, "![slowdown vs threshold](now-fig7-threshold.svg)\n");
+    svgs.push(("now-fig7-threshold.svg".into(), c7.to_svg()));
+    rows
+}
+
+fn fig8_section(md: &mut String, svgs: &mut Vec<(String, String)>, seeds: &[Seed], p: &Plan) -> Vec<Row> {
+    let _ = writeln!(md, "## Fig. 8 — the social contract (Lull's definition, 180 s)\n");
+    let specs: Vec<Spec> = p.budgets.iter().map(|&n| Spec::Budget(n)).collect();
+    let labels: Vec<String> = p.budgets.iter().map(|&n| if n >= 10_000 { "none".into() } else { n.to_string() }).collect();
+    sweep_table(md, "daily limit N", &labels, &specs, seeds);
+    let above: Vec<u32> = p.budgets.iter().copied().filter(|n| *n > 5 && *n < 10_000).collect();
+    let below: Vec<u32> = p.budgets.iter().copied().filter(|n| *n < 5).collect();
+    let mean_over =
+        |ns: &[u32], s: &Seed, f: fn(&Fig) -> f64| ns.iter().map(|n| f(s.get(Spec::Budget(*n)))).sum::<f64>() / ns.len().max(1) as f64;
+    let mut rows = Vec::new();
+    if !above.is_empty() {
+        rows.push(
+            Claim {
+                claim: "§3.5: for N > 5 the normalised slowdown is about 10 % (ours: mean over N > 5, 5–15 %)",
+                paper: "≈ 10 %",
+                expect: Expect::Near { claimed: 0.10, tol: 0.05 },
+                decimals: 0,
+                scale: 100.0,
+                unit: " %",
+                why: "gangs of 32 on 60 owners wait hours for 32 simultaneously idle machines by day in our owners; the paper's pool was idle enough to run them nearly as on the MPP",
+            }
+            .check(&seeds.iter().map(|s| mean_over(&above, s, |f| f.slowdown)).collect::<Vec<_>>()),
+        );
+        rows.push(
+            Claim {
+                claim: "§3.5: for N > 5 almost all submitted jobs complete (ours: ≥ 90 %)",
+                paper: "almost all",
+                expect: Expect::AtLeast(0.9),
+                decimals: 0,
+                scale: 100.0,
+                unit: " %",
+                why: "by day our generated owners rarely leave 32 machines idle at once (see Fig. 9's idle counts)",
+            }
+            .check(&seeds.iter().map(|s| mean_over(&above, s, |f| f.completed)).collect::<Vec<_>>()),
+        );
+    }
+    if !below.is_empty() {
+        rows.push(
+            Claim {
+                claim: "§3.5: below N = 5 more than half of the jobs do not complete",
+                paper: "< 50 % complete",
+                expect: Expect::AtMost(0.5),
+                decimals: 0,
+                scale: 100.0,
+                unit: " %",
+                why: "an owner out of budget leaves the pool for the day, and 32 idle machines become rarer still",
+            }
+            .check(&seeds.iter().map(|s| mean_over(&below, s, |f| f.completed)).collect::<Vec<_>>()),
+        );
+    }
+    claims::table(md, &rows);
+    let c8 = Chart::new(
+        "Jobs completed in the day vs daily limit, mean of seeds (cf. seed 004 Fig. 8)",
+        "daily interruption limit N (25 = none)",
+        "%",
+    )
+    .line(
+        "jobs completed",
+        p.budgets.iter().map(|&n| (n.min(25) as f64, Summary::of(&over(seeds, Spec::Budget(n), |f| f.completed)).mean * 100.0)).collect(),
+    )
+    .line(
+        "worst owner's delays",
+        p.budgets.iter().map(|&n| (n.min(25) as f64, Summary::of(&over(seeds, Spec::Budget(n), |f| f.max_delays)).mean)).collect(),
+    );
+    let _ = writeln!(md, "![completion vs limit](now-fig8-contract.svg)\n");
+    svgs.push(("now-fig8-contract.svg".into(), c8.to_svg()));
+    rows
+}
+
+fn fig4_section(md: &mut String, seeds: &[Seed], p: &Plan) -> Vec<Row> {
+    let _ = writeln!(md, "## Fig. 4 — the cost of process migration (Lull's definition)\n");
+    let _ =
+        writeln!(md, "| migration cost of a gang | jobs completed | slowdown against the same runs at {MIGRATION_S:.0} s |\n|---|---|---|");
+    for (k, m) in p.migrations.iter().enumerate() {
+        let vs = Summary::of(&seeds.iter().map(|s| s.migration_vs_fast[k]).collect::<Vec<_>>());
+        let _ = writeln!(
+            md,
+            "| {m:.0} s | {} % | {} % |",
+            Summary::of(&over(seeds, Spec::Migration(*m), |f| f.completed)).show(0, 100.0),
+            vs.show(1, 100.0)
+        );
+    }
+    let _ = writeln!(md);
+    let Some(k) = p.migrations.iter().position(|m| *m == 120.0) else { return Vec::new() };
+    let rows = vec![Claim {
+        claim: "§3.3: a two-minute migration (Condor's) slows parallel programs by 28 % against a two-second one",
+        paper: "+28 %",
+        expect: Expect::Change { claimed: 0.28, tol: 0.5 },
+        decimals: 1,
+        scale: 100.0,
+        unit: " %",
+        why: "every eviction of a gang costs the move; our gangs are evicted as often as our owners return to them, which is less often than the paper's busiest owners",
+    }
+    .check(&seeds.iter().map(|s| s.migration_vs_fast[k]).collect::<Vec<_>>())];
+    claims::table(md, &rows);
+    rows
+}
+
+fn fig9_section(md: &mut String, seeds: &[Seed], p: &Plan) -> Vec<Row> {
+    if p.pools.is_empty() {
+        return Vec::new();
+    }
+    let _ = writeln!(md, "## Fig. 9 — pool size (Lull's definition, N = 10)\n");
+    let specs: Vec<Spec> = p.pools.iter().map(|&n| Spec::Pool(n)).collect();
+    sweep_table(md, "machines", &p.pools.iter().map(|n| n.to_string()).collect::<Vec<_>>(), &specs, seeds);
+    let rows = vec![Claim {
+        claim: "§4: with N = 10, 54 machines suffice for the 32-node workload (ours: ≥ 90 % of jobs complete at 54)",
+        paper: "≥ 54 machines",
+        expect: Expect::AtLeast(0.9),
+        decimals: 0,
+        scale: 100.0,
+        unit: " %",
+        why: "our generated owners leave about a tenth of the machines idle by day, so 32 at once is rare; Nichols' 15–20 % free by day (quoted in §5) is of that order",
+    }
+    .check(&over(seeds, Spec::Pool(54), |f| f.completed))];
+    claims::table(md, &rows);
+    rows
+}
+
+fn table2_section(md: &mut String) {
+    let _ = writeln!(
+        md,
+        "## Table 2 — what flushing the owner's memory costs\n\nPaper: cleaning the file cache and memory slowed LaTeX by 45.5 %, make 39.1 %, gzip 8.7 %, a shell-script user 12.9 % (DECstation 5000/200). That is a measurement of real programs on real hardware, which a trace-driven simulator cannot reproduce; what it measures is how often a return meets guest work (the delays above), each of which the paper's simulator treated as a potential flush. Lull's guests are capped to memory the owner is not using and the owner's working set is kept warm (`lull_core::owner_memory`), so in Lull a delay is not a flush; the agent measures the restore time when one happens (docs/BENCHMARKS.md).\n"
+    );
 }
 
 #[cfg(test)]
@@ -356,14 +633,12 @@ mod tests {
 
     #[test]
     fn small_run_reports_every_definition_and_lulls_contract_holds() {
-        let r = run(2, Scale::Small, 1, &mut |_, _| {}).unwrap();
+        let r = run(&Options::new(2, 2, Scale::Small, 1), &mut |_, _| {}).unwrap();
         assert_eq!(r.svgs.len(), 3);
-        for d in ["| CPU only |", "| Condor-like |", "| Lull |"] {
+        for d in ["| CPU only |", "| Condor-like |", "| Lull |", "Fig. 4"] {
             assert!(r.markdown.contains(d), "{d}");
         }
-        // The policy never counts more than the limit: with N = 1, at most one per owner.
-        let line = r.markdown.lines().find(|l| l.starts_with("| 1 |")).expect("the N = 1 row");
-        let counted: u32 = line.trim_end_matches(" |").rsplit("| ").next().unwrap().trim().parse().unwrap();
-        assert!(counted <= 40, "{line}");
+        let contract = r.rows.iter().find(|x| x.claim.contains("bounds the interruptions")).unwrap();
+        assert_eq!(contract.held, contract.seeds, "{contract:?}");
     }
 }

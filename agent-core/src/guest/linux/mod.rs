@@ -12,27 +12,32 @@
 //! recorded ([`owner_cache`]).
 
 pub mod account;
+pub mod bubblewrap;
 pub mod cgroup;
 pub mod delegation;
+pub mod disk;
 pub mod fallback;
+pub mod isolation;
 pub mod memory;
+pub mod outbound;
+pub mod output;
 pub mod owner_cache;
 pub mod owner_protect;
 pub mod priority;
 pub mod sandbox;
 pub mod spawn;
 pub mod watchdog;
+pub mod workdir;
 
 use crate::agent::{FastFreeze, GuestHost};
 use crate::config::Config;
-use crate::guest::{Containment, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec, OwnerMemoryStatus, RestoreReport};
+use crate::guest::{Containment, GuestDir, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec, OwnerMemoryStatus, RestoreReport};
 use crate::ledger::GuestTotals;
 use crate::policy::GuestDirective;
 use crate::sensors::GuestReading;
 use cgroup::{Cgroups, GuestCgroup};
 use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -120,7 +125,14 @@ struct Guest {
     child: Child,
     pid: u32,
     cg: Option<GuestCgroup>,
-    workdir: PathBuf,
+    dir: GuestDir,
+    /// The guest's processes that are not the job's (bwrap, the network link).
+    helpers: Vec<i32>,
+    link: Option<outbound::Link>,
+    pump: Option<output::Pump>,
+    disk: disk::DiskWatch,
+    /// Why the runtime stopped it (its disk limit).
+    failure: Option<String>,
     cap: u64,
     limit: Option<u64>,
     wall_ms: u64,
@@ -155,7 +167,10 @@ impl Guest {
             mem_bytes: self.mem,
             peak_mem_bytes: self.peak,
             memory_limit_bytes: self.limit,
-            workdir: self.workdir.clone(),
+            workdir: self.dir.work(),
+            stdout_log: self.dir.stdout(),
+            stderr_log: self.dir.stderr(),
+            failure: self.failure.clone(),
             start_error: None,
         }
     }
@@ -173,7 +188,8 @@ pub struct LinuxRuntime {
     kill_grace: Duration,
     cgroups: Option<Cgroups>,
     kind: Containment,
-    landlock_abi: i64,
+    /// Namespaces, or the Landlock fallback.
+    isolation: isolation::Isolation,
     data_dir: PathBuf,
     queue: VecDeque<(String, GuestSpec)>,
     guests: Vec<Guest>,
@@ -254,8 +270,8 @@ impl LinuxRuntime {
             }
         };
         let kind = cgroups.as_ref().map_or(Containment::ProcessGroup, |c| c.kind);
-        let landlock_abi = sandbox::kernel_abi();
-        if landlock_abi < 1 {
+        let isolation = isolation::Isolation::choose(account.as_ref().ok().and_then(|a| a.as_ref()).map(|a| (a.uid, a.gid)), cfg.network);
+        if !isolation.namespaces() && sandbox::kernel_abi() < 1 {
             error!("NO LANDLOCK on this kernel: guests run with no-new-privileges but without a filesystem sandbox");
         }
         let freeze_file = cgroups.as_ref().and_then(|c| std::fs::OpenOptions::new().write(true).open(c.freeze_file()).ok());
@@ -279,7 +295,7 @@ impl LinuxRuntime {
                 None
             }
         };
-        info!(containment = kind.as_str(), landlock_abi, base = %base, "guest runtime ready");
+        info!(containment = kind.as_str(), sandbox = %isolation.describe(), base = %base, "guest runtime ready");
         let m = &config.memory;
         let warm = WarmRules {
             protect: m.protect_owner,
@@ -296,7 +312,7 @@ impl LinuxRuntime {
             kill_grace: Duration::from_secs(config.eviction.kill_grace_s),
             cgroups,
             kind,
-            landlock_abi,
+            isolation,
             data_dir: work_root.join("guests"),
             queue: VecDeque::new(),
             guests: Vec::new(),
@@ -460,17 +476,16 @@ impl LinuxRuntime {
                     self.guests.push(g);
                 }
                 Err(e) => {
-                    error!("{e}");
-                    let workdir = spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(&id));
+                    error!(guest = %id, "guest not started: {e}");
+                    let dir = self.dir_of(&id, &spec);
                     let outcome = crate::guest::start_failure(&e, &spec.command);
                     // The job's own output says it too (`lull jobs output`, `lull run`).
-                    let said = std::fs::OpenOptions::new().create(true).append(true).open(workdir.join("stderr.log"));
-                    if let Ok(mut f) = said {
-                        use std::io::Write;
-                        let _ = writeln!(f, "lull: {}", outcome.describe());
+                    if dir.root.starts_with(&self.work_root) {
+                        output::note(&dir.stderr(), &format!("lull: {}", outcome.describe()));
                     }
                     let mut info =
-                        GuestInfo::without_process(id.clone(), GuestPhase::Ended { code: None, signal: None, evicted: false }, workdir);
+                        GuestInfo::without_process(id.clone(), GuestPhase::Ended { code: None, signal: None, evicted: false }, &dir);
+                    info.failure = Some(e.to_string());
                     info.start_error = Some(outcome);
                     let t = GuestTotals { guest: id, cpu_us: 0, wall_ms: 0, peak_mem_bytes: 0 };
                     self.ended.push((info, t, true));
@@ -479,34 +494,18 @@ impl LinuxRuntime {
         }
     }
 
+    /// The directory a guest works in: the one the coordinator link prepared, or a new
+    /// one under `guests/` (checked by [`workdir::prepare`] before it is used).
+    fn dir_of(&self, id: &str, spec: &GuestSpec) -> GuestDir {
+        GuestDir::new(spec.job_dir.clone().unwrap_or_else(|| self.data_dir.join(id)))
+    }
+
     fn start(&mut self, id: &str, spec: &GuestSpec, limit: u64) -> Result<Guest, GuestError> {
-        let io = |what: String| move |source| GuestError::Io { what, source };
         let account = self.account.clone().map_err(GuestError::Sandbox)?;
-        let workdir = spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(id));
-        let ours = !workdir.exists() || workdir.starts_with(&self.work_root);
-        std::fs::create_dir_all(workdir.join("tmp")).map_err(io(format!("creating {}", workdir.display())))?;
-        if ours {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&workdir, std::fs::Permissions::from_mode(0o700));
-        }
-        // A work directory Lull made goes to the guests' account; one the owner named and
-        // made (`lull run --workdir`) stays theirs, and must let the account write.
-        if let Some(a) = &account {
-            if ours {
-                account::hand_over(&workdir, a).map_err(io(format!("handing {} to {}", workdir.display(), a.name)))?;
-            } else {
-                use std::os::unix::fs::MetadataExt;
-                let m = std::fs::metadata(&workdir).map_err(io(format!("reading {}", workdir.display())))?;
-                if m.uid() != a.uid && m.mode() & 0o002 == 0 {
-                    return Err(GuestError::Sandbox(format!(
-                        "guests run as {}, which cannot write the work directory {}: name a directory that does not exist yet (Lull makes it theirs) or give this one to {}",
-                        a.name,
-                        workdir.display(),
-                        a.name
-                    )));
-                }
-            }
-        }
+        let dir = self.dir_of(id, spec);
+        workdir::prepare(&self.work_root, &dir, account.as_ref())?;
+        let outbound = self.isolation.outbound_for(spec, self.cfg.network)?;
+        self.isolation.find_program(spec, &dir)?;
         // Parent frozen from an earlier freeze would freeze the newcomer too.
         self.set_frozen(false);
         let cg = match &self.cgroups {
@@ -517,24 +516,26 @@ impl LinuxRuntime {
             }
             None => None,
         };
-        let sandbox = sandbox::prepare(&workdir, spec.network.unwrap_or(self.cfg.network))?;
-        let launch = spawn::Launch {
+        let disk_bytes = self.cfg.disk_mib * MIB;
+        let confinement = spawn::Confinement {
             procs_files: cg.as_ref().map(|g| g.procs_files()).unwrap_or_default(),
-            sandbox,
             address_space: if cg.is_none() && limit != u64::MAX { Some(limit) } else { None },
+            file_size: Some(disk_bytes),
             account: account.as_ref().map(|a| (a.uid, a.gid)),
+            ..spawn::Confinement::default()
         };
-        let child = match spawn::spawn(spec, &workdir, launch) {
-            Ok(c) => c,
-            Err(source) => {
+        let launched = match self.isolation.launch(id, spec, &dir, confinement, outbound, self.cfg.output_mib * MIB) {
+            Ok(l) => l,
+            Err(e) => {
                 if let Some(g) = &cg {
                     g.kill();
+                    g.wait_empty(Duration::from_secs(2));
                     g.remove();
                 }
-                return Err(GuestError::Spawn { id: id.into(), source });
+                return Err(e);
             }
         };
-        let pid = child.id();
+        let pid = launched.child.id();
         let boost_on = !self.fast.boost.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
         if let (Some(c), Some(g), true) = (&self.cgroups, &cg, boost_on) {
             self.fast.boost.lock().unwrap_or_else(|p| p.into_inner()).extend(c.boost_files(&g.cpu));
@@ -547,11 +548,16 @@ impl LinuxRuntime {
         }
         Ok(Guest {
             id: id.into(),
-            child,
+            child: launched.child,
             pid,
             limit: cg.as_ref().and_then(|g| g.memory_limit()).or((limit != u64::MAX).then_some(limit)),
             cg,
-            workdir,
+            disk: disk::DiskWatch::new(&dir.work(), disk_bytes),
+            dir,
+            helpers: launched.helpers,
+            link: launched.link,
+            pump: Some(launched.pump),
+            failure: None,
             cap: guest_memory::cap_for(&self.memory_rules(), memory::meminfo().total, spec.memory_cap_bytes),
             wall_ms: 0,
             cpu: (0, 0),
@@ -564,6 +570,24 @@ impl LinuxRuntime {
             kill_at: None,
             exit: None,
         })
+    }
+
+    /// Sends `sig` to the job's processes: not to bwrap's own or the network link, which
+    /// a checkpoint signal would end before the job could act on it.
+    fn signal_job(g: &Guest, sig: i32) {
+        let pids = Self::pids_of(g.cg.as_ref(), g.pid);
+        for pid in pids.into_iter().filter(|p| !g.helpers.contains(p)) {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid, sig) };
+        }
+    }
+
+    /// Every process of the guest: its cgroup's, or without cgroups its process group's.
+    fn pids_of(cg: Option<&GuestCgroup>, pgid: u32) -> Vec<i32> {
+        match cg {
+            Some(cg) => cg.pids(),
+            None => fallback::members(pgid as i32).into_iter().map(|p| p as i32).collect(),
+        }
     }
 
     /// Freezes (`hold`) or thaws one guest on its own: its gang is halted while a lost
@@ -617,8 +641,8 @@ impl LinuxRuntime {
     fn stop_one_within(&mut self, id: &str, grace: Duration) -> bool {
         if let Some(i) = self.queue.iter().position(|(q, _)| q == id) {
             let (id, spec) = self.queue.remove(i).expect("position() just found this index");
-            let workdir = spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(&id));
-            let info = GuestInfo::without_process(id.clone(), GuestPhase::Ended { code: None, signal: None, evicted: true }, workdir);
+            let dir = self.dir_of(&id, &spec);
+            let info = GuestInfo::without_process(id.clone(), GuestPhase::Ended { code: None, signal: None, evicted: true }, &dir);
             let t = GuestTotals { guest: id, cpu_us: 0, wall_ms: 0, peak_mem_bytes: 0 };
             self.ended.push((info, t, true));
             return true;
@@ -636,10 +660,7 @@ impl LinuxRuntime {
                 Self::set_held(g, false);
             }
             if g.checkpointable && !grace.is_zero() {
-                match &g.cg {
-                    Some(cg) => cg.signal(libc::SIGTERM),
-                    None => fallback::signal_group(g.pid as i32, libc::SIGTERM),
-                }
+                Self::signal_job(g, libc::SIGTERM);
                 g.kill_at = Some(Instant::now() + grace);
             } else {
                 Self::kill_guest(g);
@@ -661,10 +682,7 @@ impl LinuxRuntime {
             }
             if g.checkpointable && !self.kill_grace.is_zero() {
                 signalled = true;
-                match &g.cg {
-                    Some(cg) => cg.signal(libc::SIGTERM),
-                    None => fallback::signal_group(g.pid as i32, libc::SIGTERM),
-                }
+                Self::signal_job(g, libc::SIGTERM);
                 g.kill_at = Some(now + self.kill_grace);
             } else {
                 Self::kill_guest(g);
@@ -715,12 +733,26 @@ impl LinuxRuntime {
                     g.peak = g.peak.max(rss);
                 }
             }
+            if g.failure.is_none() && !g.stopping {
+                if let Some(over) = g.disk.check(now, || Self::pids_of(g.cg.as_ref(), g.pid)) {
+                    warn!(guest = %g.id, "{over}: guest stopped");
+                    g.failure = Some(over.to_string());
+                    g.stopping = true;
+                    Self::kill_guest(g);
+                }
+            }
             if g.kill_at.is_some_and(|t| now >= t) {
                 g.kill_at = None;
                 Self::kill_guest(g);
             }
             if g.exit.is_none() {
                 g.exit = g.child.try_wait().ok().flatten();
+            }
+            if g.exit.is_some() {
+                // The sandbox has ended: its network link goes with it.
+                if let Some(mut link) = g.link.take() {
+                    link.close();
+                }
             }
             let gone = match &g.cg {
                 Some(cg) => !cg.populated(),
@@ -736,10 +768,22 @@ impl LinuxRuntime {
                     self.fast.boost.lock().unwrap_or_else(|p| p.into_inner()).retain(|(f, _, _)| !f.starts_with(&cg.cpu));
                 }
                 self.fast.groups.lock().unwrap_or_else(|p| p.into_inner()).retain(|&p| p != g.pid as i32);
+                // Every writer has gone: the last output is in its files before anyone reads them.
+                if let Some(pump) = g.pump.take() {
+                    let cuts = pump.cuts();
+                    if !pump.finish(Duration::from_millis(200)) {
+                        warn!(guest = %g.id, "the guest's output is still held open by a process outside it");
+                    }
+                    // Output cut at the cap fails the job (its output is not all there).
+                    if let (None, Some(stream)) = (&g.failure, cuts.first()) {
+                        let name = if stream == 0 { "stdout" } else { "stderr" };
+                        g.failure = Some(format!("output limit: its {name} was cut at [guests] output_mib = {}", self.cfg.output_mib));
+                    }
+                }
                 let status = g.exit;
                 let mut info = g.info(false);
-                info.phase =
-                    GuestPhase::Ended { code: status.and_then(|s| s.code()), signal: status.and_then(|s| s.signal()), evicted: g.evicted };
+                let (code, signal) = self.isolation.decode(status);
+                info.phase = GuestPhase::Ended { code, signal, evicted: g.evicted };
                 info!(guest = %g.id, status = ?status, cpu_s = (g.cpu.0 + g.cpu.1) as f64 / 1e6, wall_s = g.wall_ms / 1000, "guest ended");
                 self.ended_cpu_us += g.cpu.0 + g.cpu.1;
                 self.ended.push((info, g.totals(), false));
@@ -869,7 +913,6 @@ impl LinuxRuntime {
 
 impl GuestHost for LinuxRuntime {
     fn describe(&self) -> String {
-        let sandbox = if self.landlock_abi > 0 { format!("landlock ABI {}", self.landlock_abi) } else { "NO landlock".into() };
         let user = match &self.account {
             Ok(Some(a)) => format!(" · as {}", a.name),
             Ok(None) => String::new(),
@@ -879,7 +922,12 @@ impl GuestHost for LinuxRuntime {
             Some(c) => format!("{} in {}", cgroup::describe_containment(c.kind, &c.missing), c.placement),
             None => self.kind.as_str().to_owned(),
         };
-        format!("linux: {containment} · sandbox: {sandbox} + no-new-privs · SCHED_IDLE, nice 19, idle I/O{user}")
+        format!(
+            "linux: {containment} · sandbox: {} + no-new-privs · SCHED_IDLE, nice 19, idle I/O{user} · disk {} MiB, output {} MiB per stream",
+            self.isolation.describe(),
+            self.cfg.disk_mib,
+            self.cfg.output_mib
+        )
     }
 
     fn apply(&mut self, directive: GuestDirective) {
@@ -963,7 +1011,7 @@ impl GuestHost for LinuxRuntime {
         }
         let now = Instant::now();
         if self.migration.is_none_or(|(at, _)| now.duration_since(at) >= MIGRATION_EVERY) {
-            let bytes: u64 = self.guests.iter().map(|g| g.mem + dir_bytes(&g.workdir, 100_000)).sum();
+            let bytes: u64 = self.guests.iter().map(|g| g.mem + dir_bytes(&g.dir.work(), 100_000)).sum();
             self.migration = Some((now, migration_cost(bytes, self.cfg.migration_bandwidth_mib_s)));
         }
         self.migration.map(|(_, t)| t)
@@ -1014,6 +1062,10 @@ impl GuestHost for LinuxRuntime {
             pressure: self.pressure.frozen(),
             guests,
         })
+    }
+
+    fn guest_cgroup(&self) -> Option<String> {
+        self.cgroups.as_ref().map(Cgroups::marker)
     }
 
     fn guest_info(&mut self, id: &str) -> Option<GuestInfo> {
@@ -1069,9 +1121,7 @@ impl GuestRuntime for LinuxRuntime {
         let frozen = self.fast.frozen.load(Ordering::Acquire);
         let mut out: Vec<GuestInfo> = self.ended.iter().map(|e| e.0.clone()).collect();
         out.extend(self.guests.iter().map(|g| g.info(frozen)));
-        out.extend(self.queue.iter().map(|(id, spec)| {
-            GuestInfo::without_process(id.clone(), GuestPhase::Queued, spec.workdir.clone().unwrap_or_else(|| self.data_dir.join(id)))
-        }));
+        out.extend(self.queue.iter().map(|(id, spec)| GuestInfo::without_process(id.clone(), GuestPhase::Queued, &self.dir_of(id, spec))));
         out
     }
 

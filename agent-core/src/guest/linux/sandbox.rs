@@ -1,15 +1,25 @@
-//! The guest sandbox: a Landlock ruleset built in the agent (allocation is not safe
-//! between fork and exec) and enforced in the guest's process just before exec, together
-//! with no-new-privileges.
+//! The Landlock sandbox: the fallback where user namespaces are unavailable (see
+//! [`super::bubblewrap`], which is the sandbox wherever they work). A ruleset built in the
+//! agent (allocation is not safe between fork and exec) and enforced in the guest's
+//! process just before exec, together with no-new-privileges.
 //!
 //! Guests may read and execute system directories, read and write only their own work
 //! directory, and use a few device files; everything else — the owner's home above all
 //! — is denied by the kernel. They may not signal or connect to abstract sockets of
-//! processes outside their sandbox (Landlock scopes, ABI 6). Network: `outbound` denies
-//! binding TCP ports (no servers), `none` denies TCP bind and connect, `allowed` leaves
-//! the network alone. Landlock does not cover UDP.
+//! processes outside their sandbox (Landlock scopes, ABI 6). TCP bind and connect are
+//! denied (ABI 4; Landlock does not cover UDP, and outbound network is refused without
+//! namespaces). Weaker than the namespaces, and said so at start-up: the guest sees every
+//! process of the machine (command lines in `/proc`), a kernel before ABI 6 lets it
+//! signal the owner's processes, and UDP and Unix sockets are open to it; the agent's
+//! control socket refuses it by its cgroup or ancestry instead.
+//!
+//! Landlock is not layered inside the namespaces: it forbids mount(2), so it cannot be
+//! enforced before bubblewrap builds the view; enforcing it inside would need an exec shim
+//! in the view (a second exec per start and a binary to ship). In the view, what it adds
+//! here is already held by the namespaces: only the bound directories exist (system ones
+//! read-only), the PID namespace hides and shields every outside process, and the network
+//! namespace holds TCP, UDP and abstract sockets.
 
-use crate::config::NetworkPolicy;
 use crate::guest::GuestError;
 use landlock::{path_beneath_rules, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -54,17 +64,13 @@ impl Prepared {
 
 /// Builds the ruleset for a guest working in `workdir`. `Ok(None)` when the kernel has
 /// no Landlock (the runtime then says so loudly).
-pub fn prepare(workdir: &Path, network: NetworkPolicy) -> Result<Option<Prepared>, GuestError> {
+pub fn prepare(workdir: &Path) -> Result<Option<Prepared>, GuestError> {
     if kernel_abi() < 1 {
         return Ok(None);
     }
     let e = |e: landlock::RulesetError| GuestError::Sandbox(e.to_string());
     let mut rs = Ruleset::default().handle_access(AccessFs::from_all(ABI_TARGET)).map_err(e)?;
-    rs = match network {
-        NetworkPolicy::Allowed => rs,
-        NetworkPolicy::Outbound => rs.handle_access(AccessNet::BindTcp).map_err(e)?,
-        NetworkPolicy::None => rs.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp).map_err(e)?,
-    };
+    rs = rs.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp).map_err(e)?;
     if kernel_abi() >= 6 {
         rs = rs.scope(Scope::from_all(ABI_TARGET)).map_err(e)?;
     }

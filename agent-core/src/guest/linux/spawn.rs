@@ -1,59 +1,80 @@
-//! Starting a guest process. Everything the guest must be bound by is applied in its own
-//! process between fork and exec, in this order, with async-signal-safe calls only on
-//! data prepared before the fork: its own process group; joining its cgroups (writing "0" to each
-//! `cgroup.procs`, so the whole future tree is contained before the first instruction of
-//! the job runs); rlimits; lowest priority; the unprivileged account when the agent is
-//! root (after which the parent-death signal is set, as a credential change clears it,
-//! and checked against a parent that already died); no-new-privileges and the Landlock
-//! ruleset.
+//! Starting a process for a guest: the guest itself (bubblewrap building its sandbox, or
+//! in the Landlock fallback the job's program) and its network helper. Everything it must
+//! be bound by is applied in its own process between fork and exec, in this order, with
+//! async-signal-safe calls only on data prepared before the fork: a new session (its own
+//! process group, no controlling terminal, so no keystrokes pushed into the owner's
+//! terminal); joining its cgroups (writing "0" to each `cgroup.procs`, so the whole future
+//! tree is contained before the first instruction of the job runs); rlimits (no core
+//! files, the largest file it may write, and without cgroups its address space); lowest
+//! priority; the unprivileged account when the agent is root (after which the
+//! parent-death signal is set, as a credential change clears it, and checked against a
+//! parent that already died); the file descriptors it is handed, at fixed numbers; then
+//! no-new-privileges and, in the fallback, the Landlock ruleset.
 
 use super::priority;
 use super::sandbox;
-use crate::guest::GuestSpec;
-use std::ffi::CString;
+use std::ffi::{CString, OsString};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-/// Everything prepared for one guest before the fork.
-pub struct Launch {
+/// What binds one process Lull starts for a guest, prepared before the fork.
+#[derive(Default)]
+pub struct Confinement {
+    /// The guest's `cgroup.procs` files to join.
     pub procs_files: Vec<CString>,
-    pub sandbox: Option<sandbox::Prepared>,
     /// RLIMIT_AS, for the no-cgroup fallback.
     pub address_space: Option<u64>,
+    /// RLIMIT_FSIZE: the largest file it may write (`[guests] disk_mib`).
+    pub file_size: Option<u64>,
     /// The unprivileged (uid, gid) to switch to, when the agent is root.
     pub account: Option<(u32, u32)>,
+    /// The Landlock ruleset, in the fallback without namespaces.
+    pub landlock: Option<sandbox::Prepared>,
+    /// Descriptors handed to the process: each (descriptor, the number it gets there).
+    pub fds: Vec<(OwnedFd, RawFd)>,
 }
 
-fn err() -> std::io::Error {
-    std::io::Error::last_os_error()
-}
+/// The lowest descriptor number a handed descriptor is moved to before the fork, so that
+/// placing one at its fixed number never overwrites another still to be placed.
+const FD_STAGING: RawFd = 100;
 
-/// Spawns the guest with its stdout and stderr in `workdir`.
-pub fn spawn(spec: &GuestSpec, workdir: &Path, launch: Launch) -> std::io::Result<Child> {
-    let log = |name: &str| std::fs::OpenOptions::new().create(true).append(true).open(workdir.join(name));
-    let mut cmd = Command::new(&spec.command);
-    cmd.args(&spec.args)
-        .current_dir(workdir)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", workdir)
-        .env("TMPDIR", workdir.join("tmp"))
-        .env("LANG", "C.UTF-8")
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(log("stdout.log")?)
-        .stderr(log("stderr.log")?);
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
-    let Launch { procs_files, sandbox, address_space, account } = launch;
-    let pre_exec = move || -> std::io::Result<()> {
+impl Confinement {
+    /// The same cgroups, rlimits, priority and account, without the Landlock ruleset or
+    /// any descriptor: for a helper that runs beside the guest (its network link).
+    pub fn like(&self) -> Self {
+        Self {
+            procs_files: self.procs_files.clone(),
+            address_space: self.address_space,
+            file_size: self.file_size,
+            account: self.account,
+            landlock: None,
+            fds: Vec::new(),
+        }
+    }
+
+    /// Hands `fd` to the process as descriptor `at` (3 or more).
+    pub fn hand(&mut self, fd: OwnedFd, at: RawFd) -> std::io::Result<()> {
+        // SAFETY: fcntl(F_DUPFD_CLOEXEC) on a descriptor we own returns a new one or -1.
+        let staged = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, FD_STAGING) };
+        if staged < 0 {
+            return Err(err());
+        }
+        // SAFETY: `staged` is a new descriptor nobody else owns.
+        self.fds.push((unsafe { OwnedFd::from_raw_fd(staged) }, at));
+        Ok(())
+    }
+
+    /// Applies everything in the calling process (a child between fork and exec).
+    /// Async-signal-safe: system calls on data prepared before the fork.
+    fn apply(&self, parent: libc::pid_t) -> std::io::Result<()> {
         // SAFETY: only async-signal-safe system calls on memory prepared before the fork.
         unsafe {
-            if libc::setpgid(0, 0) != 0 {
+            if libc::setsid() < 0 {
                 return Err(err());
             }
-            for f in &procs_files {
+            for f in &self.procs_files {
                 let fd = libc::open(f.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd < 0 {
                     return Err(err());
@@ -65,20 +86,26 @@ pub fn spawn(spec: &GuestSpec, workdir: &Path, launch: Launch) -> std::io::Resul
                     return Err(e);
                 }
             }
-            let core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            libc::setrlimit(libc::RLIMIT_CORE, &core);
-            if let Some(bytes) = address_space {
+            let limit = |resource, bytes: u64| {
                 let lim = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
-                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                if libc::setrlimit(resource, &lim) != 0 {
                     return Err(err());
                 }
+                Ok(())
+            };
+            limit(libc::RLIMIT_CORE, 0)?;
+            if let Some(bytes) = self.address_space {
+                limit(libc::RLIMIT_AS, bytes)?;
+            }
+            if let Some(bytes) = self.file_size {
+                limit(libc::RLIMIT_FSIZE, bytes)?;
             }
         }
         priority::lowest_for_self()?;
-        if let Some((uid, gid)) = account {
+        if let Some((uid, gid)) = self.account {
             super::account::switch_to(uid, gid)?;
         }
-        // SAFETY: prctl and getppid on the calling process.
+        // SAFETY: prctl, getppid and dup2 on the calling process and descriptors it holds.
         unsafe {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                 return Err(err());
@@ -86,8 +113,14 @@ pub fn spawn(spec: &GuestSpec, workdir: &Path, launch: Launch) -> std::io::Resul
             if libc::getppid() != parent {
                 return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
             }
+            for (fd, at) in &self.fds {
+                // dup2 clears close-on-exec on the new number: the process keeps it.
+                if libc::dup2(fd.as_raw_fd(), *at) < 0 {
+                    return Err(err());
+                }
+            }
         }
-        match &sandbox {
+        match &self.landlock {
             Some(s) => s.enforce(),
             None => {
                 // SAFETY: prctl on the calling process.
@@ -97,8 +130,64 @@ pub fn spawn(spec: &GuestSpec, workdir: &Path, launch: Launch) -> std::io::Resul
                 Ok(())
             }
         }
-    };
-    // SAFETY: the closure is async-signal-safe (see above).
-    unsafe { cmd.pre_exec(pre_exec) };
+    }
+}
+
+fn err() -> std::io::Error {
+    std::io::Error::last_os_error()
+}
+
+/// A program to start: what, where, with which environment and output.
+pub struct Exec {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub cwd: PathBuf,
+    /// The whole environment (nothing of the agent's is inherited).
+    pub env: Vec<(OsString, OsString)>,
+    pub stdout: Stdio,
+    pub stderr: Stdio,
+}
+
+/// Starts `exec` bound by `confinement` (stdin is /dev/null).
+pub fn spawn(exec: Exec, confinement: Confinement) -> std::io::Result<Child> {
+    let mut cmd = Command::new(&exec.program);
+    cmd.args(&exec.args)
+        .current_dir(&exec.cwd)
+        .env_clear()
+        .envs(exec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(exec.stdout)
+        .stderr(exec.stderr);
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure only calls `Confinement::apply`, which is async-signal-safe.
+    unsafe { cmd.pre_exec(move || confinement.apply(parent)) };
     cmd.spawn()
+}
+
+/// A pipe (read end, write end), both close-on-exec.
+pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(err());
+    }
+    // SAFETY: both are new descriptors owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// An anonymous in-memory file holding `data`, positioned at its start (close-on-exec).
+pub fn memfd_with(name: &str, data: &[u8]) -> std::io::Result<OwnedFd> {
+    use std::io::{Seek, Write};
+    let c = CString::new(name).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: memfd_create with a valid name returns a new descriptor or -1.
+    let fd = unsafe { libc::memfd_create(c.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(err());
+    }
+    // SAFETY: a new descriptor owned by nobody else.
+    let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    f.write_all(data)?;
+    f.rewind()?;
+    Ok(f.into())
 }

@@ -24,10 +24,23 @@
 //!   donated time among those whose interruptions per day stay within the budget on
 //!   average; with none, the longest candidate.
 //!
-//! Pure: rows in, [`Calibration`] out.
+//! Pure: rows in, [`Calibration`] out. It lives in the core (not the simulator) because
+//! the agent and the tray run it on the owner's own ledger; the simulator reads the same
+//! [`OwnerSample`]s from traces.
 
-use crate::trace::OwnerSample;
 use std::fmt::Write;
+
+/// One reading of the owner's use of the machine, as the agent's ledger records it and
+/// the simulator replays it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OwnerSample {
+    /// Owner CPU as a fraction of the machine (guests excluded).
+    pub owner_cpu: f32,
+    /// Owner memory in bytes.
+    pub owner_mem_bytes: u64,
+    /// Keyboard or mouse input happened during the sample's interval.
+    pub input: bool,
+}
 
 /// A row covers the time up to the next row if they are at most this far apart (s).
 pub const MAX_GAP_S: i64 = 30;
@@ -304,7 +317,7 @@ impl Calibration {
     /// The plot: donated hours and interruptions per day against T, with the budget.
     pub fn svg(&self) -> String {
         let xs = |f: &dyn Fn(&Candidate) -> f64| self.candidates.iter().map(|c| (c.threshold_s as f64, f(c))).collect::<Vec<_>>();
-        crate::svg::Chart::new(
+        crate::chart::Chart::new(
             format!("Calibration: T = {} s, CPU < {:.0} %", self.recruitment_threshold_s, self.owner_cpu_max * 100.0),
             "recruitment threshold T (s)",
             "per day",
@@ -319,7 +332,27 @@ impl Calibration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::Rng;
+    use crate::sched::SplitMix64;
+
+    /// The few draws the synthetic trace needs, on the scheduler's own generator.
+    struct Rng(SplitMix64);
+    impl Rng {
+        fn new(seed: u64) -> Rng {
+            Rng(SplitMix64::new(seed))
+        }
+        fn f64(&mut self) -> f64 {
+            (self.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        }
+        fn range(&mut self, lo: f64, hi: f64) -> f64 {
+            lo + (hi - lo) * self.f64()
+        }
+        fn int(&mut self, lo: u64, hi: u64) -> u64 {
+            lo + self.0.below(hi - lo + 1)
+        }
+        fn chance(&mut self, p: f64) -> bool {
+            self.f64() < p
+        }
+    }
 
     /// Days of rows every `step` s (10 s when `relaxed`, mixing 2 s and 10 s spacing): the
     /// owner away at night with background CPU up to `bg` (and a spike to `bg` now and

@@ -1,7 +1,8 @@
-//! Minimal SVG line charts for the experiment reports: one chart, a few named series of
-//! (x, y) points, linear axes with round ticks, a legend. Hand-written markup (a few KB
-//! per chart) rather than a plotting crate, so the simulator builds on lull-core's
-//! dependencies alone.
+//! Minimal SVG line charts (pure text): one chart, a few named series of (x, y) points,
+//! linear axes with round ticks, a legend. Drawn by the calibration ([`crate::calibrate`],
+//! shown by `lull calibrate` and the tray) and by the simulator's experiment reports.
+//! Hand-written markup (a few KB per chart) rather than a plotting crate, so neither needs
+//! more than lull-core's own dependencies.
 
 use std::fmt::Write;
 

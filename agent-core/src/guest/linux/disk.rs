@@ -1,0 +1,208 @@
+//! A guest's disk use, held to `[guests] disk_mib`. No single file may grow past the limit
+//! (RLIMIT_FSIZE, set in [`super::spawn`]: the write fails and SIGXFSZ ends the writer); the
+//! agent measures the work directory while the guest runs and stops it when it holds more.
+//!
+//! Measuring cheaply, on the runtime's tick: the guest cannot have added more than the
+//! file system lost in free space since the last measurement, so while the last measured
+//! use plus that loss stays under the limit nothing is walked (one `statvfs`). Only when
+//! it could be over is the directory walked: blocks allocated (a sparse file counts what
+//! it holds; a file linked twice once), plus files the guest deleted but still holds open
+//! (`/proc/PID/fd` of its processes), which take disk no walk sees. A walk is also made
+//! every [`WALK_AT_LEAST_EVERY`] (space freed meanwhile hides growth from the bound), and
+//! repeats at most every [`WALK_COST_FACTOR`] times its own duration, so the agent spends
+//! at most ~2 % of a core on it even while the owner fills the same disk.
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Entries one walk looks at; a directory holding more is over its limit (said so).
+pub const MAX_ENTRIES: usize = 200_000;
+/// A walk that took t waits this many times t before the next one.
+const WALK_COST_FACTOR: u32 = 50;
+/// A walk is made at least this often all the same: space the owner frees while the guest
+/// writes hides the guest's growth from the free-space bound.
+const WALK_AT_LEAST_EVERY: Duration = Duration::from_secs(30);
+
+/// What a measurement found over the limit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Over {
+    pub used_bytes: u64,
+    pub limit_bytes: u64,
+    /// The walk stopped at [`MAX_ENTRIES`].
+    pub too_many_files: bool,
+}
+
+impl std::fmt::Display for Over {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        if self.too_many_files {
+            write!(
+                f,
+                "disk limit: the work directory holds more than {MAX_ENTRIES} files ([guests] disk_mib = {:.0})",
+                mib(self.limit_bytes)
+            )
+        } else {
+            write!(
+                f,
+                "disk limit: the work directory used {:.1} MiB, over [guests] disk_mib = {:.0}",
+                mib(self.used_bytes),
+                mib(self.limit_bytes)
+            )
+        }
+    }
+}
+
+/// One guest's disk watch.
+#[derive(Debug)]
+pub struct DiskWatch {
+    work: PathBuf,
+    limit: u64,
+    /// Use at the last walk, and the file system's free bytes then.
+    measured: u64,
+    free_then: u64,
+    next_walk: Instant,
+    last_walk: Instant,
+    /// Walks made (for tests and figures).
+    pub walks: u32,
+}
+
+impl DiskWatch {
+    /// Starts watching `work` (its inputs and checkpoint count from the start).
+    pub fn new(work: &Path, limit_bytes: u64) -> Self {
+        let now = Instant::now();
+        let mut w =
+            Self { work: work.to_path_buf(), limit: limit_bytes, measured: 0, free_then: 0, next_walk: now, last_walk: now, walks: 0 };
+        w.walk(&[]);
+        w
+    }
+
+    /// One tick: `Some` when the guest (its processes `pids`) holds more than its limit.
+    pub fn check(&mut self, now: Instant, pids: impl FnOnce() -> Vec<i32>) -> Option<Over> {
+        let free = free_bytes(&self.work)?;
+        let could_be = self.measured + self.free_then.saturating_sub(free);
+        let due = could_be > self.limit || now >= self.last_walk + WALK_AT_LEAST_EVERY;
+        if !due || now < self.next_walk {
+            return None;
+        }
+        self.walk(&pids())
+    }
+
+    fn walk(&mut self, pids: &[i32]) -> Option<Over> {
+        let t0 = Instant::now();
+        let free = free_bytes(&self.work).unwrap_or(0);
+        let (mut used, complete, dev) = allocated(&self.work);
+        used += held_deleted(pids, dev);
+        self.walks += 1;
+        self.last_walk = t0;
+        self.measured = used;
+        self.free_then = free;
+        self.next_walk = Instant::now() + t0.elapsed().max(Duration::from_millis(20)) * WALK_COST_FACTOR;
+        (used > self.limit || !complete).then_some(Over { used_bytes: used, limit_bytes: self.limit, too_many_files: !complete })
+    }
+}
+
+/// Free bytes for unprivileged users on the file system holding `path`.
+fn free_bytes(path: &Path) -> Option<u64> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statvfs writes into a zeroed struct of the right type.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid NUL-terminated path and a valid out pointer.
+    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| st.f_bavail * st.f_frsize)
+}
+
+/// Bytes allocated under `dir` (each inode once, links not followed), whether the walk saw
+/// everything (at most [`MAX_ENTRIES`]), and the directory's device.
+fn allocated(dir: &Path) -> (u64, bool, u64) {
+    let Ok(top) = std::fs::symlink_metadata(dir) else { return (0, true, 0) };
+    let dev = top.dev();
+    let (mut total, mut seen, mut stack) = (top.blocks() * 512, 0usize, vec![dir.to_path_buf()]);
+    let mut inodes = HashSet::new();
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                return (total, false, dev);
+            }
+            let Ok(m) = e.metadata() else { continue };
+            if m.nlink() > 1 && !m.is_dir() && !inodes.insert(m.ino()) {
+                continue;
+            }
+            total += m.blocks() * 512;
+            if m.is_dir() && m.dev() == dev {
+                stack.push(e.path());
+            }
+        }
+    }
+    (total, true, dev)
+}
+
+/// Bytes of deleted files on device `dev` that the processes `pids` still hold open.
+fn held_deleted(pids: &[i32], dev: u64) -> u64 {
+    let mut inodes = HashSet::new();
+    let mut total = 0;
+    for pid in pids {
+        let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
+        for e in rd.flatten() {
+            let deleted = std::fs::read_link(e.path()).is_ok_and(|t| t.as_os_str().as_encoded_bytes().ends_with(b" (deleted)"));
+            if !deleted {
+                continue;
+            }
+            // The descriptor's own file, through its /proc link.
+            if let Ok(m) = std::fs::metadata(e.path()) {
+                if m.is_file() && m.dev() == dev && inodes.insert(m.ino()) {
+                    total += m.blocks() * 512;
+                }
+            }
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn write_mib(path: &Path, mib: usize) -> std::fs::File {
+        let mut f = std::fs::File::create(path).unwrap();
+        let block = vec![7u8; 1 << 20];
+        for _ in 0..mib {
+            f.write_all(&block).unwrap();
+        }
+        f.sync_all().unwrap();
+        f
+    }
+
+    #[test]
+    fn use_is_measured_only_when_it_could_be_over_and_counts_deleted_files_held_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = DiskWatch::new(dir.path(), 8 << 20);
+        assert_eq!(w.walks, 1);
+        // Well under the limit: nothing is found however often it is asked.
+        write_mib(&dir.path().join("a"), 2);
+        for _ in 0..5 {
+            assert_eq!(w.check(Instant::now() + Duration::from_secs(60), Vec::new), None);
+        }
+        assert_eq!(w.measured >> 20, 2, "the periodic walk measured it");
+        // A sparse file holds nothing.
+        std::fs::File::create(dir.path().join("sparse")).unwrap().set_len(1 << 40).unwrap();
+        // Over: written, then deleted while held open (no walk sees it).
+        let held = write_mib(&dir.path().join("hidden"), 8);
+        std::fs::remove_file(dir.path().join("hidden")).unwrap();
+        let me = std::process::id() as i32;
+        let over = w.check(Instant::now() + Duration::from_secs(60), || vec![me]).expect("over the limit");
+        assert!(over.used_bytes >= 10 << 20 && over.used_bytes < 11 << 20, "{over}");
+        assert!(over.to_string().contains("disk_mib = 8"), "{over}");
+        assert!(w.walks >= 2);
+        drop(held);
+        // Not counted without its holder: 2 MiB is under the limit again.
+        let before = w.walks;
+        let later = Instant::now() + Duration::from_secs(3600);
+        w.next_walk = later;
+        assert_eq!(w.walk(&[me]), None);
+        assert_eq!(w.walks, before + 1);
+    }
+}

@@ -1,0 +1,23 @@
+#!/bin/bash
+# A guest fills its work directory (files preallocated 128 MiB at a time) towards 6 GiB,
+# past `[guests] disk_mib` (default 4096). Its writes must stop at the limit: after the
+# job, its work directory holds no more than disk_mib (+64 MiB), and the disk has room.
+# timeout: 300
+. /run/lull-vm/src/guest/lib.sh
+require_pool
+limit=$(sed -n 's/^ *disk_mib *= *\([0-9]*\).*/\1/p' "$CONFIG" 2>/dev/null | tail -n1)
+limit=${limit:-4096}
+JOB_TIMEOUT=240
+REQUIRE_DONE=0
+run_hostile disk 6144
+used=0
+if [ -n "$WORKDIR" ] && [ -d "$WORKDIR" ]; then
+  used=$(du -sm "$WORKDIR" | cut -f1)
+  check "the work directory holds at most disk_mib + 64 MiB ($used of $limit MiB)" test "$used" -le $((limit + 64))
+  rm -f "$WORKDIR"/fill-*
+else
+  note "the work directory is gone (${WORKDIR:-never reported})"
+fi
+note "disk: $(df -m --output=used,avail / | tail -n1 | awk '{ print $1 " MiB used, " $2 " MiB free" }')"
+check "the guest was stopped before its 6-GiB bound" lacks 'PROBE fill REACHED' "$OUT"
+finish
