@@ -70,7 +70,7 @@ async fn outcomes_on(b: Backend) {
     assert!(j.reason.unwrap().starts_with("guest could not be started: its agent sent no reason"));
     // The filter finds them; the report counts only the success as a completed job.
     let failed: Vec<Job> = admin.get_ok("/api/v1/jobs?state=failed").await;
-    assert_eq!(failed.len(), 6);
+    assert_eq!(failed.len(), 7);
     let r: Report = admin.get_ok("/api/v1/reports?by=machine&since=1d").await;
     assert_eq!(r.rows.iter().map(|r| r.jobs_completed).sum::<u32>(), 1);
     // A malformed outcome is refused whole.
