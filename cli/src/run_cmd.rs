@@ -20,7 +20,7 @@ use agent_core::agent::Notice;
 use agent_core::assembly::{assemble, stop_signal, Extras};
 use agent_core::config::{Config, EvictionMode, NetworkPolicy};
 use agent_core::control::{call, ControlError, Request, Response};
-use agent_core::guest::{GuestInfo, GuestPhase, GuestSpec};
+use agent_core::guest::{GuestInfo, GuestPhase, GuestSpec, TaskOutcome};
 use agent_core::input::{InputBackend, InputError, InputSink};
 use agent_core::paths::Paths;
 use anyhow::{anyhow, bail, Context, Result};
@@ -310,9 +310,9 @@ fn announce_start(info: &GuestInfo, json: bool) {
 }
 
 /// Says how the job ended and returns the command's exit code: the job's own, 128 + N
-/// for signal N, 127 for a program not found, 126 for one that could not be executed,
-/// was refused by the sandbox or was stopped at a limit by the runtime, 75 if it was
-/// evicted.
+/// for signal N (also for a job the runtime stopped at a limit: the signal it ended by),
+/// 127 for a program not found, 126 for one that could not be executed or was refused by
+/// the sandbox, 75 if it was evicted.
 fn report_end(info: &GuestInfo, json: bool) -> u8 {
     let GuestPhase::Ended { code, signal, evicted } = info.phase else { return 1 };
     let outcome = info.outcome();
@@ -346,6 +346,13 @@ fn report_end(info: &GuestInfo, json: bool) -> u8 {
     }
     match (evicted, outcome) {
         (true, _) => 75,
+        // Stopped at a limit: as a shell would see the process end (SIGKILL for the disk,
+        // SIGPIPE past the output cap), 126 when it ended otherwise.
+        (_, Some(TaskOutcome::Stopped { .. })) => match (code, signal) {
+            (Some(c), _) => c.clamp(0, 255) as u8,
+            (_, Some(s)) => (128 + s).clamp(0, 255) as u8,
+            _ => 126,
+        },
         (_, Some(o)) => o.shell_code().clamp(0, 255) as u8,
         (_, None) => 1,
     }

@@ -476,10 +476,11 @@ fn hostile_jobs(h: &Hostile, run: &dyn Fn(&[&str]) -> (Option<i32>, String, Stri
     let fill = "for i in 1 2 3 4 5; do head -c 8388608 /dev/zero > f$i; done; echo filled; sleep 1000";
     let (code, out, err) = run(&["--now", "--", "sh", "-c", fill]);
     assert_eq!(code, Some(128 + libc::SIGKILL), "stopped for its disk\n{out}\n{err}");
-    assert!(err.contains("disk limit") && err.contains("disk_mib = 16"), "{err}");
+    assert!(err.contains("failed: stopped by its agent: disk limit") && err.contains("disk_mib = 16"), "{err}");
     assert!(serving(), "the agent stopped answering after the disk filler");
     let (code, out, err) = run(&["--now", "--", "yes", "lull"]);
     assert_eq!(code, Some(128 + libc::SIGPIPE), "its writes failed past the cap\n{err}");
+    assert!(err.contains("failed: stopped by its agent: output limit: its stdout was cut"), "the job failed for its output:\n{err}");
     assert!(out.len() >= 1 << 20 && out.len() < (1 << 20) + 200 && out.ends_with("further writes to it fail]\n"), "{} bytes", out.len());
     assert!(serving(), "the agent stopped answering after the flood");
     script
