@@ -404,7 +404,7 @@ idle_notify_s: number,
  */
 all_users: boolean, };
 
-export type NetworkPolicy = "outbound" | "none" | "allowed";
+export type NetworkPolicy = "none" | "outbound";
 
 export type Guests = { 
 /**
@@ -441,9 +441,21 @@ pressure_kill_s: number,
  */
 pids_max: number, 
 /**
- * Network policy for jobs that name none (default: outbound only).
+ * Whether guests may have outbound network when their job asks for it: `"none"`
+ * (default) or `"outbound"` (see [`NetworkPolicy`]).
  */
 network: NetworkPolicy, 
+/**
+ * Most disk a guest's work directory may use, MiB: no single file may grow past it
+ * (RLIMIT_FSIZE) and the agent stops the guest when the directory (with files it
+ * deleted but holds open) uses more.
+ */
+disk_mib: number, 
+/**
+ * Most output kept of each of a guest's stdout and stderr, MiB; past it the file ends
+ * with a truncation line and the guest's further writes there fail (EPIPE).
+ */
+output_mib: number, 
 /**
  * Bandwidth for moving a checkpoint to another machine, MiB/s: with the checkpoint
  * size (memory + work directory) it gives T_migr, until a coordinator measures it.
