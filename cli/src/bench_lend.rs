@@ -13,8 +13,12 @@
 //! starts while the owner is present and runs at the agent's lowest priority. Round by
 //! round, in rotating order so drift falls on all alike, the owner's task is measured
 //! alone (the guest's own cgroup frozen by this process: it uses no CPU), with the guest
-//! running, and (the control, `--control`) with the guest frozen and the same spinners
-//! run by the owner at normal priority, which shows the measurement can see a slowdown. The owner's slowdown is the ratio of
+//! running, and (`--control`) twice more with the guest frozen: the same spinners run by
+//! the owner at normal priority (what the owner would feel without Lull; on a quiet
+//! machine the kernel's fair scheduler already favours a light task that sleeps, so this
+//! may move by a few per cent only), and the positive control, in which the owner's task
+//! does a known [`KNOWN_EXTRA`] more work: a slowdown of known size that the measurement
+//! must see above its bound, or it could not tell a slowdown from noise. The owner's slowdown is the ratio of
 //! the medians of the task's response time (from its period's start to the end of its
 //! work) with and without the guest; the noise floor is the same ratio between the
 //! alone rounds of even and odd index. The guest's CPU comes from the agent's ledger
@@ -60,7 +64,14 @@ pub struct LendLightArgs {
 }
 
 /// The configurations measured, in the order of the first round.
-const CONFIGS: [&str; 3] = ["alone", "lull", "plain"];
+const CONFIGS: [&str; 4] = ["alone", "lull", "plain", "known"];
+
+/// The positive control's extra work: the owner's task does this much more (the guest
+/// frozen), a slowdown of known size the measurement must be able to see.
+pub const KNOWN_EXTRA: f64 = 0.25;
+
+/// The index of the positive control in [`CONFIGS`].
+const KNOWN: u8 = 3;
 
 /// Fixed work: `iters` rounds of xorshift.
 fn work(iters: u64) -> u64 {
@@ -96,6 +107,7 @@ const NOT_MEASURING: u8 = u8::MAX;
 
 impl Owner {
     fn start(period: Duration, iters: u64) -> Self {
+        let known_iters = (iters as f64 * (1.0 + KNOWN_EXTRA)) as u64;
         let stop = Arc::new(AtomicBool::new(false));
         let measuring = Arc::new(AtomicU8::new(NOT_MEASURING));
         let round = Arc::new(std::sync::atomic::AtomicU32::new(0));
@@ -108,10 +120,10 @@ impl Owner {
                 if next > now {
                     std::thread::sleep(next - now);
                 }
-                let started = Instant::now();
-                work(iters);
-                let done = Instant::now();
                 let config = m.load(Ordering::Relaxed);
+                let started = Instant::now();
+                work(if config == KNOWN { known_iters } else { iters });
+                let done = Instant::now();
                 if config != NOT_MEASURING {
                     let tick = Tick {
                         config,
@@ -415,11 +427,11 @@ pub fn run(a: LendLightArgs) -> Result<()> {
         wait_for("lending while light", Duration::from_secs(30), || lender.status().filter(|s| s.policy.state == StateKind::LendingLight))?;
     let before = lender.status().context("status")?;
 
-    let bar = indicatif::ProgressBar::new(a.rounds * if a.control { 3 } else { 2 });
+    let bar = indicatif::ProgressBar::new(a.rounds * if a.control { 4 } else { 2 });
     if a.json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
-    let configs: Vec<u8> = if a.control { vec![0, 1, 2] } else { vec![0, 1] };
+    let configs: Vec<u8> = if a.control { vec![0, 1, 2, KNOWN] } else { vec![0, 1] };
     let run = start_guest(&lender, ncpu)?;
     let leaves = guest_leaves(&lender.base);
     if leaves.is_empty() {
@@ -447,6 +459,10 @@ pub fn run(a: LendLightArgs) -> Result<()> {
                     }
                     states_while_guest.insert(s.policy.state.as_str());
                 }
+                KNOWN => {
+                    freeze(&leaves, true)?;
+                    owner.measure(KNOWN, round, a.round_s);
+                }
                 _ => {
                     freeze(&leaves, true)?;
                     let plain = plain_spinners(ncpu)?;
@@ -470,8 +486,8 @@ pub fn run(a: LendLightArgs) -> Result<()> {
     };
     let all = |_: &Tick| true;
     let mut rows = Vec::new();
-    let mut p50 = [0.0f64; 3];
-    let mut means = [0.0f64; 3];
+    let mut p50 = [0.0f64; 4];
+    let mut means = [0.0f64; 4];
     for &c in &configs {
         let r = response(c, &all);
         means[c as usize] = mean(&r);
@@ -512,9 +528,22 @@ pub fn run(a: LendLightArgs) -> Result<()> {
             "states_while_guest_ran": states_while_guest,
         },
         "configs": rows,
-        "slowdown": {"lull": slowdown(1), "plain": if a.control { Some(slowdown(2)) } else { None }},
-        "slowdown_per_round_median": {"lull": per_round(1), "plain": if a.control { Some(per_round(2)) } else { None }},
-        "slowdown_of_mean": {"lull": slowdown_mean(1), "plain": if a.control { Some(slowdown_mean(2)) } else { None }},
+        "slowdown": {
+            "lull": slowdown(1),
+            "plain": a.control.then(|| slowdown(2)),
+            "known": a.control.then(|| slowdown(KNOWN as usize)),
+        },
+        "slowdown_per_round_median": {
+            "lull": per_round(1),
+            "plain": a.control.then(|| per_round(2)),
+            "known": a.control.then(|| per_round(KNOWN)),
+        },
+        "slowdown_of_mean": {
+            "lull": slowdown_mean(1),
+            "plain": a.control.then(|| slowdown_mean(2)),
+            "known": a.control.then(|| slowdown_mean(KNOWN as usize)),
+        },
+        "known_extra_work": a.control.then_some(KNOWN_EXTRA),
         "noise_alone_even_vs_odd": noise,
         "guest": {
             "cpu_s": cpu_s,
@@ -551,9 +580,14 @@ pub fn run(a: LendLightArgs) -> Result<()> {
         );
         if a.control {
             outln!(
-                "  control, same spinners at normal priority: {:+.2} % by median, {:+.2} % by mean",
+                "  the same spinners at normal priority, outside Lull: {:+.2} % by median, {:+.2} % by mean",
                 slowdown(2) * 100.0,
                 slowdown_mean(2) * 100.0
+            );
+            outln!(
+                "  positive control, the owner's work {:.0} % longer: {:+.2} % by median (it must show above 1 % + noise floor)",
+                KNOWN_EXTRA * 100.0,
+                slowdown(KNOWN as usize) * 100.0
             );
         }
         outln!(

@@ -164,13 +164,7 @@ fn interrupt_with_a_broken_ledger(a: &mut Agent, break_ledger: impl FnOnce()) ->
     a.env.push(("LULL_INPUT".into(), "terminal".into()));
     a.start();
     let mut pty = owner_pty();
-    let wd = a.dir.join("work");
-    let _run = Kid(a
-        .lull(&["run", "--workdir", &wd.to_string_lossy(), "--", "sleep", "600"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("lull run"));
+    let _run = Kid(a.lull(&["run", "--", "sleep", "600"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("lull run"));
     a.wait_for("donating", Duration::from_secs(60), |s| s.policy.state == StateKind::Donating);
     break_ledger();
     let stdin = pty.0.stdin.as_mut().expect("pty stdin");

@@ -9,10 +9,13 @@
 //! - the owner's slowdown (median response time of the light task with the running guest
 //!   against alone, interleaved rounds) is at most 1 % plus the noise floor measured in
 //!   the same run (alone against alone), the floor counted up to 4 points at most;
-//! - the measurement can fail: the same spinners run at normal priority outside Lull (the
-//!   control) must show a slowdown above that bound in the mean response time (on a
-//!   quiet machine the kernel still runs the woken owner task first most of the time, so
-//!   the control's median may not move; its tail and mean do, by tens of per cent);
+//! - the measurement can fail: in the positive control the owner's task does a known 25 %
+//!   more work (the guest frozen), and the slowdown measured there must be above that
+//!   bound; else the run could not tell a slowdown from noise. (The same spinners run at
+//!   normal priority outside Lull are measured too and reported, not judged: a fair
+//!   scheduler already runs a woken light task first, and on a CI machine they moved the
+//!   owner's mean by 1.5 % only, inside the noise floor, while on ours by tens of per
+//!   cent);
 //! - no interruption is counted, and all the guest's CPU is accounted in the ledger as
 //!   given while the owner was present.
 //!
@@ -52,11 +55,12 @@ fn a_guest_lent_while_the_owner_works_lightly_slows_them_by_at_most_one_percent(
     let noise = r["noise_alone_even_vs_odd"].as_f64().expect("noise").min(0.04);
     let bound = 0.01 + noise;
     let lull = r["slowdown"]["lull"].as_f64().expect("slowdown with the lent guest");
-    let plain = r["slowdown_of_mean"]["plain"].as_f64().expect("slowdown of the control");
+    let known = r["slowdown"]["known"].as_f64().expect("slowdown of the positive control");
     assert!(lull <= bound, "owner slowdown with a lent guest {:.2} % > {:.2} % (1 % + noise floor): {r:#}", lull * 100.0, bound * 100.0);
     assert!(
-        plain > bound,
-        "the control (spinners at normal priority) slowed the owner's mean response by only {:.2} %: the measurement cannot tell a slowdown from noise: {r:#}",
-        plain * 100.0
+        known > bound,
+        "the positive control (the owner's work 25 % longer) showed a slowdown of only {:.2} % ≤ {:.2} %: the measurement cannot tell a slowdown from noise: {r:#}",
+        known * 100.0,
+        bound * 100.0
     );
 }
