@@ -13,7 +13,7 @@
 
 use agent_core::control::{Request, Response};
 use agent_core::policy::{NotAllowedReason, StateKind};
-use lull_e2e::{alive, instance_frozen, owner_pty, read_pid, skip_without, skip_without_cgroups, Agent, Kid};
+use lull_e2e::{alive, instance_frozen, owner_pty, skip_without, skip_without_cgroups, Agent, Kid};
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -623,6 +623,8 @@ mod tests {
     fn small_run_is_reproducible_and_load_sharing_beats_none() {
         let opts = Options::new(4, 2, Scale::Small, 1);
         let a = run(&opts, &mut |_, _| {}).unwrap();
+        let b = run(&opts, &mut |_, _| {}).unwrap();
+        assert_eq!(a, b, "the same seed gave two different reports");
         // The same on two threads: sim/tests/parallel_reports.rs.
         let js = arrivals(4, 120, 330.0, MODEL);
         let none = simulate(&js, Policy::NoLs, 0.0);
