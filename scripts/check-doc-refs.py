@@ -8,8 +8,9 @@ nor a `docs/*-history.md`, which records what once was), takes every
 (`store.rs::may_see_job`, `policy/mod.rs::Policy::handle`), and checks it against the
 files git tracks: a path must be a tracked file or directory, or the unique tail of one
 (`guest/linux/cgroup.rs`); a symbol's last part must be defined in that file (fn, struct,
-enum, trait, type, const, static, mod, macro, or an enum variant / field at the start of
-a line). Prints each stale reference with its file and line, exits 1 if there is one.
+enum, trait, type, const, static, mod, macro, an enum variant / field at the start of a
+line, or the name a test-defining macro is given first: `both!(name, body)`). Prints each
+stale reference with its file and line, exits 1 if there is one.
 
 Usage: scripts/check-doc-refs.py [DOC.md ...]
 """
@@ -63,6 +64,8 @@ def defines(text, name):
         r"^\s*(?:pub(?:\([\w:]+\))?\s+)?%s\s*[({:,]" % re.escape(name),  # variant or field
         r"^\s*%s\s*[({,]" % re.escape(name),
         r"^\s*%s\s*$" % re.escape(name),
+        # A test a macro defines under the name given first: `both!(name, body);`.
+        r"^\s*\w+!\(\s*%s\s*," % re.escape(name),
     ]
     return any(re.search(p, text, re.M) for p in pats)
 
