@@ -2,12 +2,13 @@
 //! PostgreSQL server (`postgres://…`), with the schema migrated on connect.
 //!
 //! Both dialects run the *same* SQL text (sqlx passes `$1` placeholders to both; SQLite
-//! reads `$N` as positional), except where the dialects differ: the migrations (see
-//! `migrations/sqlite` and `migrations/postgres`, which differ only in auto-increment ids
-//! and byte strings) and the lease claim, where PostgreSQL adds `FOR UPDATE SKIP LOCKED`
-//! so several coordinator replicas can claim concurrently. Values cross the boundary
-//! only as `i64`, `f64`, `String` and bytes, the types `Any` supports on both; times are
-//! Unix milliseconds, days are `YYYY-MM-DD` text.
+//! reads `$N` as positional). Where they differ the caller asks `Db::dialect`: the
+//! migrations (`migrations/sqlite` and `migrations/postgres`, which differ only in
+//! auto-increment ids and byte strings), `FOR UPDATE` row locks on PostgreSQL (a machine's
+//! record batches, key revocation), SQLite's bound on parameters per statement and its
+//! planner hint in the lease statement, leadership (`scheduling::replicas`) and backups.
+//! Values cross the boundary only as `i64`, `f64`, `String` and bytes, the types `Any`
+//! supports on both; times are Unix milliseconds, days are `YYYY-MM-DD` text.
 
 use crate::integrity;
 use sqlx::any::{AnyPoolOptions, AnyRow};

@@ -6,6 +6,21 @@
 //! Every state change is one conditional statement or one transaction, so it is safe
 //! with several replicas on one PostgreSQL: a task changes hands only through an
 //! `UPDATE … WHERE state = … AND lease_epoch = …` that at most one caller can win.
+//!
+//! # Gangs
+//! A gang (a job of k > 1 machines) is placed whole on distinct machines or not at all,
+//! and its agents start only once `GET …/gang` says every rank's lease was taken
+//! (`jobs.gang_started`). A member whose peers never take theirs gives its lease back
+//! after 120 s ("gang did not fill"), which re-queues the gang; a lease no poll takes
+//! within the delivery window expires without using a retry. A *started* gang holds: when
+//! one rank is lost (evicted, expired, its machine removed or migrated) only that rank is
+//! re-queued, the others keep their leases and the job is halted (`jobs.halted_ms`): their
+//! renewals answer `halt: true`, so their agents freeze their guests, until every rank's
+//! lease is taken again. A halt not over within the gang-halt timeout (120 s by default)
+//! re-queues the whole gang ([`resolve_halts`]). A rank that fails with retries left, or a
+//! rank lost before the gang ever filled, restarts the gang together (its peers re-queued
+//! without using their retries; their holders get 409 on their next renewal); a rank that
+//! fails for good cancels the others. Completed ranks stay completed.
 
 use crate::auth::Principal;
 use crate::bounds::{self, MachineFacts};

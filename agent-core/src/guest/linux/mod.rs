@@ -10,6 +10,28 @@
 //! cache, timing each. While guests run the owner's session is protected
 //! ([`owner_protect`]); before the first guest starts the owner's resident file pages are
 //! recorded ([`owner_cache`]).
+//!
+//! # Privileges: what each step needs and how it gets it
+//! On an owner's desktop the agent runs as the owner, not as root, and guests run as the
+//! owner too, with strictly less: no step hands a guest a privilege.
+//!
+//! | step | needs | how it gets it |
+//! | --- | --- | --- |
+//! | guests' cgroups, their `memory.*`, `cpu.*`, `pids.max` | a writable cgroup subtree | root makes `lull` in each hierarchy; an owner's agent gets a delegated scope from its systemd user manager, or uses its own delegated cgroup (`Delegate=yes`), or a subtree a root install step chowned to the owner (`ci/setup-guest.sh` makes `lull-deleg` for the tests) ([`delegation`]) |
+//! | the lowest CPU weight where guests meet the owner's processes | the top of that subtree | written on every level from the top down (a default weight above the guests lets them compete); a delegatee cannot set its own cgroup's weight, so a unit's `CPUWeight=idle` does |
+//! | moving a guest into its cgroup | v2: the common ancestor's `cgroup.procs`; v1: the target's and the same uid | the agent runs inside the delegated subtree; the guest writes itself ("0") before exec |
+//! | freeze and kill (`cgroup.freeze`, `cgroup.kill`) | the instance's own files | made by the agent, in its subtree |
+//! | SCHED_IDLE, nice 19, idle I/O; parent-death signal, watchdog | nothing | lowering one's own priority; own children |
+//! | namespaces (bubblewrap) | unprivileged user namespaces (bwrap is not setuid) | probed once at start as the guests' account, else the Landlock fallback, said loudly ([`isolation`]) |
+//! | outbound network | `slirp4netns`, `/dev/net/tun` | joined through the sandbox's user namespace; missing, a job asking for network is refused saying why ([`outbound`]) |
+//! | admission, caps, PSI | `/proc/meminfo`, `/proc/pressure/memory` | world-readable |
+//! | restoring swapped pages | CAP_SYS_NICE for `process_madvise`; ptrace-read rights for `/proc/PID/mem` | the first is skipped without it; the read-back works for the same uid at Yama scope 0, else needs CAP_SYS_PTRACE ([`memory`]) |
+//! | file-cache snapshot and restore | the owner's own files (`mincore` tells the truth only for them) | same uid; others' files skipped unless root ([`owner_cache`]) |
+//! | owner protection (`memory.low`, v1 soft limits) | the owner's session cgroup | root, or a cgroup delegated to the owner; otherwise none, said once ([`owner_protect`]) |
+//!
+//! With no cgroup at all the runtime falls back to process groups and `RLIMIT_AS`, said
+//! loudly at start: a guest that calls setsid then escapes freezing (in its own PID
+//! namespace it still dies with its main process) ([`fallback`]).
 
 pub mod account;
 pub mod bubblewrap;
