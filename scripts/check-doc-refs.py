@@ -10,14 +10,18 @@ files git tracks: a path must be a tracked file or directory, or the unique tail
 (`guest/linux/cgroup.rs`); a symbol's last part must be defined in that file (fn, struct,
 enum, trait, type, const, static, mod, macro, an enum variant / field at the start of a
 line, or the name a test-defining macro is given first: `both!(name, body)`). Prints each
-stale reference with its file and line, exits 1 if there is one.
+stale reference with its file and line, exits 1 if there is one. Links to a section,
+`[text](#anchor)` or `[text](OTHER.md#anchor)`, must name a heading of that page (the
+anchor as GitHub makes it from the heading).
 
 Usage: scripts/check-doc-refs.py [DOC.md ...]
 """
+import functools
 import os
 import re
 import subprocess
 import sys
+import unicodedata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXTS = ("rs", "ts", "tsx", "sh", "py", "toml", "json", "service", "desktop", "scn", "md", "txt", "sql", "svg", "yml", "yaml")
@@ -92,6 +96,30 @@ def rust_path(crate, rest, fileset):
     return "no module file for %s" % rest
 
 
+def slug(heading):
+    """GitHub's anchor for a heading: lower case, backticks and punctuation dropped
+    (letters, digits, `_` and `-` kept), spaces as hyphens."""
+    kept = [c for c in heading.strip().lower() if c in " -_" or unicodedata.category(c)[0] in "LNM"]
+    return "".join(kept).replace(" ", "-")
+
+
+@functools.lru_cache(maxsize=None)
+def anchors(path):
+    """Every heading's anchor in a Markdown file (a repeated heading gets `-1`, `-2`…)."""
+    seen, out, fence = {}, set(), False
+    with open(os.path.join(ROOT, path), encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("```"):
+                fence = not fence
+            m = None if fence else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+            if m:
+                a = slug(m.group(1))
+                n = seen.get(a, 0)
+                out.add(a if n == 0 else "%s-%d" % (a, n))
+                seen[a] = n + 1
+    return out
+
+
 def main(argv):
     files, dirs = tracked()
     fileset = set(files)
@@ -105,6 +133,14 @@ def main(argv):
     for doc in docs:
         with open(os.path.join(ROOT, doc), encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
+                for target, anchor in re.findall(r"\]\(([^()\s#]*)#([^()\s]+)\)", line):
+                    if target.startswith(("http:", "https:")):
+                        continue
+                    page = os.path.normpath(os.path.join(os.path.dirname(doc), target)) if target else doc
+                    if page not in fileset:
+                        stale.append((doc, n, target + "#" + anchor, "no such file"))
+                    elif anchor not in anchors(page):
+                        stale.append((doc, n, target + "#" + anchor, "no such section in " + page))
                 for span in re.findall(r"`([^`\n]+)`", line):
                     span = span.strip()
                     if span.startswith(OUTSIDE) or " " in span:
