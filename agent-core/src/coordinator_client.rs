@@ -1230,6 +1230,9 @@ async fn run_task(
     retry("reporting a completion", || client.complete(&task, &outcome, user_s, sys_s, Some(output.clone()))).await;
 }
 
+/// The shortest time between two heartbeats sent early, on a flip of acceptance.
+const MIN_BEAT_SPACING: Duration = Duration::from_secs(1);
+
 /// Links a running agent to its coordinator until `shutdown`: every heartbeat interval
 /// it reads the agent's status over the control socket, sends a heartbeat and syncs the
 /// outbox. Failures are logged and retried with backoff (up to a minute); records wait
@@ -1260,6 +1263,10 @@ pub async fn run_link(
         }
     }
     let linked_jobs = jobs.is_some();
+    // A flip of whether the machine takes guest work (a `lull donate`, the owner back)
+    // is heartbeated at once, so that what the pool says of this machine (a queued job's
+    // "why it waits") is not a beat interval old.
+    let mut flipped = jobs.as_ref().map(|j| j.accepting.clone());
     let beat = async {
         let mut reporter = MemoryReporter::default();
         let mut interval = Duration::from_secs(10);
@@ -1320,7 +1327,18 @@ pub async fn run_link(
                 backoff = (backoff * 2).min(Duration::from_secs(60));
                 backoff.min(interval)
             };
-            tokio::time::sleep(wait).await;
+            let slept = tokio::time::Instant::now();
+            match flipped.as_mut() {
+                Some(rx) if ok => tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    changed = rx.changed() => match changed {
+                        // At most one extra beat a second, however often it flips.
+                        Ok(()) => tokio::time::sleep_until(slept + MIN_BEAT_SPACING).await,
+                        Err(_) => flipped = None,
+                    },
+                },
+                _ => tokio::time::sleep(wait).await,
+            }
         }
     };
     let work = async {

@@ -1,6 +1,6 @@
 //! The agent's log files, shared by every binary that runs an agent (`lull` and
 //! `lull-tray`): a daily-rotated file in the data directory (seven kept, level from
-//! `LULL_LOG`, default `info`) plus warnings on stderr (coloured only on a terminal). The
+//! `LULL_LOG`, default `info`) plus warnings on stderr, level and words only (coloured only on a terminal). The
 //! directory is made 0700; the files are created under the binaries' umask of 077.
 
 use std::path::Path;
@@ -43,8 +43,12 @@ pub fn init(log_dir: &Path, name: &str) -> Result<tracing_appender::non_blocking
     tracing_subscriber::registry()
         .with(tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(false).with_filter(file_filter))
         .with(
+            // For the person at the terminal: the level and the words, no timestamp or
+            // module path (the file has those).
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
+                .without_time()
+                .with_target(false)
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .with_filter(EnvFilter::new("warn")),
         )

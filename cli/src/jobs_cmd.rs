@@ -169,12 +169,36 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
                     w.reason,
                     j.id
                 ),
-                Some(w) if a.count == 1 => errln!("lull: {}", w.reason),
+                Some(_) if a.count == 1 => {
+                    // An idle machine usually leases it within a moment (a machine just
+                    // donated may not have said so yet): say why it waits only if it does.
+                    if let Some(reason) = still_waiting(&http, &url, &key, j.id).await {
+                        errln!("lull: job {} waits: {reason}", j.id);
+                    }
+                }
                 _ => {}
             }
         }
         Ok(())
     })
+}
+
+/// How long `lull submit` gives an idle machine to take a job before it says why the
+/// job waits.
+const PLACEMENT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Why job `id` still waits after [`PLACEMENT_GRACE`], or `None` once it is placed (or
+/// cannot be read: the submission itself succeeded).
+async fn still_waiting(http: &reqwest::Client, url: &str, key: &str, id: i64) -> Option<String> {
+    let deadline = std::time::Instant::now() + PLACEMENT_GRACE;
+    loop {
+        let j: Job = http.get(format!("{url}/api/v1/jobs/{id}")).bearer_auth(key).send().await.ok()?.json().await.ok()?;
+        let waiting = j.waiting?;
+        if std::time::Instant::now() >= deadline {
+            return Some(waiting.reason);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 #[derive(Args, Debug)]

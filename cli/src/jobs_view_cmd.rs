@@ -350,6 +350,24 @@ fn cancel(a: CancelArgs) -> Result<()> {
         let http = reqwest::Client::new();
         let mut failed = 0;
         for id in &a.ids {
+            // A job that already ended is said so, not cancelled again (the coordinator
+            // would answer it as it ended, cancelled or not, with a 200).
+            let before = http.get(format!("{url}/api/v1/jobs/{id}")).bearer_auth(&key).send().await.map_err(|e| unreachable(&url, e))?;
+            if before.status().is_success() {
+                let j: Job = before.json().await?;
+                if !matches!(j.state.as_str(), "queued" | "running") {
+                    if a.json {
+                        outln!("{}", serde_json::to_string(&j)?);
+                    } else {
+                        outln!(
+                            "job {id} had already ended: {}{}; nothing to cancel",
+                            j.state,
+                            j.reason.map(|r| format!(" ({r})")).unwrap_or_default()
+                        );
+                    }
+                    continue;
+                }
+            }
             let r = http.post(format!("{url}/api/v1/jobs/{id}/cancel")).bearer_auth(&key).send().await.map_err(|e| unreachable(&url, e))?;
             if r.status() == reqwest::StatusCode::NOT_FOUND {
                 errln!("lull: no job {id} on {url} that this key may see");
@@ -372,7 +390,11 @@ fn cancel(a: CancelArgs) -> Result<()> {
                     if j.tasks.iter().any(|t| t.agent_id.is_some()) { " (its guest stops within 15 s)" } else { "" }
                 );
             } else {
-                outln!("job {id} had already ended: {}{}", j.state, j.reason.map(|r| format!(" ({r})")).unwrap_or_default());
+                outln!(
+                    "job {id} had already ended: {}{}; nothing to cancel",
+                    j.state,
+                    j.reason.map(|r| format!(" ({r})")).unwrap_or_default()
+                );
             }
         }
         if failed > 0 {

@@ -53,7 +53,9 @@ pub fn machine_words(m: &PoolMachine) -> Option<String> {
             Some("owner_memory") => "owner's memory use is growing".to_string(),
             Some("inhibitor") => "owner present (a call or video holds an idle inhibitor)".to_string(),
             Some("exclusive_program") => "an exclusive program runs".to_string(),
-            _ => format!("owner active{cpu}"),
+            Some(_) => format!("owner active{cpu}"),
+            // No cause yet: the agent has just started and has not seen the machine idle.
+            None => format!("not seen idle yet{cpu}"),
         },
         "idle" => {
             let idle = m.info.heartbeat.as_ref().and_then(|h| h.idle_for_s).unwrap_or(0);
@@ -211,6 +213,10 @@ mod tests {
         assert_eq!(w.reason, "needs 2 machines at once, 1 idle — lab: owner at the keyboard");
         let w = explain(&job(1, 0), &pool(&ms, &["recruitable", "owner_active"], true), Some(3)).unwrap();
         assert_eq!(w.reason, "waiting to be placed: 3 jobs ahead in the queue");
+        // An agent that has only just started has no cause to give: it is not called active.
+        let fresh = [machine("new", 1 << 30, 100.0, None)];
+        let w = explain(&job(1, 0), &pool(&fresh, &["owner_active"], true), None).unwrap();
+        assert_eq!(w.reason, "no machine idle — new: not seen idle yet (CPU 0 %)");
         let mut running = job(1, 0);
         running.state = "running".into();
         assert_eq!(explain(&running, &pool(&ms, &["owner_active", "paused"], true), None), None);

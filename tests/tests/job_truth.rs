@@ -95,6 +95,9 @@ fn failing_and_impossible_jobs_say_why_everywhere() {
     let (out, _) = lull_ok(&m, &["jobs", "cancel", &wide.to_string(), &fine.to_string()]);
     assert!(out.contains(&format!("job {wide} cancelled")) && out.contains(&format!("job {fine} had already ended: completed")), "{out}");
     assert_eq!(pool::job(&url, &admin, wide)["reason"], "cancelled by admin");
+    // Cancelling it again says it had ended, not "cancelled" a second time.
+    let (again, _) = lull_ok(&m, &["jobs", "cancel", &wide.to_string()]);
+    assert_eq!(again.trim(), format!("job {wide} had already ended: cancelled (cancelled by admin); nothing to cancel"), "{again}");
     let o = m.lull(&["jobs", "cancel", "99999"]).output().unwrap();
     assert!(!o.status.success() && text(&o).1.contains("no job 99999"), "{:?}", text(&o));
     // `lull run` beside the running agent: the job's code, and why.

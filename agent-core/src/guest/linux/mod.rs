@@ -283,7 +283,6 @@ impl LinuxRuntime {
                 Some(c)
             }
             Err(e) => {
-                eprintln!("lull: NO CGROUPS FOR GUESTS ({e}): falling back to process groups + rlimits");
                 error!(
                     "NO CGROUPS FOR GUESTS ({e}): falling back to process groups + rlimits. A guest that calls setsid \
                      escapes freezing and killing; memory is capped by RLIMIT_AS only."
