@@ -1111,7 +1111,7 @@ impl Driver {
             }
             Request::GetConfig => return Response::Config { config: Box::new(self.config.clone()) },
             Request::SetConfig { config } => {
-                if let Err(e) = self.apply_config(config) {
+                if let Err(e) = self.apply_config(*config) {
                     return Response::Error { message: e };
                 }
                 self.step(Event::Tick);

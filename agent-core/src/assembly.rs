@@ -15,8 +15,6 @@ use crate::input::InputBackend;
 use crate::paths::Paths;
 use std::future::Future;
 
-/// How often the agent checks that its data directory is still there.
-
 /// Which coordinator the agent links to.
 #[derive(Debug, Clone)]
 pub enum Link {

@@ -78,7 +78,7 @@ pub enum InputBackendChoice {
 }
 
 /// The whole configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -323,23 +323,6 @@ impl Coordinator {
     }
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            sampling: Sampling::default(),
-            availability: Availability::default(),
-            budget: Budget::default(),
-            eviction: Eviction::default(),
-            rules: Rules::default(),
-            input: Input::default(),
-            guests: Guests::default(),
-            caps: Caps::default(),
-            memory: Memory::default(),
-            notifications: Notifications::default(),
-            coordinator: Coordinator::default(),
-        }
-    }
-}
 impl Default for Sampling {
     fn default() -> Self {
         Self { interval_ms: 1000, relaxed_interval_ms: 10_000, trace_interval_s: 2, trace_retention_days: 30 }

@@ -32,7 +32,7 @@ pub enum Request {
     GetConfig,
     /// Replaces the whole configuration (validated; saved to the config file).
     SetConfig {
-        config: Config,
+        config: Box<Config>,
     },
     /// Today's timeline, interruptions and the last 7 days' donated time.
     Today,
@@ -413,7 +413,7 @@ mod tests {
         let ok = format!("{}\n", serde_json::to_string(&Request::Status).expect("json"));
         assert_eq!(read_request(&mut ok.as_bytes()).await, Ok(Request::Status));
         // A whole configuration fits; 64 KiB and one byte of anything does not.
-        let config = format!("{}\n", serde_json::to_string(&Request::SetConfig { config: Config::default() }).expect("json"));
+        let config = format!("{}\n", serde_json::to_string(&Request::SetConfig { config: Box::default() }).expect("json"));
         assert!(config.len() < MAX_REQUEST_BYTES && read_request(&mut config.as_bytes()).await.is_ok());
         let big = format!("{{\"op\":\"status\",\"pad\":\"{}\"}}\n", "x".repeat(MAX_REQUEST_BYTES));
         let e = read_request(&mut big.as_bytes()).await.expect_err("too large");
@@ -429,7 +429,7 @@ mod tests {
     fn the_client_refuses_to_send_a_request_over_the_limit() {
         let mut config = Config::default();
         config.rules.exclusive_programs = vec!["x".repeat(4000); 20];
-        let e = call(Path::new("/nonexistent/agent.sock"), &Request::SetConfig { config }).expect_err("refused");
+        let e = call(Path::new("/nonexistent/agent.sock"), &Request::SetConfig { config: Box::new(config) }).expect_err("refused");
         assert!(matches!(&e, ControlError::Refused(m) if m.contains("64 KiB")), "{e}");
     }
 }

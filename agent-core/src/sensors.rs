@@ -89,10 +89,10 @@ impl Sensors {
         }
         .clamp(0.0, 1.0);
         self.last_guest = Some((at, guest.cpu_us_total));
-        if self.count % 10 == 0 {
+        if self.count.is_multiple_of(10) {
             self.temp = self.read_temperature();
         }
-        let on_battery = if self.has_power_supply || self.count % POWER_RESCAN == 0 {
+        let on_battery = if self.has_power_supply || self.count.is_multiple_of(POWER_RESCAN) {
             let b = on_battery(&self.power_root);
             self.has_power_supply = b.is_some();
             b

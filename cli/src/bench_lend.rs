@@ -509,8 +509,8 @@ pub fn run(a: LendLightArgs) -> Result<()> {
             .collect();
         pct(&mut ratios, 0.5)
     };
-    let even = pct(&mut response(0, &|t: &Tick| t.round % 2 == 0), 0.5);
-    let odd = pct(&mut response(0, &|t: &Tick| t.round % 2 == 1), 0.5);
+    let even = pct(&mut response(0, &|t: &Tick| t.round.is_multiple_of(2)), 0.5);
+    let odd = pct(&mut response(0, &|t: &Tick| !t.round.is_multiple_of(2)), 0.5);
     let noise = if even > 0.0 { (odd / even - 1.0).abs() } else { 0.0 };
     let slowdown = |c: usize| if p50[0] > 0.0 { p50[c] / p50[0] - 1.0 } else { 0.0 };
     let slowdown_mean = |c: usize| if means[0] > 0.0 { means[c] / means[0] - 1.0 } else { 0.0 };

@@ -94,7 +94,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         wanted.availability.owner_cpu_max = c.owner_cpu_max;
         wanted.availability.recruitment_threshold_s = c.recruitment_threshold_s;
         if agent_running {
-            match call(&paths.socket, &Request::SetConfig { config: wanted })? {
+            match call(&paths.socket, &Request::SetConfig { config: Box::new(wanted) })? {
                 Response::Config { .. } => applied = Some(format!("the running agent (saved to {})", paths.config_file.display())),
                 Response::Error { message } => bail!("the agent refused the calibrated configuration: {message}"),
                 _ => bail!("the agent answered SetConfig with something else"),

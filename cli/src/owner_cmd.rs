@@ -284,7 +284,7 @@ pub fn limits(a: LimitsArgs) -> Result<()> {
         if let Some(secs) = a.light_for {
             av.light_for_s = secs;
         }
-        ask(Request::SetConfig { config })?;
+        ask(Request::SetConfig { config: Box::new(config) })?;
     }
     if let Some(n) = a.interruptions {
         // The range is clap's (0..=20, one error for 21 and for 99999999999).

@@ -55,13 +55,12 @@ async fn post<T: serde::de::DeserializeOwned>(
     path: &str,
     body: &impl serde::Serialize,
 ) -> Result<T> {
-    let r =
-        http.post(format!("{url}{path}")).bearer_auth(key).json(body).send().await.map_err(|e| crate::jobs_cmd::unreachable(&url, e))?;
+    let r = http.post(format!("{url}{path}")).bearer_auth(key).json(body).send().await.map_err(|e| crate::jobs_cmd::unreachable(url, e))?;
     Ok(check(r).await?.json().await?)
 }
 
 async fn get<T: serde::de::DeserializeOwned>(http: &reqwest::Client, url: &str, key: &str, path: &str) -> Result<T> {
-    let r = http.get(format!("{url}{path}")).bearer_auth(key).send().await.map_err(|e| crate::jobs_cmd::unreachable(&url, e))?;
+    let r = http.get(format!("{url}{path}")).bearer_auth(key).send().await.map_err(|e| crate::jobs_cmd::unreachable(url, e))?;
     Ok(check(r).await?.json().await?)
 }
 

@@ -74,7 +74,7 @@ pub async fn save_settings(settings: Settings, ctx: tauri::State<'_, Ctx>) -> Re
         tracing::info!(field = %fe.field, "settings refused: {}", fe.message);
         return Err(fe);
     }
-    let saved = match ask(ctx.socket.clone(), Request::SetConfig { config: settings.config }).await.map_err(general)? {
+    let saved = match ask(ctx.socket.clone(), Request::SetConfig { config: Box::new(settings.config) }).await.map_err(general)? {
         Response::Config { config } => *config,
         other => return Err(general(format!("unexpected answer: {other:?}"))),
     };

@@ -76,48 +76,56 @@ impl Drop for Watchdog {
 }
 
 /// The watchdog child's whole life. Never returns.
+///
+/// # Safety
+/// Only in the child just forked by [`Watchdog::start`]: it closes descriptors it does
+/// not own and `_exit`s.
 unsafe fn watch(rx: i32, tx: i32, kill_file: Option<&CString>, groups: &mut [i32]) -> ! {
-    libc::close(tx);
-    // Keep only stdio and the pipe: hold no socket or database of the agent's.
-    let rx = if rx != 3 { libc::dup2(rx, 3) } else { rx };
-    libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
-    libc::signal(libc::SIGINT, libc::SIG_IGN);
-    libc::signal(libc::SIGTERM, libc::SIG_IGN);
-    // A closed terminal (SIGHUP to the foreground group) must not end it before the agent.
-    libc::signal(libc::SIGHUP, libc::SIG_IGN);
-    // Its own name in ps/top (a forked agent or tray would show as another copy of them).
-    libc::prctl(libc::PR_SET_NAME, c"lull-watchdog".as_ptr(), 0, 0, 0);
-    let mut n = 0usize;
-    let mut buf = [0u8; 4];
-    let mut have = 0usize;
-    loop {
-        let r = libc::read(rx, buf.as_mut_ptr().add(have).cast(), 4 - have);
-        if r < 0 && *libc::__errno_location() == libc::EINTR {
-            continue;
-        }
-        if r <= 0 {
-            break;
-        }
-        have += r as usize;
-        if have == 4 {
-            have = 0;
-            if n < groups.len() {
-                groups[n] = i32::from_ne_bytes(buf);
-                n += 1;
+    // SAFETY: async-signal-safe libc calls in the forked child, on the pipe, a local
+    // buffer and the cgroup.kill path it was handed; nothing here allocates.
+    unsafe {
+        libc::close(tx);
+        // Keep only stdio and the pipe: hold no socket or database of the agent's.
+        let rx = if rx != 3 { libc::dup2(rx, 3) } else { rx };
+        libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        // A closed terminal (SIGHUP to the foreground group) must not end it before the agent.
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        // Its own name in ps/top (a forked agent or tray would show as another copy of them).
+        libc::prctl(libc::PR_SET_NAME, c"lull-watchdog".as_ptr(), 0, 0, 0);
+        let mut n = 0usize;
+        let mut buf = [0u8; 4];
+        let mut have = 0usize;
+        loop {
+            let r = libc::read(rx, buf.as_mut_ptr().add(have).cast(), 4 - have);
+            if r < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            }
+            if r <= 0 {
+                break;
+            }
+            have += r as usize;
+            if have == 4 {
+                have = 0;
+                if n < groups.len() {
+                    groups[n] = i32::from_ne_bytes(buf);
+                    n += 1;
+                }
             }
         }
-    }
-    if let Some(k) = kill_file {
-        let fd = libc::open(k.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd >= 0 {
-            libc::write(fd, b"1".as_ptr().cast(), 1);
-            libc::close(fd);
+        if let Some(k) = kill_file {
+            let fd = libc::open(k.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                libc::write(fd, b"1".as_ptr().cast(), 1);
+                libc::close(fd);
+            }
         }
-    }
-    for &g in &groups[..n] {
-        if g > 1 {
-            libc::kill(-g, libc::SIGKILL);
+        for &g in &groups[..n] {
+            if g > 1 {
+                libc::kill(-g, libc::SIGKILL);
+            }
         }
+        libc::_exit(0)
     }
-    libc::_exit(0)
 }
