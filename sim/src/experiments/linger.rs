@@ -80,8 +80,11 @@ impl Setting {
     }
 }
 
-/// The sweeps of our parameters: (name, value, source, [(label, setting)]).
-fn sweeps() -> Vec<(&'static str, String, &'static str, Vec<(String, Setting)>)> {
+/// One sweep of our parameters: (name, value, source, [(label, setting)]).
+type Sweep = (&'static str, String, &'static str, Vec<(String, Setting)>);
+
+/// The sweeps of our parameters.
+fn sweeps() -> Vec<Sweep> {
     let p = PAPER_SETTING;
     vec![
         (
@@ -664,12 +667,7 @@ fn fig11_section(md: &mut String, small: bool, opts: &Options) -> Vec<Row> {
     rows
 }
 
-fn assumptions_section(
-    md: &mut String,
-    seeds: &[Seed],
-    sw: &[(&'static str, String, &'static str, Vec<(String, Setting)>)],
-    sweep_seeds: usize,
-) {
+fn assumptions_section(md: &mut String, seeds: &[Seed], sw: &[Sweep], sweep_seeds: usize) {
     let base = Summary::of(&seeds.iter().map(|s| s.table[0][0].throughput / s.table[2][0].throughput.max(1e-9) - 1.0).collect::<Vec<_>>());
     let mut list: Vec<Assumption> = sw
         .iter()

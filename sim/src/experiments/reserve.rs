@@ -160,14 +160,14 @@ fn simulate(w: &Window, arrivals: &[f64], strategy: Strategy, serial: f64, seed:
             running.push(Job { work: JOB_S / speedup(members.len(), serial), members, submit });
         }
         // One second of the owners' seconds and of progress.
-        for i in 0..n {
+        for (i, &on_it) in guests.iter().enumerate() {
             let busy = w.input[i][t] || w.cpu[i][t] as f64 >= IDLE_MAX;
             if busy {
                 busy_s += 1;
-                busy_hit += (guests[i] > 0) as u64;
+                busy_hit += (on_it > 0) as u64;
             } else {
                 idle_s += 1;
-                idle_used += (guests[i] > 0) as u64;
+                idle_used += (on_it > 0) as u64;
             }
         }
         let mut k = 0;

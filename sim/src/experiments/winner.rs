@@ -606,13 +606,12 @@ fn fig6_claims(c: &Ctx) -> Vec<Row> {
 /// The claims of Fig. 7 (the creation range).
 fn fig7_claims(c: &Ctx) -> Vec<Row> {
     let xs = &c.s.values;
-    let mut out = Vec::new();
-    out.push(c.truth(
+    let mut out = vec![c.truth(
         "§3.3.7: offline (T_c,max = 0) makespans lie in 4500–7000 s (a calibration of our mix, not evidence)",
         "4500–7000 s",
         "our Fig. 7 job sizes were chosen to meet this range",
         &|p| b(p[0].iter().all(|o| (4500.0..=7000.0).contains(&mk(o)))),
-    ));
+    )];
     out.push(c.truth(
         "§3.3.7: Backfilling is clearly superior in maximum waiting time for the middle range of T_c,max (ours: 2000–5000 s)",
         "Backfilling lowest",
