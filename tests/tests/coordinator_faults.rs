@@ -88,6 +88,21 @@ fn key(dir: &Path) -> String {
 /// One run of a task on an agent: (job, rank, lease, started, finished).
 type Run = (i64, i64, i64, Instant, Instant);
 
+/// One task's runs: (lease, started, finished).
+type Spans = Vec<(i64, Instant, Instant)>;
+
+/// The runs grouped by task (job, rank), each task's in order of start.
+fn runs_by_task(runs: &[Run]) -> HashMap<(i64, i64), Spans> {
+    let mut by_task: HashMap<(i64, i64), Spans> = HashMap::new();
+    for &(job, rank, epoch, s, f) in runs {
+        by_task.entry((job, rank)).or_default().push((epoch, s, f));
+    }
+    for rs in by_task.values_mut() {
+        rs.sort_by_key(|r| r.1);
+    }
+    by_task
+}
+
 #[test]
 fn kill9_during_1000_jobs_loses_none_and_counts_each_once() {
     let tmp = tempfile::tempdir().unwrap();
@@ -154,14 +169,9 @@ fn kill9_during_1000_jobs_loses_none_and_counts_each_once() {
 
     // No task ran on two agents at once: runs of one task never overlap in time.
     let runs = runs.lock().unwrap();
-    type Spans = Vec<(i64, Instant, Instant)>;
-    let mut by_task: HashMap<(i64, i64), Spans> = HashMap::new();
-    for (job, rank, epoch, s, f) in runs.iter() {
-        by_task.entry((*job, *rank)).or_default().push((*epoch, *s, *f));
-    }
+    let by_task = runs_by_task(&runs);
     assert_eq!(by_task.len(), JOBS);
-    for (task, mut rs) in by_task {
-        rs.sort_by_key(|r| r.1);
+    for (task, rs) in by_task {
         for w in rs.windows(2) {
             assert!(w[0].2 <= w[1].1, "task {task:?} ran twice at once: {rs:?}");
             assert!(w[0].0 < w[1].0, "a re-run has a newer lease: {rs:?}");
@@ -349,13 +359,9 @@ fn kill9_of_the_leading_replica_on_postgres_loses_no_job_and_leases_none_twice()
     assert_eq!(jobs.len(), N);
     assert!(jobs.iter().all(|j| j["state"] == "completed"), "none lost");
     let runs = pool.runs.lock().unwrap();
-    let mut by_task: HashMap<(i64, i64), Vec<(i64, Instant, Instant)>> = HashMap::new();
-    for (job, rank, epoch, s, f) in runs.iter() {
-        by_task.entry((*job, *rank)).or_default().push((*epoch, *s, *f));
-    }
+    let by_task = runs_by_task(&runs);
     assert_eq!(by_task.len(), N);
-    for (task, mut rs) in by_task {
-        rs.sort_by_key(|r| r.1);
+    for (task, rs) in by_task {
         for w in rs.windows(2) {
             assert!(w[0].2 <= w[1].1, "task {task:?} ran twice at once: {rs:?}");
         }

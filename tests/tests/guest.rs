@@ -464,10 +464,13 @@ fn hostile_config() -> String {
     format!("{EAGER}[guests]\ndisk_mib = 16\noutput_mib = 1\n")
 }
 
+/// What a `lull run` gave: its exit code, stdout and stderr.
+type RunOutput = (Option<i32>, String, String);
+
 /// Runs the hostile guest, then one filling its disk and one flooding its stdout, each
 /// through `lull run` handed to the one running agent (`run` starts each and gives its
 /// exit code, stdout and stderr), checking after each that the agent still answers.
-fn hostile_jobs(h: &Hostile, run: &dyn Fn(&[&str]) -> (Option<i32>, String, String), serving: &dyn Fn() -> bool) -> String {
+fn hostile_jobs(h: &Hostile, run: &dyn Fn(&[&str]) -> RunOutput, serving: &dyn Fn() -> bool) -> String {
     let script = h.script();
     let (code, out, err) = run(&["--now", "--", "sh", "-c", &script]);
     assert_eq!(code, Some(0), "{out}\n{err}");

@@ -20,20 +20,26 @@ fn lull(dir: &Path, args: &[&str]) -> Command {
 fn up(dir: &Path) -> (Child, String) {
     let out = std::fs::File::create(dir.join("up.txt")).unwrap();
     let err = std::fs::File::create(dir.join("up-err.txt")).unwrap();
-    let child =
+    let mut child =
         lull(dir, &["up", "--listen", "127.0.0.1:0", "--owner", "alice", "--machine", "box1"]).stdout(out).stderr(err).spawn().unwrap();
+    let url = dashboard_url(dir, &mut child);
+    (child, url)
+}
+
+/// The dashboard's URL once `lull up` printed it; kills and reaps `child` if it does not
+/// within 30 s, so that a failed test leaves no `lull up` running.
+fn dashboard_url(dir: &Path, child: &mut Child) -> String {
     let t0 = Instant::now();
     loop {
         let text = std::fs::read_to_string(dir.join("up.txt")).unwrap_or_default();
         if let Some(line) = text.lines().find(|l| l.trim_start().starts_with("dashboard")) {
-            let url = line.split_whitespace().nth(1).unwrap().trim_end_matches('/').to_string();
-            return (child, url);
+            return line.split_whitespace().nth(1).unwrap().trim_end_matches('/').to_string();
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "lull up did not come up: {text}\n{}",
-            std::fs::read_to_string(dir.join("up-err.txt")).unwrap_or_default()
-        );
+        if t0.elapsed() >= Duration::from_secs(30) {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("lull up did not come up: {text}\n{}", std::fs::read_to_string(dir.join("up-err.txt")).unwrap_or_default());
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
