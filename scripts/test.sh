@@ -25,6 +25,8 @@ scripts/check-doc-refs.py
 # as this registry serves them, which `npm ci` refuses.
 (cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build)
 cargo build --workspace --all-targets
+# Every crate's lints ([workspace.lints] in Cargo.toml, clippy.toml): a warning fails.
+cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --no-fail-fast
 scripts/schemathesis.sh 30
 # Lull as an ordinary owner runs it, attacked by hostile guests: a Debian 12 VM on pure

@@ -7,6 +7,9 @@
 //! control socket, the owner's config file and the agent loop, each in its own module.
 //! See `docs/ARCHITECTURE.md`.
 
+// Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
+#![warn(clippy::unwrap_used)]
+
 pub use lull_core::{policy, sample};
 
 pub mod agent;

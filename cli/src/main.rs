@@ -1,5 +1,8 @@
 //! The `lull` command: the headless agent and the owner's commands, each with `--json`.
 
+// Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
+#![warn(clippy::unwrap_used)]
+
 #[macro_use]
 mod out;
 mod agent_cmd;

@@ -6,6 +6,9 @@
 //! [`serve`] takes its listener, database and shutdown signal as arguments, so tests and
 //! `lull up` run it on any port with any database, and stop it when they like.
 
+// Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
+#![warn(clippy::unwrap_used)]
+
 pub mod api;
 mod api_identity;
 mod api_recruit;

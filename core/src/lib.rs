@@ -8,6 +8,9 @@
 //! drivers — the agent loop, the coordinator server and the simulator — feed it events
 //! and act on what it returns. See `docs/ARCHITECTURE.md`.
 
+// Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
+#![warn(clippy::unwrap_used)]
+
 pub mod calibrate;
 pub mod chart;
 pub mod clock;

@@ -15,6 +15,9 @@
 //! [`duration`] is the one duration grammar both sides read (`lull pause 90m`,
 //! `GET /api/v1/reports?since=90m`).
 
+// Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
+#![warn(clippy::unwrap_used)]
+
 pub mod duration;
 pub mod limits;
 pub mod outcome;

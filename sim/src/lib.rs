@@ -15,6 +15,9 @@
 //!
 //! Every run is reproducible from its seed.
 
+// Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
+#![warn(clippy::unwrap_used)]
+
 pub mod dispatch;
 pub mod driver;
 pub mod error;

@@ -15,6 +15,9 @@
 //! Usage: `lull-tray [--open status|settings] [--no-tray] [--headless]`. The paths are
 //! those of `lull` (`LULL_CONFIG`, `LULL_DATA_DIR`, `LULL_SOCKET`).
 
+// Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
+#![warn(clippy::unwrap_used)]
+
 mod embedded;
 mod notify;
 mod probe;

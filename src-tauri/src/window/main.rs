@@ -12,6 +12,9 @@
 //! closes stdin or not (`src-tauri/src/windows.rs`). `--note` is shown atop the status
 //! window (why there is no tray icon).
 
+// Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
+#![warn(clippy::unwrap_used)]
+
 mod autostart;
 mod bindings;
 mod commands;
