@@ -624,7 +624,7 @@ async fn progress(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(
 async fn complete(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath, Body(req): Body<Completion>) -> ApiResult<Json<CompletionAck>> {
     let agent = need_agent(&p)?;
     let (job, rank) = path(t)?;
-    let ack = store::complete(&app.db, agent, job, rank, &req, live_cpus(&app, agent)).await?;
+    let ack = store::complete(&app.db, agent, job, rank, &req, app.live.cpus(agent)).await?;
     if ack.counted {
         let ended = Ended { agent: agent.to_string(), rank: rank as u32, cpu_s: req.user_cpu_s + req.sys_cpu_s, completed: true };
         app.scheduling.send(Msg::Job { job, ended: Some(ended) });
@@ -742,15 +742,10 @@ async fn get_checkpoint(State(app): State<Arc<App>>, Auth(p): Auth, t: TaskPath)
     responses((status = 200, body = RecordsAck), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 async fn records(State(app): State<Arc<App>>, Auth(p): Auth, Body(batch): Body<RecordBatch>) -> ApiResult<Json<RecordsAck>> {
     let agent = need_agent(&p)?;
-    let facts = store::machine_facts(&app.db, agent, live_cpus(&app, agent)).await?;
+    let facts = store::machine_facts(&app.db, agent, app.live.cpus(agent)).await?;
     let ack = store::ingest(&app.db, agent, &facts, &batch).await?;
     app.metrics.records_stored.fetch_add(ack.stored as u64, Ordering::Relaxed);
     Ok(Json(ack))
-}
-
-/// The CPUs machine `agent` reported in its latest heartbeat to this replica.
-pub(crate) fn live_cpus(app: &App, agent: &str) -> Option<u32> {
-    app.live.latest(agent).and_then(|(_, hb)| hb.cpus)
 }
 
 /// Report parameters.
