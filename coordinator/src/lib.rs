@@ -35,7 +35,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 /// Tunables of a coordinator.
 #[derive(Clone, Debug)]
@@ -83,8 +83,6 @@ pub struct App {
     pub config: Config,
     pub live: live::Live,
     pub metrics: metrics::Metrics,
-    /// Woken when work may have become available (submit, release, re-queue).
-    pub work: Notify,
     /// The scheduler's inbox and the long polls' waiters.
     pub scheduling: scheduling::Scheduling,
     /// Turns true when shutdown begins (long-polls return at once).
@@ -120,7 +118,6 @@ pub async fn serve(
         config: config.clone(),
         live: live::Live::default(),
         metrics: metrics::Metrics::default(),
-        work: Notify::new(),
         scheduling: scheduling::Scheduling::default(),
         shutdown: stop_rx.clone(),
     });
