@@ -7,8 +7,6 @@
 //! `lull up` run it on any port with any database, and stop it when they like.
 
 pub mod api;
-mod api_identity;
-mod api_recruit;
 pub mod auth;
 pub mod backup;
 #[cfg(test)]
