@@ -9,7 +9,7 @@
 use crate::auth::Principal;
 use crate::db::{col, Db};
 use crate::model::*;
-use crate::store::{id_list, rows_per_statement, Result, StoreError};
+use crate::store::common::{id_list, rows_per_statement, Result, StoreError};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 use std::collections::HashMap;
