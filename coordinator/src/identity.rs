@@ -14,7 +14,7 @@
 use crate::auth::{hash_secret, new_secret, random_hex, Principal, SecretKind};
 use crate::db::{col, Db, Dialect};
 use crate::model::*;
-use crate::store::{check_text, now_ms, placeholders, rows_per_statement, StoreError};
+use crate::store::common::{check_text, now_ms, placeholders, rows_per_statement, StoreError};
 use lull_protocol::error_code;
 use std::collections::BTreeMap;
 

@@ -198,13 +198,15 @@ fn says_damaged(text: &str) -> bool {
 /// A shared lock on an SQLite database file, held while a coordinator serves it: a
 /// restore takes the exclusive one, and so refuses while any coordinator runs.
 #[derive(Debug)]
-pub struct ServeLock(#[allow(dead_code)] std::fs::File);
+pub struct ServeLock {
+    _file: std::fs::File,
+}
 
 /// Takes the shared serving lock on `path` (refused while a restore holds it).
 pub fn serve_lock(path: &Path) -> std::io::Result<ServeLock> {
     let f = std::fs::File::open(path)?;
     match f.try_lock_shared() {
-        Ok(()) => Ok(ServeLock(f)),
+        Ok(()) => Ok(ServeLock { _file: f }),
         Err(std::fs::TryLockError::WouldBlock) => {
             Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, "a restore is replacing this database; try again when it is done"))
         }

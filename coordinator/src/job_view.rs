@@ -9,9 +9,10 @@
 use crate::auth::Principal;
 use crate::db::{col, Db};
 use crate::model::*;
-use crate::store::{id_list, rows_per_statement, Result, StoreError};
+use crate::store::common::{id_list, rows_per_statement, Result, StoreError};
 use sqlx::any::AnyRow;
 use sqlx::Row;
+use std::collections::HashMap;
 
 /// The job's columns people read.
 const JOB_COLS: &str =
@@ -104,8 +105,8 @@ fn job_of(row: &AnyRow, tasks: Vec<Task>, who: &Principal) -> Result<Job> {
 }
 
 /// The tasks of `jobs`, in (job, rank) order, read in one statement per chunk of ids.
-async fn tasks_of(db: &Db, jobs: &[i64]) -> Result<std::collections::HashMap<i64, Vec<Task>>> {
-    let mut out: std::collections::HashMap<i64, Vec<Task>> = std::collections::HashMap::with_capacity(jobs.len());
+async fn tasks_of(db: &Db, jobs: &[i64]) -> Result<HashMap<i64, Vec<Task>>> {
+    let mut out: HashMap<i64, Vec<Task>> = HashMap::with_capacity(jobs.len());
     for chunk in jobs.chunks(rows_per_statement(db, jobs.len().max(1), 1)) {
         let sql = format!("{TASK_SELECT} WHERE t.job_id IN ({}) ORDER BY t.job_id, t.rank", id_list(chunk.len()));
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
@@ -126,7 +127,7 @@ pub async fn get_job(db: &Db, who: &Principal, id: i64) -> Result<Job> {
     let row = row.ok_or(StoreError::NotFound)?;
     let tasks = tasks_of(db, &[id]).await?.remove(&id).unwrap_or_default();
     let mut job = job_of(&row, tasks, who)?;
-    job.placement = placement(db, id, job.finished_ms).await?;
+    job.placement = placements_of(db, &[(id, job.finished_ms)]).await?.remove(&id);
     Ok(job)
 }
 
@@ -142,10 +143,13 @@ pub async fn list_jobs(db: &Db, who: &Principal, state: Option<&str>, limit: u32
     let ids: Vec<i64> = rows.iter().map(|r| col(r, "id")).collect::<std::result::Result<_, _>>()?;
     let mut tasks = tasks_of(db, &ids).await?;
     let mut out = Vec::with_capacity(rows.len());
-    for (row, id) in rows.iter().zip(ids) {
-        let mut job = job_of(row, tasks.remove(&id).unwrap_or_default(), who)?;
-        job.placement = placement(db, id, job.finished_ms).await?;
-        out.push(job);
+    for (row, id) in rows.iter().zip(&ids) {
+        out.push(job_of(row, tasks.remove(id).unwrap_or_default(), who)?);
+    }
+    let finished: Vec<(i64, Option<i64>)> = out.iter().map(|j| (j.id, j.finished_ms)).collect();
+    let mut placements = placements_of(db, &finished).await?;
+    for job in &mut out {
+        job.placement = placements.remove(&job.id);
     }
     Ok(out)
 }
@@ -168,36 +172,61 @@ pub async fn job_counts(db: &Db, who: &Principal) -> Result<Vec<(String, u32)>> 
     rows.iter().map(|r| Ok((col(r, "state")?, col::<i64>(r, "n")? as u32))).collect()
 }
 
-/// A job's latest placement, if the scheduler placed it.
-async fn placement(db: &Db, id: i64, finished_ms: Option<i64>) -> Result<Option<Placement>> {
-    let Some(r) = sqlx::query(
-        "SELECT agents, algorithm, reason, prediction_source, predicted_runtime_s, placed_ms FROM placements WHERE job_id = $1",
-    )
-    .bind(id)
-    .fetch_optional(&db.pool)
-    .await?
-    else {
-        return Ok(None);
+/// The latest placement of each of `jobs` (id, finished) that the scheduler placed, read
+/// in one statement per chunk of ids, with every placement's machine names read together.
+async fn placements_of(db: &Db, jobs: &[(i64, Option<i64>)]) -> Result<HashMap<i64, Placement>> {
+    let ids: Vec<i64> = jobs.iter().map(|(id, _)| *id).collect();
+    let mut rows = Vec::new();
+    for chunk in ids.chunks(rows_per_statement(db, ids.len().max(1), 1)) {
+        let sql = format!(
+            "SELECT job_id, agents, algorithm, reason, prediction_source, predicted_runtime_s, placed_ms FROM placements WHERE job_id IN ({})",
+            id_list(chunk.len())
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for id in chunk {
+            q = q.bind(*id);
+        }
+        rows.extend(q.fetch_all(&db.pool).await?);
+    }
+    let agents_of = |r: &AnyRow| -> Result<Vec<String>> {
+        Ok(col::<String>(r, "agents")?.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
     };
-    let placed_ms: i64 = col(&r, "placed_ms")?;
-    let agents: Vec<String> = col::<String>(&r, "agents")?.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
-    let machines = machine_names(db, &agents).await?;
-    Ok(Some(Placement {
-        agents,
-        machines,
-        algorithm: col(&r, "algorithm")?,
-        reason: col(&r, "reason")?,
-        prediction_source: col(&r, "prediction_source")?,
-        predicted_runtime_s: col(&r, "predicted_runtime_s")?,
-        placed_ms,
-        actual_runtime_s: finished_ms.map(|f| (f - placed_ms).max(0) as f64 / 1000.0),
-    }))
+    let mut all_agents = Vec::new();
+    for r in &rows {
+        all_agents.extend(agents_of(r)?);
+    }
+    all_agents.sort();
+    all_agents.dedup();
+    let names: HashMap<String, String> = all_agents.iter().cloned().zip(machine_names(db, &all_agents).await?).collect();
+    let finished: HashMap<i64, Option<i64>> = jobs.iter().copied().collect();
+    let mut out = HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let job: i64 = col(r, "job_id")?;
+        let placed_ms: i64 = col(r, "placed_ms")?;
+        let agents = agents_of(r)?;
+        let machines = agents.iter().map(|a| names.get(a).cloned().unwrap_or_else(|| a.clone())).collect();
+        let finished_ms = finished.get(&job).copied().flatten();
+        out.insert(
+            job,
+            Placement {
+                agents,
+                machines,
+                algorithm: col(r, "algorithm")?,
+                reason: col(r, "reason")?,
+                prediction_source: col(r, "prediction_source")?,
+                predicted_runtime_s: col(r, "predicted_runtime_s")?,
+                placed_ms,
+                actual_runtime_s: finished_ms.map(|f| (f - placed_ms).max(0) as f64 / 1000.0),
+            },
+        );
+    }
+    Ok(out)
 }
 
 /// The machine name of each agent id, in order (the id itself where the agent is gone),
 /// read in one statement per [`rows_per_statement`] ids.
 pub(crate) async fn machine_names(db: &Db, agents: &[String]) -> Result<Vec<String>> {
-    let mut names: std::collections::HashMap<String, String> = std::collections::HashMap::with_capacity(agents.len());
+    let mut names: HashMap<String, String> = HashMap::with_capacity(agents.len());
     for chunk in agents.chunks(rows_per_statement(db, agents.len().max(1), 1)) {
         let sql = format!("SELECT id, name FROM agents WHERE id IN ({})", id_list(chunk.len()));
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));

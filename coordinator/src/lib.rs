@@ -10,8 +10,6 @@
 #![warn(clippy::unwrap_used)]
 
 pub mod api;
-mod api_identity;
-mod api_recruit;
 pub mod auth;
 pub mod backup;
 #[cfg(test)]
@@ -38,7 +36,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 /// Tunables of a coordinator.
 #[derive(Clone, Debug)]
@@ -86,8 +84,6 @@ pub struct App {
     pub config: Config,
     pub live: live::Live,
     pub metrics: metrics::Metrics,
-    /// Woken when work may have become available (submit, release, re-queue).
-    pub work: Notify,
     /// The scheduler's inbox and the long polls' waiters.
     pub scheduling: scheduling::Scheduling,
     /// Turns true when shutdown begins (long-polls return at once).
@@ -123,7 +119,6 @@ pub async fn serve(
         config: config.clone(),
         live: live::Live::default(),
         metrics: metrics::Metrics::default(),
-        work: Notify::new(),
         scheduling: scheduling::Scheduling::default(),
         shutdown: stop_rx.clone(),
     });

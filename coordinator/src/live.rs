@@ -125,6 +125,12 @@ impl Live {
         map.get(agent_id).map(|a| (a.at_ms, a.hb.clone()))
     }
 
+    /// The CPUs machine `agent_id` reported in its latest heartbeat to this replica.
+    pub fn cpus(&self, agent_id: &str) -> Option<u32> {
+        let map = self.shards[shard(agent_id)].lock().unwrap_or_else(|e| e.into_inner());
+        map.get(agent_id).and_then(|a| a.hb.cpus)
+    }
+
     /// Takes every changed agent's snapshot for writing (clears the dirty marks).
     pub fn take_dirty(&self) -> Vec<Snapshot> {
         let mut out = Vec::new();

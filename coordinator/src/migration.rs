@@ -54,7 +54,7 @@ pub async fn ask(app: &App, agent: &str, job: i64, rank: i64, req: &MigrateReque
     if state != "leased" || epoch != req.lease {
         return Err(StoreError::Conflict("the lease is no longer held".into()));
     }
-    if let Some((m, leased)) = store::lease_facts(db, agent, job, rank, req.lease, crate::api::live_cpus(app, agent)).await? {
+    if let Some((m, leased)) = store::lease_facts(db, agent, job, rank, req.lease, app.live.cpus(agent)).await? {
         crate::bounds::check_task_cpu("cpu_s", req.cpu_s, &m, leased, now_ms()).map_err(StoreError::Invalid)?;
     }
     let j = sqlx::query("SELECT program, mem_bytes, checkpointable, gang, estimate_s FROM jobs WHERE id = $1")

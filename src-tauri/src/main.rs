@@ -8,9 +8,12 @@
 //! panic where something is missing:
 //! - no display (or one that cannot be opened): says so, runs the headless agent;
 //! - no AppIndicator library: says so, runs with the status window instead of a tray
-//!   icon (closing the window quits);
+//!   icon, with the tray menu's actions and a Quit Lull button in it;
 //! - no tray host (e.g. GNOME without an AppIndicator extension): says so, builds the
 //!   tray anyway (a host may appear) and opens the status window.
+//!
+//! Closing the last window never stops Lull: starting `lull-tray` again while it runs
+//! shows its window ([`instance`]) instead of failing on the agent's lock.
 //!
 //! Usage: `lull-tray [--open status|settings] [--no-tray] [--headless]`. The paths are
 //! those of `lull` (`LULL_CONFIG`, `LULL_DATA_DIR`, `LULL_SOCKET`).
@@ -18,7 +21,9 @@
 // Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
 #![warn(clippy::unwrap_used)]
 
+mod actions;
 mod embedded;
+mod instance;
 mod notify;
 mod probe;
 mod tray;
@@ -37,8 +42,11 @@ use windows::{Which, Windows};
 const USAGE: &str = "usage: lull-tray [--open status|settings] [--no-tray] [--headless]
 
   --open WINDOW  open the status or settings window at start
-  --no-tray      no tray icon: the status window instead (closing it quits)
-  --headless     no window and no tray: only the agent (as `lull agent`)";
+  --no-tray      no tray icon: the status window instead, with Donate now, Pause,
+                 Resume and Quit Lull (closing it leaves Lull running)
+  --headless     no window and no tray: only the agent (as `lull agent`)
+
+Started again while it runs, lull-tray shows the running one's window and exits.";
 
 #[derive(Debug, Default)]
 struct Args {
@@ -100,6 +108,9 @@ fn main() -> ExitCode {
 fn run(unset: Vec<&'static str>) -> Result<()> {
     let Some(args) = parse_args()? else { return Ok(()) };
     let paths = Paths::from_env()?;
+    if !args.headless && show_running(&paths, args.open.unwrap_or(Which::Status))? {
+        return Ok(());
+    }
     // A bad config is refused before anything starts, naming the field and its range.
     let config = Config::load(&paths.config_file)?;
     let _guard = agent_core::logging::init(&paths.log_dir, "tray")?;
@@ -134,6 +145,19 @@ fn run(unset: Vec<&'static str>) -> Result<()> {
     gui(paths, config, fallback, args.open, unset)
 }
 
+/// Asks a `lull-tray` already running for these paths to show `which`: true when it has
+/// (this start is done), false when none runs.
+fn show_running(paths: &Paths, which: Which) -> Result<bool> {
+    match instance::ask_to_show(&instance::socket_path(&paths.socket), which) {
+        Ok(true) => {
+            eprintln!("lull-tray: Lull is already running: showing its {} window", which.label());
+            Ok(true)
+        }
+        Ok(false) => Ok(false),
+        Err(e) => bail!("Lull is already running but cannot show its {} window: {e}", which.label()),
+    }
+}
+
 /// No GUI: the agent alone, printing its state changes like `lull agent`.
 fn headless(paths: Paths, config: Config, why: &str) -> Result<()> {
     eprintln!("lull-tray: {why}: running the headless agent (ask it with `lull status`; stop it with Ctrl-C)");
@@ -152,7 +176,8 @@ fn headless(paths: Paths, config: Config, why: &str) -> Result<()> {
 #[derive(Clone, Debug)]
 pub enum Fallback {
     None,
-    /// No tray icon can be made: the status window stands in; closing it quits.
+    /// No tray icon can be made: the status window stands in, with the menu's actions
+    /// and Quit Lull.
     WindowOnly(String),
     /// A tray icon is made but nothing may show it: the status window opens too.
     NoHost(String),
@@ -177,20 +202,21 @@ fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, un
     let socket = agent.socket.clone();
 
     let with_tray = !matches!(fallback, Fallback::WindowOnly(_));
-    // With a tray icon Lull keeps running when the last window closes; without one (or
-    // with no host to show it) the window was the app, so it ends.
-    let keep_running = matches!(fallback, Fallback::None);
+    // Without a (visible) tray icon the window is the owner's only control: it must open.
+    let window_needed = fallback.reason().is_some();
     let first_window = match (&fallback, open) {
         (_, Some(w)) => Some(w),
         (Fallback::None, None) => None,
         _ => Some(Which::Status),
     };
-    let windows = Windows::new(windows::window_bin()?, fallback.reason().map(str::to_owned), unset, move || {
-        if !keep_running {
-            tracing::info!("the window closed: quitting");
-            quit_main_loop();
-        }
-    });
+    // Lull keeps running when the last window closes (a second start brings it back);
+    // Quit Lull in a window stops it.
+    let windows = Windows::new(windows::window_bin()?, fallback.reason().map(str::to_owned), unset, quit_main_loop);
+    let shower = windows.clone();
+    let show = move |w: Which| shower.open(w).map_err(|e| format!("{e:#}"));
+    let _listening = instance::listen(&instance::socket_path(&socket), show)
+        .map_err(|e| tracing::warn!("starting Lull again will not bring its window back: {e}"))
+        .ok();
     if with_tray {
         tray::build(socket.clone(), windows.clone(), || {
             tracing::info!("quit from the tray menu");
@@ -200,7 +226,7 @@ fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, un
     }
     if let Some(w) = first_window {
         if let Err(e) = windows.open(w) {
-            if !keep_running {
+            if window_needed {
                 return Err(e.context("the window stands in for the tray icon"));
             }
             tracing::error!("cannot open the {} window: {e:#}", w.label());

@@ -2,22 +2,24 @@
 //! distinct icon per state (colour and shape), and a tooltip with today's donated time
 //! and "interruptions 2 of 5". Linux tray hosts (AppIndicator) show no tooltips, so the
 //! same line heads the menu as a disabled item. Menu actions are control requests to the
-//! embedded agent, on its socket, exactly as `lull pause 1h` sends them.
+//! embedded agent, on its socket, exactly as `lull pause 1h` sends them; their choices
+//! are [`crate::actions`]'s, which the status window offers too.
 //!
 //! Built on the `tray-icon` and `muda` crates (what Tauri's tray is made of) with GTK
 //! directly, so the tray process never loads Tauri's webview runtime. Icon and menu live
 //! on the GTK main thread; other threads hand statuses over with [`show`].
 
+use crate::actions::{self, Choice};
 use crate::notify::{self, Limiter};
 use crate::windows::{Which, Windows};
 use agent_core::agent::Notice;
 use agent_core::control::{call, AgentStatus, AlertKind, Request, Response};
-use agent_core::policy::{DonateSpan, NotAllowedReason, PauseSpan, StateKind};
+use agent_core::policy::{NotAllowedReason, StateKind};
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tray_icon::menu::{Menu, MenuEvent, MenuItem, PredefinedMenuItem, Submenu};
+use tray_icon::menu::{IsMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem, Submenu};
 use tray_icon::{Icon, TrayIcon, TrayIconBuilder};
 
 /// The seven icons the owner sees (recruitable looks idle; evicting looks owner-active).
@@ -107,32 +109,11 @@ pub fn containment_line(s: &AgentStatus) -> Option<String> {
     s.containment.as_ref().map(|c| format!("Guests: {}", c.summary))
 }
 
-/// Menu item ids.
+/// The ids of the tray's own menu items (the owner's actions have [`crate::actions`]'s).
 pub mod id {
-    pub const DONATE_1H: &str = "donate-1h";
-    pub const DONATE_RETURN: &str = "donate-until-return";
-    pub const PAUSE_1H: &str = "pause-1h";
-    pub const PAUSE_3H: &str = "pause-3h";
-    pub const PAUSE_TOMORROW: &str = "pause-tomorrow";
-    pub const PAUSE_RESUMED: &str = "pause-until-resumed";
-    pub const RESUME: &str = "resume";
     pub const OPEN: &str = "open";
     pub const SETTINGS: &str = "settings";
     pub const QUIT: &str = "quit";
-}
-
-/// The control request behind a menu item.
-pub fn request_for(item: &str) -> Option<Request> {
-    Some(match item {
-        id::DONATE_1H => Request::Donate { span: DonateSpan::For { secs: 3600 } },
-        id::DONATE_RETURN => Request::Donate { span: DonateSpan::UntilReturn },
-        id::PAUSE_1H => Request::Pause { span: PauseSpan::For { secs: 3600 } },
-        id::PAUSE_3H => Request::Pause { span: PauseSpan::For { secs: 3 * 3600 } },
-        id::PAUSE_TOMORROW => Request::Pause { span: PauseSpan::UntilTomorrow },
-        id::PAUSE_RESUMED => Request::Pause { span: PauseSpan::UntilResumed },
-        id::RESUME => Request::Resume,
-        _ => return None,
-    })
 }
 
 /// Decodes one of the PNG icons to RGBA.
@@ -177,24 +158,14 @@ pub fn build(socket: PathBuf, windows: Windows, quit: impl Fn() + Send + Sync + 
     let err = |e: tray_icon::menu::Error| e.to_string();
     let headline = MenuItem::with_id("headline", "Lull: starting…", false, None);
     let containment = MenuItem::with_id("containment", "Guests: …", false, None);
-    let donate = Submenu::with_items(
-        "Donate now",
-        true,
-        &[&MenuItem::with_id(id::DONATE_1H, "For 1 hour", true, None), &MenuItem::with_id(id::DONATE_RETURN, "Until I return", true, None)],
-    )
-    .map_err(err)?;
-    let pause = Submenu::with_items(
-        "Pause",
-        true,
-        &[
-            &MenuItem::with_id(id::PAUSE_1H, "For 1 hour", true, None),
-            &MenuItem::with_id(id::PAUSE_3H, "For 3 hours", true, None),
-            &MenuItem::with_id(id::PAUSE_TOMORROW, "Until tomorrow", true, None),
-            &MenuItem::with_id(id::PAUSE_RESUMED, "Until I resume", true, None),
-        ],
-    )
-    .map_err(err)?;
-    let resume = MenuItem::with_id(id::RESUME, "Resume", true, None);
+    let submenu = |title: &str, choices: &[Choice]| {
+        let items: Vec<MenuItem> = choices.iter().map(|c| MenuItem::with_id(c.id, c.label, true, None)).collect();
+        let refs: Vec<&dyn IsMenuItem> = items.iter().map(|i| i as &dyn IsMenuItem).collect();
+        Submenu::with_items(title, true, &refs)
+    };
+    let donate = submenu("Donate now", &actions::DONATE).map_err(err)?;
+    let pause = submenu("Pause", &actions::PAUSE).map_err(err)?;
+    let resume = MenuItem::with_id(actions::RESUME.id, actions::RESUME.label, true, None);
     let menu = Menu::with_items(&[
         &headline,
         &containment,
@@ -217,7 +188,7 @@ pub fn build(socket: PathBuf, windows: Windows, quit: impl Fn() + Send + Sync + 
             id::SETTINGS => open_logged(&windows, Which::Settings),
             id::QUIT => quit(),
             _ => {
-                if let Some(req) = request_for(&item) {
+                if let Some(req) = actions::request_for(&item) {
                     let socket = socket.clone();
                     std::thread::spawn(move || match call(&socket, &req) {
                         Ok(Response::Status(s)) => show(*s),
@@ -364,11 +335,10 @@ mod tests {
     }
 
     #[test]
-    fn menu_items_map_to_control_requests() {
-        assert_eq!(request_for(id::PAUSE_3H), Some(Request::Pause { span: PauseSpan::For { secs: 10_800 } }));
-        assert_eq!(request_for(id::DONATE_RETURN), Some(Request::Donate { span: DonateSpan::UntilReturn }));
-        assert_eq!(request_for(id::RESUME), Some(Request::Resume));
-        assert_eq!(request_for(id::QUIT), None);
+    fn the_tray_s_own_items_are_no_control_requests() {
+        for item in [id::OPEN, id::SETTINGS, id::QUIT] {
+            assert_eq!(actions::request_for(item), None, "{item}");
+        }
     }
 
     fn status(state: &str, extra: serde_json::Value) -> AgentStatus {

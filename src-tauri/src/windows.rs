@@ -13,7 +13,8 @@
 //! in flight and it closes the child's stdin, which ends it; if it has sent more, a
 //! request is on its way and the child will open that window. So a request made just as
 //! the last window closes is never lost to a child on its way out
-//! ([`on_idle`] is the decision).
+//! ([`on_idle`] is the decision). The child says `quit` when the owner asks to stop Lull
+//! from a window (Quit Lull, in a window standing in for the tray icon).
 
 use anyhow::{Context, Result};
 use std::io::{BufRead, BufReader, Write};
@@ -45,7 +46,7 @@ pub struct Windows {
     note: Option<String>,
     /// Environment variables the tray set for itself that the windows must not inherit.
     unset: Vec<&'static str>,
-    on_closed: Arc<dyn Fn() + Send + Sync>,
+    on_quit: Arc<dyn Fn() + Send + Sync>,
 }
 
 /// `lull-window` beside this executable, or `LULL_WINDOW_BIN`.
@@ -57,10 +58,10 @@ pub fn window_bin() -> Result<PathBuf> {
 }
 
 impl Windows {
-    /// `note` is shown atop the status window; `on_closed` runs (on a helper thread) when
-    /// the window process has ended, i.e. its last window closed.
-    pub fn new(bin: PathBuf, note: Option<String>, unset: Vec<&'static str>, on_closed: impl Fn() + Send + Sync + 'static) -> Self {
-        Self { running: Arc::default(), bin, note, unset, on_closed: Arc::new(on_closed) }
+    /// `note` is shown atop the status window; `on_quit` runs (on a helper thread) when a
+    /// window asks to stop Lull.
+    pub fn new(bin: PathBuf, note: Option<String>, unset: Vec<&'static str>, on_quit: impl Fn() + Send + Sync + 'static) -> Self {
+        Self { running: Arc::default(), bin, note, unset, on_quit: Arc::new(on_quit) }
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Running>> {
@@ -108,12 +109,18 @@ impl Windows {
         Ok(())
     }
 
-    /// Follows the window process `pid` through its stdout: ends it when it is idle with
-    /// nothing in flight ([`on_idle`]); when it has ended (stdout closed), reaps it. Either
-    /// way `on_closed` runs. Blocks on the pipe: no polling while a window is open.
+    /// Follows the window process `pid` through its stdout: runs `on_quit` when it says
+    /// `quit`; ends it when it is idle with nothing in flight ([`on_idle`]); when it has
+    /// ended (stdout closed), reaps it. Blocks on the pipe: no polling while a window is
+    /// open.
     fn watch(&self, pid: u32, stdout: ChildStdout) {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
+            if line.trim() == "quit" {
+                tracing::info!(pid, "Quit Lull from a window");
+                (self.on_quit)();
+                continue;
+            }
             let Some(taken) = line.strip_prefix("idle ").and_then(|n| n.trim().parse::<u32>().ok()) else { continue };
             let mut g = self.lock();
             let Some(r) = g.as_ref().filter(|r| r.child.id() == pid) else { return };
@@ -134,8 +141,8 @@ impl Windows {
         self.end(pid, ended);
     }
 
-    /// Closes the stdin of a window process taken out of `running` (which ends it), reaps
-    /// it and runs `on_closed`.
+    /// Closes the stdin of a window process taken out of `running` (which ends it) and
+    /// reaps it. Lull runs on with no window open.
     fn end(&self, pid: u32, ended: Option<Running>) {
         let Some(Running { mut child, stdin, .. }) = ended else { return };
         drop(stdin);
@@ -143,7 +150,6 @@ impl Windows {
             Ok(st) => tracing::info!(pid, "window process ended ({st})"),
             Err(e) => tracing::warn!(pid, "cannot wait for the window process: {e}"),
         }
-        (self.on_closed)();
     }
 
     /// Ends the window process: closes its stdin (it closes its windows and exits), and
@@ -181,7 +187,8 @@ mod tests {
     /// was asked for: its first window is "closed" 0.3 s after start (it says `idle 1`),
     /// before it reads the request the tray sent meanwhile: the very race a real owner can
     /// hit. The windows it opens from stdin stay open; like the real one, it ends when its
-    /// stdin closes (which would close those windows).
+    /// stdin closes (which would close those windows). In its settings window the owner
+    /// presses Quit Lull at once: it says `quit`.
     fn fake_window_bin(dir: &std::path::Path) -> PathBuf {
         let bin = dir.join("fake-lull-window");
         std::fs::write(
@@ -195,6 +202,7 @@ n=1
 while read -r w; do
   n=$((n + 1))
   echo "open $w" >> "$log"
+  [ "$w" = settings ] && echo quit
 done
 echo "exit after $n requests" >> "$log"
 "#,
@@ -216,10 +224,10 @@ echo "exit after $n requests" >> "$log"
     fn a_request_made_as_the_last_window_closes_is_not_lost() {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = || std::fs::read_to_string(dir.path().join("log")).unwrap_or_default();
-        let closed = Arc::new(AtomicU32::new(0));
-        let c = closed.clone();
+        let quits = Arc::new(AtomicU32::new(0));
+        let q = quits.clone();
         let w = Windows::new(fake_window_bin(dir.path()), None, vec![], move || {
-            c.fetch_add(1, Ordering::SeqCst);
+            q.fetch_add(1, Ordering::SeqCst);
         });
         w.open(Which::Status).expect("start the window process");
         // Asked for while the child is about to say it has no window left.
@@ -228,8 +236,9 @@ echo "exit after $n requests" >> "$log"
         // Its `idle 1` came with a request in flight: the tray kept it, so the settings
         // window stays open.
         std::thread::sleep(Duration::from_millis(500));
-        assert_eq!(closed.load(Ordering::SeqCst), 0, "the tray ended a process with a window open:\n{}", log());
-        assert!(!log().contains("exit"), "{}", log());
+        assert!(!log().contains("exit"), "the tray ended a process with a window open:\n{}", log());
+        // Its Quit Lull reached the tray (which, in lull-tray, ends the app).
+        wait_until("the quit", || quits.load(Ordering::SeqCst) == 1);
 
         // Quit: the tray closes its stdin and it ends.
         w.close();

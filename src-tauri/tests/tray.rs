@@ -718,15 +718,63 @@ fn without_the_appindicator_library_it_shows_the_status_window_instead() {
     assert!(out.contains("no AppIndicator library"), "{out}");
     assert!(!out.contains("panicked"), "{out}");
     assert!(!tray.log().contains("tray shows state"), "no tray icon was made");
-    // Without a tray icon the window is the app: closing it quits, agent included.
+    the_fallback_window_is_the_owners_control(&desk, &mut tray);
+}
+
+/// Without a tray icon the status window is the owner's only control (issue 28): its
+/// buttons do what the tray menu does, Esc only closes it (Lull runs on), starting
+/// `lull-tray` again brings it back, and its Quit Lull stops Lull. Driven with the
+/// keyboard from the top of the page, whose buttons come in this order: Donate now ▸ For
+/// 1 hour, Until I return; Pause ▸ For 1 hour, For 3 hours, Until tomorrow, Until I
+/// resume; Resume (skipped while disabled); Settings…; Quit Lull.
+fn the_fallback_window_is_the_owners_control(desk: &Desktop, tray: &mut Tray) {
+    let pid = tray.child.as_ref().expect("running").id();
     let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
     desk.xdotool(&["windowfocus", "--sync", &win]);
+    desk.keys(&["Tab", "space"]);
+    let s = tray.wait_for("donating now, from the window", |s| s.policy.donate_now);
+    let left = s.policy.donate_for_s.expect("a timed offer");
+    assert!((3600 - 60..=3600).contains(&left), "{left}");
+    desk.keys(&["Tab", "Tab", "Tab", "space"]);
+    let s = tray.wait_for("paused for 3 h, from the window", |s| s.policy.state == StateKind::Paused);
+    let left = s.policy.paused_for_s.expect("a timed pause");
+    assert!((3 * 3600 - 60..=3 * 3600).contains(&left), "{left}");
+    std::thread::sleep(Duration::from_millis(500));
+    desk.screenshot("no-appindicator-window-paused.png");
+    desk.keys(&["Tab", "Tab", "Tab", "space"]);
+    tray.wait_for("resumed, from the window", |s| s.policy.state != StateKind::Paused && !s.policy.donate_now);
+
+    // Esc closes the window, and only the window: the agent runs on.
     desk.keys(&["Escape"]);
+    wait_until("the status window to close", Duration::from_secs(10), || desk.find_window(&["--name", "^Lull$"]).is_none());
+    wait_until("the window process to end", Duration::from_secs(15), || !descendants(pid).iter().any(|n| n == "lull-window"));
+    std::thread::sleep(Duration::from_secs(2));
+    let c = tray.child.as_mut().expect("running");
+    assert!(matches!(c.try_wait(), Ok(None)), "lull-tray ended with its window:\n{}\n{}", tray.output(), tray.log());
+    assert_eq!(tray.try_status().map(|s| s.pid), Some(pid), "the agent runs on with no window open");
+
+    // Starting Lull again shows the running one's window, and the second start ends.
+    let mut again = tray.command(&[]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start lull-tray again");
+    let st = wait_exit_or_kill(&mut again, Duration::from_secs(30)).expect("the second start ends");
+    let out = again.wait_with_output().expect("its output");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(st.success() && said.contains("already running"), "{st}: {said}");
+    wait_until("the status window again", Duration::from_secs(30), || desk.find_window(&["--name", "^Lull$"]).is_some());
+    assert_eq!(tray.try_status().map(|s| s.pid), Some(pid), "still the first agent");
+    std::thread::sleep(Duration::from_secs(3));
+    desk.screenshot("no-appindicator-window-again.png");
+
+    // Quit Lull stops it, agent included (Resume is disabled: Settings…, then Quit Lull).
+    let win = desk.find_window(&["--name", "^Lull$"]).expect("status window");
+    desk.xdotool(&["windowfocus", "--sync", &win]);
+    desk.keys(&["Tab", "Tab", "Tab", "Tab", "Tab", "Tab", "Tab", "Tab", "space"]);
     let mut c = tray.child.take().expect("running");
     let st = wait_exit_or_kill(&mut c, Duration::from_secs(20))
-        .unwrap_or_else(|| panic!("lull-tray did not exit when its only window closed:\n{}", tray.output()));
+        .unwrap_or_else(|| panic!("lull-tray did not exit on Quit Lull:\n{}\n{}", tray.output(), tray.log()));
     assert!(st.success(), "{st}");
-    assert!(!tray.socket().exists());
+    assert!(tray.log().contains("Quit Lull from the status window"), "{}", tray.log());
+    assert!(!tray.socket().exists(), "the agent's socket is removed");
+    assert!(!tray.dir.path().join("agent-tray.sock").exists(), "the tray's socket is removed");
 }
 
 /// Skips (true) unless cgroups can be managed here; panics when they are required.

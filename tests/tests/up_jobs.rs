@@ -264,8 +264,10 @@ fn a_submitted_jobs_output_is_read_back_with_lull_jobs() {
     let out = up.lull(&["submit", "--json", "--", "sh", "-c", "echo hello; echo oops >&2; exit 3"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_i64().unwrap().to_string();
-    let jobs = up.wait_jobs("completed", 120, |j| j.len() == 1 && j[0]["state"] == "completed");
+    // A non-zero exit is a failure, with its code and why (issue 28).
+    let jobs = up.wait_jobs("failed", 120, |j| j.len() == 1 && j[0]["state"] == "failed");
     assert_eq!(jobs[0]["tasks"][0]["exit_code"].as_i64(), Some(3), "{jobs:?}");
+    assert_eq!(jobs[0]["reason"], "exit code 3", "{jobs:?}");
 
     let out = up.lull(&["jobs", "output", &id]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -275,9 +277,12 @@ fn a_submitted_jobs_output_is_read_back_with_lull_jobs() {
     let out = up.lull(&["jobs"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let list = String::from_utf8_lossy(&out.stdout);
-    assert!(list.lines().any(|l| l.split_whitespace().next() == Some(id.as_str()) && l.contains("completed")), "{list}");
+    assert!(
+        list.lines().any(|l| l.split_whitespace().next() == Some(id.as_str()) && l.contains("failed") && l.contains("exit code 3")),
+        "{list}"
+    );
     let out = up.lull(&["jobs", "show", &id, "--json"]).output().unwrap();
-    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap()["state"], "completed");
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap()["state"], "failed");
     let out = up.lull(&["jobs", "list", "--json"]).output().unwrap();
     assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap().as_array().map(|a| a.len()), Some(1));
 

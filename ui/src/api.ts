@@ -2,9 +2,9 @@
 // src-tauri/src/commands.rs, which speak the agent's local control protocol. The types
 // come from bindings.ts, generated from the Rust types (never written by hand).
 import { invoke } from "@tauri-apps/api/core";
-import type { AgentStatus, CalibrationView, Config, FieldError, Settings, StateKind, TodayReport } from "./bindings";
+import type { AgentStatus, CalibrationView, Config, FieldError, OwnerActions, Settings, StateKind, TodayReport } from "./bindings";
 
-export type { AgentStatus, CalibrationView, Config, FieldError, Settings, StateKind, TodayReport };
+export type { AgentStatus, CalibrationView, Config, FieldError, OwnerActions, Settings, StateKind, TodayReport };
 
 export const status = () => invoke<AgentStatus>("status");
 export const today = () => invoke<TodayReport>("today");
@@ -18,6 +18,12 @@ export const calibrate = (budget: number) => invoke<CalibrationView>("calibrate"
 /** Why Lull runs without a visible tray icon, if it does. */
 export const fallback = () => invoke<string | null>("fallback");
 export const openWindow = (which: "status" | "settings") => invoke<void>("open_window", { which });
+/** The tray menu's Donate now, Pause and Resume choices (the same ids, words and durations). */
+export const ownerActions = () => invoke<OwnerActions>("owner_actions");
+/** Does one of those choices (the tray menu's control request); the agent's new status. */
+export const act = (choice: string) => invoke<AgentStatus>("act", { choice });
+/** Stops Lull, agent included, as the tray menu's Quit does. */
+export const quitLull = () => invoke<void>("quit_lull");
 
 /** How long, for people: "1 h 20 min", "45 s". */
 export function human(secs: number): string {

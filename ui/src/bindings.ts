@@ -553,6 +553,10 @@ autostart: boolean, };
 
 export type FieldError = { field: string, message: string, range: [number, number] | null, };
 
+export type OwnerAction = { id: string, label: string, };
+
+export type OwnerActions = { donate: Array<OwnerAction>, pause: Array<OwnerAction>, resume: OwnerAction, };
+
 export type CalibrationView = { 
 /**
  * Thresholds were derived (enough history).

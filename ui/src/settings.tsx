@@ -163,10 +163,10 @@ export function SettingsView() {
         {saved && <p class="banner ok" id="saved">{saved}</p>}
 
         <fieldset>
-          <legend>Interruptions</legend>
+          <legend>Daily interruption limit</legend>
           {num(
             {
-              path: "budget.interruptions_per_day", label: "Daily interruption limit", unit: "a day", scale: 1,
+              path: "budget.interruptions_per_day", label: "Interrupt me at most", unit: "times a day", scale: 1,
               help: (
                 <>
                   An <b>interruption</b> is when you come back while guest work is running on this machine (or just after it ran). Once
@@ -181,7 +181,8 @@ export function SettingsView() {
         </fieldset>
 
         <fieldset>
-          <legend>When is this machine idle?</legend>
+          <legend>When Lull may start guest work</legend>
+          <p class="help">Only while you are away (no keyboard or mouse) and your own programs are quiet, and only once that has lasted a while.</p>
           {num({
             path: "availability.owner_cpu_max", label: "Idle while your programs use less than", unit: "% CPU", scale: 100,
             help: "Above this, Lull counts the machine as in use even without keyboard or mouse activity.",
@@ -216,7 +217,7 @@ export function SettingsView() {
         </fieldset>
 
         <fieldset>
-          <legend>When you come back</legend>
+          <legend>When you come back while guest work runs</legend>
           <label class="radio">
             <input type="radio" name="mode" checked={mode === "immediate-eviction"} onChange={() => update(set(c, "eviction.mode", "immediate-eviction" as EvictionMode))} />
             <span><b>Stop at once</b>: guest work is stopped the moment you touch the machine.</span>
@@ -229,7 +230,7 @@ export function SettingsView() {
         </fieldset>
 
         <fieldset>
-          <legend>While you work lightly</legend>
+          <legend>Lending while you work lightly</legend>
           <label class="check">
             <input type="checkbox" id="availability.lend_while_light" checked={c.availability.lend_while_light}
               onChange={(e) => update(set(c, "availability.lend_while_light", (e.target as HTMLInputElement).checked))} />
@@ -244,14 +245,14 @@ export function SettingsView() {
         </fieldset>
 
         <fieldset>
-          <legend>Guest work may use at most</legend>
-          {num({ path: "caps.cpu_max", label: "CPU", unit: "% of the machine", scale: 100 })}
-          {num({ path: "caps.memory_max", label: "Memory", unit: "% of memory", scale: 100, help: "Guests also never use memory your programs need: only what is free." })}
+          <legend>How much of this machine guests may use</legend>
+          {num({ path: "caps.cpu_max", label: "CPU, at most", unit: "% of the machine", scale: 100 })}
+          {num({ path: "caps.memory_max", label: "Memory, at most", unit: "% of memory", scale: 100, help: "Guests also never use memory your programs need: only what is free." })}
         </fieldset>
 
         <fieldset>
-          <legend>Allowed hours</legend>
-          <p class="help">When guest work may run on each day. Ranges like 09:00-12:00, 13:00-17:30.</p>
+          <legend>Hours when guest work may run</legend>
+          <p class="help">For each day: all day, not at all, or only in ranges like 09:00-12:00, 13:00-17:30.</p>
           {DAYS.map(([d, name]) => {
             const v = c.rules.hours[d];
             const kind = v == null ? "all" : v.length === 0 ? "none" : "some";
@@ -279,7 +280,7 @@ export function SettingsView() {
         </fieldset>
 
         <fieldset>
-          <legend>Battery and temperature</legend>
+          <legend>Battery and CPU temperature</legend>
           <label class="check">
             <input type="checkbox" checked={c.rules.allow_on_battery} onChange={(e) => update(set(c, "rules.allow_on_battery", (e.target as HTMLInputElement).checked))} />
             Donate while running on battery
@@ -314,7 +315,7 @@ export function SettingsView() {
         </fieldset>
 
         <fieldset>
-          <legend>Pool</legend>
+          <legend>The pool this machine donates to</legend>
           <div class={"field" + (errors["coordinator.url"] ? " bad" : "")}>
             <label for="coordinator.url">Coordinator address</label>
             <input id="coordinator.url" type="text" placeholder="https://pool.example.org" value={c.coordinator.url}

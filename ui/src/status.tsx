@@ -1,9 +1,27 @@
-// The status window: what the machine is doing now, today's timeline, the last 7 days
-// of donated time, and today's interruptions with the memory-restore time of each.
+// The status window: what the machine is doing now, the tray menu's Donate now / Pause /
+// Resume, today's timeline, the last 7 days of donated time, and today's interruptions
+// with the memory-restore time of each. Without a tray icon it is the owner's only
+// control, so it also offers Quit Lull (Esc only closes it; Lull keeps running).
 import { getCurrentWindow } from "@tauri-apps/api/window";
 import { useEffect, useState } from "preact/hooks";
 import { DonatedChart } from "./chart";
-import { AgentStatus, GROUPS, Group, STATES, StateKind, TodayReport, fallback, human, openWindow, status, today } from "./api";
+import {
+  AgentStatus,
+  GROUPS,
+  Group,
+  OwnerActions,
+  STATES,
+  StateKind,
+  TodayReport,
+  act,
+  fallback,
+  human,
+  openWindow,
+  ownerActions,
+  quitLull,
+  status,
+  today,
+} from "./api";
 
 const DAY_MS = 86_400_000;
 
@@ -154,6 +172,71 @@ function KeptApart({ s }: { s: AgentStatus }) {
   );
 }
 
+/** The tray menu's actions: each button sends the menu item's control request. */
+function Controls({ s, onStatus }: { s: AgentStatus; onStatus: (s: AgentStatus) => void }) {
+  const [choices, setChoices] = useState<OwnerActions | null>(null);
+  const [err, setErr] = useState<string | null>(null);
+  useEffect(() => {
+    ownerActions().then(setChoices, (e) => setErr(String(e)));
+  }, []);
+  if (!choices) return err ? <p class="err">{err}</p> : null;
+  const run = (id: string) =>
+    act(id).then(
+      (st) => {
+        onStatus(st);
+        setErr(null);
+      },
+      (e) => setErr(`Not done: ${e}`),
+    );
+  // As in the tray menu: Resume ends a pause or an offer to donate now.
+  const canResume = s.state === "paused" || s.donate_now;
+  const row = (what: string, list: { id: string; label: string }[]) => (
+    <div class="row">
+      <span class="what">{what}</span>
+      {list.map((c) => (
+        <button type="button" id={c.id} onClick={() => void run(c.id)}>
+          {c.label}
+        </button>
+      ))}
+    </div>
+  );
+  return (
+    <section class="owner-actions" aria-label="Donate now, pause or resume">
+      {row("Donate now", choices.donate)}
+      {row("Pause", choices.pause)}
+      <div class="row">
+        <span class="what" />
+        <button type="button" id={choices.resume.id} disabled={!canResume} onClick={() => void run(choices.resume.id)}>
+          {choices.resume.label}
+        </button>
+        <span class="muted">{canResume ? "ends the pause or the offer" : "nothing to resume"}</span>
+      </div>
+      {err && (
+        <p class="err" role="alert">
+          {err}
+        </p>
+      )}
+    </section>
+  );
+}
+
+/** Stops Lull (the window stands in for the tray menu's Quit). */
+function QuitButton() {
+  const [err, setErr] = useState<string | null>(null);
+  return (
+    <>
+      <button id="quit" onClick={() => void quitLull().then(() => setErr(null), (e) => setErr(String(e)))}>
+        Quit Lull
+      </button>
+      {err && (
+        <span class="err" role="alert">
+          {err}
+        </span>
+      )}
+    </>
+  );
+}
+
 function headline(s: AgentStatus): string {
   switch (s.state) {
     case "paused":
@@ -239,6 +322,7 @@ export function StatusView() {
           </p>
         </div>
       </header>
+      <Controls s={s} onStatus={setS} />
       <Timeline report={r} current={s.state} stateForS={s.state_for_s} />
       <section>
         <h2>Donated CPU time, last 7 days</h2>
@@ -252,8 +336,11 @@ export function StatusView() {
       <KeptApart s={s} />
       <footer>
         <button onClick={() => void openWindow("settings")}>Settings…</button>
+        {why && <QuitButton />}
         <span class="muted">
-          {why ? "Esc closes this window and stops Lull (there is no tray icon to come back to)." : "Esc closes this window; Lull keeps running in the tray."}
+          {why
+            ? "Esc closes this window; Lull keeps running. Start Lull again to bring it back, or Quit Lull to stop it."
+            : "Esc closes this window; Lull keeps running in the tray."}
         </span>
       </footer>
     </main>

@@ -697,7 +697,7 @@ impl Driver {
                         woken.push(agent);
                     }
                 }
-                super::replicas::announce_leases(&self.app, &woken);
+                super::lease_notice::announce_leases(&self.app, &woken);
                 placed_jobs = plans.len() - conflicts.len();
                 self.app.metrics.placements.fetch_add(placed_jobs as u64, std::sync::atomic::Ordering::Relaxed);
                 self.app.metrics.placing_passes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -21,6 +21,7 @@
 
 pub mod delivery;
 pub mod driver;
+pub mod lease_notice;
 pub mod recruiting;
 pub mod replicas;
 pub mod sql;

@@ -186,6 +186,9 @@ pub enum RecruitError {
     NotLeading,
     #[error("no such recruit group")]
     NotFound,
+    /// Releasing the group's job failed in the database.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
 }
 
 impl Recruiting {
@@ -415,10 +418,10 @@ pub fn recruit(app: &Arc<App>, who: &Principal, req: RecruitRequest) -> Result<R
 
 /// `POST /api/v1/recruit/{group}/release`: ends the group (its job is cancelled) and
 /// gives its machines back.
-pub async fn release(app: &Arc<App>, who: &Principal, id: &str) -> Result<RecruitGroup, crate::api::ApiError> {
+pub async fn release(app: &Arc<App>, who: &Principal, id: &str) -> Result<RecruitGroup, RecruitError> {
     let (job, machines) = {
         let mut p = app.scheduling.recruiting.lock();
-        let g = p.groups.get(id).filter(|g| may_see(who, g)).ok_or(RecruitError::NotFound).map_err(to_api)?;
+        let g = p.groups.get(id).filter(|g| may_see(who, g)).ok_or(RecruitError::NotFound)?;
         let job = g.job;
         if let Some(j) = job {
             p.job_groups.remove(&j);
@@ -433,7 +436,7 @@ pub async fn release(app: &Arc<App>, who: &Principal, id: &str) -> Result<Recrui
         app.scheduling.send(Msg::Job { job: j, ended: None });
     }
     look_again(app, &machines);
-    app.scheduling.recruiting.group(who, id).map_err(to_api)
+    app.scheduling.recruiting.group(who, id)
 }
 
 /// Tells the driver to look at these machines again (lent or given back).
@@ -445,17 +448,6 @@ fn look_again(app: &App, machines: &[MachineId]) {
     let agents = machines.iter().filter_map(|m| p.known.get(m).map(|k| k.agent_id.clone())).collect();
     drop(p);
     app.scheduling.send(Msg::Machines { agents });
-}
-
-/// A [`RecruitError`] as an API answer.
-pub fn to_api(e: RecruitError) -> crate::api::ApiError {
-    use axum::http::StatusCode;
-    let status = match e {
-        RecruitError::Invalid(_) => StatusCode::BAD_REQUEST,
-        RecruitError::NotLeading => StatusCode::SERVICE_UNAVAILABLE,
-        RecruitError::NotFound => StatusCode::NOT_FOUND,
-    };
-    crate::api::ApiError::new(status, e.to_string())
 }
 
 /// Writes a granted group: one gang job, its ranks leased straight to the granted
@@ -511,7 +503,7 @@ async fn write_group(app: Arc<App>, who: Principal, group: String, req: RecruitR
         for a in &agents {
             app.scheduling.wake(a);
         }
-        super::replicas::announce_leases(&app, &agents.iter().map(String::as_str).collect::<Vec<_>>());
+        super::lease_notice::announce_leases(&app, &agents.iter().map(String::as_str).collect::<Vec<_>>());
     }
     app.scheduling.send(Msg::Job { job, ended: None });
 }

@@ -36,13 +36,6 @@ pub struct TaskRow {
     pub cpu_s: f64,
 }
 
-impl JobRow {
-    /// Ranks still to run (queued or leased), in order.
-    pub fn open_ranks(&self) -> impl Iterator<Item = &TaskRow> {
-        self.tasks.iter().filter(|t| t.state == "queued" || t.state == "leased")
-    }
-}
-
 /// Ids (or agents) one statement names at most.
 const IN_CHUNK: usize = 400;
 

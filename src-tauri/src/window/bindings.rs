@@ -24,6 +24,31 @@ pub struct FieldError {
     pub range: Option<(f64, f64)>,
 }
 
+/// One of the owner's actions ([`crate::actions::Choice`]): its id for the `act`
+/// command, and its words.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TS)]
+pub struct OwnerAction {
+    pub id: String,
+    pub label: String,
+}
+
+/// The tray menu's Donate now and Pause choices and Resume, as the status window offers
+/// them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, TS)]
+pub struct OwnerActions {
+    pub donate: Vec<OwnerAction>,
+    pub pause: Vec<OwnerAction>,
+    pub resume: OwnerAction,
+}
+
+impl OwnerActions {
+    pub fn from_choices() -> Self {
+        use crate::actions::{Choice, DONATE, PAUSE, RESUME};
+        let one = |c: &Choice| OwnerAction { id: c.id.into(), label: c.label.into() };
+        Self { donate: DONATE.iter().map(one).collect(), pause: PAUSE.iter().map(one).collect(), resume: one(&RESUME) }
+    }
+}
+
 /// The whole `bindings.ts` (used by the test below, which writes or checks it).
 #[cfg(test)]
 pub fn typescript() -> String {
@@ -73,6 +98,8 @@ pub fn typescript() -> String {
         c::Config::decl(),
         Settings::decl(),
         FieldError::decl(),
+        OwnerAction::decl(),
+        OwnerActions::decl(),
         agent_core::calibration::CalibrationView::decl(),
     ];
     agent_core::ts_module::render(

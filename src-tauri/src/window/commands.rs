@@ -3,8 +3,8 @@
 //! waits. Settings are checked with the agent's own `Config::validate` first, so a refused
 //! value comes back naming its field and range.
 
-use crate::bindings::{FieldError, Settings};
-use crate::{autostart, windows};
+use crate::bindings::{FieldError, OwnerActions, Settings};
+use crate::{actions, autostart, pipe, windows};
 use agent_core::calibration::CalibrationView;
 use agent_core::config::{Config, ConfigError};
 use agent_core::control::{call, AgentStatus, Request, Response, TodayReport};
@@ -18,18 +18,48 @@ pub struct Ctx {
     pub ledger: PathBuf,
     /// Why the app runs without a (visible) tray icon, if it does.
     pub fallback: Option<String>,
+    /// Started by the tray app (`--from-tray`), which reads this process's stdout.
+    pub from_tray: bool,
 }
 
 async fn ask(socket: PathBuf, req: Request) -> Result<Response, String> {
     tauri::async_runtime::spawn_blocking(move || call(&socket, &req).map_err(|e| e.to_string())).await.map_err(|e| e.to_string())?
 }
 
-#[tauri::command]
-pub async fn status(ctx: tauri::State<'_, Ctx>) -> Result<AgentStatus, String> {
-    match ask(ctx.socket.clone(), Request::Status).await? {
+async fn status_for(socket: PathBuf, req: Request) -> Result<AgentStatus, String> {
+    match ask(socket, req).await? {
         Response::Status(s) => Ok(*s),
         other => Err(format!("unexpected answer: {other:?}")),
     }
+}
+
+#[tauri::command]
+pub async fn status(ctx: tauri::State<'_, Ctx>) -> Result<AgentStatus, String> {
+    status_for(ctx.socket.clone(), Request::Status).await
+}
+
+/// The tray menu's Donate now, Pause and Resume choices, for the status window.
+#[tauri::command]
+pub fn owner_actions() -> OwnerActions {
+    OwnerActions::from_choices()
+}
+
+/// Does one of [`owner_actions`]' choices: the same control request the tray menu sends.
+#[tauri::command]
+pub async fn act(choice: String, ctx: tauri::State<'_, Ctx>) -> Result<AgentStatus, String> {
+    let req = actions::request_for(&choice).ok_or_else(|| format!("no action called {choice:?}"))?;
+    tracing::info!(choice = %choice, "status window");
+    status_for(ctx.socket.clone(), req).await
+}
+
+/// Quit Lull: asks the tray app to stop (its agent with it), as its menu's Quit does.
+#[tauri::command]
+pub fn quit_lull(ctx: tauri::State<'_, Ctx>) -> Result<(), String> {
+    if !ctx.from_tray {
+        return Err("this window was not opened by the Lull tray app, so it cannot stop Lull (stop the agent where it runs)".into());
+    }
+    tracing::info!("Quit Lull from the status window");
+    pipe::tell_tray("quit").map_err(|e| format!("cannot reach the Lull tray app: {e}"))
 }
 
 #[tauri::command]
@@ -98,7 +128,6 @@ pub async fn running_programs(ctx: tauri::State<'_, Ctx>) -> Result<Vec<String>,
     }
 }
 
-/// Why the app runs without a visible tray icon (shown atop the status window).
 /// This machine's calibration from its own recorded trace, for a daily budget of
 /// `budget` interruptions (`lull calibrate`'s logic; applying is the window's Save).
 #[tauri::command]
@@ -114,6 +143,7 @@ pub async fn calibrate(budget: u32, ctx: tauri::State<'_, Ctx>) -> Result<Calibr
     .map_err(|e| e.to_string())?
 }
 
+/// Why the app runs without a visible tray icon (shown atop the status window).
 #[tauri::command]
 pub fn fallback(ctx: tauri::State<'_, Ctx>) -> Option<String> {
     ctx.fallback.clone()

@@ -9,22 +9,26 @@
 //! stdin closing (the tray quit or died) ends the process. When its last window closes,
 //! it does not end by itself: it says `idle N` on stdout (N: the window requests taken,
 //! the first included) and the tray, which knows whether it has sent another since,
-//! closes stdin or not (`src-tauri/src/windows.rs`). `--note` is shown atop the status
-//! window (why there is no tray icon).
+//! closes stdin or not (`src-tauri/src/windows.rs`); Quit Lull says `quit` there.
+//! `--note` is shown atop the status window (why there is no tray icon), which then offers
+//! Quit Lull.
 
 // Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
 #![warn(clippy::unwrap_used)]
 
+#[path = "../actions.rs"]
+mod actions;
 mod autostart;
 mod bindings;
 mod commands;
+mod pipe;
 #[path = "../which.rs"]
 mod which;
 mod windows;
 
 use agent_core::paths::Paths;
 use anyhow::{bail, Context, Result};
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -93,7 +97,7 @@ fn run() -> Result<()> {
     let taken = Arc::new(AtomicU32::new(1));
     let taken_by_follower = taken.clone();
     let app = tauri::Builder::default()
-        .manage(commands::Ctx { socket: paths.socket.clone(), ledger: paths.ledger.clone(), fallback: args.note })
+        .manage(commands::Ctx { socket: paths.socket.clone(), ledger: paths.ledger.clone(), fallback: args.note, from_tray })
         .invoke_handler(tauri::generate_handler![
             commands::status,
             commands::today,
@@ -102,7 +106,10 @@ fn run() -> Result<()> {
             commands::running_programs,
             commands::calibrate,
             commands::open_window,
-            commands::fallback
+            commands::fallback,
+            commands::owner_actions,
+            commands::act,
+            commands::quit_lull
         ])
         .setup(move |app| {
             let h = app.handle().clone();
@@ -133,8 +140,7 @@ fn run() -> Result<()> {
 fn say_idle(taken: &AtomicU32) {
     let n = taken.load(Ordering::SeqCst);
     tracing::info!(taken = n, "no window left: telling the tray");
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "idle {n}").and_then(|()| out.flush()).is_err() {
+    if pipe::tell_tray(&format!("idle {n}")).is_err() {
         // The tray is gone: nobody will ask for a window again.
         std::process::exit(0);
     }

@@ -3,11 +3,12 @@
 //! group's job once written) and `POST /api/v1/recruit/{group}/release`. The logic is
 //! [`crate::scheduling::recruiting`]'s; these are its HTTP faces.
 
-use crate::api::{need_person, path, ApiError, Auth, Body};
+use super::extract::{need_person, path, ApiError, Auth, Body};
 use crate::model::ErrorBody;
-use crate::scheduling::recruiting::{self, RecruitGrant, RecruitGroup, RecruitRequest};
+use crate::scheduling::recruiting::{self, RecruitError, RecruitGrant, RecruitGroup, RecruitRequest};
 use crate::App;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::Json;
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ fn group_id(g: GroupPath) -> Result<String, ApiError> {
     Ok(id)
 }
 
-#[utoipa::path(post, path = "/api/v1/recruit", request_body = RecruitRequest, security(("bearer" = [])),
+#[utoipa::path(post, tag = "crate::api_recruit", path = "/api/v1/recruit", request_body = RecruitRequest, security(("bearer" = [])),
     responses((status = 200, body = RecruitGrant), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 503, body = ErrorBody)))]
 pub(crate) async fn recruit(
@@ -28,20 +29,33 @@ pub(crate) async fn recruit(
     Body(req): Body<RecruitRequest>,
 ) -> Result<Json<RecruitGrant>, ApiError> {
     need_person(&p)?;
-    recruiting::recruit(&app, &p, req).map(Json).map_err(recruiting::to_api)
+    Ok(Json(recruiting::recruit(&app, &p, req)?))
 }
 
-#[utoipa::path(get, path = "/api/v1/recruit/{group}", params(("group" = String, Path)), security(("bearer" = [])),
+#[utoipa::path(get, tag = "crate::api_recruit", path = "/api/v1/recruit/{group}", params(("group" = String, Path)), security(("bearer" = [])),
     responses((status = 200, body = RecruitGroup), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn group(State(app): State<Arc<App>>, Auth(p): Auth, g: GroupPath) -> Result<Json<RecruitGroup>, ApiError> {
     need_person(&p)?;
-    app.scheduling.recruiting.group(&p, &group_id(g)?).map(Json).map_err(recruiting::to_api)
+    Ok(Json(app.scheduling.recruiting.group(&p, &group_id(g)?)?))
 }
 
-#[utoipa::path(post, path = "/api/v1/recruit/{group}/release", params(("group" = String, Path)), security(("bearer" = [])),
+#[utoipa::path(post, tag = "crate::api_recruit", path = "/api/v1/recruit/{group}/release", params(("group" = String, Path)), security(("bearer" = [])),
     responses((status = 200, body = RecruitGroup), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn release(State(app): State<Arc<App>>, Auth(p): Auth, g: GroupPath) -> Result<Json<RecruitGroup>, ApiError> {
     need_person(&p)?;
     let id = group_id(g)?;
     Ok(Json(recruiting::release(&app, &p, &id).await?))
+}
+
+/// A [`RecruitError`] as an API answer.
+impl From<RecruitError> for ApiError {
+    fn from(e: RecruitError) -> Self {
+        let status = match e {
+            RecruitError::Invalid(_) => StatusCode::BAD_REQUEST,
+            RecruitError::NotLeading => StatusCode::SERVICE_UNAVAILABLE,
+            RecruitError::NotFound => StatusCode::NOT_FOUND,
+            RecruitError::Store(e) => return e.into(),
+        };
+        ApiError::new(status, e.to_string())
+    }
 }

@@ -2,7 +2,7 @@
 //! and join tokens — create, list (with each use's time and address, never a secret),
 //! revoke (`DELETE …/{id}`). The logic is [`crate::identity`]'s; these are its HTTP faces.
 
-use crate::api::{need_admin, path, ApiError, Auth, Body, MaybeAuth, PeerIp};
+use super::extract::{need_admin, path, ApiError, Auth, Body, MaybeAuth, PeerIp};
 use crate::identity::{self, Caller};
 use crate::model::*;
 use crate::store::StoreError;
@@ -14,7 +14,7 @@ use std::sync::Arc;
 type ApiResult<T> = Result<T, ApiError>;
 type IdPath = Result<Path<String>, axum::extract::rejection::PathRejection>;
 
-#[utoipa::path(post, path = "/api/v1/enrol", request_body = EnrolRequest, security((), ("bearer" = [])),
+#[utoipa::path(post, tag = "crate::api_identity", path = "/api/v1/enrol", request_body = EnrolRequest, security((), ("bearer" = [])),
     description = "Enrols a machine. A new machine needs a join token. Replacing an enrolled one (`replace`) needs that machine's \
         current credential or an admin key as the bearer (403 `replace_needs_credential` with a token alone); its old credential \
         then answers 401 `credential_replaced`.",
@@ -43,14 +43,14 @@ pub(crate) async fn enrol(
     Ok(Json(e))
 }
 
-#[utoipa::path(post, path = "/api/v1/keys", request_body = CreateKey, security(("bearer" = [])),
+#[utoipa::path(post, tag = "crate::api_identity", path = "/api/v1/keys", request_body = CreateKey, security(("bearer" = [])),
     responses((status = 200, body = ApiKey), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 pub(crate) async fn create_key(State(app): State<Arc<App>>, Auth(p): Auth, Body(req): Body<CreateKey>) -> ApiResult<Json<ApiKey>> {
     need_admin(&p)?;
     Ok(Json(identity::create_key(&app.db, &req.role, req.owner.as_deref()).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/keys", security(("bearer" = [])), description = "Every API key with its uses per address; never a key.",
+#[utoipa::path(get, tag = "crate::api_identity", path = "/api/v1/keys", security(("bearer" = [])), description = "Every API key with its uses per address; never a key.",
     responses((status = 200, body = [ApiKeyInfo]), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 pub(crate) async fn list_keys(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<Vec<ApiKeyInfo>>> {
     need_admin(&p)?;
@@ -58,7 +58,7 @@ pub(crate) async fn list_keys(State(app): State<Arc<App>>, Auth(p): Auth) -> Api
     Ok(Json(identity::list_keys(&app.db).await?))
 }
 
-#[utoipa::path(delete, path = "/api/v1/keys/{id}", params(("id" = String, Path, description = "the id a list shows")), security(("bearer" = [])),
+#[utoipa::path(delete, tag = "crate::api_identity", path = "/api/v1/keys/{id}", params(("id" = String, Path, description = "the id a list shows")), security(("bearer" = [])),
     description = "Revokes an API key (409 for the last admin key).",
     responses((status = 200, body = ApiKeyInfo), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
@@ -75,7 +75,7 @@ pub(crate) async fn revoke_key(
     Ok(Json(k))
 }
 
-#[utoipa::path(post, path = "/api/v1/join-tokens", request_body = CreateJoinToken, security(("bearer" = [])),
+#[utoipa::path(post, tag = "crate::api_identity", path = "/api/v1/join-tokens", request_body = CreateJoinToken, security(("bearer" = [])),
     responses((status = 200, body = JoinToken), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 pub(crate) async fn create_join_token(
     State(app): State<Arc<App>>,
@@ -86,7 +86,7 @@ pub(crate) async fn create_join_token(
     Ok(Json(identity::create_join_token(&app.db, &req).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/join-tokens", security(("bearer" = [])),
+#[utoipa::path(get, tag = "crate::api_identity", path = "/api/v1/join-tokens", security(("bearer" = [])),
     description = "Every join token with each use (time, address, outcome); never a token.",
     responses((status = 200, body = [JoinTokenInfo]), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
 pub(crate) async fn list_tokens(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResult<Json<Vec<JoinTokenInfo>>> {
@@ -94,7 +94,7 @@ pub(crate) async fn list_tokens(State(app): State<Arc<App>>, Auth(p): Auth) -> A
     Ok(Json(identity::list_tokens(&app.db).await?))
 }
 
-#[utoipa::path(delete, path = "/api/v1/join-tokens/{id}", params(("id" = String, Path, description = "the id a list shows")), security(("bearer" = [])),
+#[utoipa::path(delete, tag = "crate::api_identity", path = "/api/v1/join-tokens/{id}", params(("id" = String, Path, description = "the id a list shows")), security(("bearer" = [])),
     description = "Revokes a join token: it enrols no one from now on.",
     responses((status = 200, body = JoinTokenInfo), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
