@@ -28,9 +28,9 @@
 //! guest per machine).
 
 use super::claims::{self, Assumption, Claim, Expect, Row, Summary};
-use super::{preamble, Options, Report, Scale};
+use super::{preamble, JobLog, Options, Report, Scale};
 use crate::driver::{self, Outcome, SimConfig, SimJob, SimMachine};
-use crate::error::Result;
+use crate::error::{Result, SimError};
 use crate::gen::{generate, GenParams, HOURLY_ACTIVITY};
 use crate::rng::Rng;
 use crate::trace::OwnerTrace;
@@ -212,10 +212,15 @@ fn inputs(opts: &Options, seed: u64, p: &Plan, heterogeneity: f64) -> (Vec<Owner
         None => generated(seed, p.machines, p.day_s, heterogeneity),
     };
     let js = match &opts.inputs.jobs {
-        Some(log) => log.jobs.iter().filter(|j| j.submit_s < p.day_s && j.width as u64 <= p.machines).cloned().collect(),
+        Some(log) => log_jobs(log, p).cloned().collect(),
         None => jobs(seed, p.jobs, p.width, p.day_s),
     };
     (owners, js)
+}
+
+/// A log's jobs that the run takes: submitted within the day, no wider than the pool.
+fn log_jobs<'a>(log: &'a JobLog, p: &'a Plan) -> impl Iterator<Item = &'a SimJob> + 'a {
+    log.jobs.iter().filter(|j| j.submit_s < p.day_s && j.width as u64 <= p.machines)
 }
 
 /// A trace's first `day_s` seconds.
@@ -326,6 +331,15 @@ fn over(seeds: &[Seed], spec: Spec, f: fn(&Fig) -> f64) -> Vec<f64> {
 /// Runs the experiment (see the module doc).
 pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report> {
     let p = plan(opts.scale, opts.inputs.owners.as_ref().map(|o| o.traces.len()));
+    if let Some(log) = opts.inputs.jobs.as_ref().filter(|log| log_jobs(log, &p).next().is_none()) {
+        return Err(SimError::Invalid(format!(
+            "{}: none of its {} jobs is submitted within the first {:.0} h and at most {} machines wide (the pool); `now` needs at least one",
+            log.name,
+            log.jobs.len(),
+            p.day_s / 3600.0,
+            p.machines
+        )));
+    }
     let sweep_seeds = opts.seeds.min(5) as u64;
     let first = opts.first_seed;
     let per_seed =
@@ -731,6 +745,25 @@ mod tests {
                 assert!(!unit && !next.starts_with('|'), "{name} shows a dash without a reason: {:?}", &text[at.saturating_sub(40)..]);
             }
         }
+    }
+
+    #[test]
+    fn a_log_with_no_job_for_the_day_and_pool_is_refused_by_name() {
+        let wide = SimJob {
+            id: 1,
+            program: "p".into(),
+            submit_s: 10.0,
+            width: 36,
+            normtime_s: 3600.0,
+            estimate_s: None,
+            checkpointable: false,
+            migration_s: 0.0,
+        };
+        let late = SimJob { id: 2, submit_s: 90_000.0, width: 1, ..wide.clone() };
+        let mut opts = Options::new(1, 1, Scale::Small, 1);
+        opts.inputs.jobs = Some(JobLog { name: "wide".into(), jobs: vec![wide, late], processors: 36, about: String::new() });
+        let err = run(&opts, &mut |_, _| {}).unwrap_err().to_string();
+        assert!(err.contains("wide: none of its 2 jobs is submitted within the first 24 h and at most 15 machines wide"), "{err}");
     }
 
     #[test]
