@@ -30,7 +30,8 @@ pub struct SimArgs {
     /// Directory for the reports (NAME.md) and their plots.
     #[arg(long, default_value = "docs/experiments")]
     pub out: PathBuf,
-    /// A quick, smaller run (for a first look; the committed reports are full runs).
+    /// A first look in seconds: the same code on smaller inputs that still give real
+    /// figures (each report says what it changed; the committed reports are full runs).
     #[arg(long)]
     pub small: bool,
     /// Simulation runs at once (default: every core this process may use). The reports
