@@ -30,7 +30,8 @@ pub struct SimArgs {
     /// Directory for the reports (NAME.md) and their plots.
     #[arg(long, default_value = "docs/experiments")]
     pub out: PathBuf,
-    /// A quick, smaller run (for a first look; the committed reports are full runs).
+    /// A first look in seconds: the same code on smaller inputs that still give real
+    /// figures (each report says what it changed; the committed reports are full runs).
     #[arg(long)]
     pub small: bool,
     /// Simulation runs at once (default: every core this process may use). The reports
@@ -156,6 +157,42 @@ fn print_report(report: &Report, out: &Path, opts: &Options, json: bool) {
             paper.len(),
             opts.seeds
         );
+        out!("{}", first_look(&paper));
+    }
+}
+
+/// The paper's claims as a compact table (claim, paper, ours, holds), so a run shows its
+/// results without opening the report; the report has the tolerances and the reasons.
+fn first_look(rows: &[&Row]) -> String {
+    use std::fmt::Write as _;
+    if rows.is_empty() {
+        return String::new();
+    }
+    // A claim without its "(ours: …)" tolerance, cut to fit a terminal.
+    let claim = |r: &Row| fit(r.claim.split(" (ours:").next().unwrap_or(&r.claim), 60);
+    let paper = |r: &Row| fit(&r.paper, 18);
+    let width = |f: &dyn Fn(&Row) -> String| rows.iter().map(|r| f(r).chars().count()).max().unwrap_or(0);
+    let (wc, wp) = (width(&claim).max(5), width(&paper).max(5));
+    let wo = rows.iter().map(|r| r.ours.chars().count()).max().unwrap_or(0).clamp(4, 28);
+    let mut s = String::new();
+    let _ = writeln!(s, "  {:wc$}  {:wp$}  {:wo$}  holds", "claim", "paper", "ours");
+    for r in rows {
+        let holds = match r.verdict {
+            Verdict::Holds => "yes",
+            Verdict::Mixed => "mixed",
+            Verdict::Fails => "no",
+        };
+        let _ = writeln!(s, "  {:wc$}  {:wp$}  {:wo$}  {holds} ({}/{})", claim(r), paper(r), r.ours, r.held, r.seeds);
+    }
+    s
+}
+
+/// `s` cut to `n` characters, ending in "…" when cut.
+fn fit(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n - 1).collect::<String>())
     }
 }
 
@@ -206,5 +243,42 @@ fn note_skipped(path: &Path, skipped: &[Skipped]) {
     }
     if skipped.len() > 20 {
         errln!("  … and {} more", skipped.len() - 20);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lull_sim::experiments::claims::{Claim, Expect};
+
+    #[test]
+    fn the_first_look_lists_each_claim_compactly_with_its_verdict() {
+        let long = Claim {
+            claim: "§3.2: with the CPU-only definition one unlucky user is delayed 80 times a day, a claim far too long for one terminal line (ours: the worst owner, ±50 %)",
+            paper: "80",
+            expect: Expect::Near { claimed: 80.0, tol: 40.0 },
+            decimals: 1,
+            scale: 1.0,
+            unit: "",
+            why: "w",
+        }
+        .check(&[11.0, 12.0]);
+        let short =
+            Claim {
+                claim: "§3.5: bounded by N", paper: "≤ N", expect: Expect::AtMost(5.0), decimals: 1, scale: 1.0, unit: "", why: "w"
+            }
+            .check(&[5.0, 5.0]);
+        let table = first_look(&[&long, &short]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3, "{table}");
+        assert!(lines[0].contains("claim") && lines[0].contains("paper") && lines[0].contains("ours") && lines[0].ends_with("holds"));
+        assert!(
+            lines[1].contains("§3.2: with the CPU-only definition") && lines[1].contains('…') && !lines[1].contains("(ours:"),
+            "{table}"
+        );
+        assert!(lines[1].contains("11.5 [") && lines[1].ends_with("no (0/2)"), "{table}");
+        assert!(lines[2].contains("§3.5: bounded by N") && lines[2].ends_with("yes (2/2)"), "{table}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 130), "{table}");
+        assert_eq!(first_look(&[]), "");
     }
 }

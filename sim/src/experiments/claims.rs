@@ -56,6 +56,16 @@ impl Summary {
         Summary { n, mean, lo: mean - half, hi: mean + half }
     }
 
+    /// As [`Summary::show`] with `unit` after the figure; when no seed gave a value,
+    /// `— (why)` instead, so a report never shows a bare dash or a NaN.
+    pub fn show_or(&self, decimals: usize, scale: f64, unit: &str, why: &str) -> String {
+        if self.n == 0 {
+            format!("— ({why})")
+        } else {
+            format!("{}{unit}", self.show(decimals, scale))
+        }
+    }
+
     /// `12.3 [11.9, 12.7]` with `decimals` decimals, scaled by `scale` (100 for percent).
     pub fn show(&self, decimals: usize, scale: f64) -> String {
         if self.n == 0 {
@@ -180,6 +190,15 @@ pub struct Row {
 }
 
 impl Row {
+    /// Why no seed gave a value, in place of the general "no seed gave a value" (a claim
+    /// that could not be measured says so rather than show a number).
+    pub fn none_because(mut self, why: &str) -> Row {
+        if self.summary.n == 0 && !self.ours.starts_with("true on") {
+            self.ours = format!("— ({why})");
+        }
+        self
+    }
+
     /// The reason to give instead when the claim does not hold on most seeds.
     pub fn unless_holds(mut self, why: &str) -> Row {
         if self.verdict != Verdict::Holds {
@@ -209,7 +228,7 @@ impl Claim<'_> {
         let ours = if self.expect == Expect::True {
             format!("true on {held} of {} seeds", per_seed.len())
         } else {
-            format!("{}{}", s.show(self.decimals, self.scale), self.unit)
+            s.show_or(self.decimals, self.scale, self.unit, "no seed gave a value")
         };
         Row {
             claim: self.claim.to_string(),
@@ -372,5 +391,17 @@ mod tests {
         assert_eq!(c.check(&[1.0, 1.0, 3.0, 1.0, 1.0]).verdict, Verdict::Mixed);
         assert_eq!(c.check(&[1.0; 5]).verdict, Verdict::Fails);
         assert!(!Expect::Near { claimed: 1.0, tol: 0.1 }.holds(f64::NAN));
+    }
+
+    #[test]
+    fn a_figure_no_seed_gave_says_why_and_never_nan() {
+        let none = Summary::of(&[f64::NAN, f64::NAN]);
+        assert_eq!(none.show_or(0, 100.0, " %", "no job completed"), "— (no job completed)");
+        assert_eq!(Summary::of(&[0.5]).show_or(0, 100.0, " %", "unused"), "50 %");
+        let c = Claim { claim: "c", paper: "p", expect: Expect::AtMost(1.0), decimals: 0, scale: 100.0, unit: " %", why: "w" };
+        let r = c.check(&[f64::NAN; 3]);
+        assert_eq!((r.ours.as_str(), r.held, r.verdict), ("— (no seed gave a value)", 0, Verdict::Fails));
+        assert_eq!(r.none_because("no job completed on any seed").ours, "— (no job completed on any seed)");
+        assert_eq!(c.check(&[0.5]).none_because("unused").ours, "50 %");
     }
 }

@@ -202,8 +202,11 @@ pub fn index_markdown(reports: &[Report], opts: &Options) -> String {
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "# Experiments\n\nWritten by `lull sim all --seed {} --seeds {}` (release build; the command regenerates this file and every report beside it, byte for byte). Each report runs Lull's own policy, scheduler, recruiter and memory choice on the seed papers' experiments over {} independent seeds, and checks each of the paper's claims on every seed: **yes** when it holds on at least 80 % of the seeds, **mixed** on 20–80 %, **no** below. Rows from variants of ours (not the paper's parameters) are in the reports, not counted here. `lull sim winner --swf sim/testdata/UniLu-Gaia-2014-2.swf.gz` writes [winner-UniLu-Gaia-2014-2.md](winner-UniLu-Gaia-2014-2.md), the same algorithms on a real log.\n",
-        opts.first_seed, opts.seeds, opts.seeds
+        "# Experiments\n\nWritten by `lull sim all --seed {} --seeds {}{}` (release build; the command regenerates this file and every report beside it, byte for byte). Each report runs Lull's own policy, scheduler, recruiter and memory choice on the seed papers' experiments over {} independent seeds, and checks each of the paper's claims on every seed: **yes** when it holds on at least 80 % of the seeds, **mixed** on 20–80 %, **no** below. Rows from variants of ours (not the paper's parameters) are in the reports, not counted here. `lull sim winner --swf sim/testdata/UniLu-Gaia-2014-2.swf.gz` writes [winner-UniLu-Gaia-2014-2.md](winner-UniLu-Gaia-2014-2.md), the same algorithms on a real log.\n",
+        opts.first_seed,
+        opts.seeds,
+        if opts.scale == Scale::Small { " --small" } else { "" },
+        opts.seeds
     );
     let _ = writeln!(md, "| report | seed paper | the paper's claims that hold |\n|---|---|---|");
     for r in reports {

@@ -219,10 +219,19 @@ fn strategies() -> Vec<Strategy> {
 /// Serial shares of the sweep.
 const SERIALS: [f64; 3] = [0.05, 0.10, 0.25];
 
+/// The weekdays and the window of each (seconds from midnight) a run simulates:
+/// `--small` takes one hour of one day.
+fn span(scale: Scale) -> (usize, (usize, usize)) {
+    if scale == Scale::Small {
+        (1, (10 * 3600, 11 * 3600))
+    } else {
+        (DAYS, WINDOW)
+    }
+}
+
 /// One seed's window and arrivals.
 fn setup(opts: &Options, seed: u64) -> (Window, Vec<f64>) {
-    let days = if opts.scale == Scale::Small { 1 } else { DAYS };
-    let (from, to) = if opts.scale == Scale::Small { (10 * 3600, 11 * 3600) } else { WINDOW };
+    let (days, (from, to)) = span(opts.scale);
     let traces: Vec<OwnerTrace> = match &opts.inputs.owners {
         Some(log) => log.traces.clone(),
         None => (0..MACHINES).map(|i| generate(&lab(&GenParams::default()), seed, i, START, days as u32)).collect(),
@@ -280,9 +289,17 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         Some(o) => format!("{} machines from {} ({})", o.traces.len(), o.name, o.about),
         None => format!("{MACHINES} generated lab owners"),
     };
+    let window = match span(opts.scale) {
+        (days, (from, to)) if (days, (from, to)) != (DAYS, WINDOW) => format!(
+            "{days} weekday window {}:00–{}:00 (`--small`; the full run takes {DAYS} weekday windows 9:00–18:00, the paper's trace window)",
+            from / 3600,
+            to / 3600
+        ),
+        _ => format!("{DAYS} weekday windows 9:00–18:00 (the paper's trace window)"),
+    };
     let _ = writeln!(
         md,
-        "Per seed: {owners} in {DAYS} weekday windows 9:00–18:00 (the paper's trace window), {} % of the window's 1-s samples idle (paper: 86 %), {} requests for the 42-s rendering job at exponential gaps of mean {MEAN_GAP_S:.0} s. Recruitment is `lull_core::sched::recruit::Recruiter` (up to 32 machines, 10-s forecast → window of 5 one-second readings, x % of the idle machines kept back, granted machines lent until the job ends). Model and measures: `sim/src/experiments/reserve.rs`.\n",
+        "Per seed: {owners} in {window}, {} % of the window's 1-s samples idle (paper: 86 %), {} requests for the 42-s rendering job at exponential gaps of mean {MEAN_GAP_S:.0} s. Recruitment is `lull_core::sched::recruit::Recruiter` (up to 32 machines, 10-s forecast → window of 5 one-second readings, x % of the idle machines kept back, granted machines lent until the job ends). Model and measures: `sim/src/experiments/reserve.rs`.\n",
         idle.show(1, 100.0),
         requests.show(0, 1.0)
     );
