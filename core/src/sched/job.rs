@@ -9,22 +9,10 @@
 
 use super::assignment::Reason;
 use super::config::Algorithm;
-use super::machine::MachineId;
+use super::ids::{JobId, MachineId};
 use super::predict::Prediction;
 use super::time::Millis;
 use serde::{Deserialize, Serialize};
-use std::fmt;
-
-/// A job's id, allocated by the coordinator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct JobId(pub u64);
-
-impl fmt::Display for JobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "job {}", self.0)
-    }
-}
 
 /// What a job author submits.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

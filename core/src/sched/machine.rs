@@ -7,21 +7,10 @@
 //! `interruptions_left`: a machine whose owner has used up today's interruption budget
 //! takes no guest work until the budget resets (the driver reports the new count).
 
+use super::ids::MachineId;
 use super::memory::MachineMemory;
 use super::time::Millis;
 use serde::{Deserialize, Serialize};
-use std::fmt;
-
-/// A machine's id, allocated by the coordinator at enrolment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct MachineId(pub u64);
-
-impl fmt::Display for MachineId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "machine {}", self.0)
-    }
-}
 
 fn one() -> u32 {
     1

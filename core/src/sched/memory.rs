@@ -21,8 +21,7 @@
 //!
 //! Pure: the driver measures the jobs and machines and passes them in.
 
-use super::job::JobId;
-use super::machine::MachineId;
+use super::ids::{JobId, MachineId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

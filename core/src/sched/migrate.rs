@@ -22,7 +22,8 @@
 //!
 //! It moves only when it is predicted to finish sooner (seed 000 eq. 2: `t_f2 < t_f1`).
 
-use super::machine::{Machine, MachineId};
+use super::ids::MachineId;
+use super::machine::Machine;
 use super::placement::{check_eligible, rank_key};
 use super::predict::current_speed;
 use serde::{Deserialize, Serialize};

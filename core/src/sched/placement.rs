@@ -16,7 +16,8 @@
 //! `now ≥ idle_since`, so the key does not depend on `now` and needs no re-sorting as time
 //! passes.
 
-use super::machine::{Machine, MachineId};
+use super::ids::MachineId;
+use super::machine::Machine;
 use super::time::Millis;
 use serde::Serialize;
 use std::cmp::Ordering;

@@ -25,8 +25,8 @@
 //!
 //! Pure: readings and requests come in as arguments; no clock.
 
-use super::machine::MachineId;
-use super::SchedError;
+use super::error::SchedError;
+use super::ids::MachineId;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Readings kept per machine (enough for the longest window [`window_for`] returns).
