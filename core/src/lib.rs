@@ -14,6 +14,7 @@
 pub mod calibrate;
 pub mod chart;
 pub mod clock;
+pub mod field;
 pub mod guest_memory;
 pub mod owner_memory;
 pub mod policy;

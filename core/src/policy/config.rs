@@ -1,9 +1,11 @@
 //! The policy's own section of the owner's configuration: the availability definition,
 //! the social contract (budget), the eviction mode and the rules of when the machine may
-//! be used. Pure values with their defaults; the agent's whole configuration file (with
-//! its IO, validation ranges and error messages) lives in `agent-core::config` and holds
-//! these sections unchanged.
+//! be used. Pure values; each numeric field's default, range and unit are one constant
+//! in `fields.rs`. The agent's whole configuration file (with its IO and error messages)
+//! lives in `agent-core::config`, holds these sections unchanged and checks them against
+//! `fields::numeric_fields`.
 
+use super::fields;
 use chrono::{NaiveTime, Weekday};
 use serde::{Deserialize, Serialize};
 
@@ -141,36 +143,41 @@ pub struct AllowedHours {
 impl Default for Availability {
     fn default() -> Self {
         Self {
-            owner_cpu_max: 0.20,
-            memory_window_s: 60,
-            memory_growth_max: 0.05,
-            recruitment_threshold_s: 180,
+            owner_cpu_max: fields::OWNER_CPU_MAX.default,
+            memory_window_s: fields::MEMORY_WINDOW_S.default,
+            memory_growth_max: fields::MEMORY_GROWTH_MAX.default,
+            recruitment_threshold_s: fields::RECRUITMENT_THRESHOLD_S.default,
             lend_while_light: false,
-            light_cpu_max: 0.20,
-            light_for_s: 60,
+            light_cpu_max: fields::LIGHT_CPU_MAX.default,
+            light_for_s: fields::LIGHT_FOR_S.default,
         }
     }
 }
 impl Default for Budget {
     fn default() -> Self {
-        Self { interruptions_per_day: 5, after_guest_window_s: 60 }
+        Self { interruptions_per_day: fields::INTERRUPTIONS_PER_DAY.default, after_guest_window_s: fields::AFTER_GUEST_WINDOW_S.default }
     }
 }
 impl Default for Eviction {
     fn default() -> Self {
         Self {
             mode: EvictionMode::LingerLonger,
-            linger_cpu_max: 0.20,
-            linger_window_s: 10,
-            pause_s: 300,
-            migration_cost_s: 30,
-            kill_grace_s: 10,
+            linger_cpu_max: fields::LINGER_CPU_MAX.default,
+            linger_window_s: fields::LINGER_WINDOW_S.default,
+            pause_s: fields::PAUSE_S.default,
+            migration_cost_s: fields::MIGRATION_COST_S.default,
+            kill_grace_s: fields::KILL_GRACE_S.default,
         }
     }
 }
 impl Default for Rules {
     fn default() -> Self {
-        Self { allow_on_battery: false, cpu_temp_max_c: 90.0, hours: AllowedHours::default(), exclusive_programs: Vec::new() }
+        Self {
+            allow_on_battery: false,
+            cpu_temp_max_c: fields::CPU_TEMP_MAX_C.default,
+            hours: AllowedHours::default(),
+            exclusive_programs: Vec::new(),
+        }
     }
 }
 

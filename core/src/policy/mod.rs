@@ -23,6 +23,7 @@
 //!   the wall clock back neither resets nor re-counts a day.
 
 pub mod config;
+pub mod fields;
 pub mod migration;
 pub mod rules;
 pub mod window;

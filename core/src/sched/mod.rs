@@ -80,7 +80,9 @@ mod scheduler;
 mod time;
 
 pub use assignment::{Assignment, Reason, Reservation};
-pub use config::{check_memory_threshold, Algorithm, PredictConfig, SchedConfig, DEFAULT_MEMORY_THRESHOLD, DEFAULT_RANDOM_SEED};
+pub use config::{
+    check_memory_threshold, Algorithm, PredictConfig, SchedConfig, DEFAULT_MEMORY_THRESHOLD, DEFAULT_RANDOM_SEED, MEMORY_THRESHOLD,
+};
 pub use error::SchedError;
 pub use event::{Event, Stop, StopWhy};
 pub use hash::{IdHasher, IdMap, IdSet};
