@@ -43,17 +43,17 @@ pub struct OwnerSample {
 }
 
 /// A row covers the time up to the next row if they are at most this far apart (s).
-pub const MAX_GAP_S: i64 = 30;
+pub(crate) const MAX_GAP_S: i64 = 30;
 /// No input for this long (s) counts as the owner being away.
-pub const AWAY_S: i64 = 300;
+pub(crate) const AWAY_S: i64 = 300;
 /// Input within this long (s) counts as the owner being active.
-pub const ACTIVE_S: i64 = 60;
+pub(crate) const ACTIVE_S: i64 = 60;
 /// Margin above the background's 99.9th percentile.
-pub const MARGIN: f64 = 0.02;
+pub(crate) const MARGIN: f64 = 0.02;
 /// Days of covered history needed.
 pub const MIN_DAYS: f64 = 3.0;
 /// The candidate recruitment thresholds, seconds.
-pub const CANDIDATES_S: [u64; 15] = [0, 15, 30, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800, 3600];
+pub(crate) const CANDIDATES_S: [u64; 15] = [0, 15, 30, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800, 3600];
 
 /// Why calibration refused.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

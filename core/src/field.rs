@@ -6,7 +6,7 @@ use std::fmt;
 
 /// One numeric configuration field: name, default, inclusive range `min..=max`, unit.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Field<T> {
+pub(crate) struct Field<T> {
     /// The dotted path in the configuration file, e.g. `availability.owner_cpu_max`.
     pub name: &'static str,
     /// The value when the file does not set it.
@@ -20,7 +20,7 @@ pub struct Field<T> {
 }
 
 /// A number a [`Field`] can hold; validation compares it as `f64`.
-pub trait FieldValue: Copy + PartialOrd + fmt::Display {
+pub(crate) trait FieldValue: Copy + PartialOrd + fmt::Display {
     /// The value as `f64` (exact for every range used here).
     fn as_f64(self) -> f64;
 }
@@ -60,29 +60,26 @@ pub struct Checked {
 
 impl<T: FieldValue> Field<T> {
     /// Whether `v` lies in `min..=max` (a NaN never does).
-    pub fn contains(&self, v: T) -> bool {
+    pub(crate) fn contains(&self, v: T) -> bool {
         self.min <= v && v <= self.max
     }
 
-    /// The range as written in messages, e.g. `0.01..=1`.
-    pub fn range_text(&self) -> String {
-        format!("{}..={}", fmt_bound(self.min.as_f64()), fmt_bound(self.max.as_f64()))
-    }
-
     /// This field with value `v`, for a validation table.
-    pub fn check(&self, v: T) -> Checked {
+    pub(crate) fn check(&self, v: T) -> Checked {
         Checked { name: self.name, value: v.as_f64(), min: self.min.as_f64(), max: self.max.as_f64(), unit: self.unit }
     }
 }
 
 impl Checked {
     /// Whether the value lies in its range (a NaN never does).
-    pub fn in_range(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn in_range(&self) -> bool {
         (self.min..=self.max).contains(&self.value)
     }
 
     /// The range as written in messages, e.g. `0..=20`.
-    pub fn range_text(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn range_text(&self) -> String {
         format!("{}..={}", fmt_bound(self.min), fmt_bound(self.max))
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 pub const MIB: u64 = 1 << 20;
 /// The smallest memory cap a guest is ever given: below it nothing useful runs, and a
 /// re-clamp never squeezes a running guest under it.
-pub const MIN_GUEST_BYTES: u64 = 16 * MIB;
+pub(crate) const MIN_GUEST_BYTES: u64 = 16 * MIB;
 
 /// The owner's memory settings, from `[guests]` and `[caps]`.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -38,10 +38,10 @@ pub struct WarmRules {
 
 /// Automatic protection covers the working set and this fraction more (it grows while
 /// guests run; the headroom keeps a growing owner inside it between readings).
-pub const PROTECT_HEADROOM: f64 = 0.25;
+pub(crate) const PROTECT_HEADROOM: f64 = 0.25;
 
 /// The smallest protection worth writing: below it the kernel's own reserves dominate.
-pub const MIN_PROTECT_BYTES: u64 = 16 * MIB;
+pub(crate) const MIN_PROTECT_BYTES: u64 = 16 * MIB;
 
 /// The owner's working set from its cgroup's counters: what it uses minus the file pages
 /// the kernel itself considers inactive (the kubelet's and systemd-oomd's measure).
@@ -135,7 +135,7 @@ pub fn protection_cover(owner_cgroups: &[String], guests: &str) -> Vec<String> {
 /// protection is bounded by each ancestor's, so one ancestor at 0 makes it worthless.
 /// With it, an ancestor that claims nothing passes on what its parent has, but nothing
 /// flows from a top-level cgroup at 0.
-pub fn low_bound(ancestors: &[u64], recursiveprot: bool) -> u64 {
+pub(crate) fn low_bound(ancestors: &[u64], recursiveprot: bool) -> u64 {
     match (ancestors.first(), recursiveprot) {
         (None, _) => u64::MAX,
         (Some(&top), true) => top,

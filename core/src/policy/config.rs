@@ -183,7 +183,7 @@ impl Default for Rules {
 
 /// The longest entry of `rules.exclusive_programs` (a path can be long; a name is at
 /// most 255 bytes on Linux).
-pub const EXCLUSIVE_PROGRAM_MAX: usize = 4096;
+pub(crate) const EXCLUSIVE_PROGRAM_MAX: usize = 4096;
 
 impl Rules {
     /// The first entry of `exclusive_programs` that cannot name a program, as (dotted
@@ -250,7 +250,7 @@ impl AllowedHours {
     }
 
     /// The allowed ranges for a weekday; `None` means all day.
-    pub fn ranges(&self, wd: Weekday) -> Option<Vec<MinuteRange>> {
+    pub(crate) fn ranges(&self, wd: Weekday) -> Option<Vec<MinuteRange>> {
         self.day(wd).1.as_ref().map(|v| v.iter().filter_map(|s| parse_range(s)).collect())
     }
 

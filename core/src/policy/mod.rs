@@ -26,7 +26,7 @@ pub mod config;
 pub mod fields;
 pub mod migration;
 pub mod rules;
-pub mod window;
+mod window;
 
 use crate::clock::{MonoMs, Now};
 use crate::sample::{InputEvent, InputSignal, Sample};
@@ -334,7 +334,7 @@ pub enum Watch {
 /// one event per 200 ms (`agent_core::input::COALESCE_MS`), so a longer hold keeps
 /// continuous input in one `owner_active` span instead of flapping to `idle` between
 /// forwarded events; the idle clock starts when the hold ends.
-pub const INPUT_HOLD: Duration = Duration::from_millis(250);
+pub(crate) const INPUT_HOLD: Duration = Duration::from_millis(250);
 
 /// The policy state machine.
 #[derive(Clone, Debug)]

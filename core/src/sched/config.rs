@@ -67,7 +67,7 @@ impl fmt::Display for Algorithm {
 }
 
 /// The default seed of [`SchedConfig::random_seed`] ("LULL" in ASCII).
-pub const DEFAULT_RANDOM_SEED: u64 = 0x4C55_4C4C;
+pub(crate) const DEFAULT_RANDOM_SEED: u64 = 0x4C55_4C4C;
 
 /// One pool's scheduler configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -91,7 +91,7 @@ pub struct SchedConfig {
 }
 
 /// MT (see [`SchedConfig::memory_threshold`]): default −0.05, allowed −0.9 ..= 1.0.
-pub const MEMORY_THRESHOLD: Field<f64> = Field {
+pub(crate) const MEMORY_THRESHOLD: Field<f64> = Field {
     name: "memory_threshold",
     default: -0.05,
     min: -0.9,
@@ -121,7 +121,7 @@ impl SchedConfig {
     }
 
     /// Checks the numbers (see [`PredictConfig::validate`]) and MT (−0.9 ..= 1.0).
-    pub fn validate(&self) -> Result<(), SchedError> {
+    pub(crate) fn validate(&self) -> Result<(), SchedError> {
         check_memory_threshold(self.memory_threshold)?;
         self.predict.validate()
     }
@@ -166,7 +166,7 @@ impl Default for PredictConfig {
 impl PredictConfig {
     /// Rejects `history_len < 2`, α outside (0, 1), a non-positive or non-finite default,
     /// and a CPU-share floor outside (0, 1].
-    pub fn validate(&self) -> Result<(), SchedError> {
+    pub(crate) fn validate(&self) -> Result<(), SchedError> {
         if self.history_len < 2 {
             return Err(SchedError::InvalidConfig("predict.history_len must be at least 2".into()));
         }

@@ -88,7 +88,8 @@ impl JobSpec {
 /// The program identifier of a command line: its first word with any leading path
 /// removed (`"/usr/bin/povray -W800 scene.pov"` → `"povray"`), as WINNER identifies jobs
 /// (seed 002 §4.2). An empty command gives an empty string.
-pub fn program_id(command: &str) -> String {
+#[cfg(test)]
+pub(crate) fn program_id(command: &str) -> String {
     let first = command.split_whitespace().next().unwrap_or("");
     first.rsplit(['/', '\\']).next().unwrap_or("").to_string()
 }
@@ -124,7 +125,7 @@ pub struct Job {
 
 impl Job {
     /// A newly submitted job.
-    pub fn new(spec: JobSpec) -> Job {
+    pub(crate) fn new(spec: JobSpec) -> Job {
         Job {
             spec,
             failures: 0,

@@ -113,7 +113,7 @@ impl HostLoad {
         oversize(self.demand, self.memory)
     }
     /// Memory not demanded, bytes.
-    pub fn free(&self) -> u64 {
+    pub(crate) fn free(&self) -> u64 {
         self.memory.saturating_sub(self.demand)
     }
 }
@@ -150,7 +150,7 @@ pub fn overloaded(host: &HostLoad, th: Thresholds) -> bool {
 
 /// Eq. 5: `¼ (Age/max Age + R_p/max R_p + WS/max WS + N_io/max N_io)` of `jobs[i]`
 /// among `jobs` (a term whose maximum is 0 contributes 0).
-pub fn weight(jobs: &[JobLoad], i: usize) -> f64 {
+pub(crate) fn weight(jobs: &[JobLoad], i: usize) -> f64 {
     let max = |f: fn(&JobLoad) -> f64| jobs.iter().map(f).fold(0.0, f64::max);
     let part = |v: f64, m: f64| if m > 0.0 { v / m } else { 0.0 };
     let j = &jobs[i];
@@ -207,7 +207,7 @@ pub struct MachineMemory {
 
 impl MachineMemory {
     /// The measured load of `job`'s guest here, if the report has it.
-    pub fn job(&self, job: JobId) -> Option<&JobLoad> {
+    pub(crate) fn job(&self, job: JobId) -> Option<&JobLoad> {
         self.guests.iter().find(|g| g.job == job)
     }
 }

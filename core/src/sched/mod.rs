@@ -79,18 +79,16 @@ mod rng;
 mod scheduler;
 mod time;
 
+// The façade: what other crates name. Everything else here is `pub(crate)` or private.
 pub use assignment::{Assignment, Reason, Reservation};
-pub use config::{
-    check_memory_threshold, Algorithm, PredictConfig, SchedConfig, DEFAULT_MEMORY_THRESHOLD, DEFAULT_RANDOM_SEED, MEMORY_THRESHOLD,
-};
+pub use config::{check_memory_threshold, Algorithm, PredictConfig, SchedConfig, DEFAULT_MEMORY_THRESHOLD};
 pub use error::SchedError;
 pub use event::{Event, Stop, StopWhy};
-pub use hash::{IdHasher, IdMap, IdSet};
 pub use ids::{JobId, MachineId};
-pub use job::{program_id, Job, JobSpec, Member, RunningJob};
-pub use machine::{clamp_load, Machine};
-pub use placement::{check_eligible, placement_order, rank_key, rank_key_with_guests, rank_machines, Ineligible, RankKey};
-pub use predict::{Prediction, PredictionSource, Predictor, ProgramHistory, ProgramStats};
+pub use job::{Job, JobSpec, Member, RunningJob};
+pub use machine::Machine;
+pub use placement::{check_eligible, placement_order, rank_key, rank_machines, Ineligible};
+pub use predict::{PredictionSource, Predictor, ProgramStats};
 pub use rng::SplitMix64;
 pub use scheduler::Scheduler;
 pub use time::Millis;

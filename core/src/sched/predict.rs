@@ -33,14 +33,14 @@ pub fn normtime(members: impl IntoIterator<Item = (f64, f64)>) -> f64 {
 }
 
 /// The speed a guest gets on `m` now: `S_b · max(1 − load, min_cpu_share)`.
-pub fn current_speed(m: &Machine, min_cpu_share: f64) -> f64 {
+pub(crate) fn current_speed(m: &Machine, min_cpu_share: f64) -> f64 {
     m.base_speed * (1.0 - clamp_load(m.load)).max(min_cpu_share)
 }
 
 /// Predicted wall time, seconds, of `normtime_s` on `n` members whose slowest current
 /// speed is `slowest_speed`: `normtime / (n · S_min)` (seed 002 eq. 6). A non-positive
 /// speed or `n == 0` gives `f64::INFINITY`.
-pub fn runtime_from_speed(normtime_s: f64, n: usize, slowest_speed: f64) -> f64 {
+pub(crate) fn runtime_from_speed(normtime_s: f64, n: usize, slowest_speed: f64) -> f64 {
     if n == 0 || slowest_speed <= 0.0 || slowest_speed.is_nan() {
         return f64::INFINITY;
     }
@@ -95,7 +95,7 @@ pub struct Prediction {
 }
 
 /// The share of a job's predicted normtime always left to do after checkpoint credit.
-pub const CHECKPOINT_FLOOR: f64 = 0.1;
+pub(crate) const CHECKPOINT_FLOOR: f64 = 0.1;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct ErrorSum {
@@ -204,11 +204,6 @@ impl Predictor {
     /// An empty predictor.
     pub fn new(config: PredictConfig) -> Predictor {
         Predictor { config, programs: BTreeMap::new() }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &PredictConfig {
-        &self.config
     }
 
     /// The history of `program`, if any job of it completed.

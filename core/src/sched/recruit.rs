@@ -35,7 +35,7 @@ pub const HISTORY: usize = 60;
 /// The prediction windows kept in an ordered index (see the module doc): 5 readings,
 /// [`window_for`] a 10-s forecast (seed 003's), and [`HISTORY`], which every forecast of
 /// 119 s or more maps to (`lull recruit --for 10m`). Other windows walk the pool.
-pub const INDEXED_WINDOWS: [usize; 2] = [5, HISTORY];
+pub(crate) const INDEXED_WINDOWS: [usize; 2] = [5, HISTORY];
 
 /// The recruiter's settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,7 +87,8 @@ pub fn window_for(forecast_s: f64) -> usize {
 }
 
 /// The mean of the last `window` readings (oldest first in `recent`); `None` without any.
-pub fn predict(recent: &[f32], window: usize) -> Option<f64> {
+#[cfg(test)]
+pub(crate) fn predict(recent: &[f32], window: usize) -> Option<f64> {
     let w = window.max(1).min(recent.len());
     if w == 0 {
         return None;
@@ -97,7 +98,7 @@ pub fn predict(recent: &[f32], window: usize) -> Option<f64> {
 }
 
 /// How many of `idle` machines a reserve of `reserve_pct` keeps back.
-pub fn reserved_of(idle: usize, reserve_pct: f64) -> usize {
+pub(crate) fn reserved_of(idle: usize, reserve_pct: f64) -> usize {
     ((idle as f64) * reserve_pct.clamp(0.0, 1.0)).floor() as usize
 }
 
@@ -283,7 +284,8 @@ impl Recruiter {
     }
 
     /// The predicted load of `machine` over the next `forecast_s` seconds.
-    pub fn predicted(&self, machine: MachineId, forecast_s: f64) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn predicted(&self, machine: MachineId, forecast_s: f64) -> Option<f64> {
         self.machines.get(&machine)?.mean_of_last(window_for(forecast_s))
     }
 

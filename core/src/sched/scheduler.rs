@@ -685,12 +685,6 @@ impl Scheduler {
         self.jobs.get(&id).map(|e| &e.job)
     }
 
-    /// The prediction for a held job: the current one while it is queued, the one it was
-    /// placed with while it runs (see [`super::predict`]).
-    pub fn prediction(&self, id: JobId) -> Option<Prediction> {
-        self.jobs.get(&id).map(|e| e.prediction)
-    }
-
     /// The queued jobs, in queue order (head first).
     pub fn queued(&self) -> impl Iterator<Item = &Job> + '_ {
         self.queue.iter().map(move |q| &self.jobs[&q.id].job)
