@@ -25,7 +25,7 @@
 pub mod config;
 pub mod fields;
 pub mod migration;
-pub mod rules;
+mod rules;
 mod window;
 
 use crate::clock::{MonoMs, Now};
