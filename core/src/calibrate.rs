@@ -6,12 +6,12 @@
 //! * **Rows are irregular.** The agent writes a row every 2 s while guest work may be
 //!   stopped by a reading and every 10 s otherwise (`sampling.relaxed_interval_ms`), and
 //!   none while it is not running. A row stands for the time up to the next row when that
-//!   gap is at most [`MAX_GAP_S`]; a longer gap is unknown time (it counts for nothing and
+//!   gap is at most `MAX_GAP_S`; a longer gap is unknown time (it counts for nothing and
 //!   ends any idle period). History is the time covered, in days.
-//! * **Owner CPU threshold.** While the owner is *away* (no input for [`AWAY_S`]) the CPU
+//! * **Owner CPU threshold.** While the owner is *away* (no input for `AWAY_S`) the CPU
 //!   seen is background: daemons, indexers (seed 004: spikes of 10–20 %). While the owner
 //!   is *active* (input in the last minute) it is their use. The threshold is set just
-//!   above the background — its 99.9th percentile (time-weighted; daemon spikes are brief) plus [`MARGIN`], rounded
+//!   above the background — its 99.9th percentile (time-weighted; daemon spikes are brief) plus `MARGIN`, rounded
 //!   up to a whole percent — and is checked against active use: if most active time is
 //!   above it, CPU separates the two; if not, the report says input is what tells them
 //!   apart.

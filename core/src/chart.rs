@@ -4,7 +4,7 @@
 //! Hand-written markup (a few KB per chart) rather than a plotting crate, so neither needs
 //! more than lull-core's own dependencies.
 //!
-//! Nothing is clipped: the layout measures every text with [`text_width`], a conservative
+//! Nothing is clipped: the layout measures every text with `text_width`, a conservative
 //! estimate (DejaVu Sans's advance widths, the widest of the usual sans-serif fonts,
 //! rounded up), wraps a title or axis label that would not fit onto more lines, and widens
 //! the chart for a long legend.

@@ -1,5 +1,5 @@
 //! A numeric configuration field defined once: its dotted name, default, allowed range and
-//! unit side by side ([`Field`]). Defaults (`Default` impls) and validation (the range
+//! unit side by side (`Field`). Defaults (`Default` impls) and validation (the range
 //! check and its message) both read the same constant, so they cannot drift apart.
 
 use std::fmt;

@@ -188,7 +188,7 @@ pub(crate) const EXCLUSIVE_PROGRAM_MAX: usize = 4096;
 impl Rules {
     /// The first entry of `exclusive_programs` that cannot name a program, as (dotted
     /// field, message): empty, surrounding blanks, control characters, a relative path,
-    /// a path ending in `/`, or longer than [`EXCLUSIVE_PROGRAM_MAX`].
+    /// a path ending in `/`, or longer than `EXCLUSIVE_PROGRAM_MAX`.
     pub fn first_invalid_program(&self) -> Option<(String, String)> {
         for (i, p) in self.exclusive_programs.iter().enumerate() {
             let why = if p.trim().is_empty() {

@@ -1,5 +1,5 @@
 //! The policy's numeric configuration fields, each defined once with its default, allowed
-//! range and unit ([`Field`]). The `Default` impls of `config.rs` take their values from
+//! range and unit (`Field`). The `Default` impls of `config.rs` take their values from
 //! here, and [`numeric_fields`] lists every field's current value beside its range for
 //! validation (the agent's configuration checker names the field and the range from it).
 

@@ -439,7 +439,7 @@ impl std::fmt::Debug for QuietPath {
 }
 
 /// What the driver knows of the pool for seed 000's migration decision
-/// ([`migration::decide`]). The default, knowing nothing, assumes a free machine at
+/// (`migration::decide`). The default, knowing nothing, assumes a free machine at
 /// utilisation 0 and a job that outlasts the owner's episode: plain `T_lingr` with l = 0.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PoolView {
@@ -774,7 +774,7 @@ impl Policy {
 
     /// `T_lingr = ((1 − l)/(h − l)) · T_migr` (seed 000, eq. 4): how long to linger at
     /// owner utilisation `h` before moving to a machine at `l`. Infinite (None) when
-    /// h ≤ l. See [`migration::linger_time`].
+    /// h ≤ l. See `migration::linger_time`.
     pub fn linger_time(h: f32, l: f32, t_migr: Duration) -> Option<Duration> {
         migration::linger_time(h, l, t_migr)
     }

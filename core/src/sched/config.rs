@@ -21,7 +21,7 @@ use std::fmt;
 
 /// The online scheduling algorithms of seed 002 §3.1. They differ only in which waiting
 /// job they try next; placement is the same greedy rule for all
-/// (see [`super::placement`]).
+/// (see `super::placement`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Algorithm {
@@ -99,7 +99,7 @@ pub(crate) const MEMORY_THRESHOLD: Field<f64> = Field {
     unit: "oversize tolerated, as a fraction of the machine's memory",
 };
 
-/// The default MT (see [`MEMORY_THRESHOLD`]).
+/// The default MT (see `MEMORY_THRESHOLD`).
 pub const DEFAULT_MEMORY_THRESHOLD: f64 = MEMORY_THRESHOLD.default;
 
 impl Default for SchedConfig {
@@ -127,7 +127,7 @@ impl SchedConfig {
     }
 }
 
-/// Refuses an MT outside [`MEMORY_THRESHOLD`]'s range (or not a number), naming the field
+/// Refuses an MT outside `MEMORY_THRESHOLD`'s range (or not a number), naming the field
 /// and the range.
 pub fn check_memory_threshold(mt: f64) -> Result<(), SchedError> {
     if !MEMORY_THRESHOLD.contains(mt) {

@@ -21,7 +21,7 @@ pub struct JobSpec {
     /// The job's id (unique among the jobs the scheduler holds).
     pub id: JobId,
     /// The program identifier: the program's name without path or arguments
-    /// (see [`program_id`]). Runtime history is keyed by it.
+    /// (see `program_id`). Runtime history is keyed by it.
     pub program: String,
     /// Number of members: 1 for a sequential job, k > 1 for a gang.
     pub width: u32,

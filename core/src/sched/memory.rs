@@ -6,7 +6,7 @@
 //!   `Q_o = (demand − memory) / memory` it tolerates (best around 0 %, seed 001 §6.2).
 //!   A machine accepts work while `Q_o < MT` and it runs fewer than CT jobs ([`accepts`]).
 //! * **Which job** ([`identify`]): by age, working set, page-fault rate, or the combined
-//!   weight of eq. 5 ([`weight`]: the mean of age, fault rate, working set and I/O rate,
+//!   weight of eq. 5 (`weight`: the mean of age, fault rate, working set and I/O rate,
 //!   each over its maximum among the machine's jobs). Combined was best overall.
 //! * **Where** ([`target`]): the machine with the most free memory among those with
 //!   fewer than CT jobs, if it is under MT or its free memory holds the job's working set.

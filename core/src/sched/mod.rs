@@ -7,14 +7,14 @@
 //! # Model
 //! * **Jobs** ([`JobSpec`]): sequential (width 1) or gangs (width k > 1, all members at
 //!   once on k distinct machines, or none), identified for runtime history by their
-//!   program name ([`program_id`]).
+//!   program name (`program_id`).
 //! * **Machines** ([`Machine`]): base speed `S_b`, owner load, free memory, the owner's
 //!   interruptions left today, allowed/available flags, idle-since, slots.
 //! * **Events** ([`Event`]) go in through [`Scheduler::handle`]; a **pass**
 //!   ([`Scheduler::pass`]) returns [`Assignment`]s and marks those jobs running.
 //! * **Algorithms** ([`Algorithm`]): the six of seed 002 — FIFO, FirstFit, Random, SPT,
 //!   LPT and FIFO with backfilling (the default) — choose *which* job; **placement**
-//!   ([`placement`]) is shared: greedy, fastest effective speed `S_b × (1 − load)` first,
+//!   (`placement`) is shared: greedy, fastest effective speed `S_b × (1 − load)` first,
 //!   ties to more interruptions left, then longer idle, then lower id; never on a machine
 //!   that is unavailable, not allowed, out of interruption budget, full or short of memory.
 //! * **Prediction** ([`predict`]): normtime `Σ S_b · cpu_seconds` per finished job,

@@ -48,7 +48,7 @@ pub(crate) fn runtime_from_speed(normtime_s: f64, n: usize, slowest_speed: f64) 
 }
 
 /// Predicted wall time, seconds, of `normtime_s` on `machines` (one per member), with
-/// the CPU share floored at `min_cpu_share` (see [`current_speed`]).
+/// the CPU share floored at `min_cpu_share` (see `current_speed`).
 pub fn predicted_runtime_s(normtime_s: f64, machines: &[&Machine], min_cpu_share: f64) -> f64 {
     let slowest = machines.iter().map(|m| current_speed(m, min_cpu_share)).fold(f64::INFINITY, f64::min);
     runtime_from_speed(normtime_s, machines.len(), slowest)
@@ -214,7 +214,7 @@ impl Predictor {
     /// The normtime prediction for a job of `program` with `width` members: last-two
     /// average; else `user_estimate_s × width`; else `default_normtime_s × width`. Then
     /// `credited_s` of checkpointed work is taken off, leaving at least
-    /// [`CHECKPOINT_FLOOR`] of the whole.
+    /// `CHECKPOINT_FLOOR` of the whole.
     pub fn predict(&self, program: &str, width: u32, user_estimate_s: Option<f64>, credited_s: f64) -> Prediction {
         let width = f64::from(width.max(1));
         let (total, source) = match self.programs.get(program).and_then(ProgramHistory::last_two_average) {

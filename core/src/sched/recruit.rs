@@ -10,12 +10,12 @@
 //! * **Idle.** Predicted load below [`RecruitConfig::idle_load_max`] (seed 003: 10 % CPU)
 //!   and not lent to an earlier request.
 //! * **Reserve.** Of the `n` idle machines, `⌊reserve_pct · n⌋` are kept back
-//!   ([`reserved_of`]); a request gets at most `n − reserved`, least loaded first (ties to
+//!   (`reserved_of`); a request gets at most `n − reserved`, least loaded first (ties to
 //!   the lower id). Seed 003 Table 1: a 20–30 % reserve raised the mean speedup of a
 //!   stream of parallel jobs from 3.58 (no reserve) to 4.96.
 //! * **Lending.** Granted machines are lent until [`Recruiter::release`]: two requests
 //!   never share a machine.
-//! * **Index.** For the windows in [`INDEXED_WINDOWS`] (5 readings: seed 003's 10-s
+//! * **Index.** For the windows in `INDEXED_WINDOWS` (5 readings: seed 003's 10-s
 //!   forecast; [`HISTORY`]: every forecast of 119 s or more) the recruiter keeps the
 //!   machines that are idle, eligible and not lent in a set ordered by (predicted load,
 //!   id), updated whenever a machine's readings or standing change. A request for such a

@@ -59,7 +59,7 @@ impl Millis {
 
 impl fmt::Display for Millis {
     /// RFC 3339 in UTC with milliseconds (`2026-05-01T12:00:00.000Z`), or `never` for
-    /// [`Millis::MAX`], or the raw number when chrono cannot represent it.
+    /// `Millis::MAX`, or the raw number when chrono cannot represent it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if *self == Millis::MAX {
             return f.write_str("never");
