@@ -8,7 +8,6 @@ use lull_core::field::fmt_bound;
 pub use lull_core::policy::config::{
     parse_range, AllowedHours, Availability, Budget, Eviction, EvictionMode, MinuteRange, PolicyConfig, Rules,
 };
-use lull_core::policy::fields as policy_fields;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -358,7 +357,7 @@ impl Config {
             ("sampling.trace_retention_days", s.trace_retention_days as f64, 1.0, 3650.0),
         ];
         // The policy's sections: default and range are one constant each in lull-core.
-        let policy = policy_fields::numeric_fields(&self.availability, &self.budget, &self.eviction, &self.rules);
+        let policy = lull_core::policy::config::numeric_fields(&self.availability, &self.budget, &self.eviction, &self.rules);
         fields.extend(policy.into_iter().map(|f| (f.name, f.value, f.min, f.max)));
         fields.extend([
             ("input.idle_notify_s", self.input.idle_notify_s as f64, 1.0, 600.0),

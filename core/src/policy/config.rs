@@ -3,9 +3,10 @@
 //! be used. Pure values; each numeric field's default, range and unit are one constant
 //! in `fields.rs`. The agent's whole configuration file (with its IO and error messages)
 //! lives in `agent-core::config`, holds these sections unchanged and checks them against
-//! `fields::numeric_fields`.
+//! [`numeric_fields`].
 
 use super::fields;
+use crate::field::Checked;
 use chrono::{NaiveTime, Weekday};
 use serde::{Deserialize, Serialize};
 
@@ -268,5 +269,70 @@ impl AllowedHours {
             }
         }
         None
+    }
+}
+
+/// Every numeric field of the policy's sections with its current value and range, in the
+/// order of the configuration file.
+pub fn numeric_fields(a: &Availability, b: &Budget, e: &Eviction, r: &Rules) -> Vec<Checked> {
+    vec![
+        fields::OWNER_CPU_MAX.check(a.owner_cpu_max),
+        fields::MEMORY_WINDOW_S.check(a.memory_window_s),
+        fields::MEMORY_GROWTH_MAX.check(a.memory_growth_max),
+        fields::RECRUITMENT_THRESHOLD_S.check(a.recruitment_threshold_s),
+        fields::LIGHT_CPU_MAX.check(a.light_cpu_max),
+        fields::LIGHT_FOR_S.check(a.light_for_s),
+        fields::INTERRUPTIONS_PER_DAY.check(b.interruptions_per_day),
+        fields::AFTER_GUEST_WINDOW_S.check(b.after_guest_window_s),
+        fields::LINGER_CPU_MAX.check(e.linger_cpu_max),
+        fields::LINGER_WINDOW_S.check(e.linger_window_s),
+        fields::PAUSE_S.check(e.pause_s),
+        fields::MIGRATION_COST_S.check(e.migration_cost_s),
+        fields::KILL_GRACE_S.check(e.kill_grace_s),
+        fields::CPU_TEMP_MAX_C.check(r.cpu_temp_max_c),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn default_rows() -> Vec<Checked> {
+        let c = PolicyConfig::default();
+        numeric_fields(&c.availability, &c.budget, &c.eviction, &c.rules)
+    }
+
+    #[test]
+    fn every_default_lies_inside_its_range() {
+        let rows = default_rows();
+        assert_eq!(rows.len(), 14, "a numeric policy field was added or dropped: list it in numeric_fields");
+        for row in rows {
+            assert!(row.in_range(), "default of {} = {} lies outside {}", row.name, row.value, row.range_text());
+        }
+    }
+
+    #[test]
+    fn names_are_distinct_and_dotted() {
+        let rows = default_rows();
+        for (i, r) in rows.iter().enumerate() {
+            assert!(r.name.contains('.') && !r.unit.is_empty(), "{r:?}");
+            assert!(rows[..i].iter().all(|o| o.name != r.name), "{} twice", r.name);
+        }
+    }
+
+    #[test]
+    fn a_value_outside_the_range_is_refused_and_nan_too() {
+        let mut c = PolicyConfig::default();
+        c.budget.interruptions_per_day = 21;
+        c.availability.owner_cpu_max = f64::NAN;
+        let bad: Vec<_> = numeric_fields(&c.availability, &c.budget, &c.eviction, &c.rules)
+            .into_iter()
+            .filter(|r| !r.in_range())
+            .map(|r| (r.name, r.range_text()))
+            .collect();
+        assert_eq!(
+            bad,
+            vec![("availability.owner_cpu_max", "0.01..=1".to_string()), ("budget.interruptions_per_day", "0..=20".to_string())]
+        );
     }
 }
