@@ -4,6 +4,7 @@
 //! an error that names the field (as a dotted TOML path) and the allowed range; an
 //! unknown field is rejected by name too, so a typo never silently does nothing.
 
+use lull_core::field::fmt_bound;
 pub use lull_core::policy::config::{
     parse_range, AllowedHours, Availability, Budget, Eviction, EvictionMode, MinuteRange, PolicyConfig, Rules,
 };
@@ -344,38 +345,21 @@ impl Default for Input {
     }
 }
 
-fn fmt_bound(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("{}", v as i64)
-    } else {
-        format!("{v}")
-    }
-}
-
 impl Config {
     /// Every numeric field with its value and allowed range: the single source of the
     /// ranges, used by validation and by error messages.
     fn numeric_fields(&self) -> Vec<(&'static str, f64, f64, f64)> {
-        let (s, a, b, e, g) = (&self.sampling, &self.availability, &self.budget, &self.eviction, &self.guests);
-        vec![
+        let (s, g) = (&self.sampling, &self.guests);
+        let mut fields = vec![
             ("sampling.interval_ms", s.interval_ms as f64, 100.0, 60_000.0),
             ("sampling.relaxed_interval_ms", s.relaxed_interval_ms as f64, 100.0, 300_000.0),
             ("sampling.trace_interval_s", s.trace_interval_s as f64, 1.0, 3600.0),
             ("sampling.trace_retention_days", s.trace_retention_days as f64, 1.0, 3650.0),
-            ("availability.owner_cpu_max", a.owner_cpu_max, 0.01, 1.0),
-            ("availability.memory_window_s", a.memory_window_s as f64, 5.0, 3600.0),
-            ("availability.memory_growth_max", a.memory_growth_max, 0.0, 1.0),
-            ("availability.recruitment_threshold_s", a.recruitment_threshold_s as f64, 0.0, 86_400.0),
-            ("availability.light_cpu_max", a.light_cpu_max, 0.01, 1.0),
-            ("availability.light_for_s", a.light_for_s as f64, 1.0, 3600.0),
-            ("budget.interruptions_per_day", b.interruptions_per_day as f64, 0.0, 20.0),
-            ("budget.after_guest_window_s", b.after_guest_window_s as f64, 0.0, 3600.0),
-            ("eviction.linger_cpu_max", e.linger_cpu_max, 0.0, 1.0),
-            ("eviction.linger_window_s", e.linger_window_s as f64, 1.0, 600.0),
-            ("eviction.pause_s", e.pause_s as f64, 0.0, 86_400.0),
-            ("eviction.migration_cost_s", e.migration_cost_s as f64, 0.0, 86_400.0),
-            ("eviction.kill_grace_s", e.kill_grace_s as f64, 0.0, 600.0),
-            ("rules.cpu_temp_max_c", self.rules.cpu_temp_max_c, 30.0, 120.0),
+        ];
+        // The policy's sections: default and range are one constant each in lull-core.
+        let policy = lull_core::policy::config::numeric_fields(&self.availability, &self.budget, &self.eviction, &self.rules);
+        fields.extend(policy.into_iter().map(|f| (f.name, f.value, f.min, f.max)));
+        fields.extend([
             ("input.idle_notify_s", self.input.idle_notify_s as f64, 1.0, 600.0),
             ("guests.memory_cap_mib", g.memory_cap_mib as f64, 0.0, 1_048_576.0),
             ("guests.owner_reserve_mib", g.owner_reserve_mib as f64, 0.0, 1_048_576.0),
@@ -394,7 +378,8 @@ impl Config {
             ("memory.cache_snapshot_mib", self.memory.cache_snapshot_mib as f64, 0.0, 65_536.0),
             ("memory.cache_snapshot_files", self.memory.cache_snapshot_files as f64, 1.0, 100_000.0),
             ("notifications.min_interval_s", self.notifications.min_interval_s as f64, 10.0, 86_400.0),
-        ]
+        ]);
+        fields
     }
 
     /// The allowed range of a numeric field, e.g. `"0..=20"`.

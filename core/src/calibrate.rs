@@ -6,12 +6,12 @@
 //! * **Rows are irregular.** The agent writes a row every 2 s while guest work may be
 //!   stopped by a reading and every 10 s otherwise (`sampling.relaxed_interval_ms`), and
 //!   none while it is not running. A row stands for the time up to the next row when that
-//!   gap is at most [`MAX_GAP_S`]; a longer gap is unknown time (it counts for nothing and
+//!   gap is at most `MAX_GAP_S`; a longer gap is unknown time (it counts for nothing and
 //!   ends any idle period). History is the time covered, in days.
-//! * **Owner CPU threshold.** While the owner is *away* (no input for [`AWAY_S`]) the CPU
+//! * **Owner CPU threshold.** While the owner is *away* (no input for `AWAY_S`) the CPU
 //!   seen is background: daemons, indexers (seed 004: spikes of 10–20 %). While the owner
 //!   is *active* (input in the last minute) it is their use. The threshold is set just
-//!   above the background — its 99.9th percentile (time-weighted; daemon spikes are brief) plus [`MARGIN`], rounded
+//!   above the background — its 99.9th percentile (time-weighted; daemon spikes are brief) plus `MARGIN`, rounded
 //!   up to a whole percent — and is checked against active use: if most active time is
 //!   above it, CPU separates the two; if not, the report says input is what tells them
 //!   apart.
@@ -43,17 +43,17 @@ pub struct OwnerSample {
 }
 
 /// A row covers the time up to the next row if they are at most this far apart (s).
-pub const MAX_GAP_S: i64 = 30;
+pub(crate) const MAX_GAP_S: i64 = 30;
 /// No input for this long (s) counts as the owner being away.
-pub const AWAY_S: i64 = 300;
+pub(crate) const AWAY_S: i64 = 300;
 /// Input within this long (s) counts as the owner being active.
-pub const ACTIVE_S: i64 = 60;
+pub(crate) const ACTIVE_S: i64 = 60;
 /// Margin above the background's 99.9th percentile.
-pub const MARGIN: f64 = 0.02;
+pub(crate) const MARGIN: f64 = 0.02;
 /// Days of covered history needed.
 pub const MIN_DAYS: f64 = 3.0;
 /// The candidate recruitment thresholds, seconds.
-pub const CANDIDATES_S: [u64; 15] = [0, 15, 30, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800, 3600];
+pub(crate) const CANDIDATES_S: [u64; 15] = [0, 15, 30, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800, 3600];
 
 /// Why calibration refused.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

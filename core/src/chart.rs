@@ -4,7 +4,7 @@
 //! Hand-written markup (a few KB per chart) rather than a plotting crate, so neither needs
 //! more than lull-core's own dependencies.
 //!
-//! Nothing is clipped: the layout measures every text with [`text_width`], a conservative
+//! Nothing is clipped: the layout measures every text with `text_width`, a conservative
 //! estimate (DejaVu Sans's advance widths, the widest of the usual sans-serif fonts,
 //! rounded up), wraps a title or axis label that would not fit onto more lines, and widens
 //! the chart for a long legend.
@@ -48,8 +48,8 @@ const TITLE_FONT: f64 = 14.0;
 /// Line spacing, in font sizes.
 const LEADING: f64 = 1.25;
 /// A glyph's extent above and below the baseline, in font sizes (DejaVu Sans: 0.928, 0.236).
-pub const ASCENT: f64 = 0.93;
-pub const DESCENT: f64 = 0.24;
+pub(crate) const ASCENT: f64 = 0.93;
+pub(crate) const DESCENT: f64 = 0.24;
 
 /// The width of one character in font sizes: DejaVu Sans's advance (the default
 /// sans-serif on Linux and wider than Arial, Helvetica or Liberation Sans) rounded up to
@@ -68,7 +68,7 @@ fn char_em(c: char) -> f64 {
 }
 
 /// The width of `s` drawn at `size` px, never less than its width in DejaVu Sans.
-pub fn text_width(s: &str, size: f64) -> f64 {
+pub(crate) fn text_width(s: &str, size: f64) -> f64 {
     s.chars().map(char_em).sum::<f64>() * size
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 pub const MIB: u64 = 1 << 20;
 /// The smallest memory cap a guest is ever given: below it nothing useful runs, and a
 /// re-clamp never squeezes a running guest under it.
-pub const MIN_GUEST_BYTES: u64 = 16 * MIB;
+pub(crate) const MIN_GUEST_BYTES: u64 = 16 * MIB;
 
 /// The owner's memory settings, from `[guests]` and `[caps]`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -106,7 +106,7 @@ pub fn admit(rules: &MemoryRules, m: MemoryReading, guests_bytes: u64, spec_cap:
 
 /// A running guest's cap re-clamped to what the owner can spare: at most its admitted
 /// cap and what it holds plus what is available beyond the reserve, never below
-/// [`MIN_GUEST_BYTES`]. `Some(new)` when the limit should change: whenever it must
+/// `MIN_GUEST_BYTES`. `Some(new)` when the limit should change: whenever it must
 /// shrink, and only when it may grow by more than an eighth (no churn on small moves).
 pub fn reclamp(rules: &MemoryRules, available: u64, guest_bytes: u64, cap: u64, limit_now: Option<u64>) -> Option<u64> {
     let spare = available.saturating_add(guest_bytes).saturating_sub(rules.owner_reserve_bytes);

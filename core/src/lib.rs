@@ -7,6 +7,10 @@
 //! on nothing that could (`scripts/check-core-purity.sh` holds that line in CI). The
 //! drivers — the agent loop, the coordinator server and the simulator — feed it events
 //! and act on what it returns. See `docs/ARCHITECTURE.md`.
+//!
+//! The façade: an item is `pub` only when another crate (or this crate's integration
+//! tests and benches) names it or a public signature shows it; the rest is `pub(crate)`
+//! or private. `sched/mod.rs` re-exports the scheduler's public types.
 
 // Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
 #![warn(clippy::unwrap_used)]
@@ -14,6 +18,7 @@
 pub mod calibrate;
 pub mod chart;
 pub mod clock;
+pub mod field;
 pub mod guest_memory;
 pub mod owner_memory;
 pub mod policy;

@@ -9,7 +9,7 @@
 //!   headroom), which of the owner's session cgroups carries it ([`session_candidates`]
 //!   on cgroup v1; on v2 [`protection_cover`], the cgroups the owner's programs run in,
 //!   and [`plan_protection`]: `memory.low` only where it can take effect
-//!   ([`low_bound`]), else `memory.high` on the guests sized from the owner's working
+//!   (`low_bound`), else `memory.high` on the guests sized from the owner's working
 //!   set), and when a value already written is worth rewriting ([`protection_update`]).
 //! - **File cache**: which of the owner's file pages were resident before a guest started
 //!   (run-length [`resident_ranges`] of a `mincore` vector), within a [`SnapshotBudget`];
@@ -27,7 +27,7 @@ pub struct WarmRules {
     /// Protect the owner's session at all (`memory.protect_owner`).
     pub protect: bool,
     /// A fixed protection, bytes; `None`: the owner's recent working set plus
-    /// [`PROTECT_HEADROOM`] (`memory.owner_protect_mib = 0`).
+    /// `PROTECT_HEADROOM` (`memory.owner_protect_mib = 0`).
     pub protect_bytes: Option<u64>,
     /// Most bytes of the owner's resident file pages recorded before a guest starts
     /// (`memory.cache_snapshot_mib`; 0: no snapshot, no file-cache restore).
@@ -38,10 +38,10 @@ pub struct WarmRules {
 
 /// Automatic protection covers the working set and this fraction more (it grows while
 /// guests run; the headroom keeps a growing owner inside it between readings).
-pub const PROTECT_HEADROOM: f64 = 0.25;
+pub(crate) const PROTECT_HEADROOM: f64 = 0.25;
 
 /// The smallest protection worth writing: below it the kernel's own reserves dominate.
-pub const MIN_PROTECT_BYTES: u64 = 16 * MIB;
+pub(crate) const MIN_PROTECT_BYTES: u64 = 16 * MIB;
 
 /// The owner's working set from its cgroup's counters: what it uses minus the file pages
 /// the kernel itself considers inactive (the kubelet's and systemd-oomd's measure).
@@ -50,9 +50,9 @@ pub fn working_set(usage: u64, inactive_file: u64) -> u64 {
 }
 
 /// The protection for the owner's session: the fixed value, or the recent working set
-/// peak plus [`PROTECT_HEADROOM`]; never more than `total` less what the guests are
-/// admitted with at least ([`crate::guest_memory::MIN_GUEST_BYTES`]), never less than
-/// [`MIN_PROTECT_BYTES`]. `None` when protection is off.
+/// peak plus `PROTECT_HEADROOM`; never more than `total` less what the guests are
+/// admitted with at least (`crate::guest_memory::MIN_GUEST_BYTES`), never less than
+/// `MIN_PROTECT_BYTES`. `None` when protection is off.
 pub fn protection_for(rules: &WarmRules, working_set_peak: u64, total: u64) -> Option<u64> {
     if !rules.protect {
         return None;
@@ -135,7 +135,7 @@ pub fn protection_cover(owner_cgroups: &[String], guests: &str) -> Vec<String> {
 /// protection is bounded by each ancestor's, so one ancestor at 0 makes it worthless.
 /// With it, an ancestor that claims nothing passes on what its parent has, but nothing
 /// flows from a top-level cgroup at 0.
-pub fn low_bound(ancestors: &[u64], recursiveprot: bool) -> u64 {
+pub(crate) fn low_bound(ancestors: &[u64], recursiveprot: bool) -> u64 {
     match (ancestors.first(), recursiveprot) {
         (None, _) => u64::MAX,
         (Some(&top), true) => top,
@@ -186,10 +186,10 @@ pub struct ProtectionPlan {
 /// The choice ([`ProtectionPlan`]): the owner's protection ([`protection_for`] of all
 /// its groups' working sets together, split in proportion to each group's) goes on each
 /// group as `memory.low` where that can take effect — the agent may write it, and its
-/// ancestors' values ([`low_bound`]) let it through, ancestors the agent may write being
+/// ancestors' values (`low_bound`) let it through, ancestors the agent may write being
 /// raised to what their owner groups need; wherever it cannot (in full), the guests get
 /// `memory.high` = `total` − the protection − `reserve` (at least
-/// [`crate::guest_memory::MIN_GUEST_BYTES`]), so they are reclaimed and throttled before
+/// `crate::guest_memory::MIN_GUEST_BYTES`), so they are reclaimed and throttled before
 /// the owner's pages go. `None` when protection is off.
 pub fn plan_protection(rules: &WarmRules, groups: &[OwnerGroup], recursiveprot: bool, total: u64, reserve: u64) -> Option<ProtectionPlan> {
     let working_set: u64 = groups.iter().map(|g| g.working_set).sum();

@@ -1,9 +1,12 @@
 //! The policy's own section of the owner's configuration: the availability definition,
 //! the social contract (budget), the eviction mode and the rules of when the machine may
-//! be used. Pure values with their defaults; the agent's whole configuration file (with
-//! its IO, validation ranges and error messages) lives in `agent-core::config` and holds
-//! these sections unchanged.
+//! be used. Pure values; each numeric field's default, range and unit are one constant
+//! in `fields.rs`. The agent's whole configuration file (with its IO and error messages)
+//! lives in `agent-core::config`, holds these sections unchanged and checks them against
+//! [`numeric_fields`].
 
+use super::fields;
+use crate::field::Checked;
 use chrono::{NaiveTime, Weekday};
 use serde::{Deserialize, Serialize};
 
@@ -141,47 +144,52 @@ pub struct AllowedHours {
 impl Default for Availability {
     fn default() -> Self {
         Self {
-            owner_cpu_max: 0.20,
-            memory_window_s: 60,
-            memory_growth_max: 0.05,
-            recruitment_threshold_s: 180,
+            owner_cpu_max: fields::OWNER_CPU_MAX.default,
+            memory_window_s: fields::MEMORY_WINDOW_S.default,
+            memory_growth_max: fields::MEMORY_GROWTH_MAX.default,
+            recruitment_threshold_s: fields::RECRUITMENT_THRESHOLD_S.default,
             lend_while_light: false,
-            light_cpu_max: 0.20,
-            light_for_s: 60,
+            light_cpu_max: fields::LIGHT_CPU_MAX.default,
+            light_for_s: fields::LIGHT_FOR_S.default,
         }
     }
 }
 impl Default for Budget {
     fn default() -> Self {
-        Self { interruptions_per_day: 5, after_guest_window_s: 60 }
+        Self { interruptions_per_day: fields::INTERRUPTIONS_PER_DAY.default, after_guest_window_s: fields::AFTER_GUEST_WINDOW_S.default }
     }
 }
 impl Default for Eviction {
     fn default() -> Self {
         Self {
             mode: EvictionMode::LingerLonger,
-            linger_cpu_max: 0.20,
-            linger_window_s: 10,
-            pause_s: 300,
-            migration_cost_s: 30,
-            kill_grace_s: 10,
+            linger_cpu_max: fields::LINGER_CPU_MAX.default,
+            linger_window_s: fields::LINGER_WINDOW_S.default,
+            pause_s: fields::PAUSE_S.default,
+            migration_cost_s: fields::MIGRATION_COST_S.default,
+            kill_grace_s: fields::KILL_GRACE_S.default,
         }
     }
 }
 impl Default for Rules {
     fn default() -> Self {
-        Self { allow_on_battery: false, cpu_temp_max_c: 90.0, hours: AllowedHours::default(), exclusive_programs: Vec::new() }
+        Self {
+            allow_on_battery: false,
+            cpu_temp_max_c: fields::CPU_TEMP_MAX_C.default,
+            hours: AllowedHours::default(),
+            exclusive_programs: Vec::new(),
+        }
     }
 }
 
 /// The longest entry of `rules.exclusive_programs` (a path can be long; a name is at
 /// most 255 bytes on Linux).
-pub const EXCLUSIVE_PROGRAM_MAX: usize = 4096;
+pub(crate) const EXCLUSIVE_PROGRAM_MAX: usize = 4096;
 
 impl Rules {
     /// The first entry of `exclusive_programs` that cannot name a program, as (dotted
     /// field, message): empty, surrounding blanks, control characters, a relative path,
-    /// a path ending in `/`, or longer than [`EXCLUSIVE_PROGRAM_MAX`].
+    /// a path ending in `/`, or longer than `EXCLUSIVE_PROGRAM_MAX`.
     pub fn first_invalid_program(&self) -> Option<(String, String)> {
         for (i, p) in self.exclusive_programs.iter().enumerate() {
             let why = if p.trim().is_empty() {
@@ -243,7 +251,7 @@ impl AllowedHours {
     }
 
     /// The allowed ranges for a weekday; `None` means all day.
-    pub fn ranges(&self, wd: Weekday) -> Option<Vec<MinuteRange>> {
+    pub(crate) fn ranges(&self, wd: Weekday) -> Option<Vec<MinuteRange>> {
         self.day(wd).1.as_ref().map(|v| v.iter().filter_map(|s| parse_range(s)).collect())
     }
 
@@ -261,5 +269,70 @@ impl AllowedHours {
             }
         }
         None
+    }
+}
+
+/// Every numeric field of the policy's sections with its current value and range, in the
+/// order of the configuration file.
+pub fn numeric_fields(a: &Availability, b: &Budget, e: &Eviction, r: &Rules) -> Vec<Checked> {
+    vec![
+        fields::OWNER_CPU_MAX.check(a.owner_cpu_max),
+        fields::MEMORY_WINDOW_S.check(a.memory_window_s),
+        fields::MEMORY_GROWTH_MAX.check(a.memory_growth_max),
+        fields::RECRUITMENT_THRESHOLD_S.check(a.recruitment_threshold_s),
+        fields::LIGHT_CPU_MAX.check(a.light_cpu_max),
+        fields::LIGHT_FOR_S.check(a.light_for_s),
+        fields::INTERRUPTIONS_PER_DAY.check(b.interruptions_per_day),
+        fields::AFTER_GUEST_WINDOW_S.check(b.after_guest_window_s),
+        fields::LINGER_CPU_MAX.check(e.linger_cpu_max),
+        fields::LINGER_WINDOW_S.check(e.linger_window_s),
+        fields::PAUSE_S.check(e.pause_s),
+        fields::MIGRATION_COST_S.check(e.migration_cost_s),
+        fields::KILL_GRACE_S.check(e.kill_grace_s),
+        fields::CPU_TEMP_MAX_C.check(r.cpu_temp_max_c),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn default_rows() -> Vec<Checked> {
+        let c = PolicyConfig::default();
+        numeric_fields(&c.availability, &c.budget, &c.eviction, &c.rules)
+    }
+
+    #[test]
+    fn every_default_lies_inside_its_range() {
+        let rows = default_rows();
+        assert_eq!(rows.len(), 14, "a numeric policy field was added or dropped: list it in numeric_fields");
+        for row in rows {
+            assert!(row.in_range(), "default of {} = {} lies outside {}", row.name, row.value, row.range_text());
+        }
+    }
+
+    #[test]
+    fn names_are_distinct_and_dotted() {
+        let rows = default_rows();
+        for (i, r) in rows.iter().enumerate() {
+            assert!(r.name.contains('.') && !r.unit.is_empty(), "{r:?}");
+            assert!(rows[..i].iter().all(|o| o.name != r.name), "{} twice", r.name);
+        }
+    }
+
+    #[test]
+    fn a_value_outside_the_range_is_refused_and_nan_too() {
+        let mut c = PolicyConfig::default();
+        c.budget.interruptions_per_day = 21;
+        c.availability.owner_cpu_max = f64::NAN;
+        let bad: Vec<_> = numeric_fields(&c.availability, &c.budget, &c.eviction, &c.rules)
+            .into_iter()
+            .filter(|r| !r.in_range())
+            .map(|r| (r.name, r.range_text()))
+            .collect();
+        assert_eq!(
+            bad,
+            vec![("availability.owner_cpu_max", "0.01..=1".to_string()), ("budget.interruptions_per_day", "0..=20".to_string())]
+        );
     }
 }

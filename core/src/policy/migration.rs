@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// What the migration decision is made from.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MigrationInputs {
+pub(crate) struct MigrationInputs {
     /// h: the owner's utilisation on this machine (fraction of the machine).
     pub here_load: f32,
     /// How long the guest has lingered in this episode of owner activity.
@@ -71,7 +71,7 @@ impl MigrationDecision {
 
 /// `T_lingr = ((1 − l)/(h − l)) · T_migr` (seed 000, eq. 4): how long to linger at owner
 /// utilisation `h` before moving to a machine at `l`. `None` (never) when h ≤ l.
-pub fn linger_time(h: f32, l: f32, t_migr: Duration) -> Option<Duration> {
+pub(crate) fn linger_time(h: f32, l: f32, t_migr: Duration) -> Option<Duration> {
     if h <= l || !h.is_finite() || !l.is_finite() {
         return None;
     }
@@ -81,7 +81,7 @@ pub fn linger_time(h: f32, l: f32, t_migr: Duration) -> Option<Duration> {
 
 /// Seed 000 §5.2: stay or migrate, given a free machine, its load, the linger time so
 /// far, the migration cost and (if known) the job's remaining time.
-pub fn decide(i: &MigrationInputs) -> MigrationDecision {
+pub(crate) fn decide(i: &MigrationInputs) -> MigrationDecision {
     let Some(l) = i.destination_load else { return MigrationDecision::Stay(StayReason::NoFreeMachine) };
     let h = i.here_load.clamp(0.0, 1.0);
     let l = l.clamp(0.0, 1.0);

@@ -23,9 +23,10 @@
 //!   the wall clock back neither resets nor re-counts a day.
 
 pub mod config;
+pub mod fields;
 pub mod migration;
-pub mod rules;
-pub mod window;
+mod rules;
+mod window;
 
 use crate::clock::{MonoMs, Now};
 use crate::sample::{InputEvent, InputSignal, Sample};
@@ -333,7 +334,7 @@ pub enum Watch {
 /// one event per 200 ms (`agent_core::input::COALESCE_MS`), so a longer hold keeps
 /// continuous input in one `owner_active` span instead of flapping to `idle` between
 /// forwarded events; the idle clock starts when the hold ends.
-pub const INPUT_HOLD: Duration = Duration::from_millis(250);
+pub(crate) const INPUT_HOLD: Duration = Duration::from_millis(250);
 
 /// The policy state machine.
 #[derive(Clone, Debug)]
@@ -438,7 +439,7 @@ impl std::fmt::Debug for QuietPath {
 }
 
 /// What the driver knows of the pool for seed 000's migration decision
-/// ([`migration::decide`]). The default, knowing nothing, assumes a free machine at
+/// (`migration::decide`). The default, knowing nothing, assumes a free machine at
 /// utilisation 0 and a job that outlasts the owner's episode: plain `T_lingr` with l = 0.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PoolView {
@@ -773,7 +774,7 @@ impl Policy {
 
     /// `T_lingr = ((1 − l)/(h − l)) · T_migr` (seed 000, eq. 4): how long to linger at
     /// owner utilisation `h` before moving to a machine at `l`. Infinite (None) when
-    /// h ≤ l. See [`migration::linger_time`].
+    /// h ≤ l. See `migration::linger_time`.
     pub fn linger_time(h: f32, l: f32, t_migr: Duration) -> Option<Duration> {
         migration::linger_time(h, l, t_migr)
     }

@@ -38,7 +38,7 @@ impl NotAllowedReason {
 /// event), with what [`crate::policy::Policy::next_deadline`] needs: the next minute at
 /// which they may change.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CompiledHours {
+pub(crate) struct CompiledHours {
     /// Per weekday from Monday: `None` is all day, an empty list not at all.
     days: [Option<Vec<MinuteRange>>; 7],
 }
@@ -46,7 +46,7 @@ pub struct CompiledHours {
 impl CompiledHours {
     /// Parses the configured ranges (invalid entries were refused when the
     /// configuration was loaded; any left are skipped).
-    pub fn new(hours: &AllowedHours) -> Self {
+    pub(crate) fn new(hours: &AllowedHours) -> Self {
         const WEEK: [Weekday; 7] = [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri, Weekday::Sat, Weekday::Sun];
         Self { days: WEEK.map(|wd| hours.ranges(wd)) }
     }
@@ -56,7 +56,7 @@ impl CompiledHours {
     }
 
     /// True when `local` falls inside the allowed hours of its weekday.
-    pub fn allows(&self, local: NaiveDateTime) -> bool {
+    pub(crate) fn allows(&self, local: NaiveDateTime) -> bool {
         match self.day(local.weekday()) {
             None => true,
             Some(ranges) => {
@@ -69,7 +69,7 @@ impl CompiledHours {
     /// The first whole minute after `local` at which [`Self::allows`] gives another
     /// answer, looking at most a week and a day ahead; `None` when it never changes
     /// (no hours set, or every day the same all-or-nothing).
-    pub fn next_change(&self, local: NaiveDateTime) -> Option<NaiveDateTime> {
+    pub(crate) fn next_change(&self, local: NaiveDateTime) -> Option<NaiveDateTime> {
         let now = self.allows(local);
         let start_of_minute = local.date().and_hms_opt(local.hour(), local.minute(), 0)?;
         // Candidates are the ranges' edges and midnights; walk them in order.
@@ -94,12 +94,13 @@ impl CompiledHours {
 
 /// True when `local` falls inside the allowed hours of its weekday (parses the rules
 /// each call; the policy keeps a [`CompiledHours`]).
-pub fn within_hours(rules: &Rules, local: NaiveDateTime) -> bool {
+#[cfg(test)]
+pub(crate) fn within_hours(rules: &Rules, local: NaiveDateTime) -> bool {
     CompiledHours::new(&rules.hours).allows(local)
 }
 
 /// The hardware rules (battery, heat), which even "Donate now" respects.
-pub fn hardware_block(rules: &Rules, sample: Option<&Sample>) -> Option<NotAllowedReason> {
+pub(crate) fn hardware_block(rules: &Rules, sample: Option<&Sample>) -> Option<NotAllowedReason> {
     let s = sample?;
     if !rules.allow_on_battery && s.on_battery == Some(true) {
         return Some(NotAllowedReason::Battery);

@@ -8,19 +8,19 @@ use std::time::Duration;
 
 /// A time-bounded window of readings.
 #[derive(Clone, Debug, Default)]
-pub struct Window<T> {
+pub(crate) struct Window<T> {
     span: Duration,
     points: VecDeque<(MonoMs, T)>,
 }
 
 impl<T: Copy> Window<T> {
     /// A window covering the last `span`.
-    pub fn new(span: Duration) -> Self {
+    pub(crate) fn new(span: Duration) -> Self {
         Self { span, points: VecDeque::new() }
     }
 
     /// Adds a reading and drops those older than the span.
-    pub fn push(&mut self, at: MonoMs, v: T) {
+    pub(crate) fn push(&mut self, at: MonoMs, v: T) {
         // A reading from before the newest one (clock confusion in a driver) replaces
         // nothing and is ignored, so the window stays ordered.
         if self.points.back().is_some_and(|(t, _)| *t > at) {
@@ -37,24 +37,20 @@ impl<T: Copy> Window<T> {
     }
 
     /// The readings in the window, oldest first.
-    pub fn values(&self) -> impl Iterator<Item = T> + '_ {
+    pub(crate) fn values(&self) -> impl Iterator<Item = T> + '_ {
         self.points.iter().map(|(_, v)| *v)
     }
 
     /// Number of readings held.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.points.len()
-    }
-
-    /// True when no reading is held.
-    pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
     }
 }
 
 impl Window<f32> {
     /// Mean of the readings, 0 when empty.
-    pub fn mean(&self) -> f32 {
+    pub(crate) fn mean(&self) -> f32 {
         if self.points.is_empty() {
             return 0.0;
         }
@@ -64,7 +60,8 @@ impl Window<f32> {
 
 impl Window<u64> {
     /// How far the newest reading is above the smallest one in the window.
-    pub fn growth(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn growth(&self) -> u64 {
         match (self.values().min(), self.points.back()) {
             (Some(min), Some((_, last))) => last.saturating_sub(min),
             _ => 0,
@@ -78,20 +75,20 @@ impl Window<u64> {
 /// newest. Readings leave by the same rule as in [`Window::push`], so `growth()` is the
 /// same number (the test `growth_window_matches_the_full_window` compares them).
 #[derive(Clone, Debug, Default)]
-pub struct GrowthWindow {
+pub(crate) struct GrowthWindow {
     span: Duration,
     candidates: VecDeque<(MonoMs, u64)>,
 }
 
 impl GrowthWindow {
     /// A window covering the last `span`.
-    pub fn new(span: Duration) -> Self {
+    pub(crate) fn new(span: Duration) -> Self {
         Self { span, candidates: VecDeque::new() }
     }
 
     /// Adds a reading and drops those older than the span (a reading from before the
     /// newest one is ignored, as in [`Window::push`]).
-    pub fn push(&mut self, at: MonoMs, v: u64) {
+    pub(crate) fn push(&mut self, at: MonoMs, v: u64) {
         if self.candidates.back().is_some_and(|(t, _)| *t > at) {
             return;
         }
@@ -111,7 +108,7 @@ impl GrowthWindow {
     }
 
     /// How far the newest reading is above the smallest one in the window.
-    pub fn growth(&self) -> u64 {
+    pub(crate) fn growth(&self) -> u64 {
         match (self.candidates.front(), self.candidates.back()) {
             (Some((_, min)), Some((_, last))) => last.saturating_sub(*min),
             _ => 0,

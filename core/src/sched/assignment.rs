@@ -1,9 +1,9 @@
 //! What a pass decides: [`Assignment`]s, each with the algorithm and a human-readable
-//! [`Reason`]. The driver turns each into leases, one per machine.
+//! [`Reason`] (the driver turns each into leases, one per machine), and Backfill's
+//! [`Reservation`] for the blocked head job (see `backfill.rs`).
 
 use super::config::Algorithm;
-use super::job::JobId;
-use super::machine::MachineId;
+use super::ids::{JobId, MachineId};
 use super::predict::Prediction;
 use super::time::Millis;
 use serde::{Deserialize, Serialize};
@@ -123,4 +123,17 @@ impl fmt::Display for Reason {
             }
         }
     }
+}
+
+/// The blocked head job's reservation, as computed by the last Backfill pass.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    /// The head job.
+    pub head: JobId,
+    /// When it is predicted to be able to start.
+    pub at: Millis,
+    /// The machines it would get then, in placement order (one per member).
+    pub machines: Vec<MachineId>,
+    /// The pass that computed it.
+    pub computed_at: Millis,
 }

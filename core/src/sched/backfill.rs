@@ -37,29 +37,14 @@
 //! off-reservation placement of (width, memory) rules out every later job at least as
 //! wide needing at least as much memory.
 
-use super::assignment::{Assignment, Reason};
+use super::assignment::{Assignment, Reason, Reservation};
 use super::hash::{IdMap, IdSet};
-use super::job::JobId;
-use super::machine::MachineId;
+use super::ids::{JobId, MachineId};
 use super::pass::FailMemo;
 use super::placement::{rank_key_with_guests, RankKey};
 use super::predict::{runtime_from_speed, PredictionSource};
 use super::scheduler::Scheduler;
 use super::time::Millis;
-use serde::{Deserialize, Serialize};
-
-/// The blocked head job's reservation, as computed by the last Backfill pass.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reservation {
-    /// The head job.
-    pub head: JobId,
-    /// When it is predicted to be able to start.
-    pub at: Millis,
-    /// The machines it would get then, in placement order (one per member).
-    pub machines: Vec<MachineId>,
-    /// The pass that computed it.
-    pub computed_at: Millis,
-}
 
 /// What a pass holds back for the blocked head job.
 struct Hold {
@@ -87,7 +72,7 @@ impl Scheduler {
             let Some(q) = self.queue.live_at(pos) else { continue };
             let (id, width, mem) = (q.id, q.width, q.mem);
             let Some((head, hold)) = &blocked else {
-                let found = if self.free_len() == 0 { None } else { self.find_for(&q, None) };
+                let found = if self.free.len() == 0 { None } else { self.find_for(&q, None) };
                 if let Some(found) = found {
                     let runtime = runtime_from_speed(q.prediction.normtime_s, found.ids.len(), found.slowest);
                     out.push(self.commit(now, &q, found, runtime, Reason::InOrder));
@@ -99,14 +84,14 @@ impl Scheduler {
                 let hold = self.reservation.as_ref().map(|r| Hold {
                     at: r.at,
                     window_s: r.at.secs_since(now),
-                    speed_bound: self.max_free_speed(floor),
+                    speed_bound: self.free.max_speed(floor),
                     reserved: r.machines.iter().copied().collect(),
                 });
                 blocked = Some((id, hold));
                 continue;
             };
             let head = *head;
-            if self.free_len() == 0 {
+            if self.free.len() == 0 {
                 break;
             }
             if memo.known_to_fail(width, mem) {
@@ -159,7 +144,7 @@ impl Scheduler {
     pub(super) fn compute_reservation(&self, now: Millis, head: JobId) -> Option<Reservation> {
         let (width, mem) = self.shape(head);
         let need = width as usize;
-        let mut avail: Vec<RankKey> = self.free_keys_with(mem);
+        let mut avail: Vec<RankKey> = self.free.keys_with(mem);
         let mut at = now;
         if avail.len() < need {
             let mut counted: IdSet<MachineId> = avail.iter().map(|k| k.id).collect();

@@ -15,12 +15,13 @@
 
 use super::error::SchedError;
 use super::memory::Choice;
+use crate::field::Field;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The online scheduling algorithms of seed 002 §3.1. They differ only in which waiting
 /// job they try next; placement is the same greedy rule for all
-/// (see [`super::placement`]).
+/// (see `super::placement`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Algorithm {
@@ -66,7 +67,7 @@ impl fmt::Display for Algorithm {
 }
 
 /// The default seed of [`SchedConfig::random_seed`] ("LULL" in ASCII).
-pub const DEFAULT_RANDOM_SEED: u64 = 0x4C55_4C4C;
+pub(crate) const DEFAULT_RANDOM_SEED: u64 = 0x4C55_4C4C;
 
 /// One pool's scheduler configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -89,8 +90,17 @@ pub struct SchedConfig {
     pub migration_choice: Choice,
 }
 
-/// The default MT (see [`SchedConfig::memory_threshold`]).
-pub const DEFAULT_MEMORY_THRESHOLD: f64 = -0.05;
+/// MT (see [`SchedConfig::memory_threshold`]): default −0.05, allowed −0.9 ..= 1.0.
+pub(crate) const MEMORY_THRESHOLD: Field<f64> = Field {
+    name: "memory_threshold",
+    default: -0.05,
+    min: -0.9,
+    max: 1.0,
+    unit: "oversize tolerated, as a fraction of the machine's memory",
+};
+
+/// The default MT (see `MEMORY_THRESHOLD`).
+pub const DEFAULT_MEMORY_THRESHOLD: f64 = MEMORY_THRESHOLD.default;
 
 impl Default for SchedConfig {
     fn default() -> Self {
@@ -111,17 +121,19 @@ impl SchedConfig {
     }
 
     /// Checks the numbers (see [`PredictConfig::validate`]) and MT (−0.9 ..= 1.0).
-    pub fn validate(&self) -> Result<(), SchedError> {
+    pub(crate) fn validate(&self) -> Result<(), SchedError> {
         check_memory_threshold(self.memory_threshold)?;
         self.predict.validate()
     }
 }
 
-/// Refuses an MT outside −0.9 ..= 1.0 (or not a number), naming the field and the range.
+/// Refuses an MT outside `MEMORY_THRESHOLD`'s range (or not a number), naming the field
+/// and the range.
 pub fn check_memory_threshold(mt: f64) -> Result<(), SchedError> {
-    if !(-0.9..=1.0).contains(&mt) {
+    if !MEMORY_THRESHOLD.contains(mt) {
         return Err(SchedError::InvalidConfig(format!(
-            "memory_threshold {mt} is outside -0.9..=1.0 (the oversize tolerated, as a fraction: -0.05 = block and migrate at 95 % of the guests' memory)"
+            "{} {mt} is outside {:?}..={:?} (the oversize tolerated, as a fraction: -0.05 = block and migrate at 95 % of the guests' memory)",
+            MEMORY_THRESHOLD.name, MEMORY_THRESHOLD.min, MEMORY_THRESHOLD.max
         )));
     }
     Ok(())
@@ -154,7 +166,7 @@ impl Default for PredictConfig {
 impl PredictConfig {
     /// Rejects `history_len < 2`, α outside (0, 1), a non-positive or non-finite default,
     /// and a CPU-share floor outside (0, 1].
-    pub fn validate(&self) -> Result<(), SchedError> {
+    pub(crate) fn validate(&self) -> Result<(), SchedError> {
         if self.history_len < 2 {
             return Err(SchedError::InvalidConfig("predict.history_len must be at least 2".into()));
         }
@@ -168,5 +180,17 @@ impl PredictConfig {
             return Err(SchedError::InvalidConfig("predict.min_cpu_share must be in (0, 1]".into()));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_memory_threshold_lies_inside_its_range() {
+        assert!(MEMORY_THRESHOLD.contains(MEMORY_THRESHOLD.default), "{:?}", MEMORY_THRESHOLD);
+        assert_eq!(SchedConfig::default().memory_threshold, MEMORY_THRESHOLD.default);
+        assert!(SchedConfig::default().validate().is_ok());
     }
 }

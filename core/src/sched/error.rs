@@ -1,8 +1,7 @@
 //! Errors of the scheduler: events that do not match its state, invalid inputs and
 //! invalid configuration. An event that returns an error changes nothing.
 
-use super::job::JobId;
-use super::machine::MachineId;
+use super::ids::{JobId, MachineId};
 
 /// Why an event or a configuration was refused. The state is unchanged.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -11,8 +11,9 @@
 //! the others stay placed (halted by their agents) and the next pass places a
 //! replacement for the lost member alone.
 
-use super::job::{JobId, JobSpec};
-use super::machine::{Machine, MachineId};
+use super::ids::{JobId, MachineId};
+use super::job::JobSpec;
+use super::machine::Machine;
 use super::time::Millis;
 use serde::{Deserialize, Serialize};
 

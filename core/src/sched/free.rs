@@ -21,12 +21,8 @@
 //! the per-pass shortcuts (fail memo, memory cursors, Backfill's speed bound) valid.
 
 use super::hash::IdSet;
-use super::job::JobId;
-use super::machine::MachineId;
-use super::placement::{rank_key_with_guests, RankKey};
-use super::queue::Queued;
-use super::scheduler::{entry_key, Scheduler};
-use super::time::Millis;
+use super::ids::MachineId;
+use super::placement::RankKey;
 use std::collections::BTreeSet;
 
 /// A pass merges the pending keys into the sorted vector first when more than this many
@@ -94,7 +90,7 @@ impl FreeMachines {
 
     /// Merges the pending keys in and drops the dead ones, if there is anything to do
     /// (or always, in the test mode).
-    fn settle(&mut self) {
+    pub(super) fn settle(&mut self) {
         let dead = self.keys.len() - self.live;
         if self.pending.len() <= MERGE_PENDING && dead <= self.live + MERGE_PENDING && !self.always_rebuild {
             return;
@@ -160,54 +156,32 @@ pub(super) struct Found {
     pub(super) slowest: f64,
 }
 
-impl Scheduler {
-    /// Makes every pass start from a freshly rebuilt index (no tombstones, no cursors). Only
-    /// speed differs: decisions are the same either way, which is what this knob is for
-    /// (tests).
-    #[doc(hidden)]
-    pub fn set_rebuild_index_every_pass(&mut self, on: bool) {
-        self.free.always_rebuild = on;
+/// Finding machines during a pass.
+impl FreeMachines {
+    /// Makes every pass start from a rebuilt vector (tests: decisions must not differ).
+    pub(super) fn set_always_rebuild(&mut self, on: bool) {
+        self.always_rebuild = on;
     }
 
-    /// Starts a pass: merges pending keys into the sorted vector if there are many.
-    pub(super) fn begin_pass(&mut self) {
-        self.free.settle();
-        self.pass_placed.clear();
-    }
-
-    /// Ends a pass: writes the jobs started to the tables and removes them from the queue.
-    pub(super) fn end_pass(&mut self) {
-        self.flush_placements();
-        let mut placed = std::mem::take(&mut self.pass_placed);
-        self.queue.remove_all(&mut placed);
-        placed.clear();
-        self.pass_placed = placed;
-    }
-
-    /// How many machines can take a member now.
-    pub(super) fn free_len(&self) -> usize {
-        self.free.len()
-    }
-
-    /// The free machines' keys (any order) with at least `mem` bytes free.
-    pub(super) fn free_keys_with(&self, mem: u64) -> Vec<RankKey> {
-        self.free.all().filter(|k| k.free_memory >= mem).copied().collect()
+    /// The keys (any order) with at least `mem` bytes free.
+    pub(super) fn keys_with(&self, mem: u64) -> Vec<RankKey> {
+        self.all().filter(|k| k.free_memory >= mem).copied().collect()
     }
 
     /// The fastest current speed among the free machines (0 if none).
-    pub(super) fn max_free_speed(&self, min_cpu_share: f64) -> f64 {
-        self.free.all().map(|k| k.current_speed(min_cpu_share)).fold(0.0, f64::max)
+    pub(super) fn max_speed(&self, min_cpu_share: f64) -> f64 {
+        self.all().map(|k| k.current_speed(min_cpu_share)).fold(0.0, f64::max)
     }
 
     /// During a pass: the first `width` free machines in placement order with `mem` bytes
-    /// free, skipping `exclude`; `None` if there are fewer.
-    pub(super) fn find_machines(&mut self, width: u32, mem: u64, exclude: Option<&IdSet<MachineId>>) -> Option<Found> {
+    /// free, skipping `exclude`; `None` if there are fewer. `floor` is the least CPU share
+    /// a machine's current speed counts (`PredictConfig::min_cpu_share`).
+    pub(super) fn find(&mut self, width: u32, mem: u64, exclude: Option<&IdSet<MachineId>>, floor: f64) -> Option<Found> {
         let width = width as usize;
-        if width > self.free.len() {
+        if width > self.len() {
             return None;
         }
-        let floor = self.config.predict.min_cpu_share;
-        let FreeMachines { keys, next, pending, mem_cursor, .. } = &mut self.free;
+        let FreeMachines { keys, next, pending, mem_cursor, .. } = self;
         let mut ids = Vec::new();
         let mut first = Loc::Vec(0);
         let mut rest = Vec::new();
@@ -268,38 +242,14 @@ impl Scheduler {
         (ids.len() == width).then_some(Found { ids, first, rest, slowest })
     }
 
-    /// During a pass: machines for queued job `q` — its preferred machine (chosen by a
-    /// memory migration) when it is free with room for it, else as [`Self::find_machines`],
-    /// never the machine a memory migration took it off.
-    pub(super) fn find_for(&mut self, q: &Queued, exclude: Option<&IdSet<MachineId>>) -> Option<Found> {
-        let with_avoid;
-        let exclude = match q.avoid {
-            Some(a) => {
-                let mut x = exclude.cloned().unwrap_or_default();
-                x.insert(a);
-                with_avoid = x;
-                Some(&with_avoid)
-            }
-            None => exclude,
-        };
-        if let Some(p) = q.prefer.filter(|p| q.width == 1 && !exclude.is_some_and(|x| x.contains(p))) {
-            if let Some(found) = self.find_on(p, q.mem) {
-                return Some(found);
-            }
-        }
-        self.find_machines(q.width, q.mem, exclude)
-    }
-
-    /// During a pass: machine `id` alone, if it is among the free machines with `mem`
-    /// bytes free. Its key's place in the order does not change during a pass, so the
-    /// key kept in the machine table finds its current entry.
-    fn find_on(&mut self, id: MachineId, mem: u64) -> Option<Found> {
-        let order_key = self.machines.get(&id)?.key?;
-        let floor = self.config.predict.min_cpu_share;
-        let (key, loc) = match self.free.keys.binary_search(&order_key) {
-            Ok(p) if !self.free.dead[p] => (self.free.keys[p], Loc::Vec(p)),
+    /// During a pass: the machine whose key is kept in the machine table as `order_key`,
+    /// if it is still free with `id`, a free slot and `mem` bytes free. Its key's place in
+    /// the order does not change during a pass, so `order_key` finds its current entry.
+    pub(super) fn find_key(&self, order_key: &RankKey, id: MachineId, mem: u64, floor: f64) -> Option<Found> {
+        let (key, loc) = match self.keys.binary_search(order_key) {
+            Ok(p) if !self.dead[p] => (self.keys[p], Loc::Vec(p)),
             _ => {
-                let k = *self.free.pending.get(&order_key)?;
+                let k = *self.pending.get(order_key)?;
                 (k, Loc::Pending(k))
             }
         };
@@ -312,13 +262,13 @@ impl Scheduler {
     }
 
     /// During a pass, after a member needing `mem` bytes was placed on `found.ids[i]`:
-    /// takes the machine out of the free machines if that was its last free slot, or
+    /// takes the machine out if that was its last free slot, or
     /// re-keys it with one slot and `mem` bytes less (in place in the vector: its position
     /// in the order does not depend on them). Needs no machine look-up.
-    pub(super) fn after_placement(&mut self, found: &Found, i: usize, mem: u64) {
+    pub(super) fn take(&mut self, found: &Found, i: usize, mem: u64) {
         let loc = if i == 0 { found.first } else { found.rest[i - 1] };
         let old = match loc {
-            Loc::Vec(p) => self.free.keys[p],
+            Loc::Vec(p) => self.keys[p],
             Loc::Pending(k) => k,
         };
         // Its last slot, or (with a memory report) the member took it to MT: out.
@@ -330,55 +280,14 @@ impl Scheduler {
         });
         match loc {
             Loc::Vec(p) => match new {
-                None => self.free.kill(p),
-                Some(k) => self.free.keys[p] = k,
+                None => self.kill(p),
+                Some(k) => self.keys[p] = k,
             },
             Loc::Pending(k) => {
-                self.free.pending.remove(&k);
+                self.pending.remove(&k);
                 if let Some(k) = new {
-                    self.free.pending.insert(k);
+                    self.pending.insert(k);
                 }
-            }
-        }
-    }
-
-    /// Writes the jobs started so far in this pass to the job and machine tables and to
-    /// `ends`. Done in batches of independent look-ups (rather than one placement at a
-    /// time), which lets the processor overlap their cache misses.
-    pub(super) fn flush_placements(&mut self) {
-        let mut runs = std::mem::take(&mut self.pass_runs);
-        let mut ends = Vec::with_capacity(runs.len());
-        for (id, run) in runs.drain(..) {
-            ends.push((run.predicted_end, id));
-            if let Some(e) = self.jobs.get_mut(&id) {
-                e.job.running = Some(run);
-                e.job.prefer = None;
-                e.job.avoid = None;
-            }
-        }
-        self.pass_runs = runs;
-        let mut members = std::mem::take(&mut self.pass_members);
-        for (m, id, mem) in members.drain(..) {
-            if let Some(e) = self.machines.get_mut(&m) {
-                e.guests.push(id);
-                e.memory_in_use = e.memory_in_use.saturating_add(mem);
-                e.key = entry_key(e, &self.jobs, self.config.memory_threshold);
-                let full = e.guests.len() as u64 >= u64::from(e.m.slots);
-                if e.key.is_none() && !full {
-                    // A slot is left but the oversize reached MT: out of the free machines
-                    // (keys compare by placement order only).
-                    self.free.remove(&rank_key_with_guests(&e.m, e.guests.len() as u32, e.memory_in_use));
-                }
-            }
-        }
-        self.pass_members = members;
-        if ends.len() >= 16 && ends.len() * 4 >= self.ends.len() {
-            ends.sort_unstable();
-            let mut batch: BTreeSet<(Millis, JobId)> = ends.into_iter().collect();
-            self.ends.append(&mut batch);
-        } else {
-            for e in ends {
-                self.ends.insert(e);
             }
         }
     }

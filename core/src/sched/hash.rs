@@ -11,7 +11,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// Fx-style hasher (as in rustc's `FxHasher`), deterministic across runs.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct IdHasher {
+pub(crate) struct IdHasher {
     hash: u64,
 }
 
@@ -51,6 +51,6 @@ impl Hasher for IdHasher {
 }
 
 /// A `HashMap` with [`IdHasher`].
-pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 /// A `HashSet` with [`IdHasher`].
-pub type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;
+pub(crate) type IdSet<K> = HashSet<K, BuildHasherDefault<IdHasher>>;

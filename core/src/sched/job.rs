@@ -9,22 +9,10 @@
 
 use super::assignment::Reason;
 use super::config::Algorithm;
-use super::machine::MachineId;
+use super::ids::{JobId, MachineId};
 use super::predict::Prediction;
 use super::time::Millis;
 use serde::{Deserialize, Serialize};
-use std::fmt;
-
-/// A job's id, allocated by the coordinator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct JobId(pub u64);
-
-impl fmt::Display for JobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "job {}", self.0)
-    }
-}
 
 /// What a job author submits.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -33,7 +21,7 @@ pub struct JobSpec {
     /// The job's id (unique among the jobs the scheduler holds).
     pub id: JobId,
     /// The program identifier: the program's name without path or arguments
-    /// (see [`program_id`]). Runtime history is keyed by it.
+    /// (see `program_id`). Runtime history is keyed by it.
     pub program: String,
     /// Number of members: 1 for a sequential job, k > 1 for a gang.
     pub width: u32,
@@ -100,7 +88,8 @@ impl JobSpec {
 /// The program identifier of a command line: its first word with any leading path
 /// removed (`"/usr/bin/povray -W800 scene.pov"` → `"povray"`), as WINNER identifies jobs
 /// (seed 002 §4.2). An empty command gives an empty string.
-pub fn program_id(command: &str) -> String {
+#[cfg(test)]
+pub(crate) fn program_id(command: &str) -> String {
     let first = command.split_whitespace().next().unwrap_or("");
     first.rsplit(['/', '\\']).next().unwrap_or("").to_string()
 }
@@ -136,7 +125,7 @@ pub struct Job {
 
 impl Job {
     /// A newly submitted job.
-    pub fn new(spec: JobSpec) -> Job {
+    pub(crate) fn new(spec: JobSpec) -> Job {
         Job {
             spec,
             failures: 0,

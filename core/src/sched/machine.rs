@@ -7,21 +7,10 @@
 //! `interruptions_left`: a machine whose owner has used up today's interruption budget
 //! takes no guest work until the budget resets (the driver reports the new count).
 
+use super::ids::MachineId;
 use super::memory::MachineMemory;
 use super::time::Millis;
 use serde::{Deserialize, Serialize};
-use std::fmt;
-
-/// A machine's id, allocated by the coordinator at enrolment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct MachineId(pub u64);
-
-impl fmt::Display for MachineId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "machine {}", self.0)
-    }
-}
 
 fn one() -> u32 {
     1
@@ -86,7 +75,7 @@ impl Machine {
 
     /// Effective speed `S_b × (1 − load)`, with `load` clamped to 0..=1 (NaN counts as
     /// fully loaded). 0 on a machine the owner uses fully.
-    pub fn effective_speed(&self) -> f64 {
+    pub(crate) fn effective_speed(&self) -> f64 {
         self.base_speed * (1.0 - clamp_load(self.load))
     }
 
@@ -97,13 +86,13 @@ impl Machine {
 
     /// The contract's part of eligibility: available, allowed now and with
     /// interruptions left today. (Free slots and memory are checked by the scheduler.)
-    pub fn contract_allows_guests(&self) -> bool {
+    pub(crate) fn contract_allows_guests(&self) -> bool {
         self.available && self.allowed && self.interruptions_left > 0
     }
 }
 
 /// `load` clamped to 0..=1; NaN is treated as 1 (unknown = assume the owner uses it).
-pub fn clamp_load(load: f64) -> f64 {
+pub(crate) fn clamp_load(load: f64) -> f64 {
     if load.is_nan() {
         1.0
     } else {

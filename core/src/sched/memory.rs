@@ -6,7 +6,7 @@
 //!   `Q_o = (demand − memory) / memory` it tolerates (best around 0 %, seed 001 §6.2).
 //!   A machine accepts work while `Q_o < MT` and it runs fewer than CT jobs ([`accepts`]).
 //! * **Which job** ([`identify`]): by age, working set, page-fault rate, or the combined
-//!   weight of eq. 5 ([`weight`]: the mean of age, fault rate, working set and I/O rate,
+//!   weight of eq. 5 (`weight`: the mean of age, fault rate, working set and I/O rate,
 //!   each over its maximum among the machine's jobs). Combined was best overall.
 //! * **Where** ([`target`]): the machine with the most free memory among those with
 //!   fewer than CT jobs, if it is under MT or its free memory holds the job's working set.
@@ -21,8 +21,7 @@
 //!
 //! Pure: the driver measures the jobs and machines and passes them in.
 
-use super::job::JobId;
-use super::machine::MachineId;
+use super::ids::{JobId, MachineId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -114,7 +113,7 @@ impl HostLoad {
         oversize(self.demand, self.memory)
     }
     /// Memory not demanded, bytes.
-    pub fn free(&self) -> u64 {
+    pub(crate) fn free(&self) -> u64 {
         self.memory.saturating_sub(self.demand)
     }
 }
@@ -151,7 +150,7 @@ pub fn overloaded(host: &HostLoad, th: Thresholds) -> bool {
 
 /// Eq. 5: `¼ (Age/max Age + R_p/max R_p + WS/max WS + N_io/max N_io)` of `jobs[i]`
 /// among `jobs` (a term whose maximum is 0 contributes 0).
-pub fn weight(jobs: &[JobLoad], i: usize) -> f64 {
+pub(crate) fn weight(jobs: &[JobLoad], i: usize) -> f64 {
     let max = |f: fn(&JobLoad) -> f64| jobs.iter().map(f).fold(0.0, f64::max);
     let part = |v: f64, m: f64| if m > 0.0 { v / m } else { 0.0 };
     let j = &jobs[i];
@@ -208,7 +207,7 @@ pub struct MachineMemory {
 
 impl MachineMemory {
     /// The measured load of `job`'s guest here, if the report has it.
-    pub fn job(&self, job: JobId) -> Option<&JobLoad> {
+    pub(crate) fn job(&self, job: JobId) -> Option<&JobLoad> {
         self.guests.iter().find(|g| g.job == job)
     }
 }

@@ -22,7 +22,8 @@
 //!
 //! It moves only when it is predicted to finish sooner (seed 000 eq. 2: `t_f2 < t_f1`).
 
-use super::machine::{Machine, MachineId};
+use super::ids::MachineId;
+use super::machine::Machine;
 use super::placement::{check_eligible, rank_key};
 use super::predict::current_speed;
 use serde::{Deserialize, Serialize};
@@ -112,7 +113,7 @@ impl MigrateDecision {
 
 /// The task's remaining normtime: predicted minus done, or as much again as done once
 /// outlived (or with no prediction).
-pub fn remaining_normtime_s(done_s: f64, predicted_s: Option<f64>) -> f64 {
+pub(crate) fn remaining_normtime_s(done_s: f64, predicted_s: Option<f64>) -> f64 {
     let done = if done_s.is_finite() { done_s.max(0.0) } else { 0.0 };
     match predicted_s.filter(|p| p.is_finite()) {
         Some(p) if p > done => p - done,
@@ -122,7 +123,7 @@ pub fn remaining_normtime_s(done_s: f64, predicted_s: Option<f64>) -> f64 {
 
 /// Seconds to do `work_s` of normtime staying on `source`: at the owner-loaded speed for
 /// the predicted rest of the episode (`episode_s`), then at the idle speed.
-pub fn stay_seconds(source: &Machine, work_s: f64, episode_s: f64, min_cpu_share: f64) -> f64 {
+pub(crate) fn stay_seconds(source: &Machine, work_s: f64, episode_s: f64, min_cpu_share: f64) -> f64 {
     let busy = current_speed(source, min_cpu_share);
     let idle = source.base_speed;
     let in_episode = busy * episode_s.max(0.0);

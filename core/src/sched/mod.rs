@@ -7,14 +7,14 @@
 //! # Model
 //! * **Jobs** ([`JobSpec`]): sequential (width 1) or gangs (width k > 1, all members at
 //!   once on k distinct machines, or none), identified for runtime history by their
-//!   program name ([`program_id`]).
+//!   program name (`program_id`).
 //! * **Machines** ([`Machine`]): base speed `S_b`, owner load, free memory, the owner's
 //!   interruptions left today, allowed/available flags, idle-since, slots.
 //! * **Events** ([`Event`]) go in through [`Scheduler::handle`]; a **pass**
 //!   ([`Scheduler::pass`]) returns [`Assignment`]s and marks those jobs running.
 //! * **Algorithms** ([`Algorithm`]): the six of seed 002 — FIFO, FirstFit, Random, SPT,
 //!   LPT and FIFO with backfilling (the default) — choose *which* job; **placement**
-//!   ([`placement`]) is shared: greedy, fastest effective speed `S_b × (1 − load)` first,
+//!   (`placement`) is shared: greedy, fastest effective speed `S_b × (1 − load)` first,
 //!   ties to more interruptions left, then longer idle, then lower id; never on a machine
 //!   that is unavailable, not allowed, out of interruption budget, full or short of memory.
 //! * **Prediction** ([`predict`]): normtime `Σ S_b · cpu_seconds` per finished job,
@@ -65,12 +65,13 @@ mod error;
 mod event;
 mod free;
 mod hash;
+mod ids;
 mod job;
 mod machine;
 pub mod memory;
 pub mod migrate;
 mod pass;
-pub mod placement;
+mod placement;
 pub mod predict;
 mod queue;
 pub mod recruit;
@@ -78,16 +79,16 @@ mod rng;
 mod scheduler;
 mod time;
 
-pub use assignment::{Assignment, Reason};
-pub use backfill::Reservation;
-pub use config::{check_memory_threshold, Algorithm, PredictConfig, SchedConfig, DEFAULT_MEMORY_THRESHOLD, DEFAULT_RANDOM_SEED};
+// The façade: what other crates name. Everything else here is `pub(crate)` or private.
+pub use assignment::{Assignment, Reason, Reservation};
+pub use config::{check_memory_threshold, Algorithm, PredictConfig, SchedConfig, DEFAULT_MEMORY_THRESHOLD};
 pub use error::SchedError;
 pub use event::{Event, Stop, StopWhy};
-pub use hash::{IdHasher, IdMap, IdSet};
-pub use job::{program_id, Job, JobId, JobSpec, Member, RunningJob};
-pub use machine::{clamp_load, Machine, MachineId};
-pub use placement::{check_eligible, placement_order, rank_key, rank_key_with_guests, rank_machines, Ineligible, RankKey};
-pub use predict::{Prediction, PredictionSource, Predictor, ProgramHistory, ProgramStats};
+pub use ids::{JobId, MachineId};
+pub use job::{Job, JobSpec, Member, RunningJob};
+pub use machine::Machine;
+pub use placement::{check_eligible, placement_order, rank_key, rank_machines, Ineligible, RankKey};
+pub use predict::{PredictionSource, Predictor, ProgramStats};
 pub use rng::SplitMix64;
 pub use scheduler::Scheduler;
 pub use time::Millis;

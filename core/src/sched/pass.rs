@@ -26,12 +26,14 @@ use super::assignment::{Assignment, Reason};
 use super::config::Algorithm;
 use super::free::Found;
 use super::hash::IdSet;
-use super::job::{JobId, Member, RunningJob};
-use super::machine::MachineId;
+use super::ids::{JobId, MachineId};
+use super::job::{Member, RunningJob};
+use super::placement::rank_key_with_guests;
 use super::predict::{corrected_runtime, runtime_from_speed, Prediction};
 use super::queue::{QueueKey, Queued};
-use super::scheduler::{Scheduler, TimeKey};
+use super::scheduler::{entry_key, Scheduler, TimeKey};
 use super::time::Millis;
+use std::collections::BTreeSet;
 use std::ops::Bound;
 
 /// Jobs (width, memory) known not to fit during this pass: resources only shrink within a
@@ -63,7 +65,7 @@ impl Scheduler {
         self.correct_outlived(now);
         self.reservation = None;
         // At most one job per free machine can start.
-        let mut out = Vec::with_capacity(self.queue.len().min(self.free_len()));
+        let mut out = Vec::with_capacity(self.queue.len().min(self.free.len()));
         if self.queue.is_empty() && self.vacant.is_empty() {
             return out;
         }
@@ -97,13 +99,13 @@ impl Scheduler {
                 self.vacant.remove(&entry);
                 continue;
             };
-            if self.free_len() < need as usize {
+            if self.free.len() < need as usize {
                 continue;
             }
-            let Some(found) = self.find_machines(need, mem, Some(&exclude)) else { continue };
+            let Some(found) = self.free.find(need, mem, Some(&exclude), self.config.predict.min_cpu_share) else { continue };
             for (i, &m) in found.ids.iter().enumerate() {
                 self.pass_members.push((m, id, mem));
-                self.after_placement(&found, i, mem);
+                self.free.take(&found, i, mem);
             }
             self.vacant.remove(&entry);
             let e = self.jobs.get_mut(&id).expect("looked up above");
@@ -129,7 +131,7 @@ impl Scheduler {
         if algorithm == Algorithm::Backfill {
             return self.pass_backfill(now, out);
         }
-        if self.free_len() == 0 {
+        if self.free.len() == 0 {
             return;
         }
         match algorithm {
@@ -162,7 +164,7 @@ impl Scheduler {
                         break;
                     }
                     for (k, q) in chunk {
-                        let found = if self.free_len() == 0 { None } else { self.find_for(&q, None) };
+                        let found = if self.free.len() == 0 { None } else { self.find_for(&q, None) };
                         let Some(found) = found else {
                             first_unplaced = Some(k);
                             break 'walk;
@@ -202,7 +204,7 @@ impl Scheduler {
         let mut memo = FailMemo::default();
         let mut passed_over = 0u32;
         for pos in order {
-            if self.free_len() == 0 {
+            if self.free.len() == 0 {
                 break;
             }
             let Some(q) = self.queue.live_at(pos) else { continue };
@@ -257,7 +259,7 @@ impl Scheduler {
         self.pass_runs.push((id, run));
         for (i, &m) in found.ids.iter().enumerate() {
             self.pass_members.push((m, id, mem));
-            self.after_placement(&found, i, mem);
+            self.free.take(&found, i, mem);
         }
         let machines = found.ids;
         Assignment { job: id, machines, algorithm, reason, prediction, predicted_runtime_s: runtime_s, predicted_end }
@@ -283,6 +285,102 @@ impl Scheduler {
             run.predicted_end = new_end;
             run.corrections += 1;
             self.ends.insert((new_end, id));
+        }
+    }
+}
+
+/// The pass's use of the free machines (`free.rs`) and its batched writes.
+impl Scheduler {
+    /// Makes every pass start from a freshly rebuilt index (no tombstones, no cursors). Only
+    /// speed differs: decisions are the same either way, which is what this knob is for
+    /// (tests).
+    #[doc(hidden)]
+    pub fn set_rebuild_index_every_pass(&mut self, on: bool) {
+        self.free.set_always_rebuild(on);
+    }
+
+    /// Starts a pass: merges pending keys into the sorted vector if there are many.
+    pub(super) fn begin_pass(&mut self) {
+        self.free.settle();
+        self.pass_placed.clear();
+    }
+
+    /// Ends a pass: writes the jobs started to the tables and removes them from the queue.
+    pub(super) fn end_pass(&mut self) {
+        self.flush_placements();
+        let mut placed = std::mem::take(&mut self.pass_placed);
+        self.queue.remove_all(&mut placed);
+        placed.clear();
+        self.pass_placed = placed;
+    }
+
+    /// During a pass: machines for queued job `q` — its preferred machine (chosen by a
+    /// memory migration) when it is free with room for it, else as `FreeMachines::find`,
+    /// never the machine a memory migration took it off.
+    pub(super) fn find_for(&mut self, q: &Queued, exclude: Option<&IdSet<MachineId>>) -> Option<Found> {
+        let with_avoid;
+        let exclude = match q.avoid {
+            Some(a) => {
+                let mut x = exclude.cloned().unwrap_or_default();
+                x.insert(a);
+                with_avoid = x;
+                Some(&with_avoid)
+            }
+            None => exclude,
+        };
+        if let Some(p) = q.prefer.filter(|p| q.width == 1 && !exclude.is_some_and(|x| x.contains(p))) {
+            if let Some(found) = self.find_on(p, q.mem) {
+                return Some(found);
+            }
+        }
+        self.free.find(q.width, q.mem, exclude, self.config.predict.min_cpu_share)
+    }
+
+    /// During a pass: machine `id` alone, if it is among the free machines with `mem`
+    /// bytes free.
+    fn find_on(&mut self, id: MachineId, mem: u64) -> Option<Found> {
+        let order_key = self.machines.get(&id)?.key?;
+        self.free.find_key(&order_key, id, mem, self.config.predict.min_cpu_share)
+    }
+
+    /// Writes the jobs started so far in this pass to the job and machine tables and to
+    /// `ends`. Done in batches of independent look-ups (rather than one placement at a
+    /// time), which lets the processor overlap their cache misses.
+    pub(super) fn flush_placements(&mut self) {
+        let mut runs = std::mem::take(&mut self.pass_runs);
+        let mut ends = Vec::with_capacity(runs.len());
+        for (id, run) in runs.drain(..) {
+            ends.push((run.predicted_end, id));
+            if let Some(e) = self.jobs.get_mut(&id) {
+                e.job.running = Some(run);
+                e.job.prefer = None;
+                e.job.avoid = None;
+            }
+        }
+        self.pass_runs = runs;
+        let mut members = std::mem::take(&mut self.pass_members);
+        for (m, id, mem) in members.drain(..) {
+            if let Some(e) = self.machines.get_mut(&m) {
+                e.guests.push(id);
+                e.memory_in_use = e.memory_in_use.saturating_add(mem);
+                e.key = entry_key(e, &self.jobs, self.config.memory_threshold);
+                let full = e.guests.len() as u64 >= u64::from(e.m.slots);
+                if e.key.is_none() && !full {
+                    // A slot is left but the oversize reached MT: out of the free machines
+                    // (keys compare by placement order only).
+                    self.free.remove(&rank_key_with_guests(&e.m, e.guests.len() as u32, e.memory_in_use));
+                }
+            }
+        }
+        self.pass_members = members;
+        if ends.len() >= 16 && ends.len() * 4 >= self.ends.len() {
+            ends.sort_unstable();
+            let mut batch: BTreeSet<(Millis, JobId)> = ends.into_iter().collect();
+            self.ends.append(&mut batch);
+        } else {
+            for e in ends {
+                self.ends.insert(e);
+            }
         }
     }
 }

@@ -16,7 +16,8 @@
 //! `now ≥ idle_since`, so the key does not depend on `now` and needs no re-sorting as time
 //! passes.
 
-use super::machine::{Machine, MachineId};
+use super::ids::MachineId;
+use super::machine::Machine;
 use super::time::Millis;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -51,7 +52,7 @@ pub struct RankKey {
 
 impl RankKey {
     /// Every field equal, `base_speed` included (bitwise for the floats).
-    pub fn identical(&self, other: &RankKey) -> bool {
+    pub(crate) fn identical(&self, other: &RankKey) -> bool {
         self.speed.to_bits() == other.speed.to_bits()
             && self.base_speed.to_bits() == other.base_speed.to_bits()
             && self.interruptions_left == other.interruptions_left
@@ -64,7 +65,7 @@ impl RankKey {
 
     /// The speed a guest gets: `S_b · max(1 − load, min_cpu_share)`, as
     /// [`super::predict::current_speed`].
-    pub fn current_speed(&self, min_cpu_share: f64) -> f64 {
+    pub(crate) fn current_speed(&self, min_cpu_share: f64) -> f64 {
         self.speed.max(self.base_speed * min_cpu_share)
     }
 }
@@ -101,7 +102,7 @@ pub fn rank_key(m: &Machine) -> RankKey {
 }
 
 /// The placement key of `m` holding `guests` guests that declared `memory_in_use` bytes.
-pub fn rank_key_with_guests(m: &Machine, guests: u32, memory_in_use: u64) -> RankKey {
+pub(crate) fn rank_key_with_guests(m: &Machine, guests: u32, memory_in_use: u64) -> RankKey {
     let speed = m.effective_speed();
     RankKey {
         speed: if speed.is_nan() { 0.0 } else { speed },

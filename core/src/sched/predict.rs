@@ -33,14 +33,14 @@ pub fn normtime(members: impl IntoIterator<Item = (f64, f64)>) -> f64 {
 }
 
 /// The speed a guest gets on `m` now: `S_b · max(1 − load, min_cpu_share)`.
-pub fn current_speed(m: &Machine, min_cpu_share: f64) -> f64 {
+pub(crate) fn current_speed(m: &Machine, min_cpu_share: f64) -> f64 {
     m.base_speed * (1.0 - clamp_load(m.load)).max(min_cpu_share)
 }
 
 /// Predicted wall time, seconds, of `normtime_s` on `n` members whose slowest current
 /// speed is `slowest_speed`: `normtime / (n · S_min)` (seed 002 eq. 6). A non-positive
 /// speed or `n == 0` gives `f64::INFINITY`.
-pub fn runtime_from_speed(normtime_s: f64, n: usize, slowest_speed: f64) -> f64 {
+pub(crate) fn runtime_from_speed(normtime_s: f64, n: usize, slowest_speed: f64) -> f64 {
     if n == 0 || slowest_speed <= 0.0 || slowest_speed.is_nan() {
         return f64::INFINITY;
     }
@@ -48,7 +48,7 @@ pub fn runtime_from_speed(normtime_s: f64, n: usize, slowest_speed: f64) -> f64 
 }
 
 /// Predicted wall time, seconds, of `normtime_s` on `machines` (one per member), with
-/// the CPU share floored at `min_cpu_share` (see [`current_speed`]).
+/// the CPU share floored at `min_cpu_share` (see `current_speed`).
 pub fn predicted_runtime_s(normtime_s: f64, machines: &[&Machine], min_cpu_share: f64) -> f64 {
     let slowest = machines.iter().map(|m| current_speed(m, min_cpu_share)).fold(f64::INFINITY, f64::min);
     runtime_from_speed(normtime_s, machines.len(), slowest)
@@ -95,7 +95,7 @@ pub struct Prediction {
 }
 
 /// The share of a job's predicted normtime always left to do after checkpoint credit.
-pub const CHECKPOINT_FLOOR: f64 = 0.1;
+pub(crate) const CHECKPOINT_FLOOR: f64 = 0.1;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct ErrorSum {
@@ -206,11 +206,6 @@ impl Predictor {
         Predictor { config, programs: BTreeMap::new() }
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &PredictConfig {
-        &self.config
-    }
-
     /// The history of `program`, if any job of it completed.
     pub fn history(&self, program: &str) -> Option<&ProgramHistory> {
         self.programs.get(program)
@@ -219,7 +214,7 @@ impl Predictor {
     /// The normtime prediction for a job of `program` with `width` members: last-two
     /// average; else `user_estimate_s × width`; else `default_normtime_s × width`. Then
     /// `credited_s` of checkpointed work is taken off, leaving at least
-    /// [`CHECKPOINT_FLOOR`] of the whole.
+    /// `CHECKPOINT_FLOOR` of the whole.
     pub fn predict(&self, program: &str, width: u32, user_estimate_s: Option<f64>, credited_s: f64) -> Prediction {
         let width = f64::from(width.max(1));
         let (total, source) = match self.programs.get(program).and_then(ProgramHistory::last_two_average) {

@@ -7,8 +7,7 @@
 //! under its original key, reviving its dead slot if it is still there or inserting in
 //! place otherwise. A pass removes the jobs it started in one merge walk at its end.
 
-use super::job::JobId;
-use super::machine::MachineId;
+use super::ids::{JobId, MachineId};
 use super::predict::Prediction;
 use super::time::Millis;
 

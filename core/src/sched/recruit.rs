@@ -10,12 +10,12 @@
 //! * **Idle.** Predicted load below [`RecruitConfig::idle_load_max`] (seed 003: 10 % CPU)
 //!   and not lent to an earlier request.
 //! * **Reserve.** Of the `n` idle machines, `⌊reserve_pct · n⌋` are kept back
-//!   ([`reserved_of`]); a request gets at most `n − reserved`, least loaded first (ties to
+//!   (`reserved_of`); a request gets at most `n − reserved`, least loaded first (ties to
 //!   the lower id). Seed 003 Table 1: a 20–30 % reserve raised the mean speedup of a
 //!   stream of parallel jobs from 3.58 (no reserve) to 4.96.
 //! * **Lending.** Granted machines are lent until [`Recruiter::release`]: two requests
 //!   never share a machine.
-//! * **Index.** For the windows in [`INDEXED_WINDOWS`] (5 readings: seed 003's 10-s
+//! * **Index.** For the windows in `INDEXED_WINDOWS` (5 readings: seed 003's 10-s
 //!   forecast; [`HISTORY`]: every forecast of 119 s or more) the recruiter keeps the
 //!   machines that are idle, eligible and not lent in a set ordered by (predicted load,
 //!   id), updated whenever a machine's readings or standing change. A request for such a
@@ -25,8 +25,8 @@
 //!
 //! Pure: readings and requests come in as arguments; no clock.
 
-use super::machine::MachineId;
-use super::SchedError;
+use super::error::SchedError;
+use super::ids::MachineId;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Readings kept per machine (enough for the longest window [`window_for`] returns).
@@ -35,7 +35,7 @@ pub const HISTORY: usize = 60;
 /// The prediction windows kept in an ordered index (see the module doc): 5 readings,
 /// [`window_for`] a 10-s forecast (seed 003's), and [`HISTORY`], which every forecast of
 /// 119 s or more maps to (`lull recruit --for 10m`). Other windows walk the pool.
-pub const INDEXED_WINDOWS: [usize; 2] = [5, HISTORY];
+pub(crate) const INDEXED_WINDOWS: [usize; 2] = [5, HISTORY];
 
 /// The recruiter's settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,7 +87,8 @@ pub fn window_for(forecast_s: f64) -> usize {
 }
 
 /// The mean of the last `window` readings (oldest first in `recent`); `None` without any.
-pub fn predict(recent: &[f32], window: usize) -> Option<f64> {
+#[cfg(test)]
+pub(crate) fn predict(recent: &[f32], window: usize) -> Option<f64> {
     let w = window.max(1).min(recent.len());
     if w == 0 {
         return None;
@@ -97,7 +98,7 @@ pub fn predict(recent: &[f32], window: usize) -> Option<f64> {
 }
 
 /// How many of `idle` machines a reserve of `reserve_pct` keeps back.
-pub fn reserved_of(idle: usize, reserve_pct: f64) -> usize {
+pub(crate) fn reserved_of(idle: usize, reserve_pct: f64) -> usize {
     ((idle as f64) * reserve_pct.clamp(0.0, 1.0)).floor() as usize
 }
 
@@ -283,7 +284,8 @@ impl Recruiter {
     }
 
     /// The predicted load of `machine` over the next `forecast_s` seconds.
-    pub fn predicted(&self, machine: MachineId, forecast_s: f64) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn predicted(&self, machine: MachineId, forecast_s: f64) -> Option<f64> {
         self.machines.get(&machine)?.mean_of_last(window_for(forecast_s))
     }
 

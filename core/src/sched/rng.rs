@@ -42,7 +42,7 @@ impl SplitMix64 {
     }
 
     /// Shuffles `items` uniformly in place (Fisher–Yates).
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
             let j = self.below(i as u64 + 1) as usize;
             items.swap(i, j);

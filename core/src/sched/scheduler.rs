@@ -17,15 +17,15 @@
 //! * each queued job's current prediction, refreshed when its program's history changes
 //!   (program identifiers are interned on first sight and kept for the scheduler's life).
 
-use super::assignment::Reason;
-use super::backfill::Reservation;
+use super::assignment::{Reason, Reservation};
 use super::config::{Algorithm, SchedConfig};
 use super::error::SchedError;
 use super::event::{Event, Stop, StopWhy};
 use super::free::FreeMachines;
 use super::hash::{IdMap, IdSet};
-use super::job::{Job, JobId, JobSpec, Member, RunningJob};
-use super::machine::{Machine, MachineId};
+use super::ids::{JobId, MachineId};
+use super::job::{Job, JobSpec, Member, RunningJob};
+use super::machine::Machine;
 use super::memory::{self, HostLoad, Migration, Thresholds};
 use super::placement::{check_eligible, rank_key_with_guests, Ineligible, RankKey};
 use super::predict::{runtime_from_speed, Prediction, Predictor, ProgramStats};
@@ -671,7 +671,7 @@ impl Scheduler {
 
     /// Takes back a program's runtime history from its kept record (see
     /// [`Predictor::restore`]): the coordinator does this when it rebuilds the scheduler.
-    pub fn restore_program_stats(&mut self, stats: &crate::sched::ProgramStats) {
+    pub fn restore_program_stats(&mut self, stats: &ProgramStats) {
         self.predictor.restore(stats);
     }
 
@@ -683,12 +683,6 @@ impl Scheduler {
     /// A job held by the scheduler (queued or running).
     pub fn job(&self, id: JobId) -> Option<&Job> {
         self.jobs.get(&id).map(|e| &e.job)
-    }
-
-    /// The prediction for a held job: the current one while it is queued, the one it was
-    /// placed with while it runs (see [`super::predict`]).
-    pub fn prediction(&self, id: JobId) -> Option<Prediction> {
-        self.jobs.get(&id).map(|e| e.prediction)
     }
 
     /// The queued jobs, in queue order (head first).

@@ -20,7 +20,7 @@ impl Millis {
     /// The epoch itself (also the "idle since forever" value).
     pub const ZERO: Millis = Millis(0);
     /// The latest representable instant (used for "never").
-    pub const MAX: Millis = Millis(u64::MAX);
+    pub(crate) const MAX: Millis = Millis(u64::MAX);
 
     /// The instant `secs` whole seconds after the epoch.
     pub const fn from_secs(secs: u64) -> Millis {
@@ -28,7 +28,7 @@ impl Millis {
     }
 
     /// Milliseconds from `earlier` to `self`, 0 if `earlier` is later.
-    pub const fn saturating_ms_since(self, earlier: Millis) -> u64 {
+    pub(crate) const fn saturating_ms_since(self, earlier: Millis) -> u64 {
         self.0.saturating_sub(earlier.0)
     }
 
@@ -40,7 +40,7 @@ impl Millis {
     /// `self` plus a duration in seconds, rounded up to the next whole millisecond and
     /// saturating at [`Millis::MAX`]. A negative or NaN duration adds nothing; an
     /// infinite one gives `MAX`.
-    pub fn plus_secs_ceil(self, secs: f64) -> Millis {
+    pub(crate) fn plus_secs_ceil(self, secs: f64) -> Millis {
         if secs.is_nan() || secs <= 0.0 {
             return self;
         }
@@ -52,14 +52,14 @@ impl Millis {
     }
 
     /// The instant as a UTC date-time (for display), `None` past chrono's range.
-    pub fn to_utc(self) -> Option<chrono::DateTime<chrono::Utc>> {
+    pub(crate) fn to_utc(self) -> Option<chrono::DateTime<chrono::Utc>> {
         i64::try_from(self.0).ok().and_then(chrono::DateTime::from_timestamp_millis)
     }
 }
 
 impl fmt::Display for Millis {
     /// RFC 3339 in UTC with milliseconds (`2026-05-01T12:00:00.000Z`), or `never` for
-    /// [`Millis::MAX`], or the raw number when chrono cannot represent it.
+    /// `Millis::MAX`, or the raw number when chrono cannot represent it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if *self == Millis::MAX {
             return f.write_str("never");
