@@ -11,7 +11,7 @@ sleep 5
 left=$(pids_of "$mark")
 check "no process of the job outlives it" test -z "$left"
 [ -n "$left" ] && ps -o pid,ppid,sid,user,cgroup:60,args -p "$(tr '\n' ',' <<<"$left" | sed 's/,$//')" | sed 's/^/      | /'
-if [ -n "$WORKDIR" ] && [ -f "$WORKDIR/heartbeat" ]; then
+if check "the daemon's heartbeat file is in the job's work directory (${WORKDIR:-not found})" test -f "$WORKDIR/heartbeat"; then
   a=$(wc -l <"$WORKDIR/heartbeat"); sleep 3; b=$(wc -l <"$WORKDIR/heartbeat")
   check "the daemon's heartbeat has stopped ($a then $b lines)" test "$a" = "$b"
 fi
