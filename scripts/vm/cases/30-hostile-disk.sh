@@ -1,7 +1,7 @@
 #!/bin/bash
 # A guest fills its work directory (files preallocated 128 MiB at a time) towards 6 GiB,
 # past `[guests] disk_mib` (default 4096). Its writes must stop at the limit: after the
-# job, its work directory holds no more than disk_mib (+64 MiB), and the disk has room.
+# job, its directory holds no more than disk_mib (+64 MiB), and the disk has room.
 # timeout: 300
 . /run/lull-vm/src/guest/lib.sh
 require_pool
