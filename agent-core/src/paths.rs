@@ -12,6 +12,8 @@
 use directories::ProjectDirs;
 use std::path::PathBuf;
 
+/// Lull's own directory under `/var/lib`, parent of [`EXECUTE_ROOT`].
+pub const VAR_LIB: &str = "/var/lib/lull";
 /// Where an agent running as root keeps its guests' work directories.
 pub const EXECUTE_ROOT: &str = "/var/lib/lull/execute";
 
@@ -87,16 +89,11 @@ impl Paths {
             for sub in ["guests", "jobs"] {
                 b.create(root.join(sub))?;
             }
-            let mut p = root.join("guests");
-            // Existing directories keep their mode: set it on each (the umask may have
-            // narrowed it, and an earlier version may have made them 0755).
-            while p.starts_with(EXECUTE_ROOT) {
-                std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o711))?;
-                if !p.pop() {
-                    break;
-                }
-            }
-            std::fs::set_permissions(root.join("jobs"), std::os::unix::fs::PermissionsExt::from_mode(0o711))?;
+            // `/var/lib/lull` too: created with the rest by a first agent under umask 077
+            // it would be 0700, and no guest account could reach its work directory
+            // (found on a fresh Debian 12 in the VM bench, case 60-root-agent).
+            make_passable(&root.join("guests"), std::path::Path::new(VAR_LIB))?;
+            make_passable(&root.join("jobs"), &root)?;
         } else {
             crate::private_files::create_dir(&root)?;
         }
@@ -112,5 +109,48 @@ impl Paths {
             log_dir: root.join("logs"),
             socket: root.join("agent.sock"),
         }
+    }
+}
+
+/// Sets mode 0711 (any account may pass through, none may list) on `dir` and each parent
+/// up to and including `top`. Existing directories keep their mode otherwise: the umask
+/// may have narrowed it when they were made, or an earlier version may have made them
+/// 0755.
+fn make_passable(dir: &std::path::Path, top: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut p = dir.to_path_buf();
+    while p.starts_with(top) {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o711))?;
+        if !p.pop() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::make_passable;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+
+    /// Directories made under umask 077 (as every Lull binary runs) become passable from
+    /// `top` down, and nothing above `top` changes: a guest account can reach its work
+    /// directory through them.
+    #[test]
+    fn the_chain_to_a_guests_work_directory_is_passable_from_the_top_down() {
+        let tmp = tempfile::tempdir().unwrap();
+        let above = tmp.path().join("var-lib");
+        let top = above.join("lull");
+        let dir = top.join("execute").join("0123456789abcdef").join("guests");
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).unwrap();
+        std::fs::set_permissions(&above, std::fs::Permissions::from_mode(0o750)).unwrap();
+        make_passable(&dir, &top).unwrap();
+        let mut p = dir.clone();
+        while p.starts_with(&top) {
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o711, "{} is {mode:o}", p.display());
+            p.pop();
+        }
+        assert_eq!(std::fs::metadata(&above).unwrap().permissions().mode() & 0o777, 0o750, "above the top: unchanged");
     }
 }

@@ -5,5 +5,5 @@
 . /run/lull-vm/src/guest/lib.sh
 require_pool
 # The agent running the guest, and lull up (the same in owner mode).
-run_hostile proc "$CANARY_SECRET" $(printf '%s\n' "$CANARY_PID" "$AGENT_PID" "$OWNER_AGENT_PID" "$TERM_PID" | sort -u)
+run_hostile proc "$(rev <<<"$CANARY_SECRET")" $(printf '%s\n' "$CANARY_PID" "$AGENT_PID" "$OWNER_AGENT_PID" "$TERM_PID" | sort -u)
 finish

@@ -11,9 +11,12 @@ sleep 5
 left=$(pids_of "$mark")
 check "no process of the job outlives it" test -z "$left"
 [ -n "$left" ] && ps -o pid,ppid,sid,user,cgroup:60,args -p "$(tr '\n' ',' <<<"$left" | sed 's/,$//')" | sed 's/^/      | /'
-if [ -n "$WORKDIR" ] && [ -f "$WORKDIR/heartbeat" ]; then
+check "the job's work directory is found from the host (${WORKDIR:-not found})" test -d "$WORKDIR"
+if [ -f "$WORKDIR/heartbeat" ]; then
   a=$(wc -l <"$WORKDIR/heartbeat"); sleep 3; b=$(wc -l <"$WORKDIR/heartbeat")
   check "the daemon's heartbeat has stopped ($a then $b lines)" test "$a" = "$b"
+else
+  note "no heartbeat file: the daemon was stopped before its first beat"
 fi
 [ -n "$left" ] && kill -9 $left
 finish

@@ -9,6 +9,9 @@ require_pool
 mark=lull-vm-guest-wrote-$RANDOM$RANDOM
 targets=("$OWNER_HOME" "$OWNER_HOME/.config/lull" "$CONFIG" "$OWNER_HOME/.profile" "$DATA" "$DATA/jobs" "$RUNTIME" "$RUNTIME/lull"
   /tmp /var/tmp /dev/shm "$NEIGHBOUR_HOME/shared" /var/lib/lull /var/lib/lull/execute)
+# The sandbox gives a guest its own /tmp, /var/tmp and /dev/shm (in its work directory): it
+# may write there; the host's must stay untouched, which the search below judges.
+PRIVATE_VIEWS="/tmp /var/tmp /dev/shm"
 run_hostile write "$mark" "${targets[@]}"
 check "it could write in its own work directory" grep -q '^OWN-WORKDIR-WRITE ok' <<<"$OUT"
 found=$(find / -xdev -name "$mark" 2>/dev/null | grep -v "^${WORKDIR:-/nonexistent}/")

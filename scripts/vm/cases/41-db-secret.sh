@@ -33,7 +33,7 @@ check "and the password is on no process's command line" test -z "$(in_cmdline)"
 serve=$(pgrep -u "$OWNER" -f 'coordinator serve --listen 127.0.0.1:7979' | head -n1)
 
 check "the coordinator on PostgreSQL runs (pid ${serve:-none})" test -n "$serve"
-run_hostile proc "$pw" ${serve:+"$serve"}
+run_hostile proc "$(rev <<<"$pw")" ${serve:+"$serve"}
 run_hostile tcp 127.0.0.1:5432 127.0.0.1:7979
 pkill -u "$OWNER" -f 'coordinator serve --listen 127.0.0.1:7979'
 finish

@@ -79,8 +79,14 @@ def read_proc(pid, what):
         return f.read()
 
 
-def probe_proc(secret, *pids):
-    """Another process's command line and environment, by pid and by scanning /proc."""
+def probe_proc(reversed_secret, *pids):
+    """Another process's command line and environment, by pid and by scanning /proc.
+
+    The secret comes reversed: this guest's own command line, which the sandbox's init
+    (pid 1 of the guest's PID namespace) also shows, must not contain the secret itself,
+    or the scan would find the guest's own arguments and call them a leak.
+    """
+    secret = reversed_secret[::-1]
     for pid in pids:
         for what in ("cmdline", "environ"):
             try:
@@ -344,7 +350,14 @@ PROBES = {
 if __name__ == "__main__":
     name, args = sys.argv[1], sys.argv[2:]
     # The stdout probe's own lines go to stderr: its stdout is the flood.
-    start = f"HOSTILE START {name} uid={os.getuid()} pid={os.getpid()} cwd={os.getcwd()}"
+    # The work directory as the guest sees it (its sandbox may show it as /work), and a
+    # mark file in it by which the bench finds it from the host's side.
+    mark = f".lull-vm-workdir-{os.getpid()}-{time.time_ns()}"
+    try:
+        open(mark, "x").close()
+    except OSError:
+        mark = "none"
+    start = f"HOSTILE START {name} uid={os.getuid()} pid={os.getpid()} cwd={os.getcwd()} mark={mark}"
     print(start, file=sys.stderr if name == "stdout" else sys.stdout, flush=True)
     PROBES[name](*args)
     if name != "stdout":

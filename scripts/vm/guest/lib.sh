@@ -113,8 +113,14 @@ wait_job() { pool wait "$1" "$2"; }
 job_output() { pool output "$1" 2>&1; }
 # job_exit ID: the exit status the pool recorded.
 job_exit() { pool exit "$1"; }
-# job_workdir OUTPUT: the work directory a hostile guest reported.
-job_workdir() { sed -n 's/^HOSTILE START .* cwd=//p' <<<"$1" | head -n1; }
+# job_workdir OUTPUT: the work directory of a hostile guest as the host sees it: where the
+# mark file it reported lies (its sandbox shows the directory under another path).
+job_workdir() {
+  local mark
+  mark=$(sed -n 's/^HOSTILE START .* mark=\([^ ]*\).*/\1/p' <<<"$1" | head -n1)
+  [ -n "$mark" ] && [ "$mark" != none ] || return 0
+  find "$DATA" /root/.local/share/lull /var/lib/lull -xdev -name "$mark" -printf '%h\n' 2>/dev/null | head -n1
+}
 
 # start_hostile PROBE ARGS...: the hostile guest, started in this case's mode; sets $JOB
 # (owner mode: the job id; root mode: the pid of the `lull run` following it).
@@ -162,6 +168,8 @@ run_hostile() {
 }
 # judge_probes PROBE OUTPUT: each attempt refused, and the guest got to its end (unless
 # REQUIRE_DONE=0: for guests the agent may rightly stop, which then reach nothing either).
+# PRIVATE_VIEWS="/tmp …": directories a sandbox gives the guest a private copy of (inside its
+# work directory); reaching those is no finding, and the case judges them from the host.
 judge_probes() {
   check "the hostile $1 guest ran" grep -q "^HOSTILE START $1" <<<"$2"
   if [ "${REQUIRE_DONE:-1}" = 1 ]; then
@@ -171,7 +179,14 @@ judge_probes() {
   while read -r line; do
     case "$line" in
       "PROBE "*" REFUSED "*) pass "refused: ${line#PROBE }" ;;
-      "PROBE "*" REACHED "*) fail "reached: ${line#PROBE }" ;;
+      "PROBE "*" REACHED "*)
+        local target=${line#PROBE *-}
+        target=${target%% *}
+        if [[ " ${PRIVATE_VIEWS:-} " == *" $target "* ]]; then
+          note "wrote in its own private $target (its sandbox's, inside its work directory): judged from the host below"
+        else
+          fail "reached: ${line#PROBE }"
+        fi ;;
     esac
   done < <(grep '^PROBE ' <<<"$2")
 }

@@ -580,7 +580,11 @@ impl GuestCgroup {
         dirs.iter().filter_map(|d| CString::new(d.join("cgroup.procs").into_os_string().into_encoded_bytes()).ok()).collect()
     }
 
-    /// Sets the hard memory limit, without swap; on v2 also `memory.high` at 90 %.
+    /// Sets the hard memory limit, without swap. On v2 `memory.high` stays `max`: with no
+    /// swap it could only throttle a runaway guest, which then holds its memory for minutes
+    /// instead of being killed inside its own cgroup at `memory.max` (seen in the VM bench,
+    /// case 29-hostile-memory). The owner's protection, where it needs a `memory.high`, puts
+    /// one on all the guests together (`owner_protect.rs`).
     pub fn set_memory_limit(&self, bytes: u64) -> Result<(), GuestError> {
         match self.kind {
             Containment::Hybrid => {
@@ -601,7 +605,7 @@ impl GuestCgroup {
             _ => {
                 write(&self.memory.join("memory.max"), &bytes.to_string())?;
                 let _ = write(&self.memory.join("memory.swap.max"), "0");
-                let _ = write(&self.memory.join("memory.high"), &(bytes / 10 * 9).to_string());
+                let _ = write(&self.memory.join("memory.high"), "max");
                 Ok(())
             }
         }
