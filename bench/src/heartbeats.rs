@@ -13,6 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// The variable that carries the coordinator's database URL to `lull coordinator serve`
+/// (cli/src/db_url.rs::DB_ENV): a URL with a password never goes on a command line.
+const COORDINATOR_DB_ENV: &str = "LULL_COORDINATOR_DB";
+
 #[derive(Args, Debug)]
 pub struct HeartbeatArgs {
     /// Simulated agents (each enrolled, each with its own secret).
@@ -44,7 +48,7 @@ pub struct BenchDb {
     /// PostgreSQL server for `--db postgres` (a fresh database is created and dropped).
     #[arg(long, env = "LULL_TEST_PG_URL", default_value = "postgres://lull:lull@127.0.0.1:5432/lull")]
     pub pg_url: String,
-    /// The `lull` binary whose `coordinator serve` is measured (default: this one), e.g.
+    /// The `lull` binary whose `coordinator serve` is measured (default: this build's), e.g.
     /// an older build, to compare two coordinators under the same harness.
     #[arg(long, value_name = "PATH")]
     pub coordinator_exe: Option<std::path::PathBuf>,
@@ -154,13 +158,9 @@ pub(crate) fn metric(text: &str, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Percentile `p` of sorted µs values, in ms.
-pub(crate) fn pct(sorted: &[u32], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i] as f64 / 1000.0
+/// The q-quantile of sorted µs values (the harness's rounded rank), in ms; 0 when none.
+pub(crate) fn pct(sorted: &[u32], q: f64) -> f64 {
+    lull_e2e::percentile::of_sorted(sorted, q).map_or(0.0, |us| f64::from(us) / 1000.0)
 }
 
 /// CPU seconds (user + system) a process has used.
@@ -248,12 +248,12 @@ impl BenchCoordinator {
         let log = std::fs::File::create(tmp.path().join("coordinator.log"))?;
         let exe = match &bench_db.coordinator_exe {
             Some(p) => p.clone(),
-            None => std::env::current_exe()?,
+            None => lull_e2e::try_lull_bin()?,
         };
         let child = Command::new(&exe)
             .args(["coordinator", "serve", "--listen", &addr])
             // The URL (password included) by the environment, never the command line.
-            .env(crate::db_url::DB_ENV, &url)
+            .env(COORDINATOR_DB_ENV, &url)
             .args(extra)
             .env("LULL_DATA_DIR", tmp.path())
             .env("LULL_LOG", "warn")
@@ -295,7 +295,7 @@ impl BenchCoordinator {
 }
 
 pub fn run(a: HeartbeatArgs) -> Result<()> {
-    let rt = crate::coordinator_cmd::runtime()?;
+    let rt = crate::runtime()?;
     let c = BenchCoordinator::start(&rt, &a.db, a.agents, &[], a.json)?;
     let (addr, pid, secrets) = (c.addr.clone(), c.pid, c.secrets.clone());
     let result = rt.block_on(async {

@@ -22,7 +22,7 @@
 //! percentile of arrival, over the time between them). Every job must be leased exactly
 //! once: a job missing or received twice fails the run.
 
-use crate::bench_heartbeats::{cpu_s, metric, metrics_text, pct, post, BenchCoordinator, BenchDb, Http};
+use crate::heartbeats::{cpu_s, metric, metrics_text, pct, post, BenchCoordinator, BenchDb, Http};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::collections::HashMap;
@@ -230,7 +230,7 @@ fn micros(d: Duration) -> u32 {
 
 pub fn run(a: PlacementArgs) -> Result<()> {
     if let Some(n) = a.real_agents {
-        return crate::bench_recruit::run(n, a.rounds, a.json);
+        return crate::recruit::run(n, a.rounds, a.json);
     }
     for p in &a.phases {
         if p != "backlog" && p != "stream" {
@@ -241,7 +241,7 @@ pub fn run(a: PlacementArgs) -> Result<()> {
     if a.agents == 0 || a.jobs == 0 {
         bail!("--agents and --jobs must be at least 1");
     }
-    let rt = crate::coordinator_cmd::runtime()?;
+    let rt = crate::runtime()?;
     // One more enrolled agent: the probe.
     let c = BenchCoordinator::start(&rt, &a.db, a.agents + 1, &["--scheduler", &a.scheduler, "--lease-ttl-s", "3600"], a.json)?;
     let result = rt.block_on(measure(&a, &c));

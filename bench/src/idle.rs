@@ -1,69 +1,13 @@
-//! `lull bench …`: benchmarks run as real processes and reported with medians, for
-//! `docs/BENCHMARKS.md`. `lull bench idle` measures the agent's own cost while the
-//! machine sits idle: CPU share of one core and resident memory of a real `lull agent`
-//! child sampling at 1 Hz. `lull bench input-latency` measures how long an XTest input
-//! event takes to reach the agent's input path and its policy loop. The guest runtime's
-//! benchmarks (`evict`, `slowdown`, `memory`) live in `bench_guest.rs`.
+//! `lull-bench idle`: the agent's own cost while the machine sits idle: CPU share of one
+//! core and resident memory of a real `lull agent` (or `lull-tray`) child sampling at 1 Hz.
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand};
+use clap::Args;
+use lull_e2e::coordinator::Coordinator;
+use lull_e2e::process::terminate;
+use lull_e2e::{lull_bin, purge_cgroup_base};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-#[derive(Args, Debug)]
-pub struct BenchArgs {
-    #[command(subcommand)]
-    pub which: Which,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Which {
-    /// The agent's own CPU and RSS while idle (goal: ≤ 0.03 % of a core, ≤ 12 MB).
-    Idle(IdleArgs),
-    /// Time from an XTest input event to the agent seeing it (goal: p99 ≤ 2 ms).
-    InputLatency(InputLatencyArgs),
-    /// Eviction latency: XTest input under Xvfb → guests' cgroup frozen (goal: p99 ≤ 5 ms).
-    Evict(crate::bench_guest::EvictArgs),
-    /// Owner slowdown (LDR), wake-up latency and harvest (FCSR): alone, Lull guest, nice-19 guest.
-    Slowdown(crate::bench_guest::SlowdownArgs),
-    /// Memory: owner pages swapped out by a capped guest; restore time with the cap disabled.
-    Memory(crate::bench_guest::MemoryArgs),
-    /// The owner's return end to end on the product (lull up, lull-tray): one XTest motion
-    /// from a separate client → the guest's last heartbeat (goal: p99 ≤ 5 ms, 0 missed).
-    OwnerReturn(crate::bench_owner_return::OwnerReturnArgs),
-    /// Lend while light on a real `lull agent`: a light owner task (5 % of a core) with
-    /// XTest input, alone / with a lent guest / with a normal-priority control; owner
-    /// slowdown by median response time (goal: ≤ 1 %).
-    LendLight(crate::bench_lend::LendLightArgs),
-    /// The owner's file cache after a memory-hungry guest on the real agent: the owner's
-    /// reads before, after eviction without and with Lull's restore (goal: within 5 %).
-    OwnerCache(crate::bench_owner_cache::OwnerCacheArgs),
-    /// Coordinator heartbeats/s and latency with N simulated agents over loopback
-    /// (goal on SQLite: ≥ 20,000/s, p99 ≤ 10 ms with 10,000 agents).
-    Heartbeats(crate::bench_heartbeats::HeartbeatArgs),
-    /// Coordinator placements/s and recruited → running latency with N simulated agents
-    /// long-polling over loopback (goal: ≥ 5,000 placements/s, p99 ≤ 1 s).
-    Placements(crate::bench_placements::PlacementArgs),
-    /// Instant recruitment's answer time: `POST /api/v1/recruit` latency from a separate
-    /// client with N simulated agents polling and heartbeating (goal: p99 ≤ 2 ms at 10,000).
-    RecruitApi(crate::bench_recruit_api::RecruitApiArgs),
-}
-
-#[derive(Args, Debug)]
-pub struct InputLatencyArgs {
-    /// How many input events to send (at least 200).
-    #[arg(long, default_value_t = 300)]
-    pub events: u32,
-    /// Gap between events, ms; above the sink's 200-ms coalescing so each one is forwarded.
-    #[arg(long, default_value_t = 250)]
-    pub gap_ms: u64,
-    /// Use the X display in $DISPLAY instead of starting a private Xvfb.
-    #[arg(long)]
-    pub use_display: bool,
-    /// Print the result as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
 
 #[derive(Args, Debug)]
 pub struct IdleArgs {
@@ -99,22 +43,6 @@ pub struct IdleArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-pub fn run(a: BenchArgs) -> Result<()> {
-    match a.which {
-        Which::Idle(i) => idle(i),
-        Which::InputLatency(i) => input_latency::run(i),
-        Which::Evict(e) => crate::bench_guest::evict(e),
-        Which::Slowdown(s) => crate::bench_guest::slowdown(s),
-        Which::Memory(m) => crate::bench_guest::memory_bench(m),
-        Which::Heartbeats(h) => crate::bench_heartbeats::run(h),
-        Which::Placements(p) => crate::bench_placements::run(p),
-        Which::RecruitApi(r) => crate::bench_recruit_api::run(r),
-        Which::OwnerReturn(a) => crate::bench_owner_return::run(a),
-        Which::LendLight(a) => crate::bench_lend::run(a),
-        Which::OwnerCache(a) => crate::bench_owner_cache::run(a),
-    }
 }
 
 /// CPU time of a process (all threads, live and exited), in ns, from /proc/PID/stat.
@@ -177,9 +105,10 @@ fn status_kib(pid: u32, field: &str) -> Option<u64> {
     s.lines().find(|l| l.starts_with(field))?.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// The median (the harness's rounded rank: the upper middle of an even count).
 fn median(v: &mut [u64]) -> u64 {
     v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
+    lull_e2e::percentile::of_sorted(v, 0.5).unwrap_or(0)
 }
 
 /// The idle agent's RSS goal: 12 MB (decimal), 11.44 MiB.
@@ -210,10 +139,10 @@ impl IdleAgent {
         args: &IdleArgs,
         tokio_tick: bool,
         presence: Option<bool>,
-        pool: Option<&crate::bench_owner_return::Pool>,
+        pool: Option<&Coordinator>,
         n: usize,
     ) -> Result<Self> {
-        use crate::bench_owner_return::{lull_exe, machine_env};
+        use crate::owner_return::machine_env;
         let dir = tempfile::tempdir().context("temporary agent directory")?;
         let mut config = format!(
             "[sampling]\ninterval_ms = {}\n[availability]\nrecruitment_threshold_s = {}\n",
@@ -223,10 +152,10 @@ impl IdleAgent {
             config.push_str("[rules]\nexclusive_programs = [\"steam\", \"zoom\", \"blender\"]\n");
         }
         std::fs::write(dir.path().join("config.toml"), config)?;
-        let lull = lull_exe()?;
+        let lull = lull_bin();
         let base = format!("lull-bench-idle-{}-{n}", std::process::id());
         if let Some(pool) = pool {
-            pool.enrol(&lull, dir.path(), &format!("bench-idle-{kind}"))?;
+            pool.enrol(dir.path(), "bench", &format!("bench-idle-{kind}"))?;
         }
         let display = std::env::var("DISPLAY").unwrap_or_default();
         let mut cmd = match kind {
@@ -292,15 +221,8 @@ impl IdleAgent {
         let threads1 = self.threads();
         let hwm = status_kib(pid, "VmHWM:").unwrap_or(0);
         // SIGTERM: the agent ends its watchdog and guests' cgroups itself.
-        // SAFETY: signals a child of ours.
-        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !matches!(self.child.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        crate::bench_owner_return::remove_cgroup_base(&self.base);
+        terminate(&mut self.child, Duration::from_secs(20));
+        purge_cgroup_base(&self.base);
         let per_s = |ns: u64| ns as f64 / 1e9 / wall * 100.0;
         let mut per_thread = Vec::new();
         let mut sched = 0;
@@ -330,12 +252,11 @@ impl IdleAgent {
     }
 }
 
-fn idle(a: IdleArgs) -> Result<()> {
+pub fn run(a: IdleArgs) -> Result<()> {
     if a.seconds < 10 {
         bail!("--seconds {} is too short: allowed 10..", a.seconds);
     }
-    let lull = crate::bench_owner_return::lull_exe()?;
-    let pool = if a.enrolled { Some(crate::bench_owner_return::Pool::start(&lull)?) } else { None };
+    let pool = if a.enrolled { Some(Coordinator::try_start(&[])?) } else { None };
     let mut agents = Vec::new();
     for kind in &a.agents {
         let label = match kind.as_str() {
@@ -379,10 +300,7 @@ fn idle(a: IdleArgs) -> Result<()> {
     bar.finish_and_clear();
     let wall = t0.elapsed().as_secs_f64();
     let results = agents.into_iter().map(|ag| ag.finish(wall)).collect::<Result<Vec<_>>>()?;
-    if let Some(mut pool) = pool {
-        let _ = pool.child.kill();
-        let _ = pool.child.wait();
-    }
+    drop(pool);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let result = serde_json::json!({
         "seconds": wall,
@@ -425,207 +343,4 @@ fn idle(a: IdleArgs) -> Result<()> {
     }
     outln!("load average at the end {}", load.trim());
     Ok(())
-}
-
-pub(crate) mod input_latency {
-    //! An in-process X11 input backend (the agent's own `x11-xi2`) feeding a real
-    //! [`InputSink`], with XTest events injected over a separate X connection. Each
-    //! event's latency is taken at two points: the sink's fast path (the synchronous
-    //! hook on the input thread that freezes guests) and the receiving end of the sink's
-    //! channel (where the agent loop hands the event to the policy).
-
-    use super::InputLatencyArgs;
-    use agent_core::clock::mono_now_us;
-    use agent_core::input::x11::X11Raw;
-    use agent_core::input::{InputBackend, InputSink, COALESCE_MS};
-    use anyhow::{bail, Context, Result};
-    use std::io::BufRead;
-    use std::process::{Child, Command, Stdio};
-    use std::sync::{mpsc, Arc};
-    use std::time::Duration;
-    use x11rb::connection::Connection;
-    use x11rb::protocol::xtest::ConnectionExt as _;
-
-    /// The core protocol's MotionNotify event code, XTest's "move the pointer".
-    const MOTION_NOTIFY: u8 = 6;
-
-    pub(crate) struct Xvfb(Child);
-
-    impl Drop for Xvfb {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    /// Starts Xvfb on a display number it picks (`-displayfd`), `-noreset`.
-    pub(crate) fn start_xvfb() -> Result<(Xvfb, String)> {
-        let mut xvfb = Command::new("Xvfb");
-        crate::bench_owner_return::ends_with_us(&mut xvfb, libc::SIGTERM);
-        let mut child = xvfb
-            .args(["-displayfd", "1", "-noreset", "-nolisten", "tcp", "-screen", "0", "800x600x24"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting Xvfb (Debian package xvfb)")?;
-        let out = child.stdout.take().context("Xvfb stdout")?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = std::io::BufReader::new(out);
-            let mut line = String::new();
-            let _ = r.read_line(&mut line);
-            let _ = tx.send(line);
-            while r.read_line(&mut String::new()).is_ok_and(|n| n > 0) {}
-        });
-        let guard = Xvfb(child);
-        let n = rx.recv_timeout(Duration::from_secs(20)).context("Xvfb did not report its display within 20 s")?;
-        Ok((guard, format!(":{}", n.trim())))
-    }
-
-    /// One XTest pointer motion to (x, y), flushed and nothing more: an owner's hand sends
-    /// no request after it, so no round trip may help the event along.
-    fn inject(conn: &impl Connection, root: u32, x: i16, y: i16) -> Result<()> {
-        conn.xtest_fake_input(MOTION_NOTIFY, 0, 0, root, x, y, 0)?;
-        conn.flush()?;
-        Ok(())
-    }
-
-    fn seen<E>(r: &Result<u64, E>) -> &'static str {
-        if r.is_ok() {
-            "saw it"
-        } else {
-            "timed out"
-        }
-    }
-
-    fn pct(sorted: &[u64], p: f64) -> u64 {
-        if sorted.is_empty() {
-            return 0;
-        }
-        let i = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-        sorted[i.min(sorted.len() - 1)]
-    }
-
-    pub fn run(a: InputLatencyArgs) -> Result<()> {
-        if a.events < 200 {
-            bail!("--events {} is too few: allowed 200..", a.events);
-        }
-        if a.gap_ms <= COALESCE_MS {
-            bail!("--gap-ms {} must exceed the sink's {COALESCE_MS}-ms coalescing, or events would not be forwarded", a.gap_ms);
-        }
-        let (_xvfb, display) = if a.use_display {
-            (None, std::env::var("DISPLAY").context("--use-display but DISPLAY is not set")?)
-        } else {
-            let (g, d) = start_xvfb()?;
-            (Some(g), d)
-        };
-        // SAFETY (edition 2021: safe fn): set before any other thread of ours reads the
-        // environment; the backend thread started below reads DISPLAY.
-        std::env::set_var("DISPLAY", &display);
-
-        let (fp_tx, fp_rx) = mpsc::channel::<u64>();
-        let fast_path = Arc::new(move |_| {
-            let _ = fp_tx.send(mono_now_us());
-        });
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let sink = InputSink::new(tx, Some(fast_path));
-        let backend = Box::new(X11Raw);
-        std::thread::spawn(move || backend.run(sink));
-        let (rcv_tx, rcv_rx) = mpsc::channel::<u64>();
-        std::thread::spawn(move || {
-            while rx.blocking_recv().is_some() {
-                if rcv_tx.send(mono_now_us()).is_err() {
-                    break;
-                }
-            }
-        });
-
-        let (conn, screen) = x11rb::connect(Some(&display)).context("connecting to the X display")?;
-        let root = conn.setup().roots[screen].root;
-        conn.xtest_get_version(2, 2).context("XTest")?.reply().context("the X server lacks XTest")?;
-
-        // Warm-up: wait until the listener sees injected input at all.
-        let mut ready = false;
-        for i in 0..100 {
-            inject(&conn, root, 100 + (i % 2) as i16, 100)?;
-            if fp_rx.recv_timeout(Duration::from_millis(100)).is_ok() {
-                ready = true;
-                break;
-            }
-        }
-        if !ready {
-            bail!("the X11 input backend saw no injected input within 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(a.gap_ms));
-        while fp_rx.try_recv().is_ok() || rcv_rx.try_recv().is_ok() {}
-
-        let bar = indicatif::ProgressBar::new(a.events as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("XTest events {bar:40} {pos}/{len}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        if a.json {
-            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-        }
-        let (mut fast, mut policy, mut lost) = (Vec::new(), Vec::new(), 0u32);
-        for i in 0..a.events {
-            let (x, y) = (200 + (i % 2) as i16 * 50, 200 + (i % 3) as i16 * 20);
-            let t0 = mono_now_us();
-            inject(&conn, root, x, y)?;
-            match (fp_rx.recv_timeout(Duration::from_secs(1)), rcv_rx.recv_timeout(Duration::from_secs(1))) {
-                (Ok(f), Ok(r)) => {
-                    fast.push(f.saturating_sub(t0));
-                    policy.push(r.saturating_sub(t0));
-                }
-                (f, r) => {
-                    lost += 1;
-                    bar.suspend(|| errln!("event {i}: fast path {}, policy channel {}", seen(&f), seen(&r)));
-                }
-            }
-            bar.inc(1);
-            std::thread::sleep(Duration::from_millis(a.gap_ms));
-            while fp_rx.try_recv().is_ok() || rcv_rx.try_recv().is_ok() {}
-        }
-        bar.finish_and_clear();
-        fast.sort_unstable();
-        policy.sort_unstable();
-        let summary = |v: &[u64]| {
-            serde_json::json!({
-                "p50_us": pct(v, 50.0), "p99_us": pct(v, 99.0), "max_us": v.last().copied().unwrap_or(0), "min_us": v.first().copied().unwrap_or(0),
-            })
-        };
-        let result = serde_json::json!({
-            "events": a.events,
-            "measured": fast.len(),
-            "lost": lost,
-            "gap_ms": a.gap_ms,
-            "display": if a.use_display { "DISPLAY" } else { "private Xvfb" },
-            "backend": "x11-xi2",
-            "to_fast_path": summary(&fast),
-            "to_policy_channel": summary(&policy),
-            "goal": {"p99_us": 2000},
-        });
-        if a.json {
-            outln!("{result}");
-        } else {
-            let ms = |us: u64| us as f64 / 1000.0;
-            outln!("XTest event → agent, {} events ({} lost), {} ms apart, backend x11-xi2:", fast.len(), lost, a.gap_ms);
-            outln!(
-                "  fast path (input thread)   p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
-                ms(pct(&fast, 50.0)),
-                ms(pct(&fast, 99.0)),
-                ms(fast.last().copied().unwrap_or(0))
-            );
-            outln!(
-                "  policy channel (agent loop) p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms  · goal p99 ≤ 2 ms",
-                ms(pct(&policy, 50.0)),
-                ms(pct(&policy, 99.0)),
-                ms(policy.last().copied().unwrap_or(0))
-            );
-        }
-        if lost > 0 {
-            bail!("{lost} of {} events were never seen by the backend", a.events);
-        }
-        Ok(())
-    }
 }
