@@ -67,16 +67,13 @@ impl Coordinator {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
-    /// Enrols the machine whose data directory is `data_dir` as `owner`'s `machine`
-    /// (`lull enrol` with a fresh token).
+    /// Enrols the machine whose data directory is `data_dir` (laid out as
+    /// [`crate::agent_env`] says) as `owner`'s `machine` (`lull enrol` with a fresh token).
     pub fn enrol(&self, data_dir: &Path, owner: &str, machine: &str) -> std::io::Result<()> {
         let token = self.token()?;
-        let out = Command::new(crate::try_lull_bin()?)
-            .args(["enrol", "--url", &self.url, "--token", &token, "--owner", owner, "--machine", machine])
-            .env("LULL_DATA_DIR", data_dir)
-            .env_remove("LULL_COORDINATOR_URL")
-            .env_remove("LULL_KEY")
-            .output()?;
+        let mut cmd = Command::new(crate::try_lull_bin()?);
+        cmd.args(["enrol", "--url", &self.url, "--token", &token, "--owner", owner, "--machine", machine]);
+        let out = crate::agent_env(&mut cmd, data_dir).output()?;
         if !out.status.success() {
             return Err(Error::other(format!("lull enrol: {}", String::from_utf8_lossy(&out.stderr).trim())));
         }
