@@ -32,7 +32,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use lull_e2e::percentile;
 use lull_e2e::process::{end_with_us, terminate, wait_until};
-use lull_e2e::{agent_status, lull_bin, purge_cgroup_base, Xvfb};
+use lull_e2e::{agent_status, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -338,12 +338,11 @@ fn start_lender(display: &str, light_cpu: u64) -> Result<Lender> {
     let mut c = Command::new(lull_bin());
     c.arg("agent");
     machine_env(&mut c, dir.path(), &base, display);
-    end_with_us(&mut c, libc::SIGTERM);
-    let agent = c.spawn().context("starting lull agent")?;
-    let l = Lender { dir, base, display: display.to_owned(), agent };
-    wait_until("the agent to answer", Duration::from_secs(60), || l.status())
-        .with_context(|| std::fs::read_to_string(l.dir.path().join("instance.log")).unwrap_or_default())?;
-    Ok(l)
+    let agent = try_start_agent(&mut c, &dir.path().join("agent.sock"), Duration::from_secs(60), |_| true).with_context(|| {
+        purge_cgroup_base(&base);
+        std::fs::read_to_string(dir.path().join("instance.log")).unwrap_or_default()
+    })?;
+    Ok(Lender { dir, base, display: display.to_owned(), agent })
 }
 
 /// Median, p90, p99 and mean of a set of µs figures.

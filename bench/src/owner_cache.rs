@@ -32,7 +32,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use lull_e2e::percentile;
 use lull_e2e::process::{end_with_us, terminate, wait_until};
-use lull_e2e::{agent_status, lull_bin, purge_cgroup_base, Xvfb};
+use lull_e2e::{agent_status, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -269,12 +269,9 @@ fn start_agent(machine: &Machine, a: &OwnerCacheArgs, case: &str, display: &str)
     if case == "restore-4mib-reads" {
         c.env("LULL_RESTORE_READ_KIB", "4096");
     }
-    end_with_us(&mut c, libc::SIGTERM);
-    let child = c.spawn().context("starting lull agent")?;
-    let agent = Agent { child, dir };
-    wait_until("the agent to answer", Duration::from_secs(60), || agent.status())
-        .with_context(|| std::fs::read_to_string(agent.dir.path().join("instance.log")).unwrap_or_default())?;
-    Ok(agent)
+    let child = try_start_agent(&mut c, &dir.path().join("agent.sock"), Duration::from_secs(60), |_| true)
+        .with_context(|| std::fs::read_to_string(dir.path().join("instance.log")).unwrap_or_default())?;
+    Ok(Agent { child, dir })
 }
 
 #[derive(Default, Debug, serde::Serialize)]

@@ -31,8 +31,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use lull_e2e::coordinator::Coordinator;
 use lull_e2e::percentile;
-use lull_e2e::process::{end_with_us, terminate, wait_until};
-use lull_e2e::{agent_env, agent_status, lull_bin, purge_cgroup_base, Xvfb};
+use lull_e2e::process::{terminate, wait_until};
+use lull_e2e::{agent_env, agent_status, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -201,13 +201,11 @@ fn start_instance(agent: &str, mode: &str, display: &str, input: &str, n: usize)
     let mut inst = Instance { dir, pool: None, base, procs: Vec::new() };
     let lull = lull_bin();
     let d = inst.dir.path().to_path_buf();
-    match agent {
+    let mut c = match agent {
         "up" => {
             let mut c = Command::new(&lull);
             c.args(["up", "--listen", "127.0.0.1:0", "--owner", "bench", "--machine", "bench-up"]);
-            machine_env(&mut c, &d, &inst.base, display);
-            end_with_us(&mut c, libc::SIGTERM);
-            inst.procs.push(c.spawn().context("starting lull up")?);
+            c
         }
         "tray" => {
             let tray = lull.with_file_name("lull-tray");
@@ -217,15 +215,14 @@ fn start_instance(agent: &str, mode: &str, display: &str, input: &str, n: usize)
             let pool = Coordinator::try_start(&[])?;
             pool.enrol(&d, "bench", "bench-tray")?;
             inst.pool = Some(pool);
-            let mut c = Command::new(&tray);
-            machine_env(&mut c, &d, &inst.base, display);
-            end_with_us(&mut c, libc::SIGTERM);
-            inst.procs.push(c.spawn().context("starting lull-tray")?);
+            Command::new(&tray)
         }
         other => bail!("--agents: unknown agent {other:?} (allowed: up, tray)"),
-    }
-    wait_until("the agent to answer", Duration::from_secs(60), || inst.status().filter(|s| s.coordinator.is_some()))
-        .with_context(|| std::fs::read_to_string(d.join("instance.log")).unwrap_or_default())?;
+    };
+    machine_env(&mut c, &d, &inst.base, display);
+    let child = try_start_agent(&mut c, &inst.socket(), Duration::from_secs(60), |s| s.coordinator.is_some())
+        .with_context(|| format!("starting {agent}: {}", std::fs::read_to_string(d.join("instance.log")).unwrap_or_default()))?;
+    inst.procs.push(child);
     let out = Command::new(&lull)
         .args(["submit", "--", "python3", "-c", HEARTBEAT_GUEST])
         .env("LULL_DATA_DIR", inst.pool_dir())

@@ -20,8 +20,8 @@ use agent_core::control::{call, Request, Response};
 use agent_core::policy::{PauseSpan, StateKind};
 use anyhow::{bail, Context, Result};
 use lull_e2e::coordinator::Coordinator;
-use lull_e2e::process::{end_with_us, terminate, wait_until};
-use lull_e2e::{agent_env, agent_status, lull_bin, purge_cgroup_base};
+use lull_e2e::process::{terminate, wait_until};
+use lull_e2e::{agent_env, lull_bin, purge_cgroup_base, try_start_agent};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -93,10 +93,9 @@ fn start(lull: &Path, n: usize) -> Result<Run> {
             .env("XDG_CONFIG_HOME", d.join("xdg-config"))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(d.join("agent.log"))?);
-        run.procs.push(end_with_us(&mut c, libc::SIGTERM).spawn().context("starting lull agent")?);
-        let enrolled = || agent_status(&socket(&d)).and_then(|s| s.coordinator.is_some().then_some(()));
-        wait_until("the agent to answer", Duration::from_secs(60), enrolled)
+        let agent = try_start_agent(&mut c, &socket(&d), Duration::from_secs(60), |s| s.coordinator.is_some())
             .with_context(|| std::fs::read_to_string(d.join("agent.log")).unwrap_or_default())?;
+        run.procs.push(agent);
     }
     Ok(run)
 }

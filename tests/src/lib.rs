@@ -201,18 +201,10 @@ impl Agent {
             c
         };
         cmd.stdout(out).stderr(err);
-        self.child = Some(cmd.spawn().expect("spawn lull agent"));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if self.try_status().is_some() {
-                return;
-            }
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
-                panic!("agent exited early ({status}); stderr:\n{}", self.stderr());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        match try_start_agent(&mut cmd, &self.socket(), Duration::from_secs(20), |_| true) {
+            Ok(child) => self.child = Some(child),
+            Err(e) => panic!("{e}; stderr:\n{}", self.stderr()),
         }
-        panic!("agent did not answer on {} within 20 s; stderr:\n{}", self.socket().display(), self.stderr());
     }
 
     /// kill -9.
@@ -289,6 +281,34 @@ pub fn agent_env<'c>(c: &'c mut Command, dir: &Path) -> &'c mut Command {
         .env_remove("LULL_COORDINATOR_URL")
         .env_remove("LULL_KEY")
         .env_remove("LULL_WORK_DIR")
+}
+
+/// Starts an agent process (`lull agent`, `lull up`, `lull-tray`: `cmd`, in its
+/// environment already), ended with us, and waits up to `timeout` until it answers on
+/// `socket` with a status for which `ready` holds. An agent that exits first, or is not
+/// ready in time, is an error saying which (and is stopped).
+pub fn try_start_agent(
+    cmd: &mut Command,
+    socket: &Path,
+    timeout: Duration,
+    ready: impl Fn(&AgentStatus) -> bool,
+) -> std::io::Result<Child> {
+    let mut child = process::end_with_us(cmd, libc::SIGTERM).spawn()?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if agent_status(socket).is_some_and(|s| ready(&s)) {
+            return Ok(child);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(std::io::Error::other(format!("the agent exited early ({status})")));
+        }
+        if Instant::now() > deadline {
+            process::terminate(&mut child, Duration::from_secs(10));
+            let what = format!("the agent did not answer (ready) on {} within {timeout:?}", socket.display());
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, what));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The status of the agent answering on `socket`, or `None` while it does not (yet).

@@ -7,7 +7,8 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// The child gets `sig` when this process ends, however it ends, so that a stopped run
-/// leaves no agent, coordinator or X server behind.
+/// leaves no agent, coordinator or X server behind. (Linux sends it when the spawning
+/// *thread* ends: spawn from the thread that owns the child, as tests and benches do.)
 pub fn end_with_us(c: &mut Command, sig: i32) -> &mut Command {
     // SAFETY: prctl is async-signal-safe and touches no memory.
     unsafe {
