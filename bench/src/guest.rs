@@ -410,11 +410,6 @@ fn idle_jiffies() -> u64 {
     f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0)
 }
 
-fn clk_tck() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
-}
-
 struct OwnerRun {
     task_s: f64,
     wake_us: Vec<f64>,
@@ -445,7 +440,12 @@ fn owner_run(iters: u64, guest_cpu: &dyn Fn() -> u64) -> OwnerRun {
     let (g1, i1) = (guest_cpu(), idle_jiffies());
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let wake_us = probe.join().unwrap_or_default();
-    OwnerRun { task_s, wake_us, guest_cpu_s: (g1 - g0) as f64 / 1e6, idle_s: (i1 - i0) as f64 / clk_tck() }
+    OwnerRun {
+        task_s,
+        wake_us,
+        guest_cpu_s: (g1 - g0) as f64 / 1e6,
+        idle_s: (i1 - i0) as f64 / lull_e2e::process::clock_ticks_per_s() as f64,
+    }
 }
 
 /// The same spinners at plain nice 19 (BOINC-style), in a unified cgroup with no

@@ -7,6 +7,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use coordinator::db::redact_url as redact;
+use lull_e2e::process::cpu_seconds as cpu_s;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -161,18 +162,6 @@ pub(crate) fn metric(text: &str, name: &str) -> f64 {
 /// The q-quantile of sorted µs values (the harness's rounded rank), in ms; 0 when none.
 pub(crate) fn pct(sorted: &[u32], q: f64) -> f64 {
     lull_e2e::percentile::of_sorted(sorted, q).map_or(0.0, |us| f64::from(us) / 1000.0)
-}
-
-/// CPU seconds (user + system) a process has used.
-pub(crate) fn cpu_s(pid: u32) -> f64 {
-    // utime + stime in clock ticks (fields 14 and 15 of /proc/PID/stat).
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    (tick(11) + tick(12)) / hz
 }
 
 /// A real `lull coordinator serve` child on a fresh database (a SQLite file in a

@@ -45,16 +45,9 @@ pub struct IdleArgs {
     pub json: bool,
 }
 
-/// CPU time of a process (all threads, live and exited), in ns, from /proc/PID/stat.
-fn cpu_ns(pid: u32) -> Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).context("reading /proc/PID/stat")?;
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc/PID/stat")?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = f[11].parse::<u64>()? + f[12].parse::<u64>()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Ok(ticks * 1_000_000_000 / hz)
+/// CPU time of a process (all threads, live and exited), in ns (0 once it is gone).
+fn cpu_ns(pid: u32) -> u64 {
+    lull_e2e::cpu_ticks(pid as i32) * 1_000_000_000 / lull_e2e::process::clock_ticks_per_s()
 }
 
 /// On-CPU ns and wake-ups (voluntary + involuntary context switches) of each live
@@ -191,7 +184,7 @@ impl IdleAgent {
     }
 
     /// CPU time of the agent and its descendants (the tray's or runtime's watchdog).
-    fn cpu_ns(&self) -> Result<u64> {
+    fn cpu_ns(&self) -> u64 {
         tree(self.child.id()).into_iter().map(cpu_ns).sum()
     }
 
@@ -201,7 +194,7 @@ impl IdleAgent {
     }
 
     fn begin(&mut self) -> Result<()> {
-        self.cpu0 = self.cpu_ns()?;
+        self.cpu0 = self.cpu_ns();
         self.threads0 = self.threads();
         Ok(())
     }
@@ -217,7 +210,7 @@ impl IdleAgent {
 
     fn finish(mut self, wall: f64) -> Result<serde_json::Value> {
         let pid = self.child.id();
-        let cpu1 = self.cpu_ns()?;
+        let cpu1 = self.cpu_ns();
         let threads1 = self.threads();
         let hwm = status_kib(pid, "VmHWM:").unwrap_or(0);
         // SIGTERM: the agent ends its watchdog and guests' cgroups itself.

@@ -22,9 +22,10 @@
 //! percentile of arrival, over the time between them). Every job must be leased exactly
 //! once: a job missing or received twice fails the run.
 
-use crate::heartbeats::{cpu_s, metric, metrics_text, pct, post, BenchCoordinator, BenchDb, Http};
+use crate::heartbeats::{metric, metrics_text, pct, post, BenchCoordinator, BenchDb, Http};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use lull_e2e::process::cpu_seconds as cpu_s;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -16,9 +16,10 @@
 //! whole pool. Latency = request sent → answer's last byte; the coordinator's own
 //! decision time (`decided_us`, the in-memory part) is reported beside it.
 
-use crate::heartbeats::{cpu_s, pct, post, BenchCoordinator, BenchDb, Http};
+use crate::heartbeats::{pct, post, BenchCoordinator, BenchDb, Http};
 use anyhow::{bail, Result};
 use clap::Args;
+use lull_e2e::process::cpu_seconds as cpu_s;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

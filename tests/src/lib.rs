@@ -11,6 +11,8 @@ pub mod percentile;
 pub mod pool;
 pub mod process;
 
+pub use process::cpu_ticks;
+
 use agent_core::control::{call, AgentStatus, Request, Response};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -593,13 +595,6 @@ pub fn alive(pid: i32) -> bool {
 /// The pid a process wrote into a file.
 pub fn read_pid(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-/// A process's user + system CPU, clock ticks.
-pub fn cpu_ticks(pid: i32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let f: Vec<u64> = s.rsplit_once(')').map(|(_, r)| r.split_whitespace().filter_map(|v| v.parse().ok()).collect()).unwrap_or_default();
-    f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0)
 }
 
 /// A process's cgroup path in hierarchy `key` ("0::" for v2, "memory" …).

@@ -1,6 +1,6 @@
 //! Child processes of a test or benchmark: ended with their parent however it ends
-//! (Ctrl-C included), stopped politely (SIGTERM, then SIGKILL after a grace), and waited
-//! for with a deadline.
+//! (Ctrl-C included), stopped politely (SIGTERM, then SIGKILL after a grace), waited for
+//! with a deadline, and the CPU time they used.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
@@ -54,5 +54,46 @@ pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Optio
             return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("{what}: not within {timeout:?}")));
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The CPU time (user + system, in clock ticks) process `pid` has used, its exited
+/// threads included: fields 14 and 15 of `/proc/PID/stat`, counted after the
+/// parenthesised command name as text (a field such as `tpgid` may be -1). 0 when the
+/// process is gone.
+pub fn cpu_ticks(pid: i32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // After ')': state is field 3, so utime (14) and stime (15) sit at 11 and 12.
+    field(11) + field(12)
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of [`cpu_ticks`].
+pub fn clock_ticks_per_s() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64
+}
+
+/// [`cpu_ticks`] in seconds.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    cpu_ticks(pid as i32) as f64 / clock_ticks_per_s() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_ticks_counts_this_process_busy_time() {
+        let pid = std::process::id();
+        let t0 = std::time::Instant::now();
+        let mut x = 0u64;
+        while t0.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        // 300 ms of busy looping is at least ~20 ticks at 100 Hz (this process's
+        // other test threads only add to it).
+        let s = super::cpu_seconds(pid);
+        assert!(s >= 0.2, "{s} s of CPU after 300 ms busy");
+        assert_eq!(super::cpu_ticks(i32::MAX), 0, "a process that does not exist used nothing");
     }
 }
