@@ -78,7 +78,7 @@ pub struct EvictArgs {
     /// Number of input events (the recorded figure uses 300).
     #[arg(long, default_value_t = 300)]
     pub events: usize,
-    /// X display to use; without one (and without $DISPLAY) an Xvfb is started on :93.
+    /// X display to use; without one (and without $DISPLAY) a private Xvfb is started on a free display.
     #[arg(long)]
     pub display: Option<String>,
     /// Where the owner's input comes from: `x11` (XTest motion, the X11 backend) or `pty`
