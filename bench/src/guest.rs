@@ -1,4 +1,4 @@
-//! Guest-runtime benchmarks (`lull bench evict | slowdown | memory`), run with real
+//! Guest-runtime benchmarks (`lull-bench evict | slowdown | memory`), run with real
 //! processes and real cgroups and reported with medians and percentiles for
 //! `docs/BENCHMARKS.md`. They need root (or a delegated cgroup subtree) like the runtime.
 //!
@@ -90,7 +90,7 @@ pub struct EvictArgs {
     pub json: bool,
 }
 
-/// The owner's input in `lull bench evict`: XTest motions to an X display, or lines
+/// The owner's input in `lull-bench evict`: XTest motions to an X display, or lines
 /// typed into a pty session.
 enum OwnerInput {
     X11 { conn: Box<x11rb::rust_connection::RustConnection>, root: u32, display: String, _xvfb: Option<Xvfb> },

@@ -1,4 +1,4 @@
-//! `lull bench heartbeats`: heartbeats per second and latency percentiles of a real
+//! `lull-bench heartbeats`: heartbeats per second and latency percentiles of a real
 //! `lull coordinator serve` process with N enrolled simulated agents, driven over
 //! loopback by keep-alive HTTP/1.1 connections (closed loop: each connection sends the
 //! next heartbeat, for the next of its agents, when the previous answer arrived).
@@ -225,7 +225,7 @@ impl BenchCoordinator {
                     replace: false,
                     cpus: Some(agent_core::coordinator_client::machine_cpus()),
                 };
-                let caller = coordinator::identity::Caller { principal: None, addr: "lull bench" };
+                let caller = coordinator::identity::Caller { principal: None, addr: "lull-bench" };
                 out.push(coordinator::identity::enrol(&db, &req, caller).await.map_err(err)?.secret);
             }
             let admin = coordinator::identity::create_key(&db, "admin", None).await.map_err(err)?.key;

@@ -1,4 +1,4 @@
-//! `lull bench lend-light`: lending while the owner works lightly (seed 000's lingering
+//! `lull-bench lend-light`: lending while the owner works lightly (seed 000's lingering
 //! that starts work), measured on a real `lull agent` from outside.
 //!
 //! Under a private Xvfb the agent runs with the X11 input backend and a recruitment

@@ -1,4 +1,4 @@
-//! `lull bench owner-cache`: the owner's file cache after a memory-hungry guest, with and
+//! `lull-bench owner-cache`: the owner's file cache after a memory-hungry guest, with and
 //! without Lull's file-cache restore, timed on the real `lull agent` from outside.
 //!
 //! The machine: a memory cgroup of the bench's own with a hard limit (`--limit-mib`)

@@ -1,4 +1,4 @@
-//! `lull bench owner-return`: the owner's return timed end to end on the product's own
+//! `lull-bench owner-return`: the owner's return timed end to end on the product's own
 //! binaries, from outside the agent.
 //!
 //! For each case a fresh instance runs in a directory of its own under a private Xvfb:

@@ -1,4 +1,4 @@
-//! `lull bench placements`: the coordinator's scheduling path measured from outside, on a
+//! `lull-bench placements`: the coordinator's scheduling path measured from outside, on a
 //! real `lull coordinator serve` process (SQLite file or a fresh PostgreSQL database).
 //!
 //! N simulated agents are enrolled; each keeps one keep-alive loopback connection, sends

@@ -1,4 +1,4 @@
-//! `lull bench placements --real-agents N`: machine recruited → guest running, timed from
+//! `lull-bench placements --real-agents N`: machine recruited → guest running, timed from
 //! outside on real processes.
 //!
 //! A `lull coordinator serve` (SQLite, heartbeats every second) in a directory of its own

@@ -1,4 +1,4 @@
-//! `lull bench recruit-api`: instant recruitment's answer time (seed 003; mpidled: ≤ 150 ms
+//! `lull-bench recruit-api`: instant recruitment's answer time (seed 003; mpidled: ≤ 150 ms
 //! typical, 2.5 s worst; goal here p99 ≤ 2 ms at 10,000 agents), measured from outside on
 //! a real `lull coordinator serve` process (SQLite file or a fresh PostgreSQL database).
 //!
