@@ -168,7 +168,9 @@ pub fn run(n: usize, rounds: usize, json: bool) -> Result<()> {
                 if started[i].is_none() {
                     let jobs = agent_core::paths::Paths::under(dir.path()).work_root().join("jobs");
                     for e in std::fs::read_dir(jobs).into_iter().flatten().flatten() {
-                        let t = std::fs::read_to_string(e.path().join("started")).ok().and_then(|s| s.trim().parse::<u128>().ok());
+                        // The guest's $HOME is its work directory (`jobs/<id>/work/`).
+                        let file = agent_core::guest::GuestDir::new(e.path()).work().join("started");
+                        let t = std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse::<u128>().ok());
                         if let Some(t) = t.filter(|t| *t >= t0) {
                             started[i] = Some(t);
                         }
@@ -193,8 +195,7 @@ pub fn run(n: usize, rounds: usize, json: bool) -> Result<()> {
     }
     bar.finish_and_clear();
     let figures = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        let p = |q: f64| v.get(((v.len().max(1) - 1) as f64 * q).round() as usize).copied().unwrap_or(0.0);
+        let mut p = |q: f64| lull_e2e::percentile::of(v, q);
         (p(0.5), p(0.99), p(1.0))
     };
     let (lat, resume, policy) = (figures(&mut lat_ms), figures(&mut resume_ms), figures(&mut policy_ms));
