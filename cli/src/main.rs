@@ -6,15 +6,6 @@
 #[macro_use]
 mod out;
 mod agent_cmd;
-mod bench_cmd;
-mod bench_guest;
-mod bench_heartbeats;
-mod bench_lend;
-mod bench_owner_cache;
-mod bench_owner_return;
-mod bench_placements;
-mod bench_recruit;
-mod bench_recruit_api;
 mod calibrate_cmd;
 mod coordinator_admin;
 mod coordinator_cmd;
@@ -72,8 +63,6 @@ enum Cmd {
     Jobs(jobs_view_cmd::JobsArgs),
     /// Donated-time report per owner or machine, per day or week.
     Report(jobs_cmd::ReportArgs),
-    /// Benchmarks with real processes (results go in docs/BENCHMARKS.md).
-    Bench(bench_cmd::BenchArgs),
     /// Derive this machine's availability and recruitment thresholds from its recorded
     /// trace (needs 3 days); prints the reasoning and a plot, `--apply` writes them.
     Calibrate(calibrate_cmd::CalibrateArgs),
@@ -104,7 +93,6 @@ fn main() -> std::process::ExitCode {
         Cmd::Jobs(a) => jobs_view_cmd::run(a),
         Cmd::Machines(a) => machines_cmd::run(a),
         Cmd::Report(a) => jobs_cmd::report(a),
-        Cmd::Bench(a) => bench_cmd::run(a),
         Cmd::Sim(a) => sim_cmd::run(a),
         Cmd::Calibrate(a) => calibrate_cmd::run(a),
         Cmd::Run(a) => match run_cmd::run(a) {
@@ -121,6 +109,10 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// What `lull bench …` (a subcommand of old) says now.
+const MOVED_BENCH: &str = "benchmarks moved to lull-bench, a developer tool not installed with Lull: \
+                           `cargo run -p lull-bench --release -- --help` in a checkout";
+
 /// A command-line mistake as one line naming what was wrong (clap's first line, the
 /// arguments that are missing with what each takes, the allowed values), pointing to the
 /// subcommand's own `--help`; exit code 2. `--help` and `--version` print as usual.
@@ -129,6 +121,10 @@ fn usage_error(e: clap::Error, args: &[String]) -> std::process::ExitCode {
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
         let _ = e.print();
         return std::process::ExitCode::from(if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 });
+    }
+    if e.kind() == ErrorKind::InvalidSubcommand && args.get(1).is_some_and(|a| a == "bench") {
+        errln!("lull: {MOVED_BENCH}");
+        return std::process::ExitCode::from(2);
     }
     errln!("lull: {}", usage_line(&e.render().to_string(), &subcommand_path(args)));
     std::process::ExitCode::from(2)

@@ -1,9 +1,17 @@
-//! Helpers for Lull's end-to-end tests: locating (and if needed building) the real
-//! `lull` binary, running agents as real child processes in throw-away directories,
-//! talking to them over their real control socket, and requiring or skipping
-//! environment-dependent tests.
+//! The harness of Lull's end-to-end tests and of its benchmarks (`lull-bench`):
+//! locating (and if needed building) the real `lull` and `lull-bench` binaries, running
+//! agents and coordinators as real child processes in throw-away directories, talking to
+//! them over their real control socket, Xvfb, cgroup purge, waiting, one percentile
+//! convention, and requiring or skipping environment-dependent tests. Helpers that may
+//! fail have a `try_` form returning `io::Result` (for the benchmarks) beside the
+//! panicking one the tests use.
 
+pub mod coordinator;
+pub mod percentile;
 pub mod pool;
+pub mod process;
+
+pub use process::cpu_ticks;
 
 use agent_core::control::{call, AgentStatus, Request, Response};
 use std::path::{Path, PathBuf};
@@ -16,28 +24,56 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_path_buf()
 }
 
-/// The `lull` binary of this build (built once if it is missing).
+/// The directory of this build's binaries (`target/<profile>`): a test executable sits
+/// in `target/<profile>/deps`, a binary such as `lull-bench` beside `lull` itself.
+fn profile_dir() -> std::io::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().ok_or_else(|| std::io::Error::other("own executable has no directory"))?;
+    Ok(if dir.file_name().is_some_and(|n| n == "deps") { dir.parent().unwrap_or(dir) } else { dir }.to_path_buf())
+}
+
+/// The binary locator of tests and benchmarks: binary `bin` of workspace package
+/// `package`, in this build's profile. `$env_var` when set (a binary to measure from
+/// elsewhere); else `cargo build -q -p PACKAGE --bin BIN` in this workspace (a no-op
+/// when it is fresh, so a test never runs a stale binary); else, outside a checkout,
+/// the one beside this executable.
+pub fn try_workspace_bin(package: &str, bin: &str, env_var: &str) -> std::io::Result<PathBuf> {
+    if let Some(p) = std::env::var_os(env_var) {
+        return Ok(PathBuf::from(p));
+    }
+    let dir = profile_dir()?;
+    let path = dir.join(bin);
+    if !workspace().join("Cargo.toml").exists() && path.exists() {
+        return Ok(path);
+    }
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(workspace()).args(["build", "-q", "-p", package, "--bin", bin]);
+    if dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let built = cmd.status().is_ok_and(|s| s.success());
+    if built && path.exists() {
+        return Ok(path);
+    }
+    Err(std::io::Error::other(format!("could not build {bin} (cargo build -p {package}) at {}; or set {env_var}", path.display())))
+}
+
+/// The `lull` binary of this build (`$LULL_BIN`, or built with cargo; see
+/// [`try_workspace_bin`]), located once.
+pub fn try_lull_bin() -> std::io::Result<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| try_workspace_bin("lull", "lull", "LULL_BIN").map_err(|e| e.to_string())).clone().map_err(std::io::Error::other)
+}
+
+/// [`try_lull_bin`] for tests: panics when it cannot be built.
 pub fn lull_bin() -> PathBuf {
+    try_lull_bin().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The `lull-bench` binary of this build (`$LULL_BENCH_BIN`, or built with cargo).
+pub fn bench_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("LULL_BIN") {
-            return PathBuf::from(p);
-        }
-        // target/<profile>/deps/<test> → target/<profile>/lull
-        let exe = std::env::current_exe().expect("test executable path");
-        let profile_dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
-        let bin = profile_dir.join("lull");
-        let release = profile_dir.file_name().is_some_and(|n| n == "release");
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(workspace()).args(["build", "-q", "-p", "lull"]);
-        if release {
-            cmd.arg("--release");
-        }
-        let ok = cmd.status().expect("running cargo build").success();
-        assert!(ok && bin.exists(), "could not build the lull binary at {}", bin.display());
-        bin
-    })
-    .clone()
+    BIN.get_or_init(|| try_workspace_bin("lull-bench", "lull-bench", "LULL_BENCH_BIN").unwrap_or_else(|e| panic!("{e}"))).clone()
 }
 
 /// The `lull-tray` binary of this build (built once if it is missing; it embeds `ui/dist`,
@@ -144,7 +180,7 @@ impl Agent {
     /// The command that runs `lull ARGS` against this agent's directory.
     pub fn lull(&self, args: &[&str]) -> Command {
         let mut c = Command::new(lull_bin());
-        c.args(args).env("LULL_CONFIG", self.dir.join("config.toml")).env("LULL_DATA_DIR", &self.dir).env("LULL_SOCKET", self.socket());
+        agent_env(c.args(args), &self.dir);
         for (k, v) in &self.env {
             c.env(k, v);
         }
@@ -160,26 +196,17 @@ impl Agent {
             self.lull(&["agent"])
         } else {
             let mut c = Command::new(&self.wrapper[0]);
-            c.args(&self.wrapper[1..]).arg(lull_bin()).arg("agent");
-            c.env("LULL_CONFIG", self.dir.join("config.toml")).env("LULL_DATA_DIR", &self.dir).env("LULL_SOCKET", self.socket());
+            agent_env(c.args(&self.wrapper[1..]).arg(lull_bin()).arg("agent"), &self.dir);
             for (k, v) in &self.env {
                 c.env(k, v);
             }
             c
         };
         cmd.stdout(out).stderr(err);
-        self.child = Some(cmd.spawn().expect("spawn lull agent"));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if self.try_status().is_some() {
-                return;
-            }
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
-                panic!("agent exited early ({status}); stderr:\n{}", self.stderr());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        match try_start_agent(&mut cmd, &self.socket(), Duration::from_secs(20), |_| true) {
+            Ok(child) => self.child = Some(child),
+            Err(e) => panic!("{e}; stderr:\n{}", self.stderr()),
         }
-        panic!("agent did not answer on {} within 20 s; stderr:\n{}", self.socket().display(), self.stderr());
     }
 
     /// kill -9.
@@ -200,10 +227,7 @@ impl Agent {
     }
 
     pub fn try_status(&self) -> Option<AgentStatus> {
-        match call(&self.socket(), &Request::Status) {
-            Ok(Response::Status(s)) => Some(*s),
-            _ => None,
-        }
+        agent_status(&self.socket())
     }
 
     pub fn status(&self) -> AgentStatus {
@@ -245,6 +269,55 @@ impl Drop for Agent {
         if let Some((_, base)) = self.env.iter().find(|(k, _)| k == "LULL_CGROUP") {
             purge_cgroup_base(&base.clone());
         }
+    }
+}
+
+/// The environment of one agent machine whose data directory is `dir`: its config
+/// (`dir/config.toml`), ledger and control socket (`dir/agent.sock`) there, and no
+/// coordinator, key or work directory from the caller's environment. The cgroup base
+/// (`LULL_CGROUP`) is the caller's to set.
+pub fn agent_env<'c>(c: &'c mut Command, dir: &Path) -> &'c mut Command {
+    c.env("LULL_DATA_DIR", dir)
+        .env("LULL_CONFIG", dir.join("config.toml"))
+        .env("LULL_SOCKET", dir.join("agent.sock"))
+        .env_remove("LULL_COORDINATOR_URL")
+        .env_remove("LULL_KEY")
+        .env_remove("LULL_WORK_DIR")
+}
+
+/// Starts an agent process (`lull agent`, `lull up`, `lull-tray`: `cmd`, in its
+/// environment already), ended with us, and waits up to `timeout` until it answers on
+/// `socket` with a status for which `ready` holds. An agent that exits first, or is not
+/// ready in time, is an error saying which (and is stopped).
+pub fn try_start_agent(
+    cmd: &mut Command,
+    socket: &Path,
+    timeout: Duration,
+    ready: impl Fn(&AgentStatus) -> bool,
+) -> std::io::Result<Child> {
+    let mut child = process::end_with_us(cmd, libc::SIGTERM).spawn()?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if agent_status(socket).is_some_and(|s| ready(&s)) {
+            return Ok(child);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(std::io::Error::other(format!("the agent exited early ({status})")));
+        }
+        if Instant::now() > deadline {
+            process::terminate(&mut child, Duration::from_secs(10));
+            let what = format!("the agent did not answer (ready) on {} within {timeout:?}", socket.display());
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, what));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The status of the agent answering on `socket`, or `None` while it does not (yet).
+pub fn agent_status(socket: &Path) -> Option<AgentStatus> {
+    match call(socket, &Request::Status) {
+        Ok(Response::Status(s)) => Some(*s),
+        _ => None,
     }
 }
 
@@ -315,41 +388,54 @@ pub struct Xvfb {
 }
 
 impl Xvfb {
-    pub fn start() -> Self {
-        let mut child = Command::new("Xvfb")
+    /// Starts Xvfb on a free display number it picks itself (`-displayfd`); it ends with
+    /// this process however it ends.
+    pub fn try_start() -> std::io::Result<Self> {
+        let mut cmd = Command::new("Xvfb");
+        let mut child = process::end_with_us(&mut cmd, libc::SIGTERM)
             .args(["-displayfd", "1", "-noreset", "-nolisten", "tcp", "-screen", "0", "800x600x24"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("spawn Xvfb");
+            .map_err(|e| std::io::Error::new(e.kind(), format!("starting Xvfb (Debian package xvfb): {e}")))?;
         let n = read_line_within(&mut child, Duration::from_secs(20)).map(|l| l.trim().to_string()).filter(|l| !l.is_empty());
         let Some(n) = n else {
             let _ = child.kill();
-            panic!("Xvfb did not report a display number within 20 s");
+            let _ = child.wait();
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "Xvfb did not report a display number within 20 s"));
         };
-        Self { child, display: format!(":{n}") }
+        Ok(Self { child, display: format!(":{n}") })
+    }
+
+    /// Starts Xvfb on `display` (`:N`) and waits until its socket exists.
+    pub fn try_start_on(display: &str) -> std::io::Result<Self> {
+        let mut cmd = Command::new("Xvfb");
+        let child = process::end_with_us(&mut cmd, libc::SIGTERM)
+            .args([display, "-noreset", "-nolisten", "tcp", "-screen", "0", "800x600x24"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| std::io::Error::new(e.kind(), format!("starting Xvfb (Debian package xvfb): {e}")))?;
+        let x = Self { child, display: display.to_string() };
+        let socket = PathBuf::from(format!("/tmp/.X11-unix/X{}", display.trim_start_matches(':')));
+        let what = format!("Xvfb {display} to come up (is the display taken?)");
+        process::wait_until(&what, Duration::from_secs(20), || socket.exists().then_some(()))?;
+        Ok(x)
+    }
+
+    /// [`Xvfb::try_start`] for tests: panics on failure.
+    pub fn start() -> Self {
+        Self::try_start().unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A real Xvfb on the `i`-th display listed in `LULL_E2E_DISPLAYS` (e.g. `:65,:66`,
     /// for runs that must keep to given display numbers), or on a free one it picks.
     pub fn start_listed(i: usize) -> Self {
         let listed = std::env::var("LULL_E2E_DISPLAYS").unwrap_or_default();
-        let Some(display) = listed.split(',').map(str::trim).filter(|d| !d.is_empty()).nth(i).map(str::to_string) else {
-            return Self::start();
-        };
-        let child = Command::new("Xvfb")
-            .args([display.as_str(), "-noreset", "-nolisten", "tcp", "-screen", "0", "800x600x24"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn Xvfb");
-        let socket = format!("/tmp/.X11-unix/X{}", display.trim_start_matches(':'));
-        let t0 = Instant::now();
-        while !Path::new(&socket).exists() {
-            assert!(t0.elapsed() < Duration::from_secs(20), "Xvfb {display} did not come up (is the display taken?)");
-            std::thread::sleep(Duration::from_millis(50));
+        match listed.split(',').map(str::trim).filter(|d| !d.is_empty()).nth(i) {
+            Some(display) => Self::try_start_on(display).unwrap_or_else(|e| panic!("{e}")),
+            None => Self::start(),
         }
-        Self { child, display }
     }
 
     /// Runs `xdotool ARGS` against this display and asserts it succeeded.
@@ -509,13 +595,6 @@ pub fn alive(pid: i32) -> bool {
 /// The pid a process wrote into a file.
 pub fn read_pid(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-/// A process's user + system CPU, clock ticks.
-pub fn cpu_ticks(pid: i32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let f: Vec<u64> = s.rsplit_once(')').map(|(_, r)| r.split_whitespace().filter_map(|v| v.parse().ok()).collect()).unwrap_or_default();
-    f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0)
 }
 
 /// A process's cgroup path in hierarchy `key` ("0::" for v2, "memory" …).

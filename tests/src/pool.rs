@@ -32,8 +32,7 @@ impl Machine {
     pub fn lull(&self, args: &[&str]) -> Command {
         let dir = self.dir.path();
         let mut c = Command::new(lull_bin());
-        c.args(args).env("LULL_DATA_DIR", dir).env("LULL_CONFIG", dir.join("config.toml")).env("LULL_SOCKET", dir.join("agent.sock"));
-        c.env("LULL_CGROUP", &self.base).env_remove("LULL_COORDINATOR_URL").env_remove("LULL_KEY").env_remove("LULL_WORK_DIR");
+        crate::agent_env(c.args(args), dir).env("LULL_CGROUP", &self.base);
         c
     }
 
@@ -76,10 +75,7 @@ impl Machine {
 
     /// The agent's status, or `None` while its socket does not answer (yet).
     pub fn try_status(&self) -> Option<AgentStatus> {
-        match call(&self.dir.path().join("agent.sock"), &Request::Status) {
-            Ok(Response::Status(s)) => Some(*s),
-            _ => None,
-        }
+        crate::agent_status(&self.dir.path().join("agent.sock"))
     }
 
     pub fn call(&self, req: &Request) -> AgentStatus {

@@ -3,7 +3,7 @@
 //! end is closed before the command starts, so its first write fails with EPIPE every
 //! time, not only when the reader wins a race.
 
-use lull_e2e::Agent;
+use lull_e2e::{bench_bin, Agent};
 use std::process::{Command, Stdio};
 
 /// Runs `cmd` with stdout on a pipe whose reader is already closed; returns (exit code, stderr).
@@ -39,7 +39,6 @@ fn every_command_ends_quietly_on_a_closed_pipe() {
         &["resume"],
         &["limits", "--interruptions", "4"],
         &["limits", "--interruptions", "4", "--json"],
-        &["bench", "--help"],
         &["coordinator", "--help"],
     ];
     for args in commands {
@@ -75,4 +74,16 @@ fn lull_run_with_stdout_and_stderr_closed_runs_its_job_to_the_end() {
     let work = lull_e2e::guest_workdirs(&lull_e2e::work_root_of(&a.dir)).pop().expect("the guest's work directory");
     assert_eq!(std::fs::read_to_string(work.join("done.txt")).unwrap_or_default().trim(), "done", "the job ran to its end");
     assert!(!a.socket().exists(), "lull run's agent did not clean up");
+}
+
+/// `lull-bench`'s help on a closed pipe ends quietly too (it prints as `lull` does).
+#[test]
+fn lull_bench_help_ends_quietly_on_a_closed_pipe() {
+    for args in [&["--help"][..], &["placements", "--help"][..]] {
+        let mut cmd = Command::new(bench_bin());
+        cmd.args(args);
+        let (code, stderr) = with_closed_stdout(cmd);
+        assert_eq!(code, Some(0), "lull-bench {args:?} on a closed pipe: {stderr}");
+        assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "lull-bench {args:?}: {stderr}");
+    }
 }

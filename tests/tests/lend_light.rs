@@ -1,7 +1,7 @@
 //! Lend while light (issue 13, seed 000's lingering that starts work), end to end: a real
 //! `lull agent` under Xvfb, the owner present (a pointer motion from `xdotool` every half
 //! second) with a light task of about 5 % of a core, and a CPU-bound guest handed to it
-//! by `lull run`. It runs `lull bench lend-light` (cli/src/bench_lend.rs), which does the
+//! by `lull run`. It runs `lull-bench lend-light` (bench/src/lend.rs), which does the
 //! measuring, and checks its findings:
 //! - with lending off (the default) the present owner gets no guest work; `lull limits
 //!   --lend-while-light on` turns it on and the guest starts while the owner is present
@@ -22,7 +22,7 @@
 //! Needs root for cgroups (`LULL_REQUIRE_CGROUPS=1` requires it) and Xvfb + xdotool
 //! (`LULL_REQUIRE_X11=1` requires them).
 
-use lull_e2e::{lull_bin, skip_without, skip_without_cgroups};
+use lull_e2e::{bench_bin, skip_without, skip_without_cgroups};
 use std::process::Command;
 
 #[test]
@@ -30,13 +30,13 @@ fn a_guest_lent_while_the_owner_works_lightly_slows_them_by_at_most_one_percent(
     if skip_without_cgroups() || skip_without("Xvfb", "LULL_REQUIRE_X11") || skip_without("xdotool", "LULL_REQUIRE_X11") {
         return;
     }
-    let out = Command::new(lull_bin())
-        .args(["bench", "lend-light", "--rounds", "12", "--round-s", "1", "--json"])
+    let out = Command::new(bench_bin())
+        .args(["lend-light", "--rounds", "12", "--round-s", "1", "--json"])
         .env_remove("DISPLAY")
         .output()
-        .expect("run lull bench lend-light");
+        .expect("run lull-bench lend-light");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "lull bench lend-light failed:\n{}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "lull-bench lend-light failed:\n{}\n{stdout}", String::from_utf8_lossy(&out.stderr));
     let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).expect("the benchmark's JSON");
     eprintln!("{r:#}");
 

@@ -10,6 +10,7 @@
 
 use agent_core::control::{call, AgentStatus, Request, Response};
 use agent_core::policy::StateKind;
+use lull_e2e::coordinator::Coordinator;
 use lull_e2e::{lull_bin, purge_cgroup_base, skip_without_cgroups, tray_bin, Agent, Xvfb};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -109,28 +110,8 @@ fn every_entry_point_assembles_the_same_complete_agent() {
     }
     let x = Xvfb::start();
     // A coordinator of its own, and this machine enrolled to it.
-    let pool = tempfile::tempdir().expect("dir");
-    let coordinator = Proc(
-        Command::new(lull_bin())
-            .args(["coordinator", "serve", "--listen", "127.0.0.1:0"])
-            .env("LULL_DATA_DIR", pool.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("coordinator"),
-    );
-    let t0 = Instant::now();
-    let url = loop {
-        let url = std::fs::read_to_string(pool.path().join("coordinator.url")).unwrap_or_default();
-        if !url.trim().is_empty() {
-            break url.trim().to_string();
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "the coordinator did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let out = Command::new(lull_bin()).args(["coordinator", "token", "create"]).env("LULL_DATA_DIR", pool.path()).output().expect("token");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let coordinator = Coordinator::start(&[]);
+    let (url, token) = (coordinator.url.clone(), coordinator.token().expect("join token"));
 
     let machine = tempfile::tempdir().expect("dir");
     let dir = machine.path();

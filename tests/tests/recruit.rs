@@ -11,71 +11,20 @@
 //! property-tested there; here the wire, the lease and the release are what is checked.
 //! Needs cgroups (root; `LULL_REQUIRE_CGROUPS=1` makes it required).
 
+use lull_e2e::coordinator::Coordinator;
 use lull_e2e::{lull_bin, purge_cgroup_base, skip_without_cgroups, Agent};
 use serde_json::Value;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Guest work accepted at once whatever the machine's load, no input backend.
 const EAGER: &str = "[sampling]\ninterval_ms = 200\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\
                      recruitment_threshold_s = 0\n[input]\nbackend = \"none\"\n";
 
-/// The coordinator process, stopped on drop.
-struct Coordinator {
-    dir: tempfile::TempDir,
-    child: Child,
-    url: String,
-}
-
-impl Drop for Coordinator {
-    fn drop(&mut self) {
-        // SAFETY: signals a child of ours.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
-}
-
-impl Coordinator {
-    fn start() -> Coordinator {
-        let dir = tempfile::tempdir().unwrap();
-        let child = Command::new(lull_bin())
-            .args(["coordinator", "serve", "--listen", "127.0.0.1:0", "--heartbeat-s", "1", "--recruit-idle-pct", "100"])
-            .env("LULL_DATA_DIR", dir.path())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("coordinator.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let url_file = dir.path().join("coordinator.url");
-        let t0 = Instant::now();
-        let url = loop {
-            if let Some(u) = std::fs::read_to_string(&url_file).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()) {
-                break u;
-            }
-            assert!(t0.elapsed() < Duration::from_secs(30), "the coordinator did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        Coordinator { dir, child, url }
-    }
-
-    fn lull(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(lull_bin());
-        c.args(args).env("LULL_DATA_DIR", self.dir.path()).env_remove("LULL_COORDINATOR_URL").env_remove("LULL_KEY");
-        c
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("coordinator.log")).unwrap_or_default()
-    }
-}
-
 /// An agent enrolled to `c` as `machine`, started.
 fn agent(c: &Coordinator, machine: &str) -> Agent {
-    let out = c.lull(&["coordinator", "token", "create"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let mut a = Agent::new(EAGER);
-    let out = a.lull(&["enrol", "--url", &c.url, "--token", &token, "--owner", "alice", "--machine", machine]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    c.enrol(&a.dir, "alice", machine).unwrap();
     a.start();
     a
 }
@@ -109,7 +58,7 @@ fn lull_recruit_runs_one_group_on_both_agents_and_releases_it() {
     if skip_without_cgroups() {
         return;
     }
-    let c = Coordinator::start();
+    let c = Coordinator::start(&["--heartbeat-s", "1", "--recruit-idle-pct", "100"]);
     let mut agents = [agent(&c, "box1"), agent(&c, "box2")];
     let bases: Vec<String> = agents.iter().map(|a| a.env[0].1.clone()).collect();
 

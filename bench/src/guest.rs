@@ -1,4 +1,4 @@
-//! Guest-runtime benchmarks (`lull bench evict | slowdown | memory`), run with real
+//! Guest-runtime benchmarks (`lull-bench evict | slowdown | memory`), run with real
 //! processes and real cgroups and reported with medians and percentiles for
 //! `docs/BENCHMARKS.md`. They need root (or a delegated cgroup subtree) like the runtime.
 //!
@@ -24,6 +24,7 @@ use agent_core::guest::{GuestPhase, GuestRuntime, GuestSpec};
 use agent_core::policy::GuestDirective;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use lull_e2e::{percentile, purge_cgroup_base, Xvfb};
 use std::ffi::CString;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::CommandExt;
@@ -31,15 +32,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-pub(crate) fn pct(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i.min(v.len() - 1)]
-}
 
 pub(crate) fn unified_root() -> &'static str {
     if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
@@ -74,16 +66,6 @@ fn runtime_with(base: &str, tweak: impl FnOnce(&mut Config), spec: GuestSpec) ->
     Ok((rt, id, dir))
 }
 
-/// Removes a benchmark's (empty) cgroup base directories after its runtime is gone.
-pub(crate) fn remove_base(base: &str) {
-    for h in ["unified", "memory", "cpu", "pids", ""] {
-        let d = Path::new("/sys/fs/cgroup").join(h).join(base);
-        let _ = std::fs::remove_dir(d.join("guests"));
-        let _ = std::fs::remove_dir(d.join("agent"));
-        let _ = std::fs::remove_dir(&d);
-    }
-}
-
 fn spinners(n: usize) -> GuestSpec {
     let script = format!("for i in $(seq {n}); do (while :; do :; done) & done; wait");
     GuestSpec::new("sh", ["-c", script.as_str()])
@@ -96,7 +78,7 @@ pub struct EvictArgs {
     /// Number of input events (the recorded figure uses 300).
     #[arg(long, default_value_t = 300)]
     pub events: usize,
-    /// X display to use; without one (and without $DISPLAY) an Xvfb is started on :93.
+    /// X display to use; without one (and without $DISPLAY) a private Xvfb is started on a free display.
     #[arg(long)]
     pub display: Option<String>,
     /// Where the owner's input comes from: `x11` (XTest motion, the X11 backend) or `pty`
@@ -108,7 +90,7 @@ pub struct EvictArgs {
     pub json: bool,
 }
 
-/// The owner's input in `lull bench evict`: XTest motions to an X display, or lines
+/// The owner's input in `lull-bench evict`: XTest motions to an X display, or lines
 /// typed into a pty session.
 enum OwnerInput {
     X11 { conn: Box<x11rb::rust_connection::RustConnection>, root: u32, display: String, _xvfb: Option<Xvfb> },
@@ -133,7 +115,10 @@ impl OwnerInput {
         let (display, xvfb) = match (a.display.clone(), env_display) {
             (Some(d), _) => (d, None),
             (None, Some(d)) => (d, None),
-            (None, None) => (":93".to_string(), Some(start_xvfb(":93")?)),
+            (None, None) => {
+                let x = Xvfb::try_start()?;
+                (x.display.clone(), Some(x))
+            }
         };
         // SAFETY (edition 2021: safe fn): set before the backend thread reads it.
         std::env::set_var("DISPLAY", &display);
@@ -225,37 +210,6 @@ impl Drop for OwnerInput {
             let _ = script.wait();
         }
     }
-}
-
-pub(crate) struct Xvfb(Option<Child>);
-impl Drop for Xvfb {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-pub(crate) fn start_xvfb(display: &str) -> Result<Xvfb> {
-    let n = display.trim_start_matches(':');
-    let sock = PathBuf::from(format!("/tmp/.X11-unix/X{n}"));
-    let child = Command::new("Xvfb")
-        .args([display, "-noreset", "-nolisten", "tcp", "-screen", "0", "640x480x24"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting Xvfb (apt-get install xvfb)")?;
-    let x = Xvfb(Some(child));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !sock.exists() {
-        if Instant::now() > deadline {
-            bail!("Xvfb {display} did not come up");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    Ok(x)
 }
 
 pub fn evict(a: EvictArgs) -> Result<()> {
@@ -380,15 +334,16 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     rt.apply(GuestDirective::Evict);
     let containment = rt.containment().as_str();
     let n = to_frozen.len();
-    let (f50, f99, fmax) = (pct(&mut to_frozen, 0.5), pct(&mut to_frozen, 0.99), pct(&mut to_frozen, 1.0));
-    let (c50, c99, cmax) = (pct(&mut to_callback, 0.5), pct(&mut to_callback, 0.99), pct(&mut to_callback, 1.0));
-    let (u50, u99, umax) = (pct(&mut cpu_after, 0.5), pct(&mut cpu_after, 0.99), pct(&mut cpu_after, 1.0));
+    let (f50, f99, fmax) = (percentile::of(&mut to_frozen, 0.5), percentile::of(&mut to_frozen, 0.99), percentile::of(&mut to_frozen, 1.0));
+    let (c50, c99, cmax) =
+        (percentile::of(&mut to_callback, 0.5), percentile::of(&mut to_callback, 0.99), percentile::of(&mut to_callback, 1.0));
+    let (u50, u99, umax) = (percentile::of(&mut cpu_after, 0.5), percentile::of(&mut cpu_after, 0.99), percentile::of(&mut cpu_after, 1.0));
     let load_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let (mut kr, mut kb): (Vec<f64>, Vec<f64>) = to_kernel_read.into_iter().unzip();
     let pty_split = (!kr.is_empty()).then(|| {
         serde_json::json!({
-            "event_to_kernel_read_ms": {"p50": pct(&mut kr, 0.5), "p99": pct(&mut kr, 0.99), "max": pct(&mut kr, 1.0)},
-            "kernel_read_to_callback_ms": {"p50": pct(&mut kb, 0.5), "p99": pct(&mut kb, 0.99), "max": pct(&mut kb, 1.0)},
+            "event_to_kernel_read_ms": {"p50": percentile::of(&mut kr, 0.5), "p99": percentile::of(&mut kr, 0.99), "max": percentile::of(&mut kr, 1.0)},
+            "kernel_read_to_callback_ms": {"p50": percentile::of(&mut kb, 0.5), "p99": percentile::of(&mut kb, 0.99), "max": percentile::of(&mut kb, 1.0)},
         })
     });
     let result = serde_json::json!({
@@ -401,7 +356,7 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         "goal_p99_ms": 5.0, "anchor_boinc_7_20": {"median_s": "0.3-0.6", "max_s": 1.0},
     });
     drop(rt);
-    remove_base(&base);
+    purge_cgroup_base(&base);
     if a.json {
         outln!("{result}");
     } else {
@@ -455,11 +410,6 @@ fn idle_jiffies() -> u64 {
     f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0)
 }
 
-fn clk_tck() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
-}
-
 struct OwnerRun {
     task_s: f64,
     wake_us: Vec<f64>,
@@ -490,7 +440,12 @@ fn owner_run(iters: u64, guest_cpu: &dyn Fn() -> u64) -> OwnerRun {
     let (g1, i1) = (guest_cpu(), idle_jiffies());
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let wake_us = probe.join().unwrap_or_default();
-    OwnerRun { task_s, wake_us, guest_cpu_s: (g1 - g0) as f64 / 1e6, idle_s: (i1 - i0) as f64 / clk_tck() }
+    OwnerRun {
+        task_s,
+        wake_us,
+        guest_cpu_s: (g1 - g0) as f64 / 1e6,
+        idle_s: (i1 - i0) as f64 / lull_e2e::process::clock_ticks_per_s() as f64,
+    }
 }
 
 /// The same spinners at plain nice 19 (BOINC-style), in a unified cgroup with no
@@ -589,19 +544,19 @@ pub fn slowdown(a: SlowdownArgs) -> Result<()> {
         let mut wake: Vec<f64> = rs.iter().flat_map(|r| r.wake_us.iter().copied()).collect();
         let mut fcsr: Vec<f64> =
             rs.iter().map(|r| if r.guest_cpu_s + r.idle_s > 0.0 { r.guest_cpu_s / (r.guest_cpu_s + r.idle_s) } else { 0.0 }).collect();
-        med_task[k] = pct(&mut task, 0.5);
-        let (w50, w99) = (pct(&mut wake, 0.5), pct(&mut wake, 0.99));
+        med_task[k] = percentile::of(&mut task, 0.5);
+        let (w50, w99) = (percentile::of(&mut wake, 0.5), percentile::of(&mut wake, 0.99));
         p99_wake[k] = w99;
         rows.push(serde_json::json!({
             "config": names[k], "task_s_median": med_task[k], "wake_overshoot_us": {"p50": w50, "p99": w99, "samples": wake.len()},
-            "guest_cpu_s_per_run_median": pct(&mut rs.iter().map(|r| r.guest_cpu_s).collect::<Vec<_>>(), 0.5),
-            "fcsr_median": pct(&mut fcsr, 0.5),
+            "guest_cpu_s_per_run_median": percentile::of(&mut rs.iter().map(|r| r.guest_cpu_s).collect::<Vec<_>>(), 0.5),
+            "fcsr_median": percentile::of(&mut fcsr, 0.5),
         }));
     }
     let ldr = |k: usize| med_task[k] / med_task[0];
     let containment = rt.containment().as_str();
     drop(rt);
-    remove_base(&base);
+    purge_cgroup_base(&base);
     let result = serde_json::json!({
         "cpus": ncpu, "rounds": a.rounds, "containment": containment, "configs": rows,
         "ldr": {"lull": ldr(1), "nice19": ldr(2)},
@@ -833,9 +788,9 @@ fn memory_case(a: &MemoryArgs, capped: bool) -> Result<serde_json::Value> {
     let _ = owner.kill();
     let _ = owner.wait();
     drop(rt);
-    remove_base(&format!("{name}/lull"));
+    purge_cgroup_base(&format!("{name}/lull"));
     drop(machine);
-    remove_base(&name);
+    purge_cgroup_base(&name);
     Ok(serde_json::json!({
         "capped": capped, "cap_mib": if capped { Some(a.cap_mib) } else { None }, "guest_outcome": outcome,
         "guest_peak_mib": peak as f64 / 1048576.0,

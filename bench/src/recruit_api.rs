@@ -1,4 +1,4 @@
-//! `lull bench recruit-api`: instant recruitment's answer time (seed 003; mpidled: ≤ 150 ms
+//! `lull-bench recruit-api`: instant recruitment's answer time (seed 003; mpidled: ≤ 150 ms
 //! typical, 2.5 s worst; goal here p99 ≤ 2 ms at 10,000 agents), measured from outside on
 //! a real `lull coordinator serve` process (SQLite file or a fresh PostgreSQL database).
 //!
@@ -16,9 +16,10 @@
 //! whole pool. Latency = request sent → answer's last byte; the coordinator's own
 //! decision time (`decided_us`, the in-memory part) is reported beside it.
 
-use crate::bench_heartbeats::{cpu_s, pct, post, BenchCoordinator, BenchDb, Http};
+use crate::heartbeats::{pct, post, BenchCoordinator, BenchDb, Http};
 use anyhow::{bail, Result};
 use clap::Args;
+use lull_e2e::process::cpu_seconds as cpu_s;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -199,7 +200,7 @@ pub fn run(a: RecruitApiArgs) -> Result<()> {
     if a.agents < 10 || a.requests == 0 || a.k == 0 {
         bail!("--agents must be at least 10, --requests and --k at least 1");
     }
-    let rt = crate::coordinator_cmd::runtime()?;
+    let rt = crate::runtime()?;
     let hb_s = a.heartbeat_s.max(1).to_string();
     let c = BenchCoordinator::start(&rt, &a.db, a.agents, &["--heartbeat-s", &hb_s], a.json)?;
     let (addr, pid, secrets, key) = (c.addr.clone(), c.pid, c.secrets.clone(), c.admin_key.clone());

@@ -1,4 +1,4 @@
-//! `lull bench owner-cache`: the owner's file cache after a memory-hungry guest, with and
+//! `lull-bench owner-cache`: the owner's file cache after a memory-hungry guest, with and
 //! without Lull's file-cache restore, timed on the real `lull agent` from outside.
 //!
 //! The machine: a memory cgroup of the bench's own with a hard limit (`--limit-mib`)
@@ -24,17 +24,19 @@
 //! bench with `LULL_RESTORE_READ_KIB` set to measure `restore` at another size). The
 //! restore times come from the agent's ledger (`Today`).
 
-use crate::bench_guest::pct;
-use crate::bench_owner_return::{ends_with_us, lull_exe, machine_env, remove_cgroup_base, wait_for};
+use crate::owner_return::machine_env;
 use agent_core::control::{call, AgentStatus, Request, Response};
 use agent_core::guest::linux::owner_cache::{file_residency, page_size};
 use agent_core::guest::{GuestPhase, GuestSpec};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use lull_e2e::percentile;
+use lull_e2e::process::{end_with_us, terminate, wait_until};
+use lull_e2e::{agent_status, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct OwnerCacheArgs {
@@ -119,16 +121,8 @@ impl Machine {
 
 impl Drop for Machine {
     fn drop(&mut self) {
-        remove_cgroup_base(&format!("{}/pool", self.name));
-        for h in ["", "unified", "memory", "cpu", "cpu,cpuacct", "pids"] {
-            let top = Path::new("/sys/fs/cgroup").join(h).join(&self.name);
-            if (h.is_empty() && !self.v2) || !top.exists() {
-                continue;
-            }
-            let _ = std::fs::remove_dir(top.join("owner"));
-            let _ = std::fs::remove_dir(top.join("pool"));
-            let _ = std::fs::remove_dir(&top);
-        }
+        // Owner, pool and the agent's guests under it, in every hierarchy.
+        purge_cgroup_base(&self.name);
     }
 }
 
@@ -148,7 +142,7 @@ impl Owner {
             .args(files)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
-        ends_with_us(&mut c, libc::SIGKILL);
+        end_with_us(&mut c, libc::SIGKILL);
         let mut child = c.spawn().context("starting the owner program (python3)")?;
         let stdin = child.stdin.take().context("owner stdin")?;
         let stdout = BufReader::new(child.stdout.take().context("owner stdout")?);
@@ -223,10 +217,7 @@ impl Agent {
     }
 
     fn status(&self) -> Option<AgentStatus> {
-        match call(&self.socket(), &Request::Status) {
-            Ok(Response::Status(s)) => Some(*s),
-            _ => None,
-        }
+        agent_status(&self.socket())
     }
 
     /// The agent's log (its log directory and stderr), for an error's context.
@@ -240,15 +231,8 @@ impl Agent {
     }
 
     fn stop(mut self) -> Result<()> {
-        // SAFETY: signals a child of ours.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !matches!(self.child.try_wait(), Ok(Some(_))) {
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                bail!("the agent did not stop within 20 s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if !terminate(&mut self.child, Duration::from_secs(20)) {
+            bail!("the agent did not stop within 20 s of SIGTERM");
         }
         Ok(())
     }
@@ -257,14 +241,7 @@ impl Agent {
 impl Drop for Agent {
     fn drop(&mut self) {
         // SIGTERM first: the agent puts the owner's protection back as it exits.
-        // SAFETY: signals a child of ours.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !matches!(self.child.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child, Duration::from_secs(10));
     }
 }
 
@@ -284,7 +261,7 @@ fn start_agent(machine: &Machine, a: &OwnerCacheArgs, case: &str, display: &str)
         snap = if restore { 2048 } else { 0 },
     );
     std::fs::write(dir.path().join("config.toml"), config)?;
-    let mut c = Command::new(lull_exe()?);
+    let mut c = Command::new(lull_bin());
     c.arg("agent");
     machine_env(&mut c, dir.path(), &format!("{}/pool", machine.name), display);
     // `restore` reads at the agent's default size, or at the bench's own
@@ -292,12 +269,9 @@ fn start_agent(machine: &Machine, a: &OwnerCacheArgs, case: &str, display: &str)
     if case == "restore-4mib-reads" {
         c.env("LULL_RESTORE_READ_KIB", "4096");
     }
-    ends_with_us(&mut c, libc::SIGTERM);
-    let child = c.spawn().context("starting lull agent")?;
-    let agent = Agent { child, dir };
-    wait_for("the agent to answer", Duration::from_secs(60), || agent.status())
-        .with_context(|| std::fs::read_to_string(agent.dir.path().join("instance.log")).unwrap_or_default())?;
-    Ok(agent)
+    let child = try_start_agent(&mut c, &dir.path().join("agent.sock"), Duration::from_secs(60), |_| true)
+        .with_context(|| std::fs::read_to_string(dir.path().join("instance.log")).unwrap_or_default())?;
+    Ok(Agent { child, dir })
 }
 
 #[derive(Default, Debug, serde::Serialize)]
@@ -340,8 +314,8 @@ fn round(
     drop_cache(files)?;
     r.cold_ms.push(owner.read()?.wall_ms);
     let before: Vec<Read> = (0..a.before_reads).map(|_| owner.read()).collect::<Result<_>>()?;
-    r.before_ms.push(pct(&mut before.iter().map(|b| b.wall_ms).collect::<Vec<_>>(), 0.5));
-    r.before_cpu_ms.push(pct(&mut before.iter().map(|b| b.cpu_ms).collect::<Vec<_>>(), 0.5));
+    r.before_ms.push(percentile::of(&mut before.iter().map(|b| b.wall_ms).collect::<Vec<_>>(), 0.5));
+    r.before_cpu_ms.push(percentile::of(&mut before.iter().map(|b| b.cpu_ms).collect::<Vec<_>>(), 0.5));
     let agent = start_agent(machine, a, case, display)?;
     let spec = GuestSpec::new("python3", ["-c", hog(a.guest_mib).as_str()]);
     let id = match call(&agent.socket(), &Request::RunJob { spec: Box::new(spec), donate_now: false })? {
@@ -352,9 +326,9 @@ fn round(
         Ok(Response::Guest(g)) => Some(*g),
         _ => None,
     };
-    let workdir = wait_for("the guest to start", Duration::from_secs(60), || guest().filter(|g| g.pid.is_some()).map(|g| g.workdir))
+    let workdir = wait_until("the guest to start", Duration::from_secs(60), || guest().filter(|g| g.pid.is_some()).map(|g| g.workdir))
         .with_context(|| format!("status {:?}\n{}", agent.status().map(|s| s.policy.state), agent.log()))?;
-    wait_for("the guest's allocation", Duration::from_secs(180), || workdir.join("allocated").exists().then_some(()))
+    wait_until("the guest's allocation", Duration::from_secs(180), || workdir.join("allocated").exists().then_some(()))
         .with_context(|| format!("guest: {:?}", guest()))?;
     r.left_under_guest_mib.push(resident_mib(files));
     r.protection_during.push(machine.owner_protection());
@@ -364,8 +338,8 @@ fn round(
     if !out.status.success() {
         bail!("xdotool: {}", String::from_utf8_lossy(&out.stderr));
     }
-    wait_for("the eviction", Duration::from_secs(60), || guest().filter(|g| matches!(g.phase, GuestPhase::Ended { .. })).map(|_| ()))?;
-    wait_for("the restore", Duration::from_secs(120), || {
+    wait_until("the eviction", Duration::from_secs(60), || guest().filter(|g| matches!(g.phase, GuestPhase::Ended { .. })).map(|_| ()))?;
+    wait_until("the restore", Duration::from_secs(120), || {
         agent.status().and_then(|s| s.owner_memory).and_then(|m| m.last_restore).filter(|l| Some(l) != restores_before.as_ref())
     })?;
     r.resident_after_mib.push(resident_mib(files));
@@ -413,7 +387,8 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
             Ok(p)
         })
         .collect::<Result<_>>()?;
-    let (_xvfb, display) = crate::bench_cmd::input_latency::start_xvfb()?;
+    let xvfb = Xvfb::try_start()?;
+    let display = xvfb.display.clone();
     let mut owner = Owner::start(&machine.owner_procs(), &files)?;
     let protection_before = machine.owner_protection();
     let mut results: Vec<(String, CaseResult)> = a.cases.iter().map(|c| (c.clone(), CaseResult::default())).collect();
@@ -466,7 +441,7 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
             }
         }
     }
-    let med = |v: &[f64]| pct(&mut v.to_vec(), 0.5);
+    let med = |v: &[f64]| percentile::of(&mut v.to_vec(), 0.5);
     let cases: Vec<serde_json::Value> = results
         .iter()
         .map(|(name, r)| {
@@ -476,7 +451,7 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
                 "case": name, "rounds": r.before_ms.len(), "failed_rounds": r.failed.len(),
                 "cold_ms_median": med(&r.cold_ms),
                 "before_ms_median": b, "after_ms_median": af, "after_over_before": af / b,
-                "after_ms_p99": pct(&mut r.after_ms.clone(), 0.99),
+                "after_ms_p99": percentile::of(&mut r.after_ms.clone(), 0.99),
                 "after_second_ms_median": med(&r.after_second_ms),
                 "before_cpu_ms_median": med(&r.before_cpu_ms), "after_cpu_ms_median": med(&r.after_cpu_ms),
                 "after_over_before_cpu": med(&r.after_cpu_ms) / med(&r.before_cpu_ms),

@@ -1,4 +1,4 @@
-//! `lull bench owner-return`: the owner's return timed end to end on the product's own
+//! `lull-bench owner-return`: the owner's return timed end to end on the product's own
 //! binaries, from outside the agent.
 //!
 //! For each case a fresh instance runs in a directory of its own under a private Xvfb:
@@ -24,11 +24,15 @@
 //! reads it as a shell reads a typed command), as an owner typing over ssh or in a text
 //! console. Latency runs from the write.
 
-use crate::bench_guest::{pct, unified_root};
+use crate::guest::unified_root;
 use agent_core::control::{call, Request, Response};
 use agent_core::policy::{DonateSpan, StateKind};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use lull_e2e::coordinator::Coordinator;
+use lull_e2e::percentile;
+use lull_e2e::process::{terminate, wait_until};
+use lull_e2e::{agent_env, agent_status, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -91,7 +95,7 @@ fn mode_name(m: &str) -> Result<&'static str> {
 /// One case's instance: its processes (killed on drop) and where to look.
 struct Instance {
     dir: tempfile::TempDir,
-    pool: Option<tempfile::TempDir>,
+    pool: Option<Coordinator>,
     base: String,
     procs: Vec<Child>,
 }
@@ -103,14 +107,11 @@ impl Instance {
 
     /// The coordinator's data directory (submit, reports).
     fn pool_dir(&self) -> &Path {
-        self.pool.as_ref().map_or(self.dir.path(), |p| p.path())
+        self.pool.as_ref().map_or(self.dir.path(), |p| p.dir.path())
     }
 
     fn status(&self) -> Option<agent_core::control::AgentStatus> {
-        match call(&self.socket(), &Request::Status) {
-            Ok(Response::Status(s)) => Some(*s),
-            _ => None,
-        }
+        agent_status(&self.socket())
     }
 
     fn interruptions(&self) -> Vec<agent_core::ledger::InterruptionRow> {
@@ -161,18 +162,9 @@ impl Instance {
 impl Drop for Instance {
     fn drop(&mut self) {
         for p in &mut self.procs {
-            // SAFETY: signals a child of ours.
-            unsafe { libc::kill(p.id() as i32, libc::SIGTERM) };
+            terminate(p, Duration::from_secs(20));
         }
-        for p in &mut self.procs {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while !matches!(p.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = p.kill();
-            let _ = p.wait();
-        }
-        remove_cgroup_base(&self.base);
+        purge_cgroup_base(&self.base);
         let work = self.work_root();
         if work.starts_with(agent_core::paths::EXECUTE_ROOT) {
             let _ = std::fs::remove_dir_all(work);
@@ -180,110 +172,17 @@ impl Drop for Instance {
     }
 }
 
-/// Removes a bench machine's cgroup base (`<base>/{guests/*,guests,agent}` in every
-/// hierarchy) once its agent is gone: what it held ended with the agent.
-pub(crate) fn remove_cgroup_base(base: &str) {
-    for h in ["unified", "memory", "cpu", "pids", ""] {
-        let d = Path::new("/sys/fs/cgroup").join(h).join(base);
-        for sub in std::fs::read_dir(d.join("guests")).into_iter().flatten().flatten() {
-            let _ = std::fs::remove_dir(sub.path());
-        }
-        let _ = std::fs::remove_dir(d.join("guests"));
-        let _ = std::fs::remove_dir(d.join("agent"));
-        let _ = std::fs::remove_dir(&d);
-    }
-}
-
-/// The child gets `sig` when this benchmark ends, however it ends (Ctrl-C included), so
-/// a stopped run leaves no agent, coordinator or X server behind.
-pub(crate) fn ends_with_us(c: &mut Command, sig: i32) -> &mut Command {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: prctl is async-signal-safe and touches no memory.
-    unsafe {
-        c.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    }
-}
-
-pub(crate) fn lull_exe() -> Result<PathBuf> {
-    std::env::current_exe().context("locating the lull binary")
-}
-
-pub(crate) fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Result<T> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return Ok(v);
-        }
-        if Instant::now() > deadline {
-            bail!("{what}: not within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A `lull coordinator serve` in a directory of its own, on a loopback port it picks.
-pub(crate) struct Pool {
-    pub(crate) child: Child,
-    pub(crate) dir: tempfile::TempDir,
-    pub(crate) url: String,
-}
-
-impl Pool {
-    pub(crate) fn start(lull: &Path) -> Result<Self> {
-        let dir = tempfile::tempdir()?;
-        let child = ends_with_us(&mut Command::new(lull), libc::SIGTERM)
-            .args(["coordinator", "serve", "--listen", "127.0.0.1:0"])
-            .env("LULL_DATA_DIR", dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting the coordinator")?;
-        let url_file = dir.path().join("coordinator.url");
-        let url = wait_for("the coordinator", Duration::from_secs(30), || {
-            std::fs::read_to_string(&url_file).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
-        })?;
-        Ok(Self { child, dir, url })
-    }
-
-    /// Enrols the machine whose data directory is `data_dir` (`lull enrol` with a fresh token).
-    pub(crate) fn enrol(&self, lull: &Path, data_dir: &Path, machine: &str) -> Result<()> {
-        let out = Command::new(lull).args(["coordinator", "token", "create"]).env("LULL_DATA_DIR", self.dir.path()).output()?;
-        if !out.status.success() {
-            bail!("token: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let out = Command::new(lull)
-            .args(["enrol", "--url", &self.url, "--token", &token, "--owner", "bench", "--machine", machine])
-            .env("LULL_DATA_DIR", data_dir)
-            .output()?;
-        if !out.status.success() {
-            bail!("enrol: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        Ok(())
-    }
-}
-
 /// The environment of one bench machine whose data directory is `d`: its own config,
 /// ledger, control socket and cgroup base, X on `display`, no D-Bus session, no
 /// coordinator from the caller's environment; stderr into `d/instance.log`.
 pub(crate) fn machine_env(c: &mut Command, d: &Path, base: &str, display: &str) {
-    c.env("LULL_DATA_DIR", d)
-        .env("LULL_CONFIG", d.join("config.toml"))
-        .env("LULL_SOCKET", d.join("agent.sock"))
+    agent_env(c, d)
         .env("LULL_CGROUP", base)
         .env("DISPLAY", display)
         .env("WAYLAND_DISPLAY", "")
         .env("DBUS_SESSION_BUS_ADDRESS", format!("unix:path={}", d.join("no-bus").display()))
         .env("NO_AT_BRIDGE", "1")
         .env("XDG_CONFIG_HOME", d.join("xdg-config"))
-        .env_remove("LULL_COORDINATOR_URL")
-        .env_remove("LULL_KEY")
-        .env_remove("LULL_WORK_DIR")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(d.join("instance.log")).map(Stdio::from).unwrap_or_else(|_| Stdio::null()));
 }
@@ -300,34 +199,30 @@ fn start_instance(agent: &str, mode: &str, display: &str, input: &str, n: usize)
     std::fs::write(dir.path().join("config.toml"), config)?;
     let base = format!("lull-bench-return-{}-{n}", std::process::id());
     let mut inst = Instance { dir, pool: None, base, procs: Vec::new() };
-    let lull = lull_exe()?;
+    let lull = lull_bin();
     let d = inst.dir.path().to_path_buf();
-    match agent {
+    let mut c = match agent {
         "up" => {
             let mut c = Command::new(&lull);
             c.args(["up", "--listen", "127.0.0.1:0", "--owner", "bench", "--machine", "bench-up"]);
-            machine_env(&mut c, &d, &inst.base, display);
-            ends_with_us(&mut c, libc::SIGTERM);
-            inst.procs.push(c.spawn().context("starting lull up")?);
+            c
         }
         "tray" => {
             let tray = lull.with_file_name("lull-tray");
             if !tray.exists() {
                 bail!("{} is missing: build it first (cargo build --release -p lull-tray)", tray.display());
             }
-            let pool = Pool::start(&lull)?;
-            pool.enrol(&lull, &d, "bench-tray")?;
-            inst.procs.push(pool.child);
-            inst.pool = Some(pool.dir);
-            let mut c = Command::new(&tray);
-            machine_env(&mut c, &d, &inst.base, display);
-            ends_with_us(&mut c, libc::SIGTERM);
-            inst.procs.push(c.spawn().context("starting lull-tray")?);
+            let pool = Coordinator::try_start(&[])?;
+            pool.enrol(&d, "bench", "bench-tray")?;
+            inst.pool = Some(pool);
+            Command::new(&tray)
         }
         other => bail!("--agents: unknown agent {other:?} (allowed: up, tray)"),
-    }
-    wait_for("the agent to answer", Duration::from_secs(60), || inst.status().filter(|s| s.coordinator.is_some()))
-        .with_context(|| std::fs::read_to_string(d.join("instance.log")).unwrap_or_default())?;
+    };
+    machine_env(&mut c, &d, &inst.base, display);
+    let child = try_start_agent(&mut c, &inst.socket(), Duration::from_secs(60), |s| s.coordinator.is_some())
+        .with_context(|| format!("starting {agent}: {}", std::fs::read_to_string(d.join("instance.log")).unwrap_or_default()))?;
+    inst.procs.push(child);
     let out = Command::new(&lull)
         .args(["submit", "--", "python3", "-c", HEARTBEAT_GUEST])
         .env("LULL_DATA_DIR", inst.pool_dir())
@@ -482,7 +377,7 @@ fn round(
     // but the owner is already back then.)
     // Some(None): the day's interruptions are used up, no guest will come (a bench bug:
     // each instance is given at most BUDGET recruited rounds).
-    let running = wait_for("a running guest", Duration::from_secs(90), || {
+    let running = wait_until("a running guest", Duration::from_secs(90), || {
         let state = inst.status().map(|s| s.policy.state);
         if state == Some(StateKind::OutOfBudget) {
             return Some(None);
@@ -576,7 +471,7 @@ fn round(
         }
     }
     if !donate {
-        let rows = wait_for("the interruption", Duration::from_secs(5), || {
+        let rows = wait_until("the interruption", Duration::from_secs(5), || {
             let rows = inst.interruptions();
             (rows.len() > before).then_some(rows)
         })
@@ -609,7 +504,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         match agent.as_str() {
             "up" => {}
             "tray" => {
-                let tray = lull_exe()?.with_file_name("lull-tray");
+                let tray = lull_bin().with_file_name("lull-tray");
                 if !tray.exists() {
                     bail!("{} is missing: build it first (cargo build --release -p lull-tray), or pass --agents up", tray.display());
                 }
@@ -621,8 +516,8 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("this benchmark reads the guests' cgroups of agents it starts; run it as root (or where the agent can create cgroups)");
     }
-    let (_xvfb, display) = crate::bench_cmd::input_latency::start_xvfb()?;
-    let display = display.as_str();
+    let xvfb = Xvfb::try_start()?;
+    let display = xvfb.display.as_str();
     let (xtest, screen) = x11rb::connect(Some(display)).context("connecting to the X display")?;
     let root = xtest.setup().roots[screen].root;
     let mut returner = Returner { seen: x_listener(display)?, xtest, root, pty: None };
@@ -676,11 +571,13 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         }
         drop(inst);
         let measured = r.latencies_ms.len();
-        let (p50, p99, max) = (pct(&mut r.latencies_ms, 0.5), pct(&mut r.latencies_ms, 0.99), pct(&mut r.latencies_ms, 1.0));
-        let frozen = (pct(&mut r.frozen_ms, 0.5), pct(&mut r.frozen_ms, 0.99), pct(&mut r.frozen_ms, 1.0));
-        let asked = (pct(&mut r.asked_ms, 0.5), pct(&mut r.asked_ms, 0.99), pct(&mut r.asked_ms, 1.0));
-        let x = (pct(&mut r.x_ms, 0.5), pct(&mut r.x_ms, 0.99), pct(&mut r.x_ms, 1.0));
-        let agent_part = (pct(&mut r.agent_ms, 0.5), pct(&mut r.agent_ms, 0.99), pct(&mut r.agent_ms, 1.0));
+        let (p50, p99, max) =
+            (percentile::of(&mut r.latencies_ms, 0.5), percentile::of(&mut r.latencies_ms, 0.99), percentile::of(&mut r.latencies_ms, 1.0));
+        let frozen = (percentile::of(&mut r.frozen_ms, 0.5), percentile::of(&mut r.frozen_ms, 0.99), percentile::of(&mut r.frozen_ms, 1.0));
+        let asked = (percentile::of(&mut r.asked_ms, 0.5), percentile::of(&mut r.asked_ms, 0.99), percentile::of(&mut r.asked_ms, 1.0));
+        let x = (percentile::of(&mut r.x_ms, 0.5), percentile::of(&mut r.x_ms, 0.99), percentile::of(&mut r.x_ms, 1.0));
+        let agent_part =
+            (percentile::of(&mut r.agent_ms, 0.5), percentile::of(&mut r.agent_ms, 0.99), percentile::of(&mut r.agent_ms, 1.0));
         let ok = r.missed == 0 && r.no_start == 0 && r.early == 0 && r.wrong_cause == 0 && p99 <= 5.0;
         all_ok &= ok;
         rows.push(serde_json::json!({

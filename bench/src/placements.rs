@@ -1,4 +1,4 @@
-//! `lull bench placements`: the coordinator's scheduling path measured from outside, on a
+//! `lull-bench placements`: the coordinator's scheduling path measured from outside, on a
 //! real `lull coordinator serve` process (SQLite file or a fresh PostgreSQL database).
 //!
 //! N simulated agents are enrolled; each keeps one keep-alive loopback connection, sends
@@ -22,9 +22,10 @@
 //! percentile of arrival, over the time between them). Every job must be leased exactly
 //! once: a job missing or received twice fails the run.
 
-use crate::bench_heartbeats::{cpu_s, metric, metrics_text, pct, post, BenchCoordinator, BenchDb, Http};
+use crate::heartbeats::{metric, metrics_text, pct, post, BenchCoordinator, BenchDb, Http};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use lull_e2e::process::cpu_seconds as cpu_s;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -230,7 +231,7 @@ fn micros(d: Duration) -> u32 {
 
 pub fn run(a: PlacementArgs) -> Result<()> {
     if let Some(n) = a.real_agents {
-        return crate::bench_recruit::run(n, a.rounds, a.json);
+        return crate::recruit::run(n, a.rounds, a.json);
     }
     for p in &a.phases {
         if p != "backlog" && p != "stream" {
@@ -241,7 +242,7 @@ pub fn run(a: PlacementArgs) -> Result<()> {
     if a.agents == 0 || a.jobs == 0 {
         bail!("--agents and --jobs must be at least 1");
     }
-    let rt = crate::coordinator_cmd::runtime()?;
+    let rt = crate::runtime()?;
     // One more enrolled agent: the probe.
     let c = BenchCoordinator::start(&rt, &a.db, a.agents + 1, &["--scheduler", &a.scheduler, "--lease-ttl-s", "3600"], a.json)?;
     let result = rt.block_on(measure(&a, &c));

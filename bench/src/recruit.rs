@@ -1,4 +1,4 @@
-//! `lull bench placements --real-agents N`: machine recruited → guest running, timed from
+//! `lull-bench placements --real-agents N`: machine recruited → guest running, timed from
 //! outside on real processes.
 //!
 //! A `lull coordinator serve` (SQLite, heartbeats every second) in a directory of its own
@@ -15,11 +15,13 @@
 //! the moment the bench first saw its agent's status say recruitable (or donating),
 //! polled every 2 ms over the control socket. The round ends when all N jobs completed.
 
-use crate::bench_heartbeats::Http;
-use crate::bench_owner_return::{ends_with_us, lull_exe, remove_cgroup_base, wait_for};
+use crate::heartbeats::Http;
 use agent_core::control::{call, Request, Response};
 use agent_core::policy::{PauseSpan, StateKind};
 use anyhow::{bail, Context, Result};
+use lull_e2e::coordinator::Coordinator;
+use lull_e2e::process::{terminate, wait_until};
+use lull_e2e::{agent_env, lull_bin, purge_cgroup_base, try_start_agent};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -27,25 +29,21 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const CONFIG: &str = "[sampling]\ninterval_ms = 100\n[availability]\nowner_cpu_max = 1.0\nmemory_growth_max = 1.0\n\
                       recruitment_threshold_s = 0\n[input]\nbackend = \"none\"\n";
 
-/// The processes of a run, stopped and cleaned up on drop.
+/// The processes of a run, stopped and cleaned up on drop (the agents, then the
+/// coordinator).
 struct Run {
-    pool: tempfile::TempDir,
-    url: String,
+    pool: Coordinator,
     agents: Vec<(tempfile::TempDir, String)>,
     procs: Vec<Child>,
 }
 
 impl Drop for Run {
     fn drop(&mut self) {
-        for p in self.procs.iter().rev() {
-            // SAFETY: signals a child of ours.
-            unsafe { libc::kill(p.id() as i32, libc::SIGTERM) };
-        }
         for p in &mut self.procs {
-            let _ = p.wait();
+            terminate(p, Duration::from_secs(20));
         }
         for (_, base) in &self.agents {
-            remove_cgroup_base(base);
+            purge_cgroup_base(base);
         }
     }
 }
@@ -80,57 +78,24 @@ fn get(rt: &tokio::runtime::Runtime, url: &str, key: &str, path: &str) -> Result
 }
 
 fn start(lull: &Path, n: usize) -> Result<Run> {
-    let pool = tempfile::tempdir()?;
-    let mut run = Run { pool, url: String::new(), agents: Vec::new(), procs: Vec::new() };
-    let child = ends_with_us(&mut Command::new(lull), libc::SIGTERM)
-        .args(["coordinator", "serve", "--listen", "127.0.0.1:0", "--heartbeat-s", "1"])
-        .env("LULL_DATA_DIR", run.pool.path())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(run.pool.path().join("coordinator.log"))?)
-        .spawn()
-        .context("starting the coordinator")?;
-    run.procs.push(child);
-    let url_file = run.pool.path().join("coordinator.url");
-    run.url = wait_for("the coordinator", Duration::from_secs(30), || {
-        std::fs::read_to_string(&url_file).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
-    })?;
+    let pool = Coordinator::try_start(&["--heartbeat-s", "1"])?;
+    let mut run = Run { pool, agents: Vec::new(), procs: Vec::new() };
     for i in 0..n {
         let dir = tempfile::tempdir()?;
         let d = dir.path().to_path_buf();
         std::fs::write(d.join("config.toml"), CONFIG)?;
         let base = format!("lull-bench-recruit-{}-{i}", std::process::id());
         run.agents.push((dir, base.clone()));
-        let out = Command::new(lull).args(["coordinator", "token", "create"]).env("LULL_DATA_DIR", run.pool.path()).output()?;
-        if !out.status.success() {
-            bail!("token: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let out = Command::new(lull)
-            .args(["enrol", "--url", &run.url, "--token", &token, "--owner", "bench", "--machine", &format!("real{i}")])
-            .env("LULL_DATA_DIR", &d)
-            .output()?;
-        if !out.status.success() {
-            bail!("enrol: {}", String::from_utf8_lossy(&out.stderr));
-        }
+        run.pool.enrol(&d, "bench", &format!("real{i}"))?;
         let mut c = Command::new(lull);
-        c.arg("agent")
-            .env("LULL_DATA_DIR", &d)
-            .env("LULL_CONFIG", d.join("config.toml"))
-            .env("LULL_SOCKET", socket(&d))
+        agent_env(c.arg("agent"), &d)
             .env("LULL_CGROUP", &base)
             .env("XDG_CONFIG_HOME", d.join("xdg-config"))
-            .env_remove("LULL_COORDINATOR_URL")
-            .env_remove("LULL_KEY")
-            .env_remove("LULL_WORK_DIR")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(d.join("agent.log"))?);
-        run.procs.push(ends_with_us(&mut c, libc::SIGTERM).spawn().context("starting lull agent")?);
-        let status = || match call(&socket(&d), &Request::Status) {
-            Ok(Response::Status(s)) => s.coordinator.is_some().then_some(()),
-            _ => None,
-        };
-        wait_for("the agent to answer", Duration::from_secs(60), status)
+        let agent = try_start_agent(&mut c, &socket(&d), Duration::from_secs(60), |s| s.coordinator.is_some())
             .with_context(|| std::fs::read_to_string(d.join("agent.log")).unwrap_or_default())?;
+        run.procs.push(agent);
     }
     Ok(run)
 }
@@ -143,10 +108,10 @@ pub fn run(n: usize, rounds: usize, json: bool) -> Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("--real-agents needs root: the agents put their guests in cgroups");
     }
-    let lull = lull_exe()?;
-    let rt = crate::coordinator_cmd::runtime()?;
+    let lull = lull_bin();
+    let rt = crate::runtime()?;
     let run = start(&lull, n)?;
-    let key = std::fs::read_to_string(run.pool.path().join("coordinator-admin.key"))?.trim().to_string();
+    let key = std::fs::read_to_string(run.pool.dir.path().join("coordinator-admin.key"))?.trim().to_string();
     let bar = indicatif::ProgressBar::new(rounds as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("recruit → running {bar:40} {pos}/{len} rounds")
@@ -162,15 +127,15 @@ pub fn run(n: usize, rounds: usize, json: bool) -> Result<()> {
         for (dir, _) in &run.agents {
             control(dir.path(), &Request::Pause { span: PauseSpan::UntilResumed })?;
         }
-        wait_for("the coordinator to see every agent paused", Duration::from_secs(30), || {
-            let agents = get(&rt, &run.url, &key, "/api/v1/agents").ok()?;
+        wait_until("the coordinator to see every agent paused", Duration::from_secs(30), || {
+            let agents = get(&rt, &run.pool.url, &key, "/api/v1/agents").ok()?;
             let paused = agents.as_array()?.iter().filter(|a| a["heartbeat"]["state"] == "paused").count();
             (paused == n).then_some(())
         })?;
         for _ in 0..n {
             let o = Command::new(&lull)
                 .args(["submit", "--", "sh", "-c", "date +%s%N > \"$HOME/started\"; sleep 1"])
-                .env("LULL_DATA_DIR", run.pool.path())
+                .env("LULL_DATA_DIR", run.pool.dir.path())
                 .env_remove("LULL_COORDINATOR_URL")
                 .env_remove("LULL_KEY")
                 .output()?;
@@ -203,7 +168,9 @@ pub fn run(n: usize, rounds: usize, json: bool) -> Result<()> {
                 if started[i].is_none() {
                     let jobs = agent_core::paths::Paths::under(dir.path()).work_root().join("jobs");
                     for e in std::fs::read_dir(jobs).into_iter().flatten().flatten() {
-                        let t = std::fs::read_to_string(e.path().join("started")).ok().and_then(|s| s.trim().parse::<u128>().ok());
+                        // The guest's $HOME is its work directory (`jobs/<id>/work/`).
+                        let file = agent_core::guest::GuestDir::new(e.path()).work().join("started");
+                        let t = std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse::<u128>().ok());
                         if let Some(t) = t.filter(|t| *t >= t0) {
                             started[i] = Some(t);
                         }
@@ -220,16 +187,15 @@ pub fn run(n: usize, rounds: usize, json: bool) -> Result<()> {
             policy_ms.push(r.saturating_sub(t0) as f64 / 1e6);
         }
         completed += n;
-        wait_for("every job to complete", Duration::from_secs(60), || {
-            let jobs = get(&rt, &run.url, &key, "/api/v1/jobs?state=completed&limit=10000").ok()?;
+        wait_until("every job to complete", Duration::from_secs(60), || {
+            let jobs = get(&rt, &run.pool.url, &key, "/api/v1/jobs?state=completed&limit=10000").ok()?;
             (jobs.as_array()?.len() >= completed).then_some(())
         })?;
         bar.inc(1);
     }
     bar.finish_and_clear();
     let figures = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        let p = |q: f64| v.get(((v.len().max(1) - 1) as f64 * q).round() as usize).copied().unwrap_or(0.0);
+        let mut p = |q: f64| lull_e2e::percentile::of(v, q);
         (p(0.5), p(0.99), p(1.0))
     };
     let (lat, resume, policy) = (figures(&mut lat_ms), figures(&mut resume_ms), figures(&mut policy_ms));

@@ -1,4 +1,4 @@
-//! `lull bench lend-light`: lending while the owner works lightly (seed 000's lingering
+//! `lull-bench lend-light`: lending while the owner works lightly (seed 000's lingering
 //! that starts work), measured on a real `lull agent` from outside.
 //!
 //! Under a private Xvfb the agent runs with the X11 input backend and a recruitment
@@ -25,12 +25,14 @@
 //! (all of it must be accounted as given while the owner was present) and no
 //! interruption may be counted.
 
-use crate::bench_guest::{pct, remove_base};
-use crate::bench_owner_return::{ends_with_us, lull_exe, machine_env, wait_for};
-use agent_core::control::{call, AgentStatus, Request, Response};
+use crate::owner_return::machine_env;
+use agent_core::control::AgentStatus;
 use agent_core::policy::{GuestDirective, StateKind};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use lull_e2e::percentile;
+use lull_e2e::process::{end_with_us, terminate, wait_until};
+use lull_e2e::{agent_status, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -211,14 +213,11 @@ impl Lender {
     }
 
     fn status(&self) -> Option<AgentStatus> {
-        match call(&self.socket(), &Request::Status) {
-            Ok(Response::Status(s)) => Some(*s),
-            _ => None,
-        }
+        agent_status(&self.socket())
     }
 
     fn lull(&self, args: &[&str]) -> Result<Command> {
-        let mut c = Command::new(lull_exe()?);
+        let mut c = Command::new(lull_bin());
         c.args(args);
         machine_env(&mut c, self.dir.path(), &self.base, &self.display);
         Ok(c)
@@ -227,15 +226,8 @@ impl Lender {
 
 impl Drop for Lender {
     fn drop(&mut self) {
-        // SAFETY: signals a child of ours.
-        unsafe { libc::kill(self.agent.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !matches!(self.agent.try_wait(), Ok(Some(_))) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.agent.kill();
-        let _ = self.agent.wait();
-        remove_base(&self.base);
+        terminate(&mut self.agent, Duration::from_secs(20));
+        purge_cgroup_base(&self.base);
     }
 }
 
@@ -259,7 +251,7 @@ fn plain_spinners(n: usize) -> Result<Plain> {
     use std::os::unix::process::CommandExt;
     let mut c = Command::new("sh");
     c.args(["-c", &spinner_script(n)]).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
-    ends_with_us(&mut c, libc::SIGKILL);
+    end_with_us(&mut c, libc::SIGKILL);
     Ok(Plain(c.spawn().context("starting the control spinners")?))
 }
 
@@ -267,9 +259,9 @@ fn plain_spinners(n: usize) -> Result<Plain> {
 fn start_guest(l: &Lender, n: usize) -> Result<Child> {
     let mut run = l.lull(&["run", "--", "sh", "-c", &spinner_script(n)])?;
     run.stdout(Stdio::null()).stderr(Stdio::null());
-    ends_with_us(&mut run, libc::SIGKILL);
+    end_with_us(&mut run, libc::SIGKILL);
     let child = run.spawn().context("lull run")?;
-    wait_for("the guest to run while lending", Duration::from_secs(30), || {
+    wait_until("the guest to run while lending", Duration::from_secs(30), || {
         l.status().filter(|s| {
             s.policy.guests_present && s.policy.state == StateKind::LendingLight && s.policy.directive == GuestDirective::Accept
         })
@@ -281,7 +273,7 @@ fn start_guest(l: &Lender, n: usize) -> Result<Child> {
 /// instance>/<guest>`): freezing one stops that guest whatever the agent does with the
 /// instance above it.
 fn guest_leaves(base: &str) -> Vec<std::path::PathBuf> {
-    let mut stack = vec![(std::path::PathBuf::from(crate::bench_guest::unified_root()), 0)];
+    let mut stack = vec![(std::path::PathBuf::from(crate::guest::unified_root()), 0)];
     while let Some((d, depth)) = stack.pop() {
         if d.file_name().is_some_and(|n| n == base) {
             let instances = std::fs::read_dir(d.join("guests")).into_iter().flatten().flatten().map(|e| e.path());
@@ -308,9 +300,10 @@ fn freeze(leaves: &[std::path::PathBuf], frozen: bool) -> Result<()> {
             .with_context(|| format!("writing {}", l.join("cgroup.freeze").display()))?;
     }
     let want = if frozen { "frozen 1" } else { "frozen 0" };
-    wait_for("the guest's cgroup to freeze or thaw", Duration::from_secs(10), || {
+    wait_until("the guest's cgroup to freeze or thaw", Duration::from_secs(10), || {
         leaves.iter().all(|l| std::fs::read_to_string(l.join("cgroup.events")).is_ok_and(|e| e.lines().any(|x| x == want))).then_some(())
-    })
+    })?;
+    Ok(())
 }
 
 /// Stops the guest as its owner's Ctrl-C would (`lull run` asks the agent to stop it).
@@ -325,7 +318,7 @@ fn stop_guest(l: &Lender, mut run: Child) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    wait_for("the guest to be gone", Duration::from_secs(20), || l.status().filter(|s| !s.policy.guests_present))?;
+    wait_until("the guest to be gone", Duration::from_secs(20), || l.status().filter(|s| !s.policy.guests_present))?;
     Ok(())
 }
 
@@ -342,22 +335,21 @@ fn start_lender(display: &str, light_cpu: u64) -> Result<Lender> {
     );
     std::fs::write(dir.path().join("config.toml"), config)?;
     let base = format!("lull-bench-lend-{}", std::process::id());
-    let mut c = Command::new(lull_exe()?);
+    let mut c = Command::new(lull_bin());
     c.arg("agent");
     machine_env(&mut c, dir.path(), &base, display);
-    ends_with_us(&mut c, libc::SIGTERM);
-    let agent = c.spawn().context("starting lull agent")?;
-    let l = Lender { dir, base, display: display.to_owned(), agent };
-    wait_for("the agent to answer", Duration::from_secs(60), || l.status())
-        .with_context(|| std::fs::read_to_string(l.dir.path().join("instance.log")).unwrap_or_default())?;
-    Ok(l)
+    let agent = try_start_agent(&mut c, &dir.path().join("agent.sock"), Duration::from_secs(60), |_| true).with_context(|| {
+        purge_cgroup_base(&base);
+        std::fs::read_to_string(dir.path().join("instance.log")).unwrap_or_default()
+    })?;
+    Ok(Lender { dir, base, display: display.to_owned(), agent })
 }
 
 /// Median, p90, p99 and mean of a set of µs figures.
 fn summary(mut v: Vec<f64>) -> serde_json::Value {
     let n = v.len();
     let mean = if n > 0 { v.iter().sum::<f64>() / n as f64 } else { 0.0 };
-    serde_json::json!({"p50": pct(&mut v, 0.5), "p90": pct(&mut v, 0.9), "p99": pct(&mut v, 0.99), "mean": mean, "n": n})
+    serde_json::json!({"p50": percentile::of(&mut v, 0.5), "p90": percentile::of(&mut v, 0.9), "p99": percentile::of(&mut v, 0.99), "mean": mean, "n": n})
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -392,7 +384,8 @@ pub fn run(a: LendLightArgs) -> Result<()> {
         .fold(f64::MAX, f64::min);
     let iters = ((probe as f64) * period.as_secs_f64() * a.duty / best.max(1e-9)) as u64;
 
-    let (_xvfb, display) = crate::bench_cmd::input_latency::start_xvfb()?;
+    let xvfb = Xvfb::try_start()?;
+    let display = xvfb.display.clone();
     let lender = start_lender(&display, a.light_cpu)?;
     let _hand = Hand::start(&display);
     let owner = Owner::start(period, iters);
@@ -423,8 +416,9 @@ pub fn run(a: LendLightArgs) -> Result<()> {
     if !saved.contains("lend_while_light = true") {
         bail!("lull limits did not write lend_while_light into the owner's file:\n{saved}");
     }
-    let lending =
-        wait_for("lending while light", Duration::from_secs(30), || lender.status().filter(|s| s.policy.state == StateKind::LendingLight))?;
+    let lending = wait_until("lending while light", Duration::from_secs(30), || {
+        lender.status().filter(|s| s.policy.state == StateKind::LendingLight)
+    })?;
     let before = lender.status().context("status")?;
 
     let bar = indicatif::ProgressBar::new(a.rounds * if a.control { 4 } else { 2 });
@@ -493,7 +487,7 @@ pub fn run(a: LendLightArgs) -> Result<()> {
         means[c as usize] = mean(&r);
         let comp: Vec<f64> = ticks.iter().filter(|t| t.config == c).map(|t| t.compute_us).collect();
         let late: Vec<f64> = ticks.iter().filter(|t| t.config == c).map(|t| t.late_us).collect();
-        p50[c as usize] = pct(&mut r.clone(), 0.5);
+        p50[c as usize] = percentile::of(&mut r.clone(), 0.5);
         rows.push(serde_json::json!({
             "config": CONFIGS[c as usize], "response_us": summary(r), "compute_us": summary(comp), "late_us": summary(late),
         }));
@@ -502,15 +496,15 @@ pub fn run(a: LendLightArgs) -> Result<()> {
     let per_round = |c: u8| -> f64 {
         let mut ratios: Vec<f64> = (0..a.rounds as u32)
             .filter_map(|r| {
-                let alone = pct(&mut response(0, &|t: &Tick| t.round == r), 0.5);
-                let with = pct(&mut response(c, &|t: &Tick| t.round == r), 0.5);
+                let alone = percentile::of(&mut response(0, &|t: &Tick| t.round == r), 0.5);
+                let with = percentile::of(&mut response(c, &|t: &Tick| t.round == r), 0.5);
                 (alone > 0.0 && with > 0.0).then(|| with / alone - 1.0)
             })
             .collect();
-        pct(&mut ratios, 0.5)
+        percentile::of(&mut ratios, 0.5)
     };
-    let even = pct(&mut response(0, &|t: &Tick| t.round.is_multiple_of(2)), 0.5);
-    let odd = pct(&mut response(0, &|t: &Tick| !t.round.is_multiple_of(2)), 0.5);
+    let even = percentile::of(&mut response(0, &|t: &Tick| t.round.is_multiple_of(2)), 0.5);
+    let odd = percentile::of(&mut response(0, &|t: &Tick| !t.round.is_multiple_of(2)), 0.5);
     let noise = if even > 0.0 { (odd / even - 1.0).abs() } else { 0.0 };
     let slowdown = |c: usize| if p50[0] > 0.0 { p50[c] / p50[0] - 1.0 } else { 0.0 };
     let slowdown_mean = |c: usize| if means[0] > 0.0 { means[c] / means[0] - 1.0 } else { 0.0 };

@@ -1,4 +1,4 @@
-//! `lull bench heartbeats`: heartbeats per second and latency percentiles of a real
+//! `lull-bench heartbeats`: heartbeats per second and latency percentiles of a real
 //! `lull coordinator serve` process with N enrolled simulated agents, driven over
 //! loopback by keep-alive HTTP/1.1 connections (closed loop: each connection sends the
 //! next heartbeat, for the next of its agents, when the previous answer arrived).
@@ -7,11 +7,16 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use coordinator::db::redact_url as redact;
+use lull_e2e::process::cpu_seconds as cpu_s;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The variable that carries the coordinator's database URL to `lull coordinator serve`
+/// (cli/src/db_url.rs::DB_ENV): a URL with a password never goes on a command line.
+const COORDINATOR_DB_ENV: &str = "LULL_COORDINATOR_DB";
 
 #[derive(Args, Debug)]
 pub struct HeartbeatArgs {
@@ -44,7 +49,7 @@ pub struct BenchDb {
     /// PostgreSQL server for `--db postgres` (a fresh database is created and dropped).
     #[arg(long, env = "LULL_TEST_PG_URL", default_value = "postgres://lull:lull@127.0.0.1:5432/lull")]
     pub pg_url: String,
-    /// The `lull` binary whose `coordinator serve` is measured (default: this one), e.g.
+    /// The `lull` binary whose `coordinator serve` is measured (default: this build's), e.g.
     /// an older build, to compare two coordinators under the same harness.
     #[arg(long, value_name = "PATH")]
     pub coordinator_exe: Option<std::path::PathBuf>,
@@ -154,25 +159,9 @@ pub(crate) fn metric(text: &str, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Percentile `p` of sorted µs values, in ms.
-pub(crate) fn pct(sorted: &[u32], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i] as f64 / 1000.0
-}
-
-/// CPU seconds (user + system) a process has used.
-pub(crate) fn cpu_s(pid: u32) -> f64 {
-    // utime + stime in clock ticks (fields 14 and 15 of /proc/PID/stat).
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    (tick(11) + tick(12)) / hz
+/// The q-quantile of sorted µs values (the harness's rounded rank), in ms; 0 when none.
+pub(crate) fn pct(sorted: &[u32], q: f64) -> f64 {
+    lull_e2e::percentile::of_sorted(sorted, q).map_or(0.0, |us| f64::from(us) / 1000.0)
 }
 
 /// A real `lull coordinator serve` child on a fresh database (a SQLite file in a
@@ -236,7 +225,7 @@ impl BenchCoordinator {
                     replace: false,
                     cpus: Some(agent_core::coordinator_client::machine_cpus()),
                 };
-                let caller = coordinator::identity::Caller { principal: None, addr: "lull bench" };
+                let caller = coordinator::identity::Caller { principal: None, addr: "lull-bench" };
                 out.push(coordinator::identity::enrol(&db, &req, caller).await.map_err(err)?.secret);
             }
             let admin = coordinator::identity::create_key(&db, "admin", None).await.map_err(err)?.key;
@@ -248,12 +237,12 @@ impl BenchCoordinator {
         let log = std::fs::File::create(tmp.path().join("coordinator.log"))?;
         let exe = match &bench_db.coordinator_exe {
             Some(p) => p.clone(),
-            None => std::env::current_exe()?,
+            None => lull_e2e::try_lull_bin()?,
         };
         let child = Command::new(&exe)
             .args(["coordinator", "serve", "--listen", &addr])
             // The URL (password included) by the environment, never the command line.
-            .env(crate::db_url::DB_ENV, &url)
+            .env(COORDINATOR_DB_ENV, &url)
             .args(extra)
             .env("LULL_DATA_DIR", tmp.path())
             .env("LULL_LOG", "warn")
@@ -295,7 +284,7 @@ impl BenchCoordinator {
 }
 
 pub fn run(a: HeartbeatArgs) -> Result<()> {
-    let rt = crate::coordinator_cmd::runtime()?;
+    let rt = crate::runtime()?;
     let c = BenchCoordinator::start(&rt, &a.db, a.agents, &[], a.json)?;
     let (addr, pid, secrets) = (c.addr.clone(), c.pid, c.secrets.clone());
     let result = rt.block_on(async {
