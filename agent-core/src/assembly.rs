@@ -6,11 +6,13 @@
 //! credentials `lull up` just made). Two places that build an agent by hand drift: the
 //! tray's agent once had no input, no guests and no coordinator link.
 
-use crate::agent::{self, AgentError, GuestHost};
+use crate::agent::{self, AgentError};
 use crate::config::Config;
 use crate::control::CoordinatorLink;
 use crate::coordinator_client::{self, Credentials, JobLink};
 use crate::data_lock::{DataDirLock, LockError};
+use crate::driver_link::LinkHealth;
+use crate::guest::GuestHost;
 use crate::input::InputBackend;
 use crate::paths::Paths;
 use std::future::Future;
@@ -71,7 +73,7 @@ pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<Complete
         None => DataDirLock::acquire(&paths.data_dir)?,
     };
     // An install made by an earlier version, or under a wider umask, is made owner-only.
-    crate::private_files::tighten_install(&paths);
+    paths.tighten_install();
     #[cfg(target_os = "linux")]
     let mut input_backends = crate::input::choose_backends(&config.input);
     #[cfg(not(target_os = "linux"))]
@@ -112,7 +114,7 @@ fn guest_runtime(config: &Config, paths: &Paths) -> Result<Box<dyn GuestHost>, A
     #[cfg(not(target_os = "linux"))]
     {
         let _ = config;
-        Ok(Box::new(agent::NoGuests))
+        Ok(Box::new(crate::guest::NoGuests))
     }
 }
 
@@ -138,7 +140,7 @@ impl CompleteAgent {
         setup.data_lock = Some(lock);
         let job_link = JobLink { jobs: job_tx, max_jobs: setup.config.guests.max_jobs, accepting };
         // The link says how it stands (a refused credential) in the driver's status.
-        let (health_tx, health_rx) = tokio::sync::watch::channel(coordinator_client::LinkHealth::Working);
+        let (health_tx, health_rx) = tokio::sync::watch::channel(LinkHealth::Working);
         setup.link_health = Some(health_rx);
         let health = std::sync::Arc::new(health_tx);
         let paths = setup.paths.clone();

@@ -20,8 +20,8 @@
 //!
 //! The request and answer bodies are the `lull-protocol` types the coordinator serves.
 
-use crate::agent::{JobMsg, JobRequest, MigrationAsk, MigrationOutcome};
 use crate::control::{self, Request, Response};
+use crate::driver_link::{HealthSender, JobMsg, JobRequest, LinkHealth, MigrationAsk, MigrationOutcome};
 use crate::guest::{GuestDir, GuestInfo, GuestPhase, GuestSpec};
 use crate::ledger::{Ledger, LedgerError};
 use crate::paths::Paths;
@@ -70,58 +70,6 @@ impl ClientError {
         matches!(self, ClientError::Refused { status: 401, .. })
     }
 }
-
-/// How the link to the coordinator stands, for `lull status` and the tray.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum LinkHealth {
-    /// Nothing to say (working; an unreachable coordinator is logged and retried).
-    #[default]
-    Working,
-    /// The coordinator answers 401 to this machine's credential.
-    CredentialRefused {
-        url: String,
-        /// Local time it was first refused.
-        since: String,
-        /// The coordinator's reason.
-        message: String,
-        /// Its code (`credential_replaced`, `machine_removed`), when it gives one.
-        code: Option<String>,
-    },
-}
-
-impl LinkHealth {
-    fn refused(url: &str, message: &str, code: Option<&str>) -> Self {
-        let since = chrono::Local::now().format("%Y-%m-%d %H:%M").to_string();
-        Self::CredentialRefused { url: url.to_string(), since, message: message.to_string(), code: code.map(str::to_string) }
-    }
-
-    /// What the owner is told, if anything: what to do depends on why (the
-    /// coordinator's code, when it gives one).
-    pub fn alert(&self) -> Option<control::Alert> {
-        let Self::CredentialRefused { url, since, message, code } = self else { return None };
-        let what = match code.as_deref() {
-            Some("machine_removed") => format!(
-                "The pool's admin removed this machine: enrol it again as a new machine with a new join token, `lull enrol --replace --url {url} --token …`."
-            ),
-            Some("credential_replaced") => format!(
-                "Another enrolment took this machine's place. If that was not you, tell the pool's admin; to enrol it again, the admin removes the other or you enrol with an admin key (`lull enrol --replace --url {url} …`)."
-            ),
-            _ => format!(
-                "Enrol it again in its own place: `lull enrol --replace --url {url} …` with an admin key or this machine's credential, or ask the pool's coordinator to."
-            ),
-        };
-        Some(control::Alert {
-            kind: control::AlertKind::CredentialRefused,
-            message: format!(
-                "The coordinator {url} refuses this machine's credential since {since} ({message}): this machine takes no pool work and its records wait in the ledger."
-            ),
-            action: Some(format!("{what} The agent asks again every few minutes and takes a new coordinator.json by itself.")),
-        })
-    }
-}
-
-/// The link's health, shared by its heartbeat loop and job slots.
-pub type HealthSender = Arc<tokio::sync::watch::Sender<LinkHealth>>;
 
 type Result<T> = std::result::Result<T, ClientError>;
 
@@ -574,14 +522,6 @@ pub fn heartbeat_from(
         cpus: Some(machine_cpus()),
     };
     (hb, next)
-}
-
-/// Whether the agent wants guest work now: the policy accepts guests and the machine is
-/// recruitable, already donating, or lending while light (what the driver publishes
-/// after each step).
-pub fn may_lease_now(state: crate::policy::StateKind, directive: crate::policy::GuestDirective) -> bool {
-    use crate::policy::{GuestDirective, StateKind};
-    directive == GuestDirective::Accept && matches!(state, StateKind::Recruitable | StateKind::Donating | StateKind::LendingLight)
 }
 
 /// A leased task's guest spec: its command, arguments and environment (plus

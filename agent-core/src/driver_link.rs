@@ -1,0 +1,135 @@
+//! What the agent's driver and its coordinator link tell each other, in one place: the
+//! jobs the link hands the driver ([`JobMsg`]), the migration questions and answers
+//! between them ([`MigrationAsk`], [`MigrationOutcome`]), whether the driver wants guest
+//! work ([`may_lease_now`]) and how the link stands ([`LinkHealth`]). Neither side
+//! imports the other: both import this.
+
+use crate::control;
+use crate::guest::{GuestInfo, GuestSpec};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// A job the coordinator link hands the driver to run as a guest (the driver owns the
+/// guest runtime; the policy still only learns whether guests are present).
+#[derive(Debug)]
+pub struct JobRequest {
+    pub spec: GuestSpec,
+    /// The guest's id, or why it cannot run here.
+    pub started: oneshot::Sender<Result<String, String>>,
+    /// The guest's last snapshot once it has ended, sent only after its final totals are
+    /// in the ledger (so what the link reports equals what the ledger accounted).
+    pub ended: oneshot::Sender<GuestInfo>,
+    /// Where the driver asks the link to request a migration while the guest lingers
+    /// (seed 000 §5.2); `None` for a task that is not moved on request (a gang rank). Its
+    /// answer comes back as [`JobMsg::MigrationAnswered`].
+    pub migration: Option<mpsc::Sender<MigrationAsk>>,
+}
+
+/// The readings of a lingering leased guest's migration request (`POST …/migrate`, seed
+/// 000 §5.2), which the driver hands the task's link. The driver has frozen the guest
+/// (its own `cgroup.freeze`, as a gang halt does) so that the checkpoint the link
+/// uploads before asking is its last: a task given back resumes elsewhere exactly there.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MigrationAsk {
+    /// h: the owner's CPU utilisation over the linger window, 0–1 (guests excluded).
+    pub owner_utilization: f64,
+    /// How long the guest has lingered in this episode of owner activity, seconds.
+    pub owner_busy_for_s: f64,
+    /// `T_migr` as the guest runtime estimates it, seconds.
+    pub migration_cost_s: f64,
+    /// The guest's CPU time so far (user + system), seconds.
+    pub cpu_s: f64,
+}
+
+/// What came of a migration request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MigrationOutcome {
+    /// The coordinator took the task back with the checkpoint just uploaded (no retry
+    /// used, no eviction): the guest is killed here, which counts no interruption.
+    Migrated(String),
+    /// The coordinator's answer was to stay (its reason): the guest keeps lingering.
+    Stays(String),
+    /// Not asked, or no answer (the coordinator unreachable, the checkpoint not
+    /// uploaded, the lease lost): nothing changes, the guest keeps lingering.
+    Failed(String),
+}
+
+/// What the coordinator link asks of the driver over the job channel.
+#[derive(Debug)]
+pub enum JobMsg {
+    /// Run a job as a guest.
+    Run(JobRequest),
+    /// Kill one job's guest at once (its job was cancelled or its lease lost): no
+    /// checkpoint signal or grace, and no interruption — the policy is not involved. Its
+    /// `ended` is still sent once it is gone.
+    Stop { guest: String },
+    /// Freeze (`hold`) or thaw one job's guest: its gang is halted until a lost member is
+    /// replaced. Outside the policy: no interruption, and it stays frozen across the
+    /// directive's thaws until released.
+    Hold { guest: String, hold: bool },
+    /// The link's answer to a [`MigrationAsk`] for this guest (frozen while it asked).
+    MigrationAnswered { guest: String, outcome: MigrationOutcome },
+}
+
+/// The driver's end of the job channel (see [`JobMsg`]).
+pub type JobInbox = mpsc::Receiver<JobMsg>;
+
+/// How the link to the coordinator stands, for `lull status` and the tray.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum LinkHealth {
+    /// Nothing to say (working; an unreachable coordinator is logged and retried).
+    #[default]
+    Working,
+    /// The coordinator answers 401 to this machine's credential.
+    CredentialRefused {
+        url: String,
+        /// Local time it was first refused.
+        since: String,
+        /// The coordinator's reason.
+        message: String,
+        /// Its code (`credential_replaced`, `machine_removed`), when it gives one.
+        code: Option<String>,
+    },
+}
+
+impl LinkHealth {
+    pub(crate) fn refused(url: &str, message: &str, code: Option<&str>) -> Self {
+        let since = chrono::Local::now().format("%Y-%m-%d %H:%M").to_string();
+        Self::CredentialRefused { url: url.to_string(), since, message: message.to_string(), code: code.map(str::to_string) }
+    }
+
+    /// What the owner is told, if anything: what to do depends on why (the
+    /// coordinator's code, when it gives one).
+    pub fn alert(&self) -> Option<control::Alert> {
+        let Self::CredentialRefused { url, since, message, code } = self else { return None };
+        let what = match code.as_deref() {
+            Some("machine_removed") => format!(
+                "The pool's admin removed this machine: enrol it again as a new machine with a new join token, `lull enrol --replace --url {url} --token …`."
+            ),
+            Some("credential_replaced") => format!(
+                "Another enrolment took this machine's place. If that was not you, tell the pool's admin; to enrol it again, the admin removes the other or you enrol with an admin key (`lull enrol --replace --url {url} …`)."
+            ),
+            _ => format!(
+                "Enrol it again in its own place: `lull enrol --replace --url {url} …` with an admin key or this machine's credential, or ask the pool's coordinator to."
+            ),
+        };
+        Some(control::Alert {
+            kind: control::AlertKind::CredentialRefused,
+            message: format!(
+                "The coordinator {url} refuses this machine's credential since {since} ({message}): this machine takes no pool work and its records wait in the ledger."
+            ),
+            action: Some(format!("{what} The agent asks again every few minutes and takes a new coordinator.json by itself.")),
+        })
+    }
+}
+
+/// The link's health, shared by its heartbeat loop and job slots.
+pub type HealthSender = Arc<tokio::sync::watch::Sender<LinkHealth>>;
+
+/// Whether the agent wants guest work now: the policy accepts guests and the machine is
+/// recruitable, already donating, or lending while light (what the driver publishes
+/// after each step).
+pub fn may_lease_now(state: crate::policy::StateKind, directive: crate::policy::GuestDirective) -> bool {
+    use crate::policy::{GuestDirective, StateKind};
+    directive == GuestDirective::Accept && matches!(state, StateKind::Recruitable | StateKind::Donating | StateKind::LendingLight)
+}
