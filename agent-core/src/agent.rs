@@ -7,7 +7,7 @@ use crate::alarm::Alarm;
 use crate::clock::{boot_id, mono_now, MonoMs, Now, SystemClock};
 use crate::config::Config;
 use crate::control::{self, AgentStatus, Alert, AlertKind, Request, Response, TodayReport};
-use crate::driver_link::{JobInbox, JobMsg, JobRequest, LinkHealth, MigrationAsk, MigrationOutcome};
+use crate::driver_link::{DriverInbox, DriverMsg, JobRequest, LinkHealth, MigrationAsk, MigrationOutcome};
 use crate::guest::{GuestHost, GuestInfo, GuestPhase, GuestSpec};
 use crate::input::{InputBackend, InputSink};
 use crate::ledger::{Ledger, LedgerError, TraceRow};
@@ -114,6 +114,9 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// How often, at most, the driver checks that its data directory is still in place.
 const DATA_DIR_CHECK: Duration = Duration::from_secs(2);
 
+/// At most this long after it stopped, the driver still answers its link's last sync.
+const LINK_DRAIN_MAX: Duration = Duration::from_secs(5);
+
 /// Guests' totals are written to the ledger this often while they run.
 const TOTALS_EVERY: Duration = Duration::from_secs(10);
 
@@ -208,10 +211,11 @@ pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Resul
     run_with_jobs(setup, None, shutdown).await
 }
 
-/// Runs the agent until `shutdown` resolves, also running the jobs that arrive on `jobs`
-/// (from the coordinator link) as guests.
-pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
-    let mut job_rx = jobs;
+/// Runs the agent until `shutdown` resolves, also answering its coordinator link through
+/// `link` (the driver's end of the link's [`crate::driver_link::DriverHandle`]): jobs run
+/// as guests, the status, the outbox.
+pub async fn run_with_jobs(setup: AgentSetup, link: Option<DriverInbox>, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    let mut link_rx = link;
     let AgentSetup { paths, config, input_backends, guests, observer, coordinator, accepting, data_lock, link_health } = setup;
     let clock = SystemClock;
     let now = clock.now();
@@ -392,20 +396,25 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
                 let resp = d.on_request(req);
                 let _ = reply.send(resp);
             }
-            job = async { match job_rx.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => match job {
-                Some(JobMsg::Run(job)) => d.on_job(job),
-                Some(JobMsg::Stop { guest }) => d.stop_job(&guest),
-                Some(JobMsg::Hold { guest, hold }) => {
-                    if !d.guests.hold_guest(&guest, hold) {
-                        debug!(guest = %guest, hold, "asked to hold or release a guest that is not running");
-                    }
-                }
-                Some(JobMsg::MigrationAnswered { guest, outcome }) => d.on_migration_answer(&guest, outcome),
-                None => job_rx = None,
+            msg = async { match link_rx.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => match msg {
+                Some(msg) => d.on_link(msg),
+                None => link_rx = None,
             },
         }
     }
     d.shutdown();
+    if let Some(rx) = link_rx.as_mut() {
+        // The link's last sync reads the outbox through this driver, final totals
+        // included: it is served (status and outbox only) until the link lets go.
+        let _ = tokio::time::timeout(LINK_DRAIN_MAX, async {
+            while let Some(msg) = rx.recv().await {
+                if matches!(msg, DriverMsg::Status(_) | DriverMsg::OutboxPending { .. } | DriverMsg::OutboxAcked { .. }) {
+                    d.on_link(msg);
+                }
+            }
+        })
+        .await;
+    }
     drop(data_lock);
     match gone {
         Some(path) => Err(AgentError::DataDirGone { path }),
@@ -908,6 +917,29 @@ impl Driver {
                         link.agent_id = c.agent_id;
                     }
                 }
+            }
+        }
+    }
+
+    /// One request of the coordinator link (see [`DriverMsg`]).
+    fn on_link(&mut self, msg: DriverMsg) {
+        match msg {
+            DriverMsg::Run(job) => self.on_job(job),
+            DriverMsg::Stop { guest } => self.stop_job(&guest),
+            DriverMsg::Hold { guest, hold } => {
+                if !self.guests.hold_guest(&guest, hold) {
+                    debug!(guest = %guest, hold, "asked to hold or release a guest that is not running");
+                }
+            }
+            DriverMsg::MigrationAnswered { guest, outcome } => self.on_migration_answer(&guest, outcome),
+            DriverMsg::Status(reply) => {
+                let _ = reply.send(self.status());
+            }
+            DriverMsg::OutboxPending { max, reply } => {
+                let _ = reply.send(self.ledger.outbox_pending(max));
+            }
+            DriverMsg::OutboxAcked { through, reply } => {
+                let _ = reply.send(self.ledger.outbox_acked(through));
             }
         }
     }

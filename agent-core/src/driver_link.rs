@@ -1,13 +1,16 @@
 //! What the agent's driver and its coordinator link tell each other, in one place: the
-//! jobs the link hands the driver ([`JobMsg`]), the migration questions and answers
+//! jobs the link hands the driver ([`DriverMsg`]), the migration questions and answers
 //! between them ([`MigrationAsk`], [`MigrationOutcome`]), whether the driver wants guest
-//! work ([`may_lease_now`]) and how the link stands ([`LinkHealth`]). Neither side
-//! imports the other: both import this.
+//! work ([`may_lease_now`]) and how the link stands ([`LinkHealth`]), and the link's one
+//! in-process handle to the driver ([`DriverHandle`]). Neither side imports the other:
+//! both import this.
 
-use crate::control;
+use crate::control::{self, AgentStatus};
 use crate::guest::{GuestInfo, GuestSpec};
+use crate::ledger::LedgerError;
+use lull_protocol::Record;
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// A job the coordinator link hands the driver to run as a guest (the driver owns the
 /// guest runtime; the policy still only learns whether guests are present).
@@ -21,7 +24,7 @@ pub struct JobRequest {
     pub ended: oneshot::Sender<GuestInfo>,
     /// Where the driver asks the link to request a migration while the guest lingers
     /// (seed 000 §5.2); `None` for a task that is not moved on request (a gang rank). Its
-    /// answer comes back as [`JobMsg::MigrationAnswered`].
+    /// answer comes back as [`DriverMsg::MigrationAnswered`].
     pub migration: Option<mpsc::Sender<MigrationAsk>>,
 }
 
@@ -54,9 +57,10 @@ pub enum MigrationOutcome {
     Failed(String),
 }
 
-/// What the coordinator link asks of the driver over the job channel.
+/// What the coordinator link asks of the driver, through its [`DriverHandle`]: the
+/// link's only way into the driver (no control socket, no ledger connection of its own).
 #[derive(Debug)]
-pub enum JobMsg {
+pub enum DriverMsg {
     /// Run a job as a guest.
     Run(JobRequest),
     /// Kill one job's guest at once (its job was cancelled or its lease lost): no
@@ -69,10 +73,71 @@ pub enum JobMsg {
     Hold { guest: String, hold: bool },
     /// The link's answer to a [`MigrationAsk`] for this guest (frozen while it asked).
     MigrationAnswered { guest: String, outcome: MigrationOutcome },
+    /// The agent's status, as `lull status` sees it (what a heartbeat reports).
+    Status(oneshot::Sender<AgentStatus>),
+    /// Up to `max` outbox records not yet acknowledged, oldest first, from the driver's
+    /// ledger.
+    OutboxPending { max: usize, reply: oneshot::Sender<Result<Vec<Record>, LedgerError>> },
+    /// The coordinator has stored every record up to `through`: mark them sent.
+    OutboxAcked { through: i64, reply: oneshot::Sender<Result<(), LedgerError>> },
 }
 
-/// The driver's end of the job channel (see [`JobMsg`]).
-pub type JobInbox = mpsc::Receiver<JobMsg>;
+/// The driver's end of its handle (see [`DriverMsg`]).
+pub type DriverInbox = mpsc::Receiver<DriverMsg>;
+
+/// The driver has stopped: a request through the [`DriverHandle`] found nobody.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the agent's driver has stopped")]
+pub struct DriverGone;
+
+/// The link's one in-process handle to the driver: requests with their answers (a
+/// `oneshot` each) over one channel, and the driver's published wish for guest work
+/// ([`may_lease_now`], updated after every step) to wait on.
+#[derive(Clone, Debug)]
+pub struct DriverHandle {
+    requests: mpsc::Sender<DriverMsg>,
+    accepting: watch::Receiver<bool>,
+}
+
+impl DriverHandle {
+    /// A handle and the driver's end of it; the driver publishes into `accepting`'s
+    /// sender.
+    pub fn new(accepting: watch::Receiver<bool>) -> (Self, DriverInbox) {
+        let (requests, inbox) = mpsc::channel(16);
+        (Self { requests, accepting }, inbox)
+    }
+
+    /// Whether the driver wants guest work now, to wait on.
+    pub fn accepting(&self) -> watch::Receiver<bool> {
+        self.accepting.clone()
+    }
+
+    /// Hands the driver a message (waiting while its queue is full).
+    pub async fn send(&self, msg: DriverMsg) -> Result<(), DriverGone> {
+        self.requests.send(msg).await.map_err(|_| DriverGone)
+    }
+
+    /// The agent's status now.
+    pub async fn status(&self) -> Result<AgentStatus, DriverGone> {
+        let (reply, answer) = oneshot::channel();
+        self.send(DriverMsg::Status(reply)).await?;
+        answer.await.map_err(|_| DriverGone)
+    }
+
+    /// Up to `max` records of the outbox not yet acknowledged, oldest first.
+    pub async fn outbox_pending(&self, max: usize) -> Result<Result<Vec<Record>, LedgerError>, DriverGone> {
+        let (reply, answer) = oneshot::channel();
+        self.send(DriverMsg::OutboxPending { max, reply }).await?;
+        answer.await.map_err(|_| DriverGone)
+    }
+
+    /// Marks the outbox sent up to `through`.
+    pub async fn outbox_acked(&self, through: i64) -> Result<Result<(), LedgerError>, DriverGone> {
+        let (reply, answer) = oneshot::channel();
+        self.send(DriverMsg::OutboxAcked { through, reply }).await?;
+        answer.await.map_err(|_| DriverGone)
+    }
+}
 
 /// How the link to the coordinator stands, for `lull status` and the tray.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -32,6 +32,8 @@ pub enum ClientError {
     },
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    DriverGone(#[from] crate::driver_link::DriverGone),
     #[error("credentials file {path}: {message}")]
     Credentials { path: String, message: String },
     #[error("the coordinator's answer is larger than the {max} bytes the protocol allows{}; not read", size.map(|s| format!(" ({s} bytes)")).unwrap_or_default())]
@@ -101,6 +103,24 @@ impl Credentials {
 pub struct SyncStats {
     pub sent: usize,
     pub batches: usize,
+}
+
+/// Where [`CoordinatorClient::sync_outbox`] reads the ledger's outbox: the agent's
+/// driver (through its handle, in the link) or a ledger of one's own (in tests).
+pub trait Outbox {
+    /// Up to `max` records not yet acknowledged, oldest first.
+    fn pending(&self, max: usize) -> impl std::future::Future<Output = Result<Vec<Record>>> + Send;
+    /// Marks every record up to `through` sent.
+    fn acked(&self, through: i64) -> impl std::future::Future<Output = Result<()>> + Send;
+}
+
+impl Outbox for Mutex<Ledger> {
+    async fn pending(&self, max: usize) -> Result<Vec<Record>> {
+        Ok(self.lock().unwrap_or_else(|e| e.into_inner()).outbox_pending(max)?)
+    }
+    async fn acked(&self, through: i64) -> Result<()> {
+        Ok(self.lock().unwrap_or_else(|e| e.into_inner()).outbox_acked(through)?)
+    }
 }
 
 /// Records per request (the coordinator takes up to 1000).
@@ -219,16 +239,16 @@ impl CoordinatorClient {
     /// Sends every pending outbox record, oldest first, marking each batch sent only
     /// after the coordinator acknowledged it. Stops at the first failure (the rest stays
     /// queued for the next sync).
-    pub async fn sync_outbox(&self, ledger: &Mutex<Ledger>) -> Result<SyncStats> {
+    pub async fn sync_outbox(&self, ledger: &impl Outbox) -> Result<SyncStats> {
         let mut stats = SyncStats::default();
         loop {
-            let pending = ledger.lock().unwrap_or_else(|e| e.into_inner()).outbox_pending(SYNC_BATCH)?;
+            let pending = ledger.pending(SYNC_BATCH).await?;
             if pending.is_empty() {
                 return Ok(stats);
             }
             let (sent, last) = (pending.len(), pending.last().map_or(0, |r| r.seq));
             let acked = self.post_records(pending).await?;
-            ledger.lock().unwrap_or_else(|e| e.into_inner()).outbox_acked(acked.min(last))?;
+            ledger.acked(acked.min(last)).await?;
             stats.sent += sent;
             stats.batches += 1;
         }

@@ -3,17 +3,15 @@
 //! the spread lease polls ([`lease_wait`]), and what the link does while the
 //! coordinator refuses this machine's credential.
 
+use super::http::Outbox;
 use super::http::{ClientError, CoordinatorClient, Credentials, Result};
 use super::machine::{base_speed, free_memory, heartbeat_from, MemoryReporter};
 use super::task::{retry, run_task, RunningTasks};
-use crate::control::{self, Request, Response};
-use crate::driver_link::{HealthSender, JobMsg, LinkHealth};
-use crate::ledger::Ledger;
+use crate::driver_link::{DriverHandle, HealthSender, LinkHealth};
 use crate::paths::Paths;
+use lull_protocol::Record;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::Duration;
-use tokio::sync::mpsc;
 
 /// How long one lease request waits for work, on average: each poll waits a random
 /// time within a quarter of this either side ([`lease_wait`]).
@@ -40,15 +38,22 @@ pub fn lease_wait(r: u64) -> Duration {
 pub fn next_lease_wait() -> Duration {
     getrandom::u64().map_or(LEASE_WAIT, lease_wait)
 }
-/// What the link needs to run leased tasks: the driver's job channel and how many tasks
-/// may run at once (`guests.max_jobs`).
+
+/// What the link works with: its one handle to the driver and how many tasks may run at
+/// once (`guests.max_jobs`).
 #[derive(Clone, Debug)]
 pub struct JobLink {
-    pub jobs: mpsc::Sender<JobMsg>,
+    pub driver: DriverHandle,
     pub max_jobs: u32,
-    /// Whether the driver wants guest work now ([`may_lease_now`]), updated on every
-    /// step: a slot sleeps on it until the machine is recruitable, with no polling.
-    pub accepting: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Outbox for DriverHandle {
+    async fn pending(&self, max: usize) -> Result<Vec<Record>> {
+        Ok(self.outbox_pending(max).await??)
+    }
+    async fn acked(&self, through: i64) -> Result<()> {
+        Ok(self.outbox_acked(through).await??)
+    }
 }
 
 /// One job slot: leases a task while the policy accepts guest work and runs it as a
@@ -57,12 +62,12 @@ pub(crate) async fn run_jobs(
     client: &CoordinatorClient,
     paths: &Paths,
     running: &RunningTasks,
-    jobs: mpsc::Sender<JobMsg>,
-    mut accepting: tokio::sync::watch::Receiver<bool>,
+    driver: DriverHandle,
     health: HealthSender,
 ) {
     let mut backoff = Duration::from_secs(1);
     let mut link = health.subscribe();
+    let mut accepting = driver.accepting();
     loop {
         // Asleep until the driver says guest work is wanted (no wake-up meanwhile); the
         // driver gone (its sender dropped) ends the slot. While the coordinator refuses
@@ -77,7 +82,7 @@ pub(crate) async fn run_jobs(
                 // The owner may have come back during the long-poll: give the task back
                 // at once rather than hold it while it cannot run.
                 if *accepting.borrow_and_update() {
-                    run_task(client, paths, running, &jobs, &accepting, task).await;
+                    run_task(client, paths, running, &driver, &accepting, task).await;
                 } else {
                     tracing::info!(job = task.job_id, "the machine stopped accepting guest work during the lease; task given back");
                     retry("giving a task back", || client.not_started(&task, "the machine stopped accepting guest work")).await;
@@ -137,43 +142,28 @@ pub(crate) async fn wait_for_credential(paths: &Paths, client: &CoordinatorClien
 }
 
 /// The shortest time between two heartbeats sent early, on a flip of acceptance.
-pub(crate) const MIN_BEAT_SPACING: Duration = Duration::from_secs(1);
+const MIN_BEAT_SPACING: Duration = Duration::from_secs(1);
 
-/// Links a running agent to its coordinator until `shutdown`: every heartbeat interval
-/// it reads the agent's status over the control socket, sends a heartbeat and syncs the
-/// outbox. Failures are logged and retried with backoff (up to a minute); records wait
-/// in the ledger meanwhile. With `jobs` (the driver's job channel), it also runs up to
-/// `max_jobs` job slots, each leasing a task while the policy accepts guest work and
-/// running it as a guest (see [`run_task`]).
-pub async fn run_link(
-    paths: Paths,
-    creds: Credentials,
-    jobs: Option<JobLink>,
-    health: Option<HealthSender>,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> Result<()> {
-    let client = CoordinatorClient::new(&creds)?;
-    let health = health.unwrap_or_else(|| Arc::new(tokio::sync::watch::channel(LinkHealth::Working).0));
-    let ledger = Mutex::new(Ledger::open(&paths.ledger)?);
-    let s_b = tokio::task::spawn_blocking(base_speed).await.unwrap_or(0.0);
-    tracing::info!(url = %creds.url, agent = %creds.agent_id, base_speed = s_b, "linked to coordinator");
-    let running = RunningTasks::default();
-    if jobs.is_some() {
-        // A new run holds no lease: what an earlier run of this agent held goes back now,
-        // not when its lease expires. Before any slot leases anything.
-        match tokio::time::timeout(Duration::from_secs(10), client.give_back_all()).await {
-            Ok(Ok(n)) if n > 0 => tracing::info!(tasks = n, "gave back the tasks an earlier run of this agent held"),
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!("could not give back an earlier run's tasks (their leases expire instead): {e}"),
-            Err(_) => tracing::warn!("giving back an earlier run's tasks timed out (their leases expire instead)"),
-        }
-    }
-    let linked_jobs = jobs.is_some();
-    // A flip of whether the machine takes guest work (a `lull donate`, the owner back)
-    // is heartbeated at once, so that what the pool says of this machine (a queued job's
-    // "why it waits") is not a beat interval old.
-    let mut flipped = jobs.as_ref().map(|j| j.accepting.clone());
-    let beat = async {
+/// What the heartbeat loop works with.
+struct Beat<'a> {
+    client: &'a CoordinatorClient,
+    paths: &'a Paths,
+    driver: &'a DriverHandle,
+    running: &'a RunningTasks,
+    health: &'a HealthSender,
+    /// `S_b`, measured once at the start.
+    s_b: f64,
+}
+
+impl Beat<'_> {
+    /// Every heartbeat interval: the driver's status sent as a heartbeat, then the outbox
+    /// synced. Failures are retried with backoff (up to a minute); a refused credential is
+    /// asked again rarely (and at once for a new `coordinator.json`). A flip of whether
+    /// the machine takes guest work (a `lull donate`, the owner back) is heartbeated at
+    /// once, so that what the pool says of this machine (a queued job's "why it waits")
+    /// is not a beat interval old.
+    async fn run(self) {
+        let mut flipped = Some(self.driver.accepting());
         let mut reporter = MemoryReporter::default();
         let mut interval = Duration::from_secs(10);
         let mut backoff = Duration::from_secs(1);
@@ -181,50 +171,18 @@ pub async fn run_link(
         // The owner-load readings from this number on have not reached the coordinator.
         let mut load_from = 0u64;
         loop {
-            let socket = paths.socket.clone();
-            let status = tokio::task::spawn_blocking(move || control::call(&socket, &Request::Status)).await;
-            let mut ok = true;
-            let mut refused = None;
-            if let Ok(Ok(Response::Status(st))) = status {
-                let memory = st.guest_memory.as_ref().map(|m| {
-                    let tasks = running.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    reporter.report(m, &tasks)
-                });
-                let (hb, next) = heartbeat_from(&st, s_b, free_memory(), load_from, memory);
-                match client.heartbeat(&hb).await {
-                    Ok(i) => {
-                        interval = i;
-                        load_from = next;
-                    }
-                    Err(e) if e.credential_refused() => refused = Some(e),
-                    Err(e) => {
-                        ok = false;
-                        tracing::warn!("heartbeat failed: {e}");
-                    }
-                }
-            }
-            if refused.is_none() {
-                match client.sync_outbox(&ledger).await {
-                    Ok(s) if s.sent > 0 => tracing::info!(records = s.sent, "ledger records synced"),
-                    Ok(_) => {}
-                    Err(e) if e.credential_refused() => refused = Some(e),
-                    Err(e) => {
-                        ok = false;
-                        tracing::warn!("record sync failed (kept in the ledger): {e}");
-                    }
-                }
-            }
+            let (ok, refused) = self.once(&mut reporter, &mut interval, &mut load_from).await;
             if let Some(e) = refused {
                 // Asked again rarely (and at once for a new coordinator.json), not every beat.
-                note_refused(&health, &client.base, &e);
-                wait_for_credential(&paths, &client, refused_wait).await;
+                note_refused(self.health, &self.client.base, &e);
+                wait_for_credential(self.paths, self.client, refused_wait).await;
                 refused_wait = (refused_wait * 2).min(REFUSED_RETRY_MAX);
                 continue;
             }
             refused_wait = REFUSED_RETRY_FIRST;
-            if ok && *health.borrow() != LinkHealth::Working {
+            if ok && *self.health.borrow() != LinkHealth::Working {
                 tracing::info!("the coordinator accepts this machine's credential again");
-                health.send_replace(LinkHealth::Working);
+                self.health.send_replace(LinkHealth::Working);
             }
             let wait = if ok {
                 backoff = Duration::from_secs(1);
@@ -246,36 +204,93 @@ pub async fn run_link(
                 _ => tokio::time::sleep(wait).await,
             }
         }
-    };
-    let work = async {
-        match jobs {
-            Some(link) => {
-                // Dropped at shutdown, the set aborts its slots.
-                let mut slots = tokio::task::JoinSet::new();
-                for _ in 0..link.max_jobs.max(1) {
-                    let (client, paths, jobs, accepting) = (client.clone(), paths.clone(), link.jobs.clone(), link.accepting.clone());
-                    let (running, health) = (running.clone(), health.clone());
-                    slots.spawn(async move { run_jobs(&client, &paths, &running, jobs, accepting, health).await });
+    }
+
+    /// One heartbeat and outbox sync: whether both went through, and the refusal of the
+    /// credential if the coordinator answered with one.
+    async fn once(&self, reporter: &mut MemoryReporter, interval: &mut Duration, load_from: &mut u64) -> (bool, Option<ClientError>) {
+        let mut ok = true;
+        if let Ok(st) = self.driver.status().await {
+            let memory = st.guest_memory.as_ref().map(|m| {
+                let tasks = self.running.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                reporter.report(m, &tasks)
+            });
+            let (hb, next) = heartbeat_from(&st, self.s_b, free_memory(), *load_from, memory);
+            match self.client.heartbeat(&hb).await {
+                Ok(i) => {
+                    *interval = i;
+                    *load_from = next;
                 }
-                while slots.join_next().await.is_some() {}
+                Err(e) if e.credential_refused() => return (ok, Some(e)),
+                Err(e) => {
+                    ok = false;
+                    tracing::warn!("heartbeat failed: {e}");
+                }
             }
-            None => std::future::pending().await,
         }
+        match self.client.sync_outbox(self.driver).await {
+            Ok(s) if s.sent > 0 => tracing::info!(records = s.sent, "ledger records synced"),
+            Ok(_) => {}
+            Err(e) if e.credential_refused() => return (ok, Some(e)),
+            Err(e) => {
+                ok = false;
+                tracing::warn!("record sync failed (kept in the ledger): {e}");
+            }
+        }
+        (ok, None)
+    }
+}
+
+/// Links a running agent to its coordinator until `shutdown`, through its one handle to
+/// the driver (`link.driver`): every heartbeat interval it asks the driver's status,
+/// sends a heartbeat and syncs the outbox the driver reads from its ledger (see [`Beat`]).
+/// Records wait in the ledger while the coordinator is unreachable. It also runs up to
+/// `max_jobs` job slots, each leasing a task while the policy accepts guest work and
+/// running it as a guest (see [`run_task`]).
+pub async fn run_link(
+    paths: Paths,
+    creds: Credentials,
+    link: JobLink,
+    health: Option<HealthSender>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<()> {
+    let client = CoordinatorClient::new(&creds)?;
+    let health = health.unwrap_or_else(|| Arc::new(tokio::sync::watch::channel(LinkHealth::Working).0));
+    let s_b = tokio::task::spawn_blocking(base_speed).await.unwrap_or(0.0);
+    tracing::info!(url = %creds.url, agent = %creds.agent_id, base_speed = s_b, "linked to coordinator");
+    let running = RunningTasks::default();
+    // A new run holds no lease: what an earlier run of this agent held goes back now,
+    // not when its lease expires. Before any slot leases anything.
+    match tokio::time::timeout(Duration::from_secs(10), client.give_back_all()).await {
+        Ok(Ok(n)) if n > 0 => tracing::info!(tasks = n, "gave back the tasks an earlier run of this agent held"),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!("could not give back an earlier run's tasks (their leases expire instead): {e}"),
+        Err(_) => tracing::warn!("giving back an earlier run's tasks timed out (their leases expire instead)"),
+    }
+    let beat = Beat { client: &client, paths: &paths, driver: &link.driver, running: &running, health: &health, s_b }.run();
+    let work = async {
+        // Dropped at shutdown, the set aborts its slots.
+        let mut slots = tokio::task::JoinSet::new();
+        for _ in 0..link.max_jobs.max(1) {
+            let (client, paths, driver, running, health) =
+                (client.clone(), paths.clone(), link.driver.clone(), running.clone(), health.clone());
+            slots.spawn(async move { run_jobs(&client, &paths, &running, driver, health).await });
+        }
+        while slots.join_next().await.is_some() {}
     };
     tokio::select! {
         _ = shutdown => {}
         _ = beat => {}
         _ = work => {}
     }
-    // One last sync so nothing accounted waits for the next start.
-    let _ = client.sync_outbox(&ledger).await;
-    if linked_jobs {
-        // Stopping: its guests are killed with it, so its tasks go back now (briefly:
-        // a coordinator stopping too must not hold the agent up).
-        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(2), client.give_back_all()).await {
-            if n > 0 {
-                tracing::info!(tasks = n, "stopping: the tasks this agent held went back to the queue");
-            }
+    // One last sync so nothing accounted waits for the next start (the driver answers it
+    // after it stopped, its final totals written).
+    let _ = client.sync_outbox(&link.driver).await;
+    // Stopping: its guests are killed with it, so its tasks go back now (briefly: a
+    // coordinator stopping too must not hold the agent up).
+    if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(2), client.give_back_all()).await {
+        if n > 0 {
+            tracing::info!(tasks = n, "stopping: the tasks this agent held went back to the queue");
         }
     }
     Ok(())

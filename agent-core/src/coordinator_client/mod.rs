@@ -5,10 +5,10 @@
 //! coordinator acknowledged them, and the coordinator stores each (agent, sequence) once,
 //! so a crash, a lost answer or a long disconnection neither loses nor doubles any.
 //!
-//! [`run_link`] is the loop an agent process runs beside its driver: it reads the
-//! agent's status over the control socket and the outbox through its own ledger
-//! connection (WAL allows both), so the driver itself is untouched.
-//! Given the driver's job channel, the link also leases tasks while the policy accepts
+//! [`run_link`] is the loop an agent process runs beside its driver: it asks the
+//! driver's status and reads the outbox through its one in-process handle to the driver
+//! ([`crate::driver_link::DriverHandle`]), so the driver's ledger is the only one open.
+//! Through the same handle, the link also leases tasks while the policy accepts
 //! guest work and hands each to the driver to run as a guest, renewing the lease while
 //! it runs and reporting `complete` (exit code, the guest's CPU from its final ledger
 //! totals) or `evicted` when it ends. Around that it moves checkpoints (a checkpointable

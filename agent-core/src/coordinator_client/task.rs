@@ -8,7 +8,7 @@ use super::gang::{wait_for_gang, GangWait, GANG_FILL_TIMEOUT};
 use super::guest_io::{guest_output, guest_spec, OutputShipper};
 use super::http::{ClientError, CoordinatorClient, Result};
 use crate::checkpoint::Stamp;
-use crate::driver_link::{JobMsg, JobRequest, MigrationAsk, MigrationOutcome};
+use crate::driver_link::{DriverHandle, DriverMsg, JobRequest, MigrationAsk, MigrationOutcome};
 use crate::guest::{GuestDir, GuestInfo, GuestPhase, GuestSpec};
 use crate::paths::Paths;
 use lull_protocol::{Lease, Output, ProgressAck, TaskOutcome};
@@ -191,7 +191,7 @@ async fn prepare(
 #[allow(clippy::too_many_arguments)]
 async fn follow_guest(
     client: &CoordinatorClient,
-    jobs: &mpsc::Sender<JobMsg>,
+    driver: &DriverHandle,
     task: &Lease,
     guest: &str,
     dir: &GuestDir,
@@ -222,7 +222,7 @@ async fn follow_guest(
                         } else {
                             "gang whole again: guest thawed"
                         });
-                        if jobs.send(JobMsg::Hold { guest: guest.to_string(), hold: halt }).await.is_err() {
+                        if driver.send(DriverMsg::Hold { guest: guest.to_string(), hold: halt }).await.is_err() {
                             break None;
                         }
                         halted = halt;
@@ -236,7 +236,7 @@ async fn follow_guest(
                 Err(Some(why)) => {
                     tracing::info!(job = task.job_id, rank = task.rank, guest = %guest, "{}: stopping its guest", why.as_str());
                     stopped = Some(why);
-                    if jobs.send(JobMsg::Stop { guest: guest.to_string() }).await.is_err() {
+                    if driver.send(DriverMsg::Stop { guest: guest.to_string() }).await.is_err() {
                         break None;
                     }
                 }
@@ -249,7 +249,7 @@ async fn follow_guest(
                     // nothing more is reported (no eviction, no completion).
                     stopped = Some(Stopped::Migrated);
                 }
-                if jobs.send(JobMsg::MigrationAnswered { guest: guest.to_string(), outcome }).await.is_err() {
+                if driver.send(DriverMsg::MigrationAnswered { guest: guest.to_string(), outcome }).await.is_err() {
                     break None;
                 }
             },
@@ -262,7 +262,7 @@ pub(crate) async fn run_task(
     client: &CoordinatorClient,
     paths: &Paths,
     running: &RunningTasks,
-    jobs: &mpsc::Sender<JobMsg>,
+    driver: &DriverHandle,
     accepting: &tokio::sync::watch::Receiver<bool>,
     task: Lease,
 ) {
@@ -274,7 +274,7 @@ pub(crate) async fn run_task(
     // A gang rank is not moved on request (its peers would have to halt for it).
     let (migration_tx, migration_rx) = mpsc::channel::<MigrationAsk>(1);
     let migration = (task.machines <= 1).then_some(migration_tx);
-    let started = match jobs.send(JobMsg::Run(JobRequest { spec, started: started_tx, ended: ended_tx, migration })).await {
+    let started = match driver.send(DriverMsg::Run(JobRequest { spec, started: started_tx, ended: ended_tx, migration })).await {
         Ok(()) => started_rx.await.unwrap_or_else(|_| Err("the agent is stopping".into())),
         Err(_) => Err("the agent is stopping".into()),
     };
@@ -289,7 +289,7 @@ pub(crate) async fn run_task(
     running.lock().unwrap_or_else(|e| e.into_inner()).insert(guest.clone(), (task.job_id, task.rank));
     let _registered = Registered(running.clone(), guest.clone());
     let (info, stopped) =
-        follow_guest(client, jobs, &task, &guest, &dir, checkpoint.as_deref(), &mut uploaded, ended_rx, migration_rx).await;
+        follow_guest(client, driver, &task, &guest, &dir, checkpoint.as_deref(), &mut uploaded, ended_rx, migration_rx).await;
     if let Some(why) = stopped {
         tracing::info!(job = task.job_id, rank = task.rank, guest = %guest, "guest stopped: {}", why.as_str());
         return;
