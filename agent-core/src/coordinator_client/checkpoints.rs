@@ -3,7 +3,7 @@
 //! and uploaded before a migration request ([`ask_migration`], seed 000 §5.2).
 
 use super::http::CoordinatorClient;
-use super::task::retry;
+use super::lease::retry;
 use crate::driver_link::{MigrationAsk, MigrationOutcome};
 use lull_protocol::{Lease, MigrateRequest};
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! lease renewed meanwhile, given back when the gang does not fill in time.
 
 use super::http::{ClientError, CoordinatorClient};
-use super::task::{progress_every, renewal, Stopped, PROGRESS_FIRST};
+use super::lease::{progress_every, renewal, Stopped, PROGRESS_FIRST};
 use lull_protocol::Lease;
 use std::time::Duration;
 

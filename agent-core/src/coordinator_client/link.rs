@@ -5,8 +5,9 @@
 
 use super::http::Outbox;
 use super::http::{ClientError, CoordinatorClient, Credentials, Result};
+use super::lease::retry;
 use super::machine::{base_speed, free_memory, heartbeat_from, MemoryReporter};
-use super::task::{retry, run_task, RunningTasks};
+use super::task::{run_task, RunningTasks};
 use crate::driver_link::{DriverHandle, HealthSender, LinkHealth};
 use crate::paths::Paths;
 use lull_protocol::Record;

@@ -22,12 +22,13 @@
 //!
 //! By concern: [`http`] the client and its calls, [`machine`] what a heartbeat says of
 //! this machine, [`guest_io`] a task's guest spec and output, [`task`] the task runner,
-//! [`checkpoints`] and [`gang`] its steps, [`link`] the link loop.
+//! [`checkpoints`], [`gang`] and [`lease`] its steps, [`link`] the link loop.
 
 pub mod checkpoints;
 pub mod gang;
 pub mod guest_io;
 pub mod http;
+pub mod lease;
 pub mod link;
 pub mod machine;
 pub mod task;
@@ -38,6 +39,7 @@ pub use checkpoints::{ask_migration, fetch_checkpoint, upload_checkpoint, MIGRAT
 pub use gang::{wait_for_gang, GangWait, GANG_FILL_TIMEOUT};
 pub use guest_io::{guest_output, guest_spec, OutputShipper};
 pub use http::{enrol, ClientError, CoordinatorClient, Credentials, SyncStats, SYNC_BATCH};
+pub use lease::{renewal, Stopped};
 pub use link::{lease_wait, next_lease_wait, run_link, JobLink, LEASE_WAIT};
 pub use machine::{base_speed, free_memory, heartbeat_from, machine_cpus, MemoryReporter};
-pub use task::{renewal, RunningTasks, Stopped};
+pub use task::RunningTasks;
