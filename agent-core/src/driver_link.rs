@@ -198,3 +198,41 @@ pub fn may_lease_now(state: crate::policy::StateKind, directive: crate::policy::
     use crate::policy::{GuestDirective, StateKind};
     directive == GuestDirective::Accept && matches!(state, StateKind::Recruitable | StateKind::Donating | StateKind::LendingLight)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The handle's requests reach whoever holds the inbox, answers come back on their
+    /// oneshot, and once the driver has let go each request says so instead of waiting.
+    #[tokio::test]
+    async fn the_handle_carries_requests_and_answers_and_says_when_the_driver_is_gone() {
+        let (_accepting_tx, accepting) = watch::channel(false);
+        let (handle, mut inbox) = DriverHandle::new(accepting);
+        let driver = tokio::spawn(async move {
+            match inbox.recv().await {
+                Some(DriverMsg::OutboxAcked { through, reply }) => {
+                    assert_eq!(through, 7);
+                    let _ = reply.send(Ok(()));
+                }
+                other => panic!("expected the ack, got {other:?}"),
+            }
+            match inbox.recv().await {
+                Some(DriverMsg::OutboxPending { max, reply }) => {
+                    assert_eq!(max, 3);
+                    let _ = reply.send(Ok(Vec::new()));
+                }
+                other => panic!("expected the outbox request, got {other:?}"),
+            }
+            // The driver stops here: its inbox is dropped unanswered.
+            let _ = inbox.recv().await;
+        });
+        assert!(matches!(handle.outbox_acked(7).await, Ok(Ok(()))));
+        assert!(matches!(handle.outbox_pending(3).await, Ok(Ok(v)) if v.is_empty()));
+        // A request it took but never answered, then requests after it is gone.
+        assert_eq!(handle.status().await.err(), Some(DriverGone));
+        driver.await.expect("the fake driver");
+        assert_eq!(handle.status().await.err(), Some(DriverGone));
+        assert_eq!(handle.send(DriverMsg::Stop { guest: "g".into() }).await, Err(DriverGone));
+    }
+}
