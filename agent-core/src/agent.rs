@@ -7,15 +7,15 @@ use crate::alarm::Alarm;
 use crate::clock::{boot_id, mono_now, MonoMs, Now, SystemClock};
 use crate::config::Config;
 use crate::control::{self, AgentStatus, Alert, AlertKind, Request, Response, TodayReport};
-use crate::coordinator_client::LinkHealth;
-use crate::guest::{GuestInfo, GuestPhase, GuestSpec, OwnerMemoryStatus, RestoreReport};
+use crate::driver_link::{DriverInbox, DriverMsg, JobRequest, LinkHealth, MigrationAsk, MigrationOutcome};
+use crate::guest::{GuestHost, GuestInfo, GuestPhase, GuestSpec};
 use crate::input::{InputBackend, InputSink};
-use crate::ledger::{GuestTotals, Ledger, LedgerError, TraceRow};
+use crate::ledger::{Ledger, LedgerError, TraceRow};
 use crate::ledger_integrity::{self, Finding, StartFacts};
 use crate::paths::Paths;
 use crate::policy::{Action, Command, Event, GuestDirective, Interruption, Policy, StateKind, Watch};
 use crate::sample::InputEvent;
-use crate::sensors::{GuestReading, Sensors};
+use crate::sensors::Sensors;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -35,169 +35,6 @@ pub enum AgentError {
     Socket { path: String, source: std::io::Error },
     #[error("the data directory {path} was removed while the agent ran; the agent stopped so that nothing is accounted where it would be lost. Start it again to begin anew")]
     DataDirGone { path: String },
-}
-
-/// A synchronous "freeze all guests now" hook for the input thread.
-pub type FastFreeze = Arc<dyn Fn() + Send + Sync>;
-
-/// What the agent needs from a guest runtime. The Linux cgroup runtime implements it;
-/// [`NoGuests`] stands in where no guest work is run.
-pub trait GuestHost: Send {
-    /// Name and mode for `lull status` ("cgroup v2", "none", …).
-    fn describe(&self) -> String;
-    /// Carry out the policy's directive.
-    fn apply(&mut self, directive: GuestDirective);
-    /// Whether any guest work is present (running or frozen).
-    fn present(&mut self) -> bool;
-    /// The guests' cumulative CPU and current memory, for owner figures.
-    fn reading(&mut self) -> GuestReading;
-    /// Per-guest cumulative totals, for the ledger.
-    fn totals(&mut self) -> Vec<GuestTotals>;
-    /// A hook that freezes every guest at once, callable from any thread.
-    fn fast_freeze(&self) -> Option<FastFreeze>;
-    /// The restore after the last eviction (anonymous pages and file cache, each timed),
-    /// once, when one ran.
-    fn take_restore(&mut self) -> Option<RestoreReport>;
-    /// How the owner's memory is kept (protection, last restore), for `lull status`.
-    fn owner_memory(&mut self) -> Option<OwnerMemoryStatus> {
-        None
-    }
-    /// How guests are contained and what they lack, for `lull status`.
-    fn containment_status(&self) -> Option<crate::guest::ContainmentStatus> {
-        None
-    }
-    /// T_migr for the present guest work (suspend + checkpoint size / bandwidth +
-    /// resume), when the runtime can estimate it; the policy's `T_lingr` uses it.
-    fn migration_cost(&mut self) -> Option<Duration> {
-        None
-    }
-    /// Queues a guest job (it starts at the next Accept directive once admitted) and
-    /// returns its id; `None` when this host runs no guest work.
-    fn start_guest(&mut self, _spec: GuestSpec) -> Option<String> {
-        None
-    }
-    /// A snapshot of one guest this host has started (queued, running or ended).
-    fn guest_info(&mut self, _id: &str) -> Option<GuestInfo> {
-        None
-    }
-    /// Stops one guest as an eviction would (queued: dropped). False if unknown or ended.
-    fn stop_guest(&mut self, _id: &str) -> bool {
-        false
-    }
-    /// Kills one guest at once, checkpointable or not (queued: dropped). False if
-    /// unknown or ended.
-    fn kill_guest(&mut self, _id: &str) -> bool {
-        false
-    }
-    /// Freezes (`hold`) or thaws one running guest on its own, whatever the directive:
-    /// its gang is halted while a lost member is replaced. Not the policy's (no
-    /// interruption, no eviction). False if unknown, ended or not supported.
-    fn hold_guest(&mut self, _id: &str, _hold: bool) -> bool {
-        false
-    }
-
-    /// The guests' memory for the coordinator (seed 001), measured now; `None` when this
-    /// host cannot measure it.
-    fn memory(&mut self) -> Option<crate::guest::GuestsMemory> {
-        None
-    }
-
-    /// The guests' cgroup as `/proc/PID/cgroup` names it: the control socket refuses
-    /// processes inside it. `None` without cgroups.
-    fn guest_cgroup(&self) -> Option<String> {
-        None
-    }
-}
-
-/// A job the coordinator link hands the driver to run as a guest (the driver owns the
-/// guest runtime; the policy still only learns whether guests are present).
-#[derive(Debug)]
-pub struct JobRequest {
-    pub spec: GuestSpec,
-    /// The guest's id, or why it cannot run here.
-    pub started: oneshot::Sender<Result<String, String>>,
-    /// The guest's last snapshot once it has ended, sent only after its final totals are
-    /// in the ledger (so what the link reports equals what the ledger accounted).
-    pub ended: oneshot::Sender<GuestInfo>,
-    /// Where the driver asks the link to request a migration while the guest lingers
-    /// (seed 000 §5.2); `None` for a task that is not moved on request (a gang rank). Its
-    /// answer comes back as [`JobMsg::MigrationAnswered`].
-    pub migration: Option<mpsc::Sender<MigrationAsk>>,
-}
-
-/// The readings of a lingering leased guest's migration request (`POST …/migrate`, seed
-/// 000 §5.2), which the driver hands the task's link. The driver has frozen the guest
-/// (its own `cgroup.freeze`, as a gang halt does) so that the checkpoint the link
-/// uploads before asking is its last: a task given back resumes elsewhere exactly there.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MigrationAsk {
-    /// h: the owner's CPU utilisation over the linger window, 0–1 (guests excluded).
-    pub owner_utilization: f64,
-    /// How long the guest has lingered in this episode of owner activity, seconds.
-    pub owner_busy_for_s: f64,
-    /// `T_migr` as the guest runtime estimates it, seconds.
-    pub migration_cost_s: f64,
-    /// The guest's CPU time so far (user + system), seconds.
-    pub cpu_s: f64,
-}
-
-/// What came of a migration request.
-#[derive(Clone, Debug, PartialEq)]
-pub enum MigrationOutcome {
-    /// The coordinator took the task back with the checkpoint just uploaded (no retry
-    /// used, no eviction): the guest is killed here, which counts no interruption.
-    Migrated(String),
-    /// The coordinator's answer was to stay (its reason): the guest keeps lingering.
-    Stays(String),
-    /// Not asked, or no answer (the coordinator unreachable, the checkpoint not
-    /// uploaded, the lease lost): nothing changes, the guest keeps lingering.
-    Failed(String),
-}
-
-/// What the coordinator link asks of the driver over the job channel.
-#[derive(Debug)]
-pub enum JobMsg {
-    /// Run a job as a guest.
-    Run(JobRequest),
-    /// Kill one job's guest at once (its job was cancelled or its lease lost): no
-    /// checkpoint signal or grace, and no interruption — the policy is not involved. Its
-    /// `ended` is still sent once it is gone.
-    Stop { guest: String },
-    /// Freeze (`hold`) or thaw one job's guest: its gang is halted until a lost member is
-    /// replaced. Outside the policy: no interruption, and it stays frozen across the
-    /// directive's thaws until released.
-    Hold { guest: String, hold: bool },
-    /// The link's answer to a [`MigrationAsk`] for this guest (frozen while it asked).
-    MigrationAnswered { guest: String, outcome: MigrationOutcome },
-}
-
-/// The driver's end of the job channel (see [`JobMsg`]).
-pub type JobInbox = mpsc::Receiver<JobMsg>;
-
-/// No guest runtime: the agent senses, decides and accounts, but runs nothing.
-#[derive(Debug, Default)]
-pub struct NoGuests;
-
-impl GuestHost for NoGuests {
-    fn describe(&self) -> String {
-        "none (no guest work runs on this agent)".into()
-    }
-    fn apply(&mut self, _: GuestDirective) {}
-    fn present(&mut self) -> bool {
-        false
-    }
-    fn reading(&mut self) -> GuestReading {
-        GuestReading::default()
-    }
-    fn totals(&mut self) -> Vec<GuestTotals> {
-        Vec::new()
-    }
-    fn fast_freeze(&self) -> Option<FastFreeze> {
-        None
-    }
-    fn take_restore(&mut self) -> Option<RestoreReport> {
-        None
-    }
 }
 
 /// Something the driver tells its observer (the CLI prints these in the foreground).
@@ -244,7 +81,7 @@ pub struct AgentSetup {
     /// beside the driver: [`crate::assembly`]).
     pub coordinator: Option<control::CoordinatorLink>,
     /// Where the driver publishes whether it wants guest work now
-    /// ([`crate::coordinator_client::may_lease_now`]), after every step: the link's job
+    /// ([`crate::driver_link::may_lease_now`]), after every step: the link's job
     /// slots wait on it instead of asking the agent's status every second.
     pub accepting: Option<tokio::sync::watch::Sender<bool>>,
     /// The data directory's lock, held for the driver's life; on its wake-ups (at most
@@ -276,6 +113,9 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 
 /// How often, at most, the driver checks that its data directory is still in place.
 const DATA_DIR_CHECK: Duration = Duration::from_secs(2);
+
+/// At most this long after it stopped, the driver still answers its link's last sync.
+const LINK_DRAIN_MAX: Duration = Duration::from_secs(5);
 
 /// Guests' totals are written to the ledger this often while they run.
 const TOTALS_EVERY: Duration = Duration::from_secs(10);
@@ -371,10 +211,11 @@ pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Resul
     run_with_jobs(setup, None, shutdown).await
 }
 
-/// Runs the agent until `shutdown` resolves, also running the jobs that arrive on `jobs`
-/// (from the coordinator link) as guests.
-pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
-    let mut job_rx = jobs;
+/// Runs the agent until `shutdown` resolves, also answering its coordinator link through
+/// `link` (the driver's end of the link's [`crate::driver_link::DriverHandle`]): jobs run
+/// as guests, the status, the outbox.
+pub async fn run_with_jobs(setup: AgentSetup, link: Option<DriverInbox>, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    let mut link_rx = link;
     let AgentSetup { paths, config, input_backends, guests, observer, coordinator, accepting, data_lock, link_health } = setup;
     let clock = SystemClock;
     let now = clock.now();
@@ -555,20 +396,25 @@ pub async fn run_with_jobs(setup: AgentSetup, jobs: Option<JobInbox>, shutdown: 
                 let resp = d.on_request(req);
                 let _ = reply.send(resp);
             }
-            job = async { match job_rx.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => match job {
-                Some(JobMsg::Run(job)) => d.on_job(job),
-                Some(JobMsg::Stop { guest }) => d.stop_job(&guest),
-                Some(JobMsg::Hold { guest, hold }) => {
-                    if !d.guests.hold_guest(&guest, hold) {
-                        debug!(guest = %guest, hold, "asked to hold or release a guest that is not running");
-                    }
-                }
-                Some(JobMsg::MigrationAnswered { guest, outcome }) => d.on_migration_answer(&guest, outcome),
-                None => job_rx = None,
+            msg = async { match link_rx.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => match msg {
+                Some(msg) => d.on_link(msg),
+                None => link_rx = None,
             },
         }
     }
     d.shutdown();
+    if let Some(rx) = link_rx.as_mut() {
+        // The link's last sync reads the outbox through this driver, final totals
+        // included: it is served (status and outbox only) until the link lets go.
+        let _ = tokio::time::timeout(LINK_DRAIN_MAX, async {
+            while let Some(msg) = rx.recv().await {
+                if matches!(msg, DriverMsg::Status(_) | DriverMsg::OutboxPending { .. } | DriverMsg::OutboxAcked { .. }) {
+                    d.on_link(msg);
+                }
+            }
+        })
+        .await;
+    }
     drop(data_lock);
     match gone {
         Some(path) => Err(AgentError::DataDirGone { path }),
@@ -846,7 +692,7 @@ impl Driver {
         self.log_migration_decision(now);
         self.ask_migration(now);
         if let Some(tx) = &self.accepting {
-            let wanted = crate::coordinator_client::may_lease_now(self.policy.state(), self.policy.directive());
+            let wanted = crate::driver_link::may_lease_now(self.policy.state(), self.policy.directive());
             tx.send_if_modified(|cur| std::mem::replace(cur, wanted) != wanted);
         }
         // Accept may have started queued guests: the policy learns it now, not at the next
@@ -1071,6 +917,29 @@ impl Driver {
                         link.agent_id = c.agent_id;
                     }
                 }
+            }
+        }
+    }
+
+    /// One request of the coordinator link (see [`DriverMsg`]).
+    fn on_link(&mut self, msg: DriverMsg) {
+        match msg {
+            DriverMsg::Run(job) => self.on_job(job),
+            DriverMsg::Stop { guest } => self.stop_job(&guest),
+            DriverMsg::Hold { guest, hold } => {
+                if !self.guests.hold_guest(&guest, hold) {
+                    debug!(guest = %guest, hold, "asked to hold or release a guest that is not running");
+                }
+            }
+            DriverMsg::MigrationAnswered { guest, outcome } => self.on_migration_answer(&guest, outcome),
+            DriverMsg::Status(reply) => {
+                let _ = reply.send(self.status());
+            }
+            DriverMsg::OutboxPending { max, reply } => {
+                let _ = reply.send(self.ledger.outbox_pending(max));
+            }
+            DriverMsg::OutboxAcked { through, reply } => {
+                let _ = reply.send(self.ledger.outbox_acked(through));
             }
         }
     }

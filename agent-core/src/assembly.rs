@@ -6,11 +6,13 @@
 //! credentials `lull up` just made). Two places that build an agent by hand drift: the
 //! tray's agent once had no input, no guests and no coordinator link.
 
-use crate::agent::{self, AgentError, GuestHost};
+use crate::agent::{self, AgentError};
 use crate::config::Config;
 use crate::control::CoordinatorLink;
 use crate::coordinator_client::{self, Credentials, JobLink};
 use crate::data_lock::{DataDirLock, LockError};
+use crate::driver_link::{DriverHandle, LinkHealth};
+use crate::guest::GuestHost;
 use crate::input::InputBackend;
 use crate::paths::Paths;
 use std::future::Future;
@@ -71,7 +73,7 @@ pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<Complete
         None => DataDirLock::acquire(&paths.data_dir)?,
     };
     // An install made by an earlier version, or under a wider umask, is made owner-only.
-    crate::private_files::tighten_install(&paths);
+    paths.tighten_install();
     #[cfg(target_os = "linux")]
     let mut input_backends = crate::input::choose_backends(&config.input);
     #[cfg(not(target_os = "linux"))]
@@ -112,7 +114,7 @@ fn guest_runtime(config: &Config, paths: &Paths) -> Result<Box<dyn GuestHost>, A
     #[cfg(not(target_os = "linux"))]
     {
         let _ = config;
-        Ok(Box::new(agent::NoGuests))
+        Ok(Box::new(crate::guest::NoGuests))
     }
 }
 
@@ -130,28 +132,29 @@ impl CompleteAgent {
         let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
             let _ = rx.wait_for(|s| *s).await;
         };
-        let (job_tx, job_rx) = tokio::sync::mpsc::channel(4);
-        let jobs = link.is_some().then_some(job_rx);
         let (accepting_tx, accepting) = tokio::sync::watch::channel(false);
         setup.accepting = Some(accepting_tx);
+        // The link's one way into the driver: a handle, whose other end the driver serves.
+        let (driver_handle, inbox) = DriverHandle::new(accepting);
+        let inbox = link.is_some().then_some(inbox);
         // The driver checks on its own tick that the data directory is still there.
         setup.data_lock = Some(lock);
-        let job_link = JobLink { jobs: job_tx, max_jobs: setup.config.guests.max_jobs, accepting };
+        let job_link = JobLink { driver: driver_handle, max_jobs: setup.config.guests.max_jobs };
         // The link says how it stands (a refused credential) in the driver's status.
-        let (health_tx, health_rx) = tokio::sync::watch::channel(coordinator_client::LinkHealth::Working);
+        let (health_tx, health_rx) = tokio::sync::watch::channel(LinkHealth::Working);
         setup.link_health = Some(health_rx);
         let health = std::sync::Arc::new(health_tx);
         let paths = setup.paths.clone();
         let retention = crate::retention::run(paths.work_root(), setup.config.guests.retention_days);
         let driver = async {
-            let r = agent::run_with_jobs(setup, jobs, stopped(stop_rx.clone())).await;
+            let r = agent::run_with_jobs(setup, inbox, stopped(stop_rx.clone())).await;
             // Whatever ends the driver (shutdown or an error) also ends the link.
             let _ = stop_tx.send(true);
             r
         };
         let linked = async {
             if let Some(creds) = link {
-                if let Err(e) = coordinator_client::run_link(paths, creds, Some(job_link), Some(health), stopped(stop_rx.clone())).await {
+                if let Err(e) = coordinator_client::run_link(paths, creds, job_link, Some(health), stopped(stop_rx.clone())).await {
                     tracing::warn!("coordinator link stopped: {e}");
                 }
             }

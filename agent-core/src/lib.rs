@@ -24,6 +24,7 @@ pub mod config_file;
 pub mod control;
 pub mod coordinator_client;
 pub mod data_lock;
+pub mod driver_link;
 pub mod footprint;
 pub mod guest;
 pub mod input;

@@ -78,6 +78,23 @@ impl Paths {
         PathBuf::from(EXECUTE_ROOT).join(format!("{hash:016x}"))
     }
 
+    /// Tightens the install at start ([`crate::private_files::tighten`]) and says once in
+    /// the log what it had to tighten.
+    pub fn tighten_install(&self) {
+        let work_root = self.work_root();
+        let done = crate::private_files::tighten(&self.data_dir, &self.config_file, &self.socket, &work_root);
+        if !done.is_empty() {
+            let shown: Vec<String> = done.iter().take(12).map(|p| p.display().to_string()).collect();
+            let more = done.len().saturating_sub(shown.len());
+            tracing::warn!(
+                count = done.len(),
+                "tightened Lull's files that other users could read or enter (now owner-only): {}{}",
+                shown.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            );
+        }
+    }
+
     /// Creates the work root, passable (not listable) by any account when it is ours under
     /// [`EXECUTE_ROOT`].
     pub fn create_work_root(&self) -> std::io::Result<PathBuf> {

@@ -14,7 +14,7 @@
 //!
 //! Nothing here follows a symbolic link or touches a file another user owns; a root
 //! agent's guests' work directories (the guests' account's) and the path to them stay
-//! passable as [`crate::paths::Paths::create_work_root`] made them.
+//! passable as `Paths::create_work_root` made them.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -125,23 +125,6 @@ pub fn tighten(data_dir: &Path, config_file: &Path, socket: &Path, work_root: &P
         }
     }
     done
-}
-
-/// Tightens the install at start ([`tighten`]) and says once in the log what it had to
-/// tighten.
-pub fn tighten_install(paths: &crate::paths::Paths) {
-    let work_root = paths.work_root();
-    let done = tighten(&paths.data_dir, &paths.config_file, &paths.socket, &work_root);
-    if !done.is_empty() {
-        let shown: Vec<String> = done.iter().take(12).map(|p| p.display().to_string()).collect();
-        let more = done.len().saturating_sub(shown.len());
-        tracing::warn!(
-            count = done.len(),
-            "tightened Lull's files that other users could read or enter (now owner-only): {}{}",
-            shown.join(", "),
-            if more > 0 { format!(" and {more} more") } else { String::new() }
-        );
-    }
 }
 
 #[cfg(test)]

@@ -17,9 +17,9 @@
 //!   cap inside a simulated smaller machine (a parent memory cgroup): owner pages swapped
 //!   out because of the guest; then with the cap disabled, the restore step's time.
 
-use agent_core::agent::GuestHost;
 use agent_core::config::Config;
 use agent_core::guest::linux::{memory, LinuxRuntime};
+use agent_core::guest::GuestHost;
 use agent_core::guest::{GuestPhase, GuestRuntime, GuestSpec};
 use agent_core::policy::GuestDirective;
 use anyhow::{bail, Context, Result};

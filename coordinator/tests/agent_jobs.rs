@@ -223,7 +223,7 @@ async fn a_halted_member_learns_it_from_its_renewal_and_its_migration_request_is
 /// cannot be uploaded and an unreachable coordinator all leave the lease held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_links_migration_request_uploads_the_checkpoint_first_and_only_a_yes_gives_the_task_back() {
-    use agent_core::agent::{MigrationAsk, MigrationOutcome};
+    use agent_core::driver_link::{MigrationAsk, MigrationOutcome};
     let db = fresh_db(Backend::Sqlite).await.unwrap();
     let s = Server::start(&db.url, test_config()).await;
     let a = agent(&s, "a").await;

@@ -5,14 +5,15 @@
 //! no orphans. The policy decides; the runtime only carries out and reports readings.
 //!
 //! [`GuestRuntime`] is the trait a platform implements (on top of the driver's
-//! [`GuestHost`]); [`linux::LinuxRuntime`] is the Linux implementation (cgroup v2, hybrid
+//! [`GuestHost`], in [`host`]); [`linux::LinuxRuntime`] is the Linux implementation (cgroup v2, hybrid
 //! v1+v2, or a loudly announced process-group fallback).
 
-use crate::agent::GuestHost;
 use crate::config::NetworkPolicy;
+pub use host::{FastFreeze, GuestHost, NoGuests};
 pub use lull_protocol::TaskOutcome;
 use std::path::PathBuf;
 
+pub mod host;
 #[cfg(target_os = "linux")]
 pub mod linux;
 

@@ -51,9 +51,9 @@ pub mod spawn;
 pub mod watchdog;
 pub mod workdir;
 
-use crate::agent::{FastFreeze, GuestHost};
 use crate::config::Config;
 use crate::guest::{Containment, GuestDir, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec, OwnerMemoryStatus, RestoreReport};
+use crate::guest::{FastFreeze, GuestHost};
 use crate::ledger::GuestTotals;
 use crate::policy::GuestDirective;
 use crate::sensors::GuestReading;
