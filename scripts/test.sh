@@ -31,7 +31,7 @@ cargo test --workspace --no-fail-fast
 scripts/schemathesis.sh 30
 # Lull as an ordinary owner runs it, attacked by hostile guests: a Debian 12 VM on pure
 # cgroup v2 (systemd, logind, an X session, a second local user), the .deb built from these
-# sources installed in it by dpkg (scripts/vm/run.sh: ~20 min under TCG on 2 cores, the
+# sources installed in it by dpkg (scripts/vm/run.sh: ~9 min of TCG on 2 quiet cores, the
 # image cached under ~/.cache/lull-vm). Required: it skips only where QEMU cannot run at
 # all, saying so; LULL_VM=0 skips it by hand (a quick local run of the rest).
 if [ "${LULL_VM:-1}" = 1 ]; then
