@@ -2,8 +2,10 @@
 //! (create, list with each use's time and address — never a secret —, revoke by id), and
 //! backups (`lull coordinator backup PATH`, `lull coordinator restore BACKUP`).
 
-use crate::coordinator_cmd::{admin_db, files, DbArg, KeyCmd, ListArgs, RevokeArgs, TokenCmd};
+use crate::db_url::DbArg;
+use crate::pool_files::{admin_db, files};
 use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
 use coordinator::identity;
 use coordinator::model::{ApiKeyInfo, JoinTokenInfo};
 use std::path::Path;
@@ -170,4 +172,74 @@ pub async fn restore(db: &DbArg, backup: &Path, json: bool) -> Result<()> {
         outln!("start the coordinator again (`lull up` or `lull coordinator serve`)");
     }
     Ok(())
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCmd {
+    /// Create a join token (printed once).
+    Create {
+        #[command(flatten)]
+        db: DbArg,
+        /// How many agents may enrol with it (1-100000).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        uses: u32,
+        /// Days until it expires (1-365).
+        #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=365))]
+        ttl_days: u32,
+        /// Print the token as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every join token with its state and each use (time, address, machine); never a
+    /// token itself.
+    List(ListArgs),
+    /// Revoke a join token: it enrols no one from now on.
+    Revoke(RevokeArgs),
+}
+
+/// A list of tokens or keys.
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which token or key to revoke.
+#[derive(Args, Debug)]
+pub struct RevokeArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Its id, as the list shows it (12 hex digits; never the secret itself, which a
+    /// command line would show to other local users).
+    pub id: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeyCmd {
+    /// Create an API key (printed once): `--role admin`, or `--role owner --owner NAME`
+    /// for an owner who may read their own machines' reports.
+    Create {
+        #[command(flatten)]
+        db: DbArg,
+        /// What the key may do: everything (admin), or read its owner's machines (owner).
+        #[arg(long, value_parser = ["admin", "owner"])]
+        role: String,
+        /// The owner an owner key belongs to (required with --role owner).
+        #[arg(long)]
+        owner: Option<String>,
+        /// Print the key as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every API key with its role, state and uses per address; never a key itself.
+    List(ListArgs),
+    /// Revoke an API key: requests with it answer 401 from now on (within 30 s on a
+    /// running coordinator). The last admin key is not revoked.
+    Revoke(RevokeArgs),
 }

@@ -6,19 +6,19 @@
 //! the data directory, each written owner-only (0600) in an owner-only directory (0700),
 //! and an existing admin key file never overwritten.
 
+use crate::coordinator_admin::{KeyCmd, TokenCmd};
 pub use crate::db_url::DbArg;
+use crate::pool_files::{admin_db, files, runtime, Files, DEFAULT_LISTEN};
 use agent_core::assembly::stop_signal;
 use agent_core::paths::Paths;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use coordinator::db::redact_url;
+use coordinator::db::sqlite_path;
 use coordinator::{Config, Db};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// The default listen address.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 
 #[derive(Args, Debug)]
 pub struct CoordinatorArgs {
@@ -199,100 +199,6 @@ impl MetricsKeyArg {
     }
 }
 
-#[derive(Subcommand, Debug)]
-pub enum TokenCmd {
-    /// Create a join token (printed once).
-    Create {
-        #[command(flatten)]
-        db: DbArg,
-        /// How many agents may enrol with it (1-100000).
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-        uses: u32,
-        /// Days until it expires (1-365).
-        #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=365))]
-        ttl_days: u32,
-        /// Print the token as JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Every join token with its state and each use (time, address, machine); never a
-    /// token itself.
-    List(ListArgs),
-    /// Revoke a join token: it enrols no one from now on.
-    Revoke(RevokeArgs),
-}
-
-/// A list of tokens or keys.
-#[derive(Args, Debug)]
-pub struct ListArgs {
-    #[command(flatten)]
-    pub db: DbArg,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Which token or key to revoke.
-#[derive(Args, Debug)]
-pub struct RevokeArgs {
-    #[command(flatten)]
-    pub db: DbArg,
-    /// Its id, as the list shows it (12 hex digits; never the secret itself, which a
-    /// command line would show to other local users).
-    pub id: String,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum KeyCmd {
-    /// Create an API key (printed once): `--role admin`, or `--role owner --owner NAME`
-    /// for an owner who may read their own machines' reports.
-    Create {
-        #[command(flatten)]
-        db: DbArg,
-        /// What the key may do: everything (admin), or read its owner's machines (owner).
-        #[arg(long, value_parser = ["admin", "owner"])]
-        role: String,
-        /// The owner an owner key belongs to (required with --role owner).
-        #[arg(long)]
-        owner: Option<String>,
-        /// Print the key as JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Every API key with its role, state and uses per address; never a key itself.
-    List(ListArgs),
-    /// Revoke an API key: requests with it answer 401 from now on (within 30 s on a
-    /// running coordinator). The last admin key is not revoked.
-    Revoke(RevokeArgs),
-}
-
-/// The data directory's coordinator files.
-pub struct Files {
-    pub db_url: String,
-    pub url_file: PathBuf,
-    pub admin_key_file: PathBuf,
-}
-
-/// The coordinator files of this data directory (nothing is created), for the database
-/// `db` asks for (see [`DbArg::url`]: a password on the command line is refused).
-pub fn files(db: &DbArg) -> Result<Files> {
-    let f = data_files()?;
-    Ok(Files { db_url: db.url()?.unwrap_or(f.db_url), ..f })
-}
-
-/// The data directory's coordinator files, its own SQLite database among them.
-pub fn data_files() -> Result<Files> {
-    let paths = Paths::from_env()?;
-    Ok(Files {
-        db_url: format!("sqlite:{}", paths.data_dir.join("coordinator.db").display()),
-        url_file: paths.data_dir.join("coordinator.url"),
-        admin_key_file: paths.data_dir.join("coordinator-admin.key"),
-    })
-}
-
 /// Writes a file readable by its owner only (0600), an existing one included (its mode
 /// is tightened first).
 pub fn write_private(path: &Path, content: &str) -> Result<()> {
@@ -375,10 +281,6 @@ pub async fn listen(addr: &str) -> Result<tokio::net::TcpListener> {
     }
 }
 
-pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")
-}
-
 /// Creates the data directory the coordinator's files go in, owner-only (0700), and
 /// makes an existing one owner-only; the address file is made owner-only too.
 pub fn create_data_dir() -> Result<()> {
@@ -393,27 +295,6 @@ pub fn create_data_dir() -> Result<()> {
     }
     coordinator::integrity::make_private(&dir.join("coordinator.url")).context("making coordinator.url owner-only")?;
     Ok(())
-}
-
-use coordinator::db::sqlite_path;
-
-/// Opens an existing coordinator's database for an administrative command. Refuses,
-/// creating nothing, when there is none: no coordinator was set up in this data
-/// directory (and no `--db` names one), or the SQLite file named does not exist.
-pub(crate) async fn admin_db(db: &DbArg) -> Result<Db> {
-    let f = files(db)?;
-    if let Some(path) = sqlite_path(&f.db_url) {
-        if !Path::new(path).exists() {
-            if db.url()?.is_none() {
-                anyhow::bail!(
-                    "no coordinator is set up here ({path} does not exist): start one with `lull up` or `lull coordinator serve`, \
-                     or name its database with --db"
-                );
-            }
-            anyhow::bail!("no coordinator database at {path}: --db must name an existing one");
-        }
-    }
-    Ok(Db::connect(&f.db_url).await?)
 }
 
 /// `machine rm`: the one machine `which` names (an agent id, or a name only one machine has).

@@ -3,7 +3,7 @@
 //! left in the data directory (`coordinator.url`, `coordinator-admin.key`), or come from
 //! `--url`/`LULL_COORDINATOR_URL` and `--key`/`LULL_KEY`.
 
-use crate::coordinator_cmd::{data_files, runtime, DEFAULT_LISTEN};
+use crate::pool_files::{data_files, runtime, DEFAULT_LISTEN};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use coordinator::model::{Job, Report, SubmitJob};

@@ -7,8 +7,8 @@
 //! every job; owner keys the jobs they submitted and those that ran on their machines,
 //! and may cancel their own.
 
-use crate::coordinator_cmd::runtime;
 use crate::jobs_cmd::{check, unreachable, Remote};
+use crate::pool_files::runtime;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use coordinator::model::{Job, JobOutput, Task};

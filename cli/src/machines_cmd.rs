@@ -3,8 +3,8 @@
 //! was last heard from. `lull coordinator machine list` prints the same table straight
 //! from the database.
 
-use crate::coordinator_cmd::runtime;
 use crate::jobs_cmd::{check, Remote};
+use crate::pool_files::runtime;
 use anyhow::{Context, Result};
 use clap::Args;
 use coordinator::model::AgentInfo;

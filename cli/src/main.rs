@@ -14,6 +14,7 @@ mod jobs_cmd;
 mod jobs_view_cmd;
 mod machines_cmd;
 mod owner_cmd;
+mod pool_files;
 mod recruit_cmd;
 mod run_cmd;
 mod sim_cmd;

@@ -5,8 +5,8 @@
 //! `LULL_MACHINES` tell each member its place), waits for it to end, prints what each
 //! rank wrote, and releases the group. Ctrl-C releases it at once (its job is cancelled).
 
-use crate::coordinator_cmd::runtime;
 use crate::jobs_cmd::{check, parse_bytes, Remote};
+use crate::pool_files::runtime;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use coordinator::model::{Job, JobOutput};

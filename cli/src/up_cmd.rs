@@ -6,7 +6,8 @@
 //! dashboard address. Ctrl-C stops all three cleanly.
 
 use crate::agent_cmd::init_logging;
-use crate::coordinator_cmd::{create_data_dir, ensure_admin_key, files, DbArg, MetricsKeyArg, DEFAULT_LISTEN};
+use crate::coordinator_cmd::{create_data_dir, ensure_admin_key, DbArg, MetricsKeyArg};
+use crate::pool_files::{files, DEFAULT_LISTEN};
 use agent_core::agent;
 use agent_core::assembly::{assemble, stop_signal, Extras, Link};
 use agent_core::config::Config as AgentConfig;
@@ -70,7 +71,7 @@ pub fn run(a: UpArgs) -> Result<()> {
     };
     let owner = a.owner.unwrap_or_else(crate::agent_cmd::default_owner);
     let machine = a.machine.unwrap_or_else(hostname);
-    let rt = crate::coordinator_cmd::runtime()?;
+    let rt = crate::pool_files::runtime()?;
     rt.block_on(async move {
         // The address first: a command that fails changes nothing (no database, no key).
         let listener = crate::coordinator_cmd::listen(&a.listen).await?;

@@ -4,9 +4,21 @@
 //! turns them off. Without a notification daemon the error is logged, nothing more.
 
 use agent_core::agent::Notice;
+use agent_core::control::AlertKind;
 use agent_core::policy::Action;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+/// A short phrase for an alert (the status window and the notification say it whole).
+pub fn alert_phrase(kind: AlertKind) -> &'static str {
+    match kind {
+        AlertKind::LedgerRecovered => "the ledger was damaged or lost (Open Lull says what was kept)",
+        AlertKind::RecordRebuilt => "today's record was rebuilt from the ledger",
+        AlertKind::LedgerDamaged => "the ledger is damaged; restart Lull",
+        AlertKind::LedgerWriteFailed => "an interruption could not be written to the ledger",
+        AlertKind::CredentialRefused => "the pool refuses this machine's credential; enrol it again",
+    }
+}
 
 /// The kinds of notice, each rate-limited on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,7 +79,7 @@ pub fn message_for(n: &Notice) -> Option<Message> {
         }),
         Notice::Alert(a) => Some(Message {
             kind: Kind::Attention,
-            summary: format!("Lull: {}", crate::tray::alert_phrase(a.kind)),
+            summary: format!("Lull: {}", alert_phrase(a.kind)),
             body: match &a.action {
                 Some(action) => format!("{} {action}", a.message),
                 None => a.message.clone(),
@@ -169,7 +181,7 @@ mod tests {
         assert!(m.body.contains("4 of 5") && m.body.contains("disk I/O error") && m.body.contains("today's record"), "{}", m.body);
         assert!(!format!("{} {}", m.summary, m.body).contains("counted"), "{m:?}");
         let a = agent_core::control::Alert {
-            kind: agent_core::control::AlertKind::CredentialRefused,
+            kind: AlertKind::CredentialRefused,
             message: "refused".into(),
             action: Some("enrol again".into()),
         };

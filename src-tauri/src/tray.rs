@@ -13,7 +13,7 @@ use crate::actions::{self, Choice};
 use crate::notify::{self, Limiter};
 use crate::windows::{Which, Windows};
 use agent_core::agent::Notice;
-use agent_core::control::{call, AgentStatus, AlertKind, Request, Response};
+use agent_core::control::{call, AgentStatus, Request, Response};
 use agent_core::policy::{NotAllowedReason, StateKind};
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -68,17 +68,6 @@ pub fn short(secs: u64) -> String {
     }
 }
 
-/// A short phrase for an alert (the status window and the notification say it whole).
-pub fn alert_phrase(kind: AlertKind) -> &'static str {
-    match kind {
-        AlertKind::LedgerRecovered => "the ledger was damaged or lost (Open Lull says what was kept)",
-        AlertKind::RecordRebuilt => "today's record was rebuilt from the ledger",
-        AlertKind::LedgerDamaged => "the ledger is damaged; restart Lull",
-        AlertKind::LedgerWriteFailed => "an interruption could not be written to the ledger",
-        AlertKind::CredentialRefused => "the pool refuses this machine's credential; enrol it again",
-    }
-}
-
 /// The tooltip: state, then today's donated time (wall time lent, and the CPU time the
 /// guests used in it: a guest that mostly waits lends hours and uses seconds) and
 /// interruptions, then what needs the owner's attention, if anything ("Open Lull" says
@@ -94,7 +83,7 @@ pub fn tooltip(s: &AgentStatus) -> String {
     );
     if let Some(first) = s.alerts.first() {
         let more = s.alerts.len() - 1;
-        tip += &format!("\nAttention: {}", alert_phrase(first.kind));
+        tip += &format!("\nAttention: {}", notify::alert_phrase(first.kind));
         if more > 0 {
             tip += &format!(" (and {more} more)");
         }
