@@ -127,21 +127,29 @@ pub fn run(a: UpArgs) -> Result<()> {
                 c
             }
         };
-        outln!("Lull is up.");
-        outln!("  coordinator  {url}   (database {})", coordinator::db::redact_url(&f.db_url));
+        // The banner waits for the agent's first notice, which comes once its socket
+        // answers: every command it suggests (`lull status` first) works when it shows.
+        let mut banner = String::from("Lull is up.\n");
+        banner += &format!("  coordinator  {url}   (database {})\n", coordinator::db::redact_url(&f.db_url));
         if coordinator::dashboard::built() {
-            outln!("  dashboard    {url}/   (sign in with the admin key: the file below holds it)");
+            banner += &format!("  dashboard    {url}/   (sign in with the admin key: the file below holds it)\n");
         } else {
-            outln!("  dashboard    none: this build lacks it (build ui/ first: scripts/up.sh does)");
+            banner += "  dashboard    none: this build lacks it (build ui/ first: scripts/up.sh does)\n";
         }
-        outln!("  agent        {machine}, owner {owner}, enrolled as {}", creds.agent_id);
+        banner += &format!("  agent        {machine}, owner {owner}, enrolled as {}\n", creds.agent_id);
         if let Some(k) = key_file {
-            outln!("  admin key    {}", k.display());
+            banner += &format!("  admin key    {}\n", k.display());
         }
-        outln!("Try: lull submit -- /bin/sh -c 'echo hello'   ·   lull report --by owner --since 7d   ·   lull status");
+        banner += "Try: lull submit -- /bin/sh -c 'echo hello'   ·   lull report --by owner --since 7d   ·   lull status\n";
 
         let json = false;
-        let observer: Box<dyn FnMut(&agent::Notice) + Send> = Box::new(move |n| crate::agent_cmd::print_notice(n, json));
+        let mut banner = Some(banner);
+        let observer: Box<dyn FnMut(&agent::Notice) + Send> = Box::new(move |n| {
+            if let Some(b) = banner.take_if(|_| matches!(n, agent::Notice::Started { .. })) {
+                crate::out!("{b}");
+            }
+            crate::agent_cmd::print_notice(n, json)
+        });
         let extras = Extras { observer: Some(observer), link: Link::With(creds), data_lock: Some(data_lock), ..Extras::default() };
         // The handlers first: a SIGTERM once the addresses are printed stops `lull up`
         // cleanly, even while the agent is still starting.
