@@ -227,15 +227,24 @@ def probe_memory(bound_mib, progress, hold_s="0"):
 
 
 def probe_disk(bound_mib):
-    """Fill the work directory: preallocated files (fast, counted as used blocks) with
-    real data at their head, until refused or `bound_mib`."""
-    got, i = 0, 0
+    """Fill the work directory as fast as it can, towards `bound_mib`: 128-MiB files,
+    preallocated in one call while that is allowed, else written 1 MiB at a time."""
+    got, i, prealloc = 0, 0, True
+    block = b"\xa5" * (1 << 20)
     try:
         while got < int(bound_mib):
             fd = os.open(f"fill-{i:04d}", os.O_WRONLY | os.O_CREAT, 0o600)
             try:
-                os.write(fd, b"\xa5" * (1 << 20))
-                os.posix_fallocate(fd, 0, 128 << 20)
+                os.write(fd, block)
+                if prealloc:
+                    try:
+                        os.posix_fallocate(fd, 0, 128 << 20)
+                    except OSError as e:
+                        prealloc = False
+                        print(f"PREALLOC refused ({err(e)}): writing instead", flush=True)
+                if not prealloc:
+                    for _ in range(127):
+                        os.write(fd, block)
             finally:
                 os.close(fd)
             got, i = got + 128, i + 1

@@ -1,26 +1,39 @@
 //! A guest's disk use, held to `[guests] disk_mib`. No single file may grow past the limit
-//! (RLIMIT_FSIZE, set in [`super::spawn`]: the write fails and SIGXFSZ ends the writer); the
-//! agent measures the work directory while the guest runs and stops it when it holds more.
+//! (RLIMIT_FSIZE, set in [`super::spawn`]: the write fails and SIGXFSZ ends the writer); no
+//! call may reserve space in one go (`fallocate` is refused, [`super::syscall_filter`]); and
+//! while the guest runs its [`DiskGuard`] thread looks at the file system's free space every
+//! [`POLL`]. The guest cannot have added more than the file system lost since its work
+//! directory was last measured, so while that measurement plus the loss stays under the
+//! limit nothing else is done (one `statvfs`). When it could be over, the guest is frozen
+//! at once (its own freeze, [`super::hold`]) and its directory walked: blocks allocated (a
+//! sparse file counts what it holds; a file linked twice once), plus files the guest
+//! deleted but still holds open (`/proc/PID/fd` of its processes), which take disk no walk
+//! sees. Over, it is killed while still frozen, and the runtime reports why; within, it is
+//! thawed. So a guest writes at most what it can write in one [`POLL`] past its limit.
 //!
-//! Measuring cheaply, on the runtime's tick: the guest cannot have added more than the
-//! file system lost in free space since the last measurement, so while the last measured
-//! use plus that loss stays under the limit nothing is walked (one `statvfs`). Only when
-//! it could be over is the directory walked: blocks allocated (a sparse file counts what
-//! it holds; a file linked twice once), plus files the guest deleted but still holds open
-//! (`/proc/PID/fd` of its processes), which take disk no walk sees. A walk is also made
-//! every [`WALK_AT_LEAST_EVERY`] (space freed meanwhile hides growth from the bound), and
-//! repeats at most every [`WALK_COST_FACTOR`] times its own duration, so the agent spends
-//! at most ~2 % of a core on it even while the owner fills the same disk.
+//! A walk is also made every [`WALK_AT_LEAST_EVERY`] (space freed meanwhile hides growth
+//! from the bound), and repeats at most every [`WALK_COST_FACTOR`] times its own duration,
+//! so the agent spends at most ~2 % of a core on it even while the owner fills the same
+//! disk; until the next walk is allowed, a guest that could be over stays frozen. Without
+//! cgroups (the fallback) nothing can freeze it alone: it writes on until the walk.
 
+use super::hold::{Hold, Reason};
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// How often a guest's [`DiskGuard`] reads the free space of its file system.
+pub const POLL: Duration = Duration::from_millis(10);
 
 /// Entries one walk looks at; a directory holding more is over its limit (said so).
 pub const MAX_ENTRIES: usize = 200_000;
-/// A walk that took t waits this many times t before the next one.
+/// A walk that took t waits this many times t (at least [`WALK_MIN_GAP`]) before the next.
 const WALK_COST_FACTOR: u32 = 50;
+/// The shortest time between two walks.
+const WALK_MIN_GAP: Duration = Duration::from_millis(50);
 /// A walk is made at least this often all the same: space the owner frees while the guest
 /// writes hides the guest's growth from the free-space bound.
 const WALK_AT_LEAST_EVERY: Duration = Duration::from_secs(30);
@@ -78,15 +91,25 @@ impl DiskWatch {
         w
     }
 
-    /// One tick: `Some` when the guest (its processes `pids`) holds more than its limit.
-    pub fn check(&mut self, now: Instant, pids: impl FnOnce() -> Vec<i32>) -> Option<Over> {
-        let free = free_bytes(&self.work)?;
-        let could_be = self.measured + self.free_then.saturating_sub(free);
-        let due = could_be > self.limit || now >= self.last_walk + WALK_AT_LEAST_EVERY;
-        if !due || now < self.next_walk {
-            return None;
+    /// Whether the guest could be over its limit now, from the free space alone.
+    fn could_be_over(&self) -> bool {
+        free_bytes(&self.work).is_some_and(|free| self.measured + self.free_then.saturating_sub(free) > self.limit)
+    }
+
+    /// One look at `now` (`could_be`: [`Self::could_be_over`] just said so): walks when
+    /// it could be over or the periodic walk is due, and the cost bound allows.
+    fn step(&mut self, now: Instant, could_be: bool, pids: impl FnOnce() -> Vec<i32>) -> Step {
+        let due = could_be || now >= self.last_walk + WALK_AT_LEAST_EVERY;
+        if !due {
+            return Step::Within;
         }
-        self.walk(&pids())
+        if now < self.next_walk {
+            return if could_be { Step::Unsure } else { Step::Within };
+        }
+        match self.walk(&pids()) {
+            Some(over) => Step::Over(over),
+            None => Step::Within,
+        }
     }
 
     fn walk(&mut self, pids: &[i32]) -> Option<Over> {
@@ -98,8 +121,84 @@ impl DiskWatch {
         self.last_walk = t0;
         self.measured = used;
         self.free_then = free;
-        self.next_walk = Instant::now() + t0.elapsed().max(Duration::from_millis(20)) * WALK_COST_FACTOR;
+        self.next_walk = Instant::now() + (t0.elapsed() * WALK_COST_FACTOR).max(WALK_MIN_GAP);
         (used > self.limit || !complete).then_some(Over { used_bytes: used, limit_bytes: self.limit, too_many_files: !complete })
+    }
+}
+
+/// What one look found.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    /// Within the limit, or nothing to look at.
+    Within,
+    /// It could be over, and the next walk is not yet allowed.
+    Unsure,
+    Over(Over),
+}
+
+/// How the guard reaches its guest.
+pub struct GuardedGuest {
+    /// Its own freeze; `None` without cgroups.
+    pub hold: Option<Arc<Hold>>,
+    /// Its processes (for files deleted but held open).
+    pub pids: Box<dyn Fn() -> Vec<i32> + Send>,
+    /// Kills it, all of it.
+    pub kill: Box<dyn Fn() + Send>,
+}
+
+/// A running guest's disk guard: a thread that ends with the guard (or once it has
+/// stopped its guest).
+pub struct DiskGuard {
+    stop: Arc<AtomicBool>,
+    over: Arc<Mutex<Option<Over>>>,
+}
+
+impl DiskGuard {
+    /// Starts guarding `watch`'s work directory for `guest`.
+    pub fn start(mut watch: DiskWatch, guest: GuardedGuest) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let over = Arc::new(Mutex::new(None));
+        let (stop2, over2) = (stop.clone(), over.clone());
+        std::thread::Builder::new().name("lull-disk".into()).spawn(move || {
+            let hold = |on: bool| {
+                if let Some(h) = &guest.hold {
+                    if let Err(e) = h.set(Reason::Disk, on) {
+                        tracing::warn!("disk guard: could not {} the guest: {e}", if on { "freeze" } else { "thaw" });
+                    }
+                }
+            };
+            while !stop2.load(Ordering::Acquire) {
+                std::thread::sleep(POLL);
+                let could_be = watch.could_be_over();
+                if could_be {
+                    hold(true);
+                }
+                match watch.step(Instant::now(), could_be, &guest.pids) {
+                    // Written only when it was held (see `Hold::set`).
+                    Step::Within => hold(false),
+                    Step::Unsure => {}
+                    Step::Over(o) => {
+                        // Said first: the runtime that finds the guest gone finds why.
+                        *over2.lock().unwrap_or_else(|p| p.into_inner()) = Some(o);
+                        (guest.kill)();
+                        return;
+                    }
+                }
+            }
+        })?;
+        Ok(Self { stop, over })
+    }
+
+    /// Why the guard stopped its guest, once it has.
+    pub fn over(&self) -> Option<Over> {
+        self.over.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Drop for DiskGuard {
+    fn drop(&mut self) {
+        // The thread sees it within one POLL; nobody waits for it.
+        self.stop.store(true, Ordering::Release);
     }
 }
 
@@ -112,12 +211,13 @@ fn free_bytes(path: &Path) -> Option<u64> {
     (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| st.f_bavail * st.f_frsize)
 }
 
-/// Bytes allocated under `dir` (each inode once, links not followed), whether the walk saw
-/// everything (at most [`MAX_ENTRIES`]), and the directory's device.
+/// Bytes allocated under `dir` (each inode once, links not followed; `dir`'s own blocks
+/// are Lull's, not the guest's), whether the walk saw everything (at most
+/// [`MAX_ENTRIES`]), and the directory's device.
 fn allocated(dir: &Path) -> (u64, bool, u64) {
     let Ok(top) = std::fs::symlink_metadata(dir) else { return (0, true, 0) };
     let dev = top.dev();
-    let (mut total, mut seen, mut stack) = (top.blocks() * 512, 0usize, vec![dir.to_path_buf()]);
+    let (mut total, mut seen, mut stack) = (0, 0usize, vec![dir.to_path_buf()]);
     let mut inodes = HashSet::new();
     while let Some(d) = stack.pop() {
         let Ok(rd) = std::fs::read_dir(&d) else { continue };
@@ -166,6 +266,14 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    fn look(w: &mut DiskWatch, now: Instant, pids: impl FnOnce() -> Vec<i32>) -> Option<Over> {
+        let could_be = w.could_be_over();
+        match w.step(now, could_be, pids) {
+            Step::Over(o) => Some(o),
+            Step::Within | Step::Unsure => None,
+        }
+    }
+
     fn write_mib(path: &Path, mib: usize) -> std::fs::File {
         let mut f = std::fs::File::create(path).unwrap();
         let block = vec![7u8; 1 << 20];
@@ -177,6 +285,22 @@ mod tests {
     }
 
     #[test]
+    fn a_guest_that_could_be_over_before_the_next_walk_is_allowed_is_unsure_until_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = DiskWatch::new(dir.path(), 1 << 20);
+        // As if the file system had lost 4 MiB since the walk.
+        w.free_then += 4 << 20;
+        assert!(w.could_be_over());
+        let now = Instant::now();
+        w.next_walk = now + Duration::from_secs(1);
+        assert_eq!(w.step(now, true, Vec::new), Step::Unsure, "held until it can be measured");
+        assert_eq!(w.walks, 1);
+        assert_eq!(w.step(now + Duration::from_secs(2), true, Vec::new), Step::Within, "the walk finds it within");
+        assert_eq!(w.walks, 2);
+        assert!(!w.could_be_over());
+    }
+
+    #[test]
     fn use_is_measured_only_when_it_could_be_over_and_counts_deleted_files_held_open() {
         let dir = tempfile::tempdir().unwrap();
         let mut w = DiskWatch::new(dir.path(), 8 << 20);
@@ -184,7 +308,7 @@ mod tests {
         // Well under the limit: nothing is found however often it is asked.
         write_mib(&dir.path().join("a"), 2);
         for _ in 0..5 {
-            assert_eq!(w.check(Instant::now() + Duration::from_secs(60), Vec::new), None);
+            assert_eq!(look(&mut w, Instant::now() + Duration::from_secs(60), Vec::new), None);
         }
         assert_eq!(w.measured >> 20, 2, "the periodic walk measured it");
         // A sparse file holds nothing.
@@ -193,7 +317,7 @@ mod tests {
         let held = write_mib(&dir.path().join("hidden"), 8);
         std::fs::remove_file(dir.path().join("hidden")).unwrap();
         let me = std::process::id() as i32;
-        let over = w.check(Instant::now() + Duration::from_secs(60), || vec![me]).expect("over the limit");
+        let over = look(&mut w, Instant::now() + Duration::from_secs(60), || vec![me]).expect("over the limit");
         assert!(over.used_bytes >= 10 << 20 && over.used_bytes < 11 << 20, "{over}");
         assert!(over.to_string().contains("disk_mib = 8"), "{over}");
         assert!(w.walks >= 2);

@@ -39,6 +39,7 @@ pub mod cgroup;
 pub mod delegation;
 pub mod disk;
 pub mod fallback;
+pub mod hold;
 pub mod isolation;
 pub mod memory;
 pub mod outbound;
@@ -48,6 +49,7 @@ pub mod owner_protect;
 pub mod priority;
 pub mod sandbox;
 pub mod spawn;
+pub mod syscall_filter;
 pub mod watchdog;
 pub mod workdir;
 
@@ -152,7 +154,9 @@ struct Guest {
     helpers: Vec<i32>,
     link: Option<outbound::Link>,
     pump: Option<output::Pump>,
-    disk: disk::DiskWatch,
+    disk: disk::DiskGuard,
+    /// Its own freeze (a gang halt, a disk measurement); `None` without cgroups.
+    hold: Option<Arc<hold::Hold>>,
     /// Why the runtime stopped it (its disk limit).
     failure: Option<String>,
     cap: u64,
@@ -246,6 +250,8 @@ pub struct LinuxRuntime {
     work_root: PathBuf,
     /// Why guests have no cgroups (the process-group fallback).
     no_cgroups: Option<String>,
+    /// The system calls guests may not make; `None` where no filter can be built.
+    syscalls: Option<seccompiler::BpfProgram>,
 }
 
 impl LinuxRuntime {
@@ -316,6 +322,13 @@ impl LinuxRuntime {
                 None
             }
         };
+        let syscalls = match syscall_filter::guest_filter() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                error!("guests may preallocate disk space past [guests] disk_mib: {e}");
+                None
+            }
+        };
         info!(containment = kind.as_str(), sandbox = %isolation.describe(), base = %base, "guest runtime ready");
         let m = &config.memory;
         let warm = WarmRules {
@@ -359,6 +372,7 @@ impl LinuxRuntime {
             account,
             work_root: work_root.to_path_buf(),
             no_cgroups,
+            syscalls,
         }
     }
 
@@ -543,6 +557,7 @@ impl LinuxRuntime {
             address_space: if cg.is_none() && limit != u64::MAX { Some(limit) } else { None },
             file_size: Some(disk_bytes),
             account: account.as_ref().map(|a| (a.uid, a.gid)),
+            syscalls: self.syscalls.clone(),
             ..spawn::Confinement::default()
         };
         let launched = match self.isolation.launch(id, spec, &dir, confinement, outbound, self.cfg.output_mib * MIB) {
@@ -567,13 +582,41 @@ impl LinuxRuntime {
                 w.watch_group(pid as i32);
             }
         }
+        let hold = cg.as_ref().map(|g| Arc::new(hold::Hold::new(g.unified.join("cgroup.freeze"))));
+        let guarded = match &cg {
+            Some(g) => {
+                let (g1, g2) = (g.clone(), g.clone());
+                disk::GuardedGuest { hold: hold.clone(), pids: Box::new(move || g1.pids()), kill: Box::new(move || g2.kill()) }
+            }
+            None => {
+                let pgid = pid as i32;
+                disk::GuardedGuest {
+                    hold: None,
+                    pids: Box::new(move || fallback::members(pgid).into_iter().map(|p| p as i32).collect()),
+                    kill: Box::new(move || fallback::signal_group(pgid, libc::SIGKILL)),
+                }
+            }
+        };
+        let disk = match disk::DiskGuard::start(disk::DiskWatch::new(&dir.work(), disk_bytes), guarded) {
+            Ok(d) => d,
+            Err(source) => {
+                let mut child = launched.child;
+                match &cg {
+                    Some(g) => g.kill(),
+                    None => fallback::signal_group(pid as i32, libc::SIGKILL),
+                }
+                let _ = child.wait();
+                return Err(GuestError::Io { what: "starting the guest's disk guard".into(), source });
+            }
+        };
         Ok(Guest {
             id: id.into(),
             child: launched.child,
             pid,
             limit: cg.as_ref().and_then(|g| g.memory_limit()).or((limit != u64::MAX).then_some(limit)),
             cg,
-            disk: disk::DiskWatch::new(&dir.work(), disk_bytes),
+            disk,
+            hold,
             dir,
             helpers: launched.helpers,
             link: launched.link,
@@ -627,8 +670,8 @@ impl LinuxRuntime {
 
     fn set_held(g: &mut Guest, hold: bool) {
         g.held = hold;
-        let r = match &g.cg {
-            Some(cg) => cgroup::write(&cg.unified.join("cgroup.freeze"), if hold { "1" } else { "0" }),
+        let r = match &g.hold {
+            Some(h) => h.set(hold::Reason::Gang, hold).map_err(|e| e.to_string()),
             None => {
                 fallback::signal_group(g.pid as i32, if hold { libc::SIGSTOP } else { libc::SIGCONT });
                 Ok(())
@@ -755,7 +798,8 @@ impl LinuxRuntime {
                 }
             }
             if g.failure.is_none() && !g.stopping {
-                if let Some(over) = g.disk.check(now, || Self::pids_of(g.cg.as_ref(), g.pid)) {
+                // The guard has killed it already; here it is said and accounted.
+                if let Some(over) = g.disk.over() {
                     warn!(guest = %g.id, "{over}: guest stopped");
                     g.failure = Some(over.to_string());
                     g.stopping = true;

@@ -9,7 +9,8 @@
 //! priority; the unprivileged account when the agent is root (after which the
 //! parent-death signal is set, as a credential change clears it, and checked against a
 //! parent that already died); the file descriptors it is handed, at fixed numbers; then
-//! no-new-privileges and, in the fallback, the Landlock ruleset.
+//! no-new-privileges and, in the fallback, the Landlock ruleset; last the seccomp filter
+//! ([`super::syscall_filter`]).
 
 use super::priority;
 use super::sandbox;
@@ -34,6 +35,8 @@ pub struct Confinement {
     pub landlock: Option<sandbox::Prepared>,
     /// Descriptors handed to the process: each (descriptor, the number it gets there).
     pub fds: Vec<(OwnedFd, RawFd)>,
+    /// The system calls it may not make ([`super::syscall_filter`]).
+    pub syscalls: Option<seccompiler::BpfProgram>,
 }
 
 /// The lowest descriptor number a handed descriptor is moved to before the fork, so that
@@ -51,6 +54,7 @@ impl Confinement {
             account: self.account,
             landlock: None,
             fds: Vec::new(),
+            syscalls: self.syscalls.clone(),
         }
     }
 
@@ -121,14 +125,21 @@ impl Confinement {
             }
         }
         match &self.landlock {
-            Some(s) => s.enforce(),
+            Some(s) => s.enforce()?,
             None => {
                 // SAFETY: prctl on the calling process.
                 if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
                     return Err(err());
                 }
-                Ok(())
             }
+        }
+        match &self.syscalls {
+            // prctl and seccomp on a program built before the fork: async-signal-safe.
+            Some(p) => seccompiler::apply_filter(p).map_err(|e| match e {
+                seccompiler::Error::Seccomp(e) | seccompiler::Error::Prctl(e) => e,
+                _ => std::io::Error::from_raw_os_error(libc::EINVAL),
+            }),
+            None => Ok(()),
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::guest::{GuestPhase, TaskOutcome};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 /// A runtime on its own cgroup base, removed (with every process in it) when dropped.
@@ -243,7 +244,9 @@ fn a_guest_in_its_namespaces_sees_and_reaches_nothing_of_the_host() {
     let (_home, secret) = owners_secret();
     // One of the owner's programs, with a marker on its command line and in its environment.
     let marker = format!("lull-owner-marker-{}", std::process::id());
-    let mut owner = std::process::Command::new("sh").args(["-c", "sleep 1000", &marker]).env("LULL_MARKER", &marker).spawn().unwrap();
+    // Its own process group, killed whole below: sh's `sleep` child must not outlive the test.
+    let mut owner =
+        std::process::Command::new("sh").args(["-c", "sleep 1000", &marker]).env("LULL_MARKER", &marker).process_group(0).spawn().unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
     let port = listener.local_addr().unwrap().port();
     let data_dir = rig._dir.path().to_path_buf();
@@ -270,7 +273,7 @@ echo done"#,
     let id = rt.submit(GuestSpec::new("sh", ["-c", &script]));
     rt.apply(GuestDirective::Accept);
     wait_until("the guest to end", Duration::from_secs(120), || ended(rt, &id).is_some());
-    let _ = owner.kill();
+    fallback::signal_group(owner.id() as i32, libc::SIGKILL);
     let _ = owner.wait();
     let out = stdout_of(rt, &id);
     let wd = workdir(rt, &id);
@@ -393,6 +396,33 @@ fn a_guest_filling_its_disk_is_stopped_and_no_file_grows_past_the_limit() {
     assert!(matches!(info.phase, GuestPhase::Ended { signal: Some(libc::SIGKILL), evicted: false, .. }), "{info:?}");
     // The job fails with the runtime's reason, not as killed by SIGKILL.
     assert_eq!(info.outcome(), Some(TaskOutcome::Stopped { error: why }));
+}
+
+/// Blocks allocated under `dir`, in MiB.
+fn allocated_mib(dir: &Path) -> f64 {
+    let mut total = 0u64;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        total += e.metadata().map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512).unwrap_or(0);
+    }
+    total as f64 / (1u64 << 20) as f64
+}
+
+#[test]
+fn a_guest_cannot_preallocate_and_a_fast_writer_is_stopped_within_a_poll_of_its_limit() {
+    let Some(mut rig) = rig("disk-fast", |c| c.guests.disk_mib = 64) else { return };
+    let rt = rig.rt();
+    // Preallocation is refused outright; then files written as fast as the disk takes them.
+    let fill = "fallocate -l 32M pre; echo fallocate=$?; i=0; while head -c 8388608 /dev/zero > f$i; do i=$((i+1)); done; sleep 1000";
+    let id = rt.submit(GuestSpec::new("sh", ["-c", fill]));
+    rt.apply(GuestDirective::Accept);
+    let wd = workdir(rt, &id);
+    wait_until("the guest to be stopped for its disk", Duration::from_secs(120), || ended(rt, &id).is_some());
+    assert!(stdout_of(rt, &id).contains("fallocate=1"), "{} {}", stdout_of(rt, &id), stderr_of(rt, &id));
+    let used = allocated_mib(&wd);
+    eprintln!("disk_mib 64: the guest held {used:.1} MiB when stopped");
+    assert!((60.0..=64.0 + 32.0).contains(&used), "held {used:.1} MiB of 64");
+    let info = rt.guests().into_iter().find(|g| g.id == id).unwrap();
+    assert!(info.failure.as_deref().is_some_and(|f| f.contains("disk_mib = 64")), "{info:?}");
 }
 
 #[test]
