@@ -2,17 +2,21 @@
 //! (RLIMIT_FSIZE, set in [`super::spawn`]: the write fails and SIGXFSZ ends the writer); no
 //! call may reserve space in one go (`fallocate` is refused, [`super::syscall_filter`]); and
 //! while the guest runs its [`DiskGuard`] thread looks at the file system's free space every
-//! [`POLL`]. The guest cannot have added more than the file system lost since its work
-//! directory was last measured, so while that measurement plus the loss stays under the
-//! limit nothing else is done (one `statvfs`). When it could be over, the guest is frozen
-//! at once (its own freeze, [`super::hold`]) and its directory walked: blocks allocated (a
-//! sparse file counts what it holds; a file linked twice once), plus files the guest
-//! deleted but still holds open (`/proc/PID/fd` of its processes), which take disk no walk
-//! sees. Over, it is killed while still frozen, and the runtime reports why; within, it is
-//! thawed. So a guest writes at most what it can write in one [`POLL`] past its limit.
+//! [`POLL`]. The guest cannot have added more than the space the file system lost since its
+//! work directory was last measured, summed look by look (space others free meanwhile is
+//! not subtracted, so it cannot hide the guest's growth), so while that measurement plus
+//! the loss stays under the limit nothing else is done (one `statvfs`). When it could be over, its directory is
+//! walked: blocks allocated (a sparse file counts what it holds; a file linked twice
+//! once), plus files the guest deleted but still holds open (`/proc/PID/fd` of its
+//! processes), which take disk no walk sees. Over, it is killed and the runtime reports
+//! why. When it could be over by more than [`SLACK`], it is first frozen (its own freeze,
+//! [`super::hold`]) until the walk has said, and thawed if within. So a guest passes its
+//! limit by at most [`SLACK`] plus what it writes in one [`POLL`]; and a guest sitting at
+//! its limit is not kept frozen by everyone else's writes to the same disk (the owner's, a
+//! build's), which the free space counts too — only walked.
 //!
-//! A walk is also made every [`WALK_AT_LEAST_EVERY`] (space freed meanwhile hides growth
-//! from the bound), and repeats at most every [`WALK_COST_FACTOR`] times its own duration,
+//! A walk is also made every [`WALK_AT_LEAST_EVERY`] (space freed by others within the same
+//! look as the guest's writes hides them), and repeats at most every [`WALK_COST_FACTOR`] times its own duration,
 //! so the agent spends at most ~2 % of a core on it even while the owner fills the same
 //! disk; until the next walk is allowed, a guest that could be over stays frozen. Without
 //! cgroups (the fallback) nothing can freeze it alone: it writes on until the walk.
@@ -27,6 +31,9 @@ use std::time::{Duration, Instant};
 
 /// How often a guest's [`DiskGuard`] reads the free space of its file system.
 pub const POLL: Duration = Duration::from_millis(10);
+/// How far past its limit a guest could be, by the free space alone, before it is frozen
+/// to be measured (below that it is measured while it runs).
+pub const SLACK: u64 = 16 << 20;
 
 /// Entries one walk looks at; a directory holding more is over its limit (said so).
 pub const MAX_ENTRIES: usize = 200_000;
@@ -34,8 +41,8 @@ pub const MAX_ENTRIES: usize = 200_000;
 const WALK_COST_FACTOR: u32 = 50;
 /// The shortest time between two walks.
 const WALK_MIN_GAP: Duration = Duration::from_millis(50);
-/// A walk is made at least this often all the same: space the owner frees while the guest
-/// writes hides the guest's growth from the free-space bound.
+/// A walk is made at least this often all the same: space the owner frees within the same
+/// look as the guest writes hides the guest's growth from the free-space bound.
 const WALK_AT_LEAST_EVERY: Duration = Duration::from_secs(30);
 
 /// What a measurement found over the limit.
@@ -72,32 +79,59 @@ impl std::fmt::Display for Over {
 pub struct DiskWatch {
     work: PathBuf,
     limit: u64,
-    /// Use at the last walk, and the file system's free bytes then.
+    /// Use at the last walk.
     measured: u64,
-    free_then: u64,
+    /// Space the file system lost since the last walk, summed look by look, and its free
+    /// bytes at the last look.
+    lost: u64,
+    free_last: u64,
     next_walk: Instant,
     last_walk: Instant,
+    /// The directories Lull made before the guest started (`tmp/`): their own blocks are
+    /// not the guest's.
+    lulls_dirs: HashSet<u64>,
     /// Walks made (for tests and figures).
     pub walks: u32,
 }
 
 impl DiskWatch {
-    /// Starts watching `work` (its inputs and checkpoint count from the start).
+    /// Starts watching `work` (its inputs and checkpoint count from the start; the
+    /// directories already there, which Lull made, do not).
     pub fn new(work: &Path, limit_bytes: u64) -> Self {
         let now = Instant::now();
-        let mut w =
-            Self { work: work.to_path_buf(), limit: limit_bytes, measured: 0, free_then: 0, next_walk: now, last_walk: now, walks: 0 };
+        let lulls_dirs = std::fs::read_dir(work)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.metadata().ok().filter(|m| m.is_dir()).map(|m| m.ino()))
+            .collect();
+        let mut w = Self {
+            work: work.to_path_buf(),
+            limit: limit_bytes,
+            measured: 0,
+            lost: 0,
+            free_last: 0,
+            next_walk: now,
+            last_walk: now,
+            lulls_dirs,
+            walks: 0,
+        };
         w.walk(&[]);
         w
     }
 
-    /// Whether the guest could be over its limit now, from the free space alone.
-    fn could_be_over(&self) -> bool {
-        free_bytes(&self.work).is_some_and(|free| self.measured + self.free_then.saturating_sub(free) > self.limit)
+    /// How far past its limit the guest could be now, from the free space alone (0:
+    /// within it for sure). Each call is a look: what was lost since the last one adds up.
+    fn could_exceed_by(&mut self) -> u64 {
+        if let Some(free) = free_bytes(&self.work) {
+            self.lost += self.free_last.saturating_sub(free);
+            self.free_last = free;
+        }
+        (self.measured + self.lost).saturating_sub(self.limit)
     }
 
-    /// One look at `now` (`could_be`: [`Self::could_be_over`] just said so): walks when
-    /// it could be over or the periodic walk is due, and the cost bound allows.
+    /// One look at `now` (`could_be`: [`Self::could_exceed_by`] just said more than 0):
+    /// walks when it could be over or the periodic walk is due, and the cost bound allows.
     fn step(&mut self, now: Instant, could_be: bool, pids: impl FnOnce() -> Vec<i32>) -> Step {
         let due = could_be || now >= self.last_walk + WALK_AT_LEAST_EVERY;
         if !due {
@@ -115,12 +149,13 @@ impl DiskWatch {
     fn walk(&mut self, pids: &[i32]) -> Option<Over> {
         let t0 = Instant::now();
         let free = free_bytes(&self.work).unwrap_or(0);
-        let (mut used, complete, dev) = allocated(&self.work);
+        let (mut used, complete, dev) = allocated(&self.work, &self.lulls_dirs);
         used += held_deleted(pids, dev);
         self.walks += 1;
         self.last_walk = t0;
         self.measured = used;
-        self.free_then = free;
+        self.lost = 0;
+        self.free_last = free;
         self.next_walk = Instant::now() + (t0.elapsed() * WALK_COST_FACTOR).max(WALK_MIN_GAP);
         (used > self.limit || !complete).then_some(Over { used_bytes: used, limit_bytes: self.limit, too_many_files: !complete })
     }
@@ -169,13 +204,14 @@ impl DiskGuard {
             };
             while !stop2.load(Ordering::Acquire) {
                 std::thread::sleep(POLL);
-                let could_be = watch.could_be_over();
-                if could_be {
+                let excess = watch.could_exceed_by();
+                if excess > SLACK {
                     hold(true);
                 }
-                match watch.step(Instant::now(), could_be, &guest.pids) {
+                match watch.step(Instant::now(), excess > 0, &guest.pids) {
                     // Written only when it was held (see `Hold::set`).
                     Step::Within => hold(false),
+                    // Held if it could be far over; else it runs until the walk.
                     Step::Unsure => {}
                     Step::Over(o) => {
                         // Said first: the runtime that finds the guest gone finds why.
@@ -211,10 +247,10 @@ fn free_bytes(path: &Path) -> Option<u64> {
     (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| st.f_bavail * st.f_frsize)
 }
 
-/// Bytes allocated under `dir` (each inode once, links not followed; `dir`'s own blocks
-/// are Lull's, not the guest's), whether the walk saw everything (at most
-/// [`MAX_ENTRIES`]), and the directory's device.
-fn allocated(dir: &Path) -> (u64, bool, u64) {
+/// Bytes allocated under `dir` (each inode once, links not followed; the own blocks of
+/// `dir` and of the directories `not_counted` are Lull's, not the guest's), whether the
+/// walk saw everything (at most [`MAX_ENTRIES`]), and the directory's device.
+fn allocated(dir: &Path, not_counted: &HashSet<u64>) -> (u64, bool, u64) {
     let Ok(top) = std::fs::symlink_metadata(dir) else { return (0, true, 0) };
     let dev = top.dev();
     let (mut total, mut seen, mut stack) = (0, 0usize, vec![dir.to_path_buf()]);
@@ -230,7 +266,9 @@ fn allocated(dir: &Path) -> (u64, bool, u64) {
             if m.nlink() > 1 && !m.is_dir() && !inodes.insert(m.ino()) {
                 continue;
             }
-            total += m.blocks() * 512;
+            if !(m.is_dir() && not_counted.contains(&m.ino())) {
+                total += m.blocks() * 512;
+            }
             if m.is_dir() && m.dev() == dev {
                 stack.push(e.path());
             }
@@ -267,7 +305,7 @@ mod tests {
     use std::io::Write;
 
     fn look(w: &mut DiskWatch, now: Instant, pids: impl FnOnce() -> Vec<i32>) -> Option<Over> {
-        let could_be = w.could_be_over();
+        let could_be = w.could_exceed_by() > 0;
         match w.step(now, could_be, pids) {
             Step::Over(o) => Some(o),
             Step::Within | Step::Unsure => None,
@@ -289,15 +327,31 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut w = DiskWatch::new(dir.path(), 1 << 20);
         // As if the file system had lost 4 MiB since the walk.
-        w.free_then += 4 << 20;
-        assert!(w.could_be_over());
+        w.free_last += 4 << 20;
+        assert_eq!(w.could_exceed_by() >> 20, 3, "4 MiB lost, 1 MiB allowed");
         let now = Instant::now();
         w.next_walk = now + Duration::from_secs(1);
         assert_eq!(w.step(now, true, Vec::new), Step::Unsure, "held until it can be measured");
         assert_eq!(w.walks, 1);
         assert_eq!(w.step(now + Duration::from_secs(2), true, Vec::new), Step::Within, "the walk finds it within");
         assert_eq!(w.walks, 2);
-        assert!(!w.could_be_over());
+        assert_eq!(w.could_exceed_by(), 0);
+    }
+
+    #[test]
+    fn space_others_free_does_not_hide_the_guests_growth() {
+        let outside = tempfile::tempdir().unwrap();
+        let others = write_mib(&outside.path().join("others"), 32);
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = DiskWatch::new(dir.path(), 4 << 20);
+        drop(write_mib(&dir.path().join("guests"), 8));
+        let before = w.could_exceed_by();
+        assert!(before >= 4 << 20, "8 MiB written against a 4-MiB limit: {before}");
+        drop(others);
+        std::fs::remove_file(outside.path().join("others")).unwrap();
+        // SAFETY: sync has no preconditions (the freed blocks show in statvfs).
+        unsafe { libc::sync() };
+        assert!(w.could_exceed_by() >= before, "32 MiB freed elsewhere hid the guest's 8");
     }
 
     #[test]

@@ -420,7 +420,7 @@ fn a_guest_cannot_preallocate_and_a_fast_writer_is_stopped_within_a_poll_of_its_
     assert!(stdout_of(rt, &id).contains("fallocate=1"), "{} {}", stdout_of(rt, &id), stderr_of(rt, &id));
     let used = allocated_mib(&wd);
     eprintln!("disk_mib 64: the guest held {used:.1} MiB when stopped");
-    assert!((60.0..=64.0 + 32.0).contains(&used), "held {used:.1} MiB of 64");
+    assert!((60.0..=64.0 + 16.0 + 32.0).contains(&used), "held {used:.1} MiB of 64 (+16 MiB of slack)");
     let info = rt.guests().into_iter().find(|g| g.id == id).unwrap();
     assert!(info.failure.as_deref().is_some_and(|f| f.contains("disk_mib = 64")), "{info:?}");
 }
