@@ -270,7 +270,9 @@ async fn follow(socket: PathBuf, spec: GuestSpec, now: bool, json: bool) -> Resu
                     Ok(i) => i,
                     Err(e) => bail!("lost the guest {id}: {e:#}"),
                 };
-                if !json {
+                // A guest that could not start has only the runtime's note of why in its
+                // stderr.log: the end report below says it.
+                if !json && info.start_error.is_none() {
                     out.copy_to(&mut std::io::stdout());
                     err.copy_to(&mut std::io::stderr());
                 }
@@ -284,7 +286,7 @@ async fn follow(socket: PathBuf, spec: GuestSpec, now: bool, json: bool) -> Resu
             }
         }
     };
-    if !json {
+    if !json && info.start_error.is_none() {
         out.copy_to(&mut std::io::stdout());
         err.copy_to(&mut std::io::stderr());
     }

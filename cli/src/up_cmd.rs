@@ -50,6 +50,8 @@ pub fn run(a: UpArgs) -> Result<()> {
     // anything is written.
     let f = files(&a.db)?;
     let paths = Paths::from_env()?;
+    // A config the agent would refuse is said before anything is written.
+    let config = AgentConfig::load(&paths.config_file)?;
     // Before anything is printed or written: this HOME's agent must not already be up
     // (its data directory locked, or an agent answering on this socket).
     let data_lock = agent_core::data_lock::DataDirLock::acquire(&paths.data_dir)?;
@@ -60,7 +62,6 @@ pub fn run(a: UpArgs) -> Result<()> {
             paths.socket.display()
         );
     }
-    let config = AgentConfig::load(&paths.config_file)?;
     let _guard = init_logging(&paths, "up")?;
     create_data_dir()?;
     let coordinator_config = coordinator::Config {

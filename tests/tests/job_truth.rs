@@ -104,6 +104,7 @@ fn failing_and_impossible_jobs_say_why_everywhere() {
     let o = m.lull(&["run", "--now", "--", "lull-no-such-program"]).output().unwrap();
     assert_eq!(o.status.code(), Some(127), "{:?}", text(&o));
     assert!(text(&o).1.contains("not started: program not found: lull-no-such-program"), "{:?}", text(&o));
+    assert_eq!(text(&o).1.matches("program not found").count(), 1, "said once: {:?}", text(&o));
     let o = m.lull(&["run", "--now", "--", "sh", "-c", "exit 4"]).output().unwrap();
     assert_eq!(o.status.code(), Some(4), "{:?}", text(&o));
     assert!(text(&o).1.contains("failed: exit code 4"), "{:?}", text(&o));

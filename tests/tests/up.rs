@@ -200,3 +200,17 @@ fn a_second_up_refuses_before_anything_and_the_first_serves_on() {
     assert!(lull(dir.path(), &["status"]).output().unwrap().status.success(), "the first agent answers");
     stop(first);
 }
+
+#[test]
+fn a_config_the_agent_refuses_stops_up_before_anything_is_written() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("data");
+    let config = base.path().join("config.toml");
+    std::fs::write(&config, "[sampling]\ninterval_ms = 5\n").unwrap();
+    let out = lull(&dir, &["up", "--listen", "127.0.0.1:0"]).env("LULL_CONFIG", &config).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "lull up accepted interval_ms = 5: {err}");
+    assert!(err.contains("sampling.interval_ms") && err.contains("100..=60000"), "the field and its range are named: {err}");
+    assert_eq!(err.lines().filter(|l| l.contains("interval_ms")).count(), 1, "said once: {err}");
+    assert!(!dir.exists(), "a refused lull up wrote {}", dir.display());
+}

@@ -55,7 +55,7 @@ pub mod workdir;
 
 use crate::config::Config;
 use crate::guest::{Containment, GuestDir, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec, OwnerMemoryStatus, RestoreReport};
-use crate::guest::{FastFreeze, GuestHost};
+use crate::guest::{FastFreeze, GuestHost, TaskOutcome};
 use crate::ledger::GuestTotals;
 use crate::policy::GuestDirective;
 use crate::sensors::GuestReading;
@@ -511,9 +511,15 @@ impl LinuxRuntime {
                     self.guests.push(g);
                 }
                 Err(e) => {
-                    error!(guest = %id, "guest not started: {e}");
-                    let dir = self.dir_of(&id, &spec);
                     let outcome = crate::guest::start_failure(&e, &spec.command);
+                    // The job's own mistake (a program it does not have) is its outcome,
+                    // said to whoever submitted it; only the agent's own is an error here.
+                    if matches!(outcome, TaskOutcome::ProgramNotFound { .. } | TaskOutcome::NotExecutable { .. }) {
+                        info!(guest = %id, "guest not started: {e}");
+                    } else {
+                        error!(guest = %id, "guest not started: {e}");
+                    }
+                    let dir = self.dir_of(&id, &spec);
                     // The job's own output says it too (`lull jobs output`, `lull run`).
                     if dir.root.starts_with(&self.work_root) {
                         output::note(&dir.stderr(), &format!("lull: {}", outcome.describe()));
