@@ -53,11 +53,14 @@ mod tests {
         assert_eq!(info.outcome(), None, "an evicted guest was given back, not ended");
         // The runtime stopped it at a limit: a failure with the runtime's reason, not SIGKILL.
         info.start_error = None;
-        info.failure = Some("disk limit: the work directory used 20.0 MiB, over [guests] disk_mib = 16".into());
+        info.failure = Some("disk limit: the work directory used 20.0 MiB, 4.0 MiB over [guests] disk_mib = 16".into());
         info.phase = GuestPhase::Ended { code: None, signal: Some(9), evicted: false };
         let stopped = info.outcome().unwrap();
         assert!(!stopped.succeeded());
-        assert_eq!(stopped.describe(), "stopped by its agent: disk limit: the work directory used 20.0 MiB, over [guests] disk_mib = 16");
+        assert_eq!(
+            stopped.describe(),
+            "stopped by its agent: disk limit: the work directory used 20.0 MiB, 4.0 MiB over [guests] disk_mib = 16"
+        );
     }
 }
 

@@ -589,28 +589,17 @@ impl LinuxRuntime {
             }
         }
         let hold = cg.as_ref().map(|g| Arc::new(hold::Hold::new(g.unified.join("cgroup.freeze"))));
-        let guarded = match &cg {
-            Some(g) => {
-                let (g1, g2) = (g.clone(), g.clone());
-                disk::GuardedGuest { hold: hold.clone(), pids: Box::new(move || g1.pids()), kill: Box::new(move || g2.kill()) }
-            }
-            None => {
-                let pgid = pid as i32;
-                disk::GuardedGuest {
-                    hold: None,
-                    pids: Box::new(move || fallback::members(pgid).into_iter().map(|p| p as i32).collect()),
-                    kill: Box::new(move || fallback::signal_group(pgid, libc::SIGKILL)),
-                }
-            }
+        let (cg1, cg2) = (cg.clone(), cg.clone());
+        let guarded = disk::GuardedGuest {
+            hold: hold.clone(),
+            pids: Box::new(move || Self::pids_of(cg1.as_ref(), pid)),
+            kill: Box::new(move || Self::kill_all(cg2.as_ref(), pid)),
         };
         let disk = match disk::DiskGuard::start(disk::DiskWatch::new(&dir.work(), disk_bytes), guarded) {
             Ok(d) => d,
             Err(source) => {
                 let mut child = launched.child;
-                match &cg {
-                    Some(g) => g.kill(),
-                    None => fallback::signal_group(pid as i32, libc::SIGKILL),
-                }
+                Self::kill_all(cg.as_ref(), pid);
                 let _ = child.wait();
                 return Err(GuestError::Io { what: "starting the guest's disk guard".into(), source });
             }
@@ -689,9 +678,14 @@ impl LinuxRuntime {
     }
 
     fn kill_guest(g: &Guest) {
-        match &g.cg {
+        Self::kill_all(g.cg.as_ref(), g.pid);
+    }
+
+    /// Kills every process of the guest: its cgroup's, or without cgroups its process group's.
+    fn kill_all(cg: Option<&GuestCgroup>, pgid: u32) {
+        match cg {
             Some(cg) => cg.kill(),
-            None => fallback::signal_group(g.pid as i32, libc::SIGKILL),
+            None => fallback::signal_group(pgid as i32, libc::SIGKILL),
         }
     }
 
