@@ -7,6 +7,7 @@ use crate::alarm::Alarm;
 use crate::clock::{boot_id, mono_now, MonoMs, Now, SystemClock};
 use crate::config::Config;
 use crate::control::{self, AgentStatus, Alert, AlertKind, Request, Response, TodayReport};
+use crate::data_lock::DataDirLock;
 use crate::driver_link::{DriverInbox, DriverMsg, JobRequest, LinkHealth, MigrationAsk, MigrationOutcome};
 use crate::guest::{GuestHost, GuestInfo, GuestPhase, GuestSpec};
 use crate::input::{InputBackend, InputSink};
@@ -136,7 +137,7 @@ struct Driver {
     /// Each input backend: its name, and its name with what it cannot see.
     input_names: Vec<(String, String)>,
     /// Backends that stopped (name, why), written by their threads.
-    input_stopped: Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    input_stopped: StoppedInputs,
     coordinator: Option<control::CoordinatorLink>,
     /// Whether guest work is wanted now, for the coordinator link's job slots.
     accepting: Option<tokio::sync::watch::Sender<bool>>,
@@ -211,51 +212,15 @@ pub async fn run(setup: AgentSetup, shutdown: impl Future<Output = ()>) -> Resul
     run_with_jobs(setup, None, shutdown).await
 }
 
-/// Runs the agent until `shutdown` resolves, also answering its coordinator link through
-/// `link` (the driver's end of the link's [`crate::driver_link::DriverHandle`]): jobs run
-/// as guests, the status, the outbox.
-pub async fn run_with_jobs(setup: AgentSetup, link: Option<DriverInbox>, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
-    let mut link_rx = link;
-    let AgentSetup { paths, config, input_backends, guests, observer, coordinator, accepting, data_lock, link_health } = setup;
-    let clock = SystemClock;
-    let now = clock.now();
-    let boot = boot_id();
-    // The ledger checked (and, damaged, set aside and salvaged) before anything counts.
-    let facts =
-        StartFacts { now, limit: config.budget.interruptions_per_day, ran_before: data_lock.as_ref().is_some_and(|l| l.existed_before()) };
-    let checked = ledger_integrity::open_checked(&paths.ledger, &facts)?;
-    let (mut ledger, ledger_finding) = (checked.ledger, checked.finding);
-    let policy = Policy::new(config.policy(), now, checked.saved, checked.used, &boot);
-    let mut full_check = Some(ledger_integrity::check_in_background(paths.ledger.clone()));
-    let retention = config.sampling.trace_retention_days as i64 * 86_400;
-    match ledger.prune_trace(now.utc.timestamp() - retention) {
-        Ok(n) if n > 0 => info!(rows = n, "pruned old trace rows"),
-        Ok(_) => {}
-        Err(e) => warn!("could not prune the trace: {e}"),
-    }
-    let _ = &mut ledger;
-    let sensors = Sensors::new()?;
-    if !sensors.has_temperature() {
-        info!("no CPU temperature sensor exposed by the OS: the temperature rule cannot apply");
-    }
+/// Where input backends that stopped say why (name, why), written by their threads.
+type StoppedInputs = Arc<std::sync::Mutex<Vec<(String, String)>>>;
 
-    // Input: each backend on its own thread; the fast path freezes guests directly.
-    let (in_tx, mut in_rx) = mpsc::unbounded_channel::<InputEvent>();
-    let armed = Arc::new(AtomicBool::new(false));
-    let fast_fired = Arc::new(AtomicBool::new(false));
-    let fast = guests.fast_freeze().map(|freeze| {
-        let (armed, fired) = (armed.clone(), fast_fired.clone());
-        Arc::new(move |_| {
-            if armed.swap(false, Ordering::AcqRel) {
-                freeze();
-                fired.store(true, Ordering::Release);
-            }
-        }) as crate::input::FastPath
-    });
-    let sink = InputSink::new(in_tx, fast);
+/// Each input backend on a thread of its own, feeding `sink`: their names (and each with
+/// what it cannot see), and where a backend that stops says why.
+fn start_input_threads(backends: Vec<Box<dyn InputBackend>>, sink: InputSink) -> (Vec<(String, String)>, StoppedInputs) {
     let mut input_names = Vec::new();
     let input_stopped = Arc::new(std::sync::Mutex::new(Vec::new()));
-    for backend in input_backends {
+    for backend in backends {
         let name = format!("{} (cannot see: {})", backend.name(), backend.blind_spots());
         info!("input backend: {name}");
         let bname = backend.name();
@@ -285,140 +250,232 @@ pub async fn run_with_jobs(setup: AgentSetup, link: Option<DriverInbox>, shutdow
         warn!("no input backend: availability rests on CPU and memory alone");
     }
     drop(sink);
+    (input_names, input_stopped)
+}
 
-    let (exec_tx, mut exec_rx) = mpsc::unbounded_channel::<()>();
+/// What the driver's loop listens to besides its own timer.
+struct Inboxes {
+    input: mpsc::UnboundedReceiver<InputEvent>,
+    exec: mpsc::UnboundedReceiver<()>,
+    control: mpsc::Receiver<ControlMsg>,
+    /// The ledger's full check, until it answers.
+    full_check: Option<oneshot::Receiver<Result<Option<String>, String>>>,
+    link: Option<DriverInbox>,
+}
 
-    // Control socket.
-    let listener =
-        control::bind(&paths.socket).map_err(|source| AgentError::Socket { path: paths.socket.display().to_string(), source })?;
-    let (ctl_tx, mut ctl_rx) = mpsc::channel::<ControlMsg>(16);
-    tokio::spawn(serve_control(listener, ctl_tx, control::PeerRules { guest_cgroup: guests.guest_cgroup() }));
-    info!(socket = %paths.socket.display(), ledger = %paths.ledger.display(), "agent started");
+/// Why the loop ended.
+enum LoopEnd {
+    Shutdown,
+    /// The data directory was removed under the agent (its path).
+    DataDirGone(String),
+}
 
-    let mut d = Driver {
-        paths,
-        config,
-        policy,
-        ledger,
-        guests,
-        observer,
-        clock,
-        boot,
-        armed,
-        fast_fired,
-        last_interruption: None,
-        input_names,
-        input_stopped,
-        coordinator,
-        accepting,
-        transient_donate: None,
-        sensors,
-        programs: Default::default(),
-        exclusive: Arc::new(std::sync::RwLock::new(Vec::new())),
-        exec_wake: Some(exec_tx),
-        exec_watch: None,
-        primed: false,
-        last_sample_at: None,
-        readings: 0,
-        trace_buf: Vec::new(),
-        trace_start: now.utc.timestamp(),
-        trace_cpu: (0.0, 0),
-        owner_load: Default::default(),
-        trace_mem: 0,
-        trace_input: false,
-        last_totals: std::time::Instant::now(),
-        totals_owner_present: false,
-        migration_logged: None,
-        guests_present: false,
-        jobs: Vec::new(),
-        migration_asked: None,
-        next_migration_ask: None,
-        ledger_finding,
-        write_failure: None,
-        ledger_damage: None,
-        link_health,
-    };
-    d.watch_execs();
-    let first = d.policy.state();
-    // The state the agent starts in opens today's timeline (a transition from and to it):
-    // without it the time until the first change would be missing from Today.
-    if let Err(e) = d.ledger.record_transition(now.utc, first, first, STARTED) {
-        error!("could not record the state at start: {e}");
+/// Runs the agent until `shutdown` resolves, also answering its coordinator link through
+/// `link` (the driver's end of the link's [`crate::driver_link::DriverHandle`]): jobs run
+/// as guests, the status, the outbox.
+pub async fn run_with_jobs(setup: AgentSetup, link: Option<DriverInbox>, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    let (mut d, mut inboxes, data_lock) = Driver::start(setup, link)?;
+    let end = d.serve(&mut inboxes, data_lock.as_ref(), shutdown).await;
+    d.shutdown();
+    if let Some(rx) = inboxes.link.as_mut() {
+        d.serve_final_sync(rx).await;
     }
-    let (inputs, gdesc) = (d.input_names.iter().map(|(_, n)| n.clone()).collect(), d.guests.describe());
-    d.notify(&Notice::Started { state: first, input: inputs, guests: gdesc });
-    if let Some(alert) = d.finding_alert() {
-        d.notify(&Notice::Alert(alert));
+    drop(data_lock);
+    match end {
+        LoopEnd::DataDirGone(path) => Err(AgentError::DataDirGone { path }),
+        LoopEnd::Shutdown => Ok(()),
     }
-    d.step(Event::Tick);
+}
 
-    // One kernel timer, set for the next moment anything can change (see `alarm`).
-    let mut alarm = if std::env::var_os(TOKIO_TICK_ENV).is_some() { Alarm::with_tokio_timer() } else { Alarm::new() };
-    debug!(timer = alarm.kind(), "agent alarm");
-    tokio::pin!(shutdown);
-    let mut input_open = true;
-    let mut dir_checked = std::time::Instant::now();
-    let mut gone = None;
-    loop {
-        alarm.set(d.next_wake());
-        tokio::select! {
-            _ = &mut shutdown => break,
-            _ = alarm.wait() => {
-                d.on_tick();
-                if let Some(lock) = data_lock.as_ref().filter(|_| dir_checked.elapsed() >= DATA_DIR_CHECK) {
-                    dir_checked = std::time::Instant::now();
-                    if !lock.still_in_place() {
-                        error!("the data directory {} was removed while the agent ran: stopping", d.paths.data_dir.display());
-                        gone = Some(d.paths.data_dir.display().to_string());
-                        break;
+impl Driver {
+    /// Opens the ledger (checked), binds the control socket, starts the input backends'
+    /// threads and says the agent has started: the driver and what its loop listens to.
+    fn start(setup: AgentSetup, link: Option<DriverInbox>) -> Result<(Self, Inboxes, Option<DataDirLock>), AgentError> {
+        let AgentSetup { paths, config, input_backends, guests, observer, coordinator, accepting, data_lock, link_health } = setup;
+        let clock = SystemClock;
+        let now = clock.now();
+        let boot = boot_id();
+        // The ledger checked (and, damaged, set aside and salvaged) before anything counts.
+        let facts = StartFacts {
+            now,
+            limit: config.budget.interruptions_per_day,
+            ran_before: data_lock.as_ref().is_some_and(|l| l.existed_before()),
+        };
+        let checked = ledger_integrity::open_checked(&paths.ledger, &facts)?;
+        let (mut ledger, ledger_finding) = (checked.ledger, checked.finding);
+        let policy = Policy::new(config.policy(), now, checked.saved, checked.used, &boot);
+        let full_check = Some(ledger_integrity::check_in_background(paths.ledger.clone()));
+        let retention = config.sampling.trace_retention_days as i64 * 86_400;
+        match ledger.prune_trace(now.utc.timestamp() - retention) {
+            Ok(n) if n > 0 => info!(rows = n, "pruned old trace rows"),
+            Ok(_) => {}
+            Err(e) => warn!("could not prune the trace: {e}"),
+        }
+        let _ = &mut ledger;
+        let sensors = Sensors::new()?;
+        if !sensors.has_temperature() {
+            info!("no CPU temperature sensor exposed by the OS: the temperature rule cannot apply");
+        }
+
+        // Input: each backend on its own thread; the fast path freezes guests directly.
+        let (in_tx, in_rx) = mpsc::unbounded_channel::<InputEvent>();
+        let armed = Arc::new(AtomicBool::new(false));
+        let fast_fired = Arc::new(AtomicBool::new(false));
+        let fast = guests.fast_freeze().map(|freeze| {
+            let (armed, fired) = (armed.clone(), fast_fired.clone());
+            Arc::new(move |_| {
+                if armed.swap(false, Ordering::AcqRel) {
+                    freeze();
+                    fired.store(true, Ordering::Release);
+                }
+            }) as crate::input::FastPath
+        });
+        let sink = InputSink::new(in_tx, fast);
+        let (input_names, input_stopped) = start_input_threads(input_backends, sink);
+
+        let (exec_tx, exec_rx) = mpsc::unbounded_channel::<()>();
+
+        // Control socket.
+        let listener =
+            control::bind(&paths.socket).map_err(|source| AgentError::Socket { path: paths.socket.display().to_string(), source })?;
+        let (ctl_tx, ctl_rx) = mpsc::channel::<ControlMsg>(16);
+        tokio::spawn(serve_control(listener, ctl_tx, control::PeerRules { guest_cgroup: guests.guest_cgroup() }));
+        info!(socket = %paths.socket.display(), ledger = %paths.ledger.display(), "agent started");
+
+        let mut d = Driver {
+            paths,
+            config,
+            policy,
+            ledger,
+            guests,
+            observer,
+            clock,
+            boot,
+            armed,
+            fast_fired,
+            last_interruption: None,
+            input_names,
+            input_stopped,
+            coordinator,
+            accepting,
+            transient_donate: None,
+            sensors,
+            programs: Default::default(),
+            exclusive: Arc::new(std::sync::RwLock::new(Vec::new())),
+            exec_wake: Some(exec_tx),
+            exec_watch: None,
+            primed: false,
+            last_sample_at: None,
+            readings: 0,
+            trace_buf: Vec::new(),
+            trace_start: now.utc.timestamp(),
+            trace_cpu: (0.0, 0),
+            owner_load: Default::default(),
+            trace_mem: 0,
+            trace_input: false,
+            last_totals: std::time::Instant::now(),
+            totals_owner_present: false,
+            migration_logged: None,
+            guests_present: false,
+            jobs: Vec::new(),
+            migration_asked: None,
+            next_migration_ask: None,
+            ledger_finding,
+            write_failure: None,
+            ledger_damage: None,
+            link_health,
+        };
+        d.watch_execs();
+        let first = d.policy.state();
+        // The state the agent starts in opens today's timeline (a transition from and to it):
+        // without it the time until the first change would be missing from Today.
+        if let Err(e) = d.ledger.record_transition(now.utc, first, first, STARTED) {
+            error!("could not record the state at start: {e}");
+        }
+        let (inputs, gdesc) = (d.input_names.iter().map(|(_, n)| n.clone()).collect(), d.guests.describe());
+        d.notify(&Notice::Started { state: first, input: inputs, guests: gdesc });
+        if let Some(alert) = d.finding_alert() {
+            d.notify(&Notice::Alert(alert));
+        }
+        d.step(Event::Tick);
+        let inboxes = Inboxes { input: in_rx, exec: exec_rx, control: ctl_rx, full_check, link };
+        Ok((d, inboxes, data_lock))
+    }
+
+    /// The loop: one kernel timer set for the next moment anything can change, input,
+    /// control requests and the coordinator link, until `shutdown` (or the data directory
+    /// goes).
+    async fn serve(&mut self, inboxes: &mut Inboxes, data_lock: Option<&DataDirLock>, shutdown: impl Future<Output = ()>) -> LoopEnd {
+        let d = self;
+        let Inboxes { input: in_rx, exec: exec_rx, control: ctl_rx, full_check, link: link_rx } = inboxes;
+        // One kernel timer, set for the next moment anything can change (see `alarm`).
+        let mut alarm = if std::env::var_os(TOKIO_TICK_ENV).is_some() { Alarm::with_tokio_timer() } else { Alarm::new() };
+        debug!(timer = alarm.kind(), "agent alarm");
+        tokio::pin!(shutdown);
+        let mut input_open = true;
+        let mut dir_checked = std::time::Instant::now();
+        let mut gone = None;
+        loop {
+            alarm.set(d.next_wake());
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = alarm.wait() => {
+                    d.on_tick();
+                    if let Some(lock) = data_lock.filter(|_| dir_checked.elapsed() >= DATA_DIR_CHECK) {
+                        dir_checked = std::time::Instant::now();
+                        if !lock.still_in_place() {
+                            error!("the data directory {} was removed while the agent ran: stopping", d.paths.data_dir.display());
+                            gone = Some(d.paths.data_dir.display().to_string());
+                            break;
+                        }
                     }
                 }
-            }
-            ev = in_rx.recv(), if input_open => match ev {
-                Some(ev) => {
-                    d.trace_input = true;
-                    d.step(Event::Input(ev));
+                ev = in_rx.recv(), if input_open => match ev {
+                    Some(ev) => {
+                        d.trace_input = true;
+                        d.step(Event::Input(ev));
+                    }
+                    None => input_open = false,
+                },
+                Some(()) = exec_rx.recv() => d.on_tick(),
+                found = async { match full_check.as_mut() { Some(rx) => rx.await, None => std::future::pending().await } } => {
+                    *full_check = None;
+                    d.on_full_check(found.unwrap_or_else(|_| Err("the check's thread ended without an answer".into())));
                 }
-                None => input_open = false,
-            },
-            Some(()) = exec_rx.recv() => d.on_tick(),
-            found = async { match full_check.as_mut() { Some(rx) => rx.await, None => std::future::pending().await } } => {
-                full_check = None;
-                d.on_full_check(found.unwrap_or_else(|_| Err("the check's thread ended without an answer".into())));
-            }
-            changed = async { match d.link_health.as_mut() { Some(rx) => rx.changed().await, None => std::future::pending().await } } => {
-                match changed {
-                    Ok(()) => d.on_link_health(),
-                    Err(_) => d.link_health = None,
+                changed = async { match d.link_health.as_mut() { Some(rx) => rx.changed().await, None => std::future::pending().await } } => {
+                    match changed {
+                        Ok(()) => d.on_link_health(),
+                        Err(_) => d.link_health = None,
+                    }
                 }
+                Some((req, reply)) = ctl_rx.recv() => {
+                    let resp = d.on_request(req);
+                    let _ = reply.send(resp);
+                }
+                msg = async { match link_rx.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => match msg {
+                    Some(msg) => d.on_link(msg),
+                    None => *link_rx = None,
+                },
             }
-            Some((req, reply)) = ctl_rx.recv() => {
-                let resp = d.on_request(req);
-                let _ = reply.send(resp);
-            }
-            msg = async { match link_rx.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => match msg {
-                Some(msg) => d.on_link(msg),
-                None => link_rx = None,
-            },
+        }
+        match gone {
+            Some(path) => LoopEnd::DataDirGone(path),
+            None => LoopEnd::Shutdown,
         }
     }
-    d.shutdown();
-    if let Some(rx) = link_rx.as_mut() {
-        // The link's last sync reads the outbox through this driver, final totals
-        // included: it is served (status and outbox only) until the link lets go.
+
+    /// The link's last sync reads the outbox through this driver, final totals included:
+    /// it is served (status and outbox only) until the link lets go, at most
+    /// [`LINK_DRAIN_MAX`].
+    async fn serve_final_sync(&mut self, rx: &mut DriverInbox) {
         let _ = tokio::time::timeout(LINK_DRAIN_MAX, async {
             while let Some(msg) = rx.recv().await {
                 if matches!(msg, DriverMsg::Status(_) | DriverMsg::OutboxPending { .. } | DriverMsg::OutboxAcked { .. }) {
-                    d.on_link(msg);
+                    self.on_link(msg);
                 }
             }
         })
         .await;
-    }
-    drop(data_lock);
-    match gone {
-        Some(path) => Err(AgentError::DataDirGone { path }),
-        None => Ok(()),
     }
 }
 
