@@ -138,6 +138,8 @@ struct Driver {
     input_names: Vec<(String, String)>,
     /// Backends that stopped (name, why), written by their threads.
     input_stopped: StoppedInputs,
+    /// The latest input signals' timings, written by the input threads.
+    input_times: Arc<crate::input::InputTimes>,
     coordinator: Option<control::CoordinatorLink>,
     /// Whether guest work is wanted now, for the coordinator link's job slots.
     accepting: Option<tokio::sync::watch::Sender<bool>>,
@@ -324,13 +326,16 @@ impl Driver {
         let fast = guests.fast_freeze().map(|freeze| {
             let (armed, fired) = (armed.clone(), fast_fired.clone());
             Arc::new(move |_| {
-                if armed.swap(false, Ordering::AcqRel) {
+                let fire = armed.swap(false, Ordering::AcqRel);
+                if fire {
                     freeze();
                     fired.store(true, Ordering::Release);
                 }
+                fire
             }) as crate::input::FastPath
         });
         let sink = InputSink::new(in_tx, fast);
+        let input_times = sink.times();
         let (input_names, input_stopped) = start_input_threads(input_backends, sink);
 
         let (exec_tx, exec_rx) = mpsc::unbounded_channel::<()>();
@@ -356,6 +361,7 @@ impl Driver {
             last_interruption: None,
             input_names,
             input_stopped,
+            input_times,
             coordinator,
             accepting,
             transient_donate: None,
@@ -406,7 +412,6 @@ impl Driver {
     /// control requests and the coordinator link, until `shutdown` (or the data directory
     /// goes).
     async fn serve(&mut self, inboxes: &mut Inboxes, data_lock: Option<&DataDirLock>, shutdown: impl Future<Output = ()>) -> LoopEnd {
-        let d = self;
         let Inboxes { input: in_rx, exec: exec_rx, control: ctl_rx, full_check, link: link_rx } = inboxes;
         // One kernel timer, set for the next moment anything can change (see `alarm`).
         let mut alarm = if std::env::var_os(TOKIO_TICK_ENV).is_some() { Alarm::with_tokio_timer() } else { Alarm::new() };
@@ -416,44 +421,44 @@ impl Driver {
         let mut dir_checked = std::time::Instant::now();
         let mut gone = None;
         loop {
-            alarm.set(d.next_wake());
+            alarm.set(self.next_wake());
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = alarm.wait() => {
-                    d.on_tick();
+                    self.on_tick();
                     if let Some(lock) = data_lock.filter(|_| dir_checked.elapsed() >= DATA_DIR_CHECK) {
                         dir_checked = std::time::Instant::now();
                         if !lock.still_in_place() {
-                            error!("the data directory {} was removed while the agent ran: stopping", d.paths.data_dir.display());
-                            gone = Some(d.paths.data_dir.display().to_string());
+                            error!("the data directory {} was removed while the agent ran: stopping", self.paths.data_dir.display());
+                            gone = Some(self.paths.data_dir.display().to_string());
                             break;
                         }
                     }
                 }
                 ev = in_rx.recv(), if input_open => match ev {
                     Some(ev) => {
-                        d.trace_input = true;
-                        d.step(Event::Input(ev));
+                        self.trace_input = true;
+                        self.step(Event::Input(ev));
                     }
                     None => input_open = false,
                 },
-                Some(()) = exec_rx.recv() => d.on_tick(),
+                Some(()) = exec_rx.recv() => self.on_tick(),
                 found = async { match full_check.as_mut() { Some(rx) => rx.await, None => std::future::pending().await } } => {
                     *full_check = None;
-                    d.on_full_check(found.unwrap_or_else(|_| Err("the check's thread ended without an answer".into())));
+                    self.on_full_check(found.unwrap_or_else(|_| Err("the check's thread ended without an answer".into())));
                 }
-                changed = async { match d.link_health.as_mut() { Some(rx) => rx.changed().await, None => std::future::pending().await } } => {
+                changed = async { match self.link_health.as_mut() { Some(rx) => rx.changed().await, None => std::future::pending().await } } => {
                     match changed {
-                        Ok(()) => d.on_link_health(),
-                        Err(_) => d.link_health = None,
+                        Ok(()) => self.on_link_health(),
+                        Err(_) => self.link_health = None,
                     }
                 }
                 Some((req, reply)) = ctl_rx.recv() => {
-                    let resp = d.on_request(req);
+                    let resp = self.on_request(req);
                     let _ = reply.send(resp);
                 }
                 msg = async { match link_rx.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => match msg {
-                    Some(msg) => d.on_link(msg),
+                    Some(msg) => self.on_link(msg),
                     None => *link_rx = None,
                 },
             }
@@ -888,6 +893,7 @@ impl Driver {
             owner_memory: self.guests.owner_memory(),
             containment: self.guests.containment_status(),
             alerts,
+            input_timings: self.input_times.recent(),
         }
     }
 

@@ -35,6 +35,16 @@ pub fn mono_now_us() -> u64 {
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
 }
 
+/// Nanoseconds on `CLOCK_MONOTONIC`: the clock other processes time with (a benchmark, a
+/// guest's `time.monotonic_ns()`), for the input timings the status shows
+/// ([`crate::input::InputTiming`]).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: as in `mono_now`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The identity of the current boot, so a persisted monotonic deadline is only trusted
 /// within the boot that wrote it. Empty where the OS does not say.
 pub fn boot_id() -> String {

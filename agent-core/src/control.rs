@@ -102,6 +102,12 @@ pub struct AgentStatus {
     /// machine's credential), each once; empty when all is in order.
     #[serde(default)]
     pub alerts: Vec<Alert>,
+    /// The latest input signals' timings (when each reached the agent, and when the fast
+    /// path froze the guests on it): what lets an outside measurement of the owner's return
+    /// say where its time went. Times only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "ts", ts(skip))]
+    pub input_timings: Vec<crate::input::InputTiming>,
 }
 
 /// Something about the agent itself the owner should know, with what to do.

@@ -101,14 +101,7 @@ impl OwnerInput {
     fn open(a: &EvictArgs) -> Result<Self> {
         use x11rb::connection::Connection;
         if a.source == "pty" {
-            // `cat` in the pty reads each line as a shell reads a typed command.
-            let script = Command::new("script")
-                .args(["-qfc", "cat >/dev/null", "/dev/null"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("starting `script` (util-linux) for a pty session")?;
+            let script = crate::pty::session()?;
             return Ok(Self::Pty { script });
         }
         let env_display = std::env::var("DISPLAY").ok().filter(|d| !d.is_empty());
@@ -161,37 +154,9 @@ impl OwnerInput {
     /// terminal's part (script and the reader being scheduled) and the backend's.
     fn kernel_read_watch(&self) -> Option<Arc<Mutex<Option<Instant>>>> {
         let Self::Pty { script } = self else { return None };
-        let pid = script.id();
-        // script's child runs the reader on the pty.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let tty = loop {
-            let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-            let tty = children.split_whitespace().find_map(|c| std::fs::read_link(format!("/proc/{c}/fd/0")).ok());
-            match tty {
-                Some(t) if t.starts_with("/dev/pts/") => break t,
-                _ if Instant::now() > deadline => return None,
-                _ => std::thread::sleep(Duration::from_millis(10)),
-            }
-        };
         let at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
         let out = at.clone();
-        let path = CString::new(tty.as_os_str().to_string_lossy().into_owned()).ok()?;
-        std::thread::spawn(move || {
-            let p = libc::sched_param { sched_priority: 10 };
-            // SAFETY: sets this thread's policy with a valid parameter; inotify calls on
-            // a descriptor this thread owns, reading into its own buffer.
-            unsafe {
-                libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
-                let fd = libc::inotify_init1(libc::IN_CLOEXEC);
-                if fd < 0 || libc::inotify_add_watch(fd, path.as_ptr(), libc::IN_ACCESS) < 0 {
-                    return;
-                }
-                let mut buf = [0u8; 512];
-                while libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) > 0 {
-                    *at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-                }
-            }
-        });
+        crate::pty::watch_reads(script, move || *at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now()))?;
         Some(out)
     }
 
@@ -237,6 +202,7 @@ pub fn evict(a: EvictArgs) -> Result<()> {
             freeze();
             *callback_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
             let _ = ready_tx.send(());
+            true
         });
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let sink = agent_core::input::InputSink::new(tx, Some(fast));

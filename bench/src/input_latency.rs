@@ -62,6 +62,7 @@ pub fn run(a: InputLatencyArgs) -> Result<()> {
     let (fp_tx, fp_rx) = mpsc::channel::<u64>();
     let fast_path = Arc::new(move |_| {
         let _ = fp_tx.send(mono_now_us());
+        false
     });
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let sink = InputSink::new(tx, Some(fast_path));

@@ -18,6 +18,7 @@ mod lend;
 mod owner_cache;
 mod owner_return;
 mod placements;
+mod pty;
 mod recruit;
 mod recruit_api;
 

@@ -14,6 +14,12 @@
 //! guest still runs 1 s after the motion is a miss. For recruited guests the new
 //! interruption's cause must be `input`.
 //!
+//! Each round is split: when a listener of ours had the input (a separate X client; for a
+//! pty, a SCHED_FIFO watcher of its reads), when the agent's input thread had it and when
+//! its fast path froze (the agent's own timestamps, `input_timings` in its status), when
+//! the freeze was asked and confirmed, and whether the hypervisor took CPU time from the
+//! machine meanwhile (`/proc/stat` steal). The worst round of each case is printed whole.
+//!
 //! Cases: agent (up, tray) × eviction mode (ie, pm, ll, lf) × load (0, 1, 2 cores) with
 //! ordinary recruitment, plus agent × load with *donate until I return* (the mode does
 //! not apply: the return ends the offer).
@@ -266,8 +272,50 @@ struct CaseResult {
     /// Per round, from the listener's receipt to the freeze request: the agent's own part
     /// (its input thread woken by the same delivery, then the write to `cgroup.freeze`).
     agent_ms: Vec<f64>,
+    /// When the agent's input thread handed the signal on, after the input (the agent's
+    /// own timestamp, `input_timings` in its status): delivery plus the thread's wake-up.
+    received_ms: Vec<f64>,
+    /// From that hand-over to the freeze request: the agent's work on the signal.
+    work_ms: Vec<f64>,
+    /// Rounds whose first signal the fast path did not freeze on (the agent's loop did).
+    slow_path: usize,
+    /// The round that ran on longest, split.
+    worst: Option<RoundSplit>,
+    /// Rounds during which the hypervisor ran something else on this machine's CPUs
+    /// (`/proc/stat` steal time grew): a stall no process here can help.
+    stolen: usize,
     wrong_cause: usize,
     no_start: usize,
+}
+
+/// One round's times after the input, in ms: where the worst round's time went.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+struct RoundSplit {
+    /// The headline: the guest's last heartbeat.
+    ran_on_ms: f64,
+    /// A listener of ours had the input (X: a separate X client; pty: a SCHED_FIFO watcher
+    /// of the pty's reads).
+    delivered_ms: Option<f64>,
+    /// The agent's input thread handed the signal on (the agent's own timestamp).
+    received_ms: Option<f64>,
+    /// The fast path's freeze written, by the agent's timestamp (none: the loop froze).
+    fast_froze_ms: Option<f64>,
+    /// `cgroup.freeze` read back "1".
+    asked_ms: f64,
+    /// The kernel said frozen (or empty).
+    frozen_ms: f64,
+    /// CPU time the hypervisor took from this machine during the round (`/proc/stat`
+    /// steal, in its 10-ms ticks: a tick may stand for less).
+    stolen_ms: f64,
+}
+
+/// The machine's CPU time stolen by the hypervisor so far, in `USER_HZ` ticks (the
+/// eighth number of `/proc/stat`'s `cpu` line; 0 where it is not there).
+fn steal_ticks() -> u64 {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| s.lines().next().and_then(|l| l.split_whitespace().nth(8)).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
 }
 
 /// Busy threads standing for the returning owner's build: they spin while `on` is set.
@@ -321,18 +369,6 @@ impl<C> Drop for Returner<C> {
             let _ = script.wait();
         }
     }
-}
-
-/// A `script(1)` session whose program (`cat`) reads every line written to our end, as a
-/// shell reads what its owner types.
-fn pty_session() -> Result<Child> {
-    Command::new("script")
-        .args(["-qfc", "cat >/dev/null", "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting `script` (util-linux) for a pty session")
 }
 
 /// A separate X client on its own thread at normal priority, selecting XI2 raw input
@@ -421,6 +457,7 @@ fn round(
     }
     let (xtest, root, x_seen) = (&x.xtest, x.root, &*x.seen);
     x_seen.store(0, Ordering::SeqCst);
+    let steal0 = steal_ticks();
     let t0 = mono_ns();
     if let Some(script) = x.pty.as_mut() {
         use std::io::Write as _;
@@ -450,9 +487,36 @@ fn round(
         std::thread::sleep(Duration::from_micros(50));
     }
     owner.stop();
+    let stolen_ms = steal_ticks().saturating_sub(steal0) as f64 * 10.0;
+    if stolen_ms > 0.0 {
+        r.stolen += 1;
+    }
+    // The agent's own times for the first signal after the input.
+    let timing = inst.status().and_then(|s| s.input_timings.into_iter().find(|t| t.received_ns >= t0));
+    let ms = |ns: u64| ns.saturating_sub(t0) as f64 / 1e6;
     match stopped {
         None => r.missed += 1,
         Some((at, last)) => {
+            let seen = x_seen.load(Ordering::SeqCst);
+            let split = RoundSplit {
+                ran_on_ms: ms(last),
+                delivered_ms: (seen != 0).then(|| ms(seen)),
+                received_ms: timing.map(|t| ms(t.received_ns)),
+                fast_froze_ms: timing.and_then(|t| t.froze_ns).map(ms),
+                asked_ms: ms(asked.unwrap_or(at)),
+                frozen_ms: ms(at),
+                stolen_ms,
+            };
+            if r.worst.is_none_or(|w| split.ran_on_ms > w.ran_on_ms) {
+                r.worst = Some(split);
+            }
+            if let Some(t) = timing {
+                r.received_ms.push(ms(t.received_ns));
+                r.work_ms.push(split.asked_ms - ms(t.received_ns));
+            }
+            if timing.is_none_or(|t| t.froze_ns.is_none()) {
+                r.slow_path += 1;
+            }
             // The headline: how long the guest went on running after the owner's return.
             // (A SCHED_IDLE guest may get no CPU at all once the owner loads the cores:
             // then it ran 0 ms after the return.)
@@ -461,7 +525,6 @@ fn round(
             // SCHED_IDLE task must be scheduled once to reach the freezer.
             r.frozen_ms.push(at.saturating_sub(t0) as f64 / 1e6);
             r.asked_ms.push(asked.unwrap_or(at).saturating_sub(t0) as f64 / 1e6);
-            let seen = x_seen.load(Ordering::SeqCst);
             if seen != 0 {
                 r.x_ms.push(seen.saturating_sub(t0) as f64 / 1e6);
                 if let Some(asked) = asked {
@@ -529,7 +592,14 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     let fifo = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &p) == 0 };
     // Opened before any agent starts, like an ssh session the owner left open.
     if a.input == "pty" {
-        returner.pty = Some(pty_session()?);
+        let script = crate::pty::session()?;
+        // The pty's reads are the delivery to time from, as the X listener's receipt is.
+        let seen = returner.seen.clone();
+        crate::pty::watch_reads(&script, move || {
+            let _ = seen.compare_exchange(0, mono_ns(), Ordering::SeqCst, Ordering::SeqCst);
+        })
+        .context("the pty of the script(1) session was not found")?;
+        returner.pty = Some(script);
     }
 
     let mut cases: Vec<(String, String, usize, bool)> = Vec::new();
@@ -578,6 +648,9 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         let x = (percentile::of(&mut r.x_ms, 0.5), percentile::of(&mut r.x_ms, 0.99), percentile::of(&mut r.x_ms, 1.0));
         let agent_part =
             (percentile::of(&mut r.agent_ms, 0.5), percentile::of(&mut r.agent_ms, 0.99), percentile::of(&mut r.agent_ms, 1.0));
+        let received =
+            (percentile::of(&mut r.received_ms, 0.5), percentile::of(&mut r.received_ms, 0.99), percentile::of(&mut r.received_ms, 1.0));
+        let work = (percentile::of(&mut r.work_ms, 0.5), percentile::of(&mut r.work_ms, 0.99), percentile::of(&mut r.work_ms, 1.0));
         let ok = r.missed == 0 && r.no_start == 0 && r.early == 0 && r.wrong_cause == 0 && p99 <= 5.0;
         all_ok &= ok;
         rows.push(serde_json::json!({
@@ -587,7 +660,10 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
             "frozen_p50_ms": frozen.0, "frozen_p99_ms": frozen.1, "frozen_max_ms": frozen.2,
             "asked_p50_ms": asked.0, "asked_p99_ms": asked.1, "asked_max_ms": asked.2,
             "x_delivered_p50_ms": x.0, "x_delivered_p99_ms": x.1, "x_delivered_max_ms": x.2,
-            "agent_part_p50_ms": agent_part.0, "agent_part_p99_ms": agent_part.1, "agent_part_max_ms": agent_part.2, "goal_met": ok,
+            "agent_part_p50_ms": agent_part.0, "agent_part_p99_ms": agent_part.1, "agent_part_max_ms": agent_part.2,
+            "received_p50_ms": received.0, "received_p99_ms": received.1, "received_max_ms": received.2,
+            "agent_work_p50_ms": work.0, "agent_work_p99_ms": work.1, "agent_work_max_ms": work.2,
+            "slow_path_rounds": r.slow_path, "rounds_with_steal": r.stolen, "worst_round": r.worst, "goal_met": ok,
         }));
         if a.json {
             // A long run shows each case as it ends (stdout gets the whole result at the end).
@@ -606,17 +682,17 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     } else {
         if a.input == "pty" {
             outln!(
-                "owner return: one line typed into a pty session (script(1), terminal backend) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; {} rounds per case",
+                "owner return: one line typed into a pty session (script(1), terminal backend) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; read p99: when the pty was read (a SCHED_FIFO watcher); recv p99: when the agent's input thread had it (its own timestamp); work p99: from then to the freeze request; slow: rounds the fast path did not freeze; steal: rounds the hypervisor took CPU time in; {} rounds per case",
                 a.rounds
             );
         } else {
             outln!(
-                "owner return: one XTest motion (separate client) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; X p99: when a separate X client got the motion (the X server's part); agent p99: from then to the agent's freeze request; {} rounds per case",
+                "owner return: one XTest motion (separate client) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; X p99: when a separate X client got the motion (the X server's part); agent p99: from then to the agent's freeze request; recv p99: when the agent's input thread had it (its own timestamp); work p99: from then to the freeze request; slow: rounds the fast path did not freeze; steal: rounds the hypervisor took CPU time in; {} rounds per case",
                 a.rounds
             );
         }
         outln!(
-            "{:<6} {:<10} {:<5} {:>4} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>6} {:>8} {:>7} {:>11}",
+            "{:<6} {:<10} {:<5} {:>4} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>5} {:>5} {:>6} {:>8} {:>7} {:>11}",
             "agent",
             "offer",
             "mode",
@@ -625,8 +701,12 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
             "p99 ms",
             "max ms",
             "frozen p99",
-            "X p99",
+            if a.input == "pty" { "read p99" } else { "X p99" },
             "agent p99",
+            "recv p99",
+            "work p99",
+            "slow",
+            "steal",
             "missed",
             "no start",
             "early",
@@ -635,7 +715,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
         for r in result["cases"].as_array().into_iter().flatten() {
             outln!(
-                "{:<6} {:<10} {:<5} {:>4} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>8.3} {:>9.3} {:>6} {:>8} {:>7} {:>11}",
+                "{:<6} {:<10} {:<5} {:>4} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>8.3} {:>9.3} {:>9.3} {:>9.3} {:>5} {:>5} {:>6} {:>8} {:>7} {:>11}",
                 r["agent"].as_str().unwrap_or(""),
                 r["offer"].as_str().unwrap_or(""),
                 r["mode"].as_str().unwrap_or(""),
@@ -646,10 +726,33 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
                 r["frozen_p99_ms"].as_f64().unwrap_or(0.0),
                 r["x_delivered_p99_ms"].as_f64().unwrap_or(0.0),
                 r["agent_part_p99_ms"].as_f64().unwrap_or(0.0),
+                r["received_p99_ms"].as_f64().unwrap_or(0.0),
+                r["agent_work_p99_ms"].as_f64().unwrap_or(0.0),
+                n(r, "slow_path_rounds"),
+                n(r, "rounds_with_steal"),
                 n(r, "missed"),
                 n(r, "no_start"),
                 n(r, "stopped_early"),
                 n(r, "wrong_cause")
+            );
+        }
+        outln!("the worst round of each case, ms after the input (delivered to our listener → the agent's input thread → its fast-path freeze → freeze read back → frozen; ran on):");
+        let o = |v: &serde_json::Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.3}"));
+        for r in result["cases"].as_array().into_iter().flatten() {
+            let w = &r["worst_round"];
+            outln!(
+                "  {} {} {} load {}: {} → {} → {} → {} → {}; ran on {}; host steal {} ms",
+                r["agent"].as_str().unwrap_or(""),
+                r["offer"].as_str().unwrap_or(""),
+                r["mode"].as_str().unwrap_or(""),
+                n(r, "load_cores"),
+                o(&w["delivered_ms"]),
+                o(&w["received_ms"]),
+                o(&w["fast_froze_ms"]),
+                o(&w["asked_ms"]),
+                o(&w["frozen_ms"]),
+                o(&w["ran_on_ms"]),
+                o(&w["stolen_ms"])
             );
         }
         outln!("goal: p99 ≤ 5 ms, none missed or stopped early, cause input, in every case: {}", if all_ok { "met" } else { "NOT met" });

@@ -280,16 +280,14 @@ async fn follow(socket: PathBuf, spec: GuestSpec, now: bool, json: bool) -> Resu
                     announced = true;
                     announce_start(&info, json);
                 }
+                // Ended: its output was all written before the answer above, so the copy
+                // just made is the last.
                 if matches!(info.phase, GuestPhase::Ended { .. }) {
                     break info;
                 }
             }
         }
     };
-    if !json && info.start_error.is_none() {
-        out.copy_to(&mut std::io::stdout());
-        err.copy_to(&mut std::io::stderr());
-    }
     Ok(report_end(&info, json))
 }
 

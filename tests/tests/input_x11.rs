@@ -2,7 +2,7 @@
 //! Xvfb goes from idle to recruitable with no input, and to owner_active when xdotool
 //! injects input (as `lull status --json` shows). And privacy: after typing a distinctive
 //! string, neither the ledger, the logs, nor the agent's stdout/stderr hold it or any
-//! key name or code. And an X server that goes away ends X11 input, not the agent.
+//! key name or code, and the status's input timings hold the return, not the typing's rhythm. And an X server that goes away ends X11 input, not the agent.
 
 use agent_core::policy::StateKind;
 use lull_e2e::{all_files, skip_without, Agent, Xvfb};
@@ -107,6 +107,18 @@ fn typed_keys_never_reach_the_ledger_logs_or_output() {
         assert!(Instant::now() < deadline, "typing was not seen:\n{}", a.stdout());
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The status's input timings (for timing the owner's return from outside) keep an
+    // owner's return, never the rhythm of the typing: kept signals lie at least
+    // TIMING_AFTER_SILENCE_NS apart (typing at 30 ms a key would give eight within it).
+    let timings: Vec<u64> = status_json(&a)["input_timings"]
+        .as_array()
+        .map(|v| v.iter().filter_map(|t| t["received_ns"].as_u64()).collect())
+        .unwrap_or_default();
+    assert!(!timings.is_empty(), "the return is kept in lull status --json");
+    assert!(
+        timings.windows(2).all(|w| w[1] - w[0] >= agent_core::input::TIMING_AFTER_SILENCE_NS),
+        "the typing's rhythm is in lull status --json: {timings:?}"
+    );
     // Let a trace row and the logs be written, then stop cleanly (flushes the log).
     std::thread::sleep(Duration::from_secs(3));
     a.stop();

@@ -20,19 +20,72 @@ pub mod wayland;
 #[cfg(target_os = "linux")]
 pub mod x11;
 
-use crate::clock::{mono_now, MonoMs};
+use crate::clock::{mono_now, monotonic_ns, MonoMs};
 use crate::config::{Input, InputBackendChoice};
 use crate::sample::{InputEvent, InputSignal};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedSender;
 
 /// Forwarding bursts: an `Activity` within this many ms of the last forwarded one is
 /// dropped (the fast path still runs for it).
 pub const COALESCE_MS: u64 = 200;
 
-/// A hook run synchronously on the input thread for every activity signal.
-pub type FastPath = Arc<dyn Fn(MonoMs) + Send + Sync>;
+/// A hook run synchronously on the input thread for every activity signal; true when it
+/// froze the guests.
+pub type FastPath = Arc<dyn Fn(MonoMs) -> bool + Send + Sync>;
+
+/// How many owners' returns [`InputTimes`] keeps the timings of.
+pub const TIMINGS_KEPT: usize = 8;
+
+/// When one activity signal reached the agent and what its input thread did with it, on
+/// `CLOCK_MONOTONIC` nanoseconds (the clock an outside observer times the owner's return
+/// with). Times only: never which key or where.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InputTiming {
+    /// The backend's thread handed the signal to the agent.
+    pub received_ns: u64,
+    /// The fast path had frozen the guests, if it ran for this signal (it runs only while
+    /// guests work and the owner's return should stop them; otherwise the agent's loop
+    /// decides).
+    pub froze_ns: Option<u64>,
+}
+
+/// A signal's timing is kept only when it ends at least this long a silence (an owner's
+/// return) or the fast path froze guests on it. Privacy: the rhythm of typing can tell
+/// what was typed, so the gaps between keys within a burst are never kept.
+pub const TIMING_AFTER_SILENCE_NS: u64 = 1_000_000_000;
+
+/// The timings of the latest [`TIMINGS_KEPT`] owner returns (see
+/// [`TIMING_AFTER_SILENCE_NS`]), shared by the input threads and the status: what splits
+/// the owner's return, measured from outside, into the way to the agent and the agent's
+/// own part.
+#[derive(Debug, Default)]
+pub struct InputTimes {
+    kept: Mutex<VecDeque<InputTiming>>,
+    /// The last activity signal of any kind, for the silence before the next.
+    last_ns: AtomicU64,
+}
+
+impl InputTimes {
+    fn record(&self, t: InputTiming) {
+        let before = self.last_ns.swap(t.received_ns, Ordering::Relaxed);
+        if t.froze_ns.is_none() && t.received_ns.saturating_sub(before) < TIMING_AFTER_SILENCE_NS {
+            return;
+        }
+        let mut q = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() == TIMINGS_KEPT {
+            q.pop_front();
+        }
+        q.push_back(t);
+    }
+
+    /// The kept timings, oldest first.
+    pub fn recent(&self) -> Vec<InputTiming> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect()
+    }
+}
 
 /// Where backends deliver their events. Cheap to clone.
 #[derive(Clone)]
@@ -40,12 +93,18 @@ pub struct InputSink {
     tx: UnboundedSender<InputEvent>,
     last_forwarded: Arc<AtomicU64>,
     fast_path: Option<FastPath>,
+    times: Arc<InputTimes>,
 }
 
 impl InputSink {
     /// A sink forwarding to `tx`, calling `fast_path` (if any) on each activity.
     pub fn new(tx: UnboundedSender<InputEvent>, fast_path: Option<FastPath>) -> Self {
-        Self { tx, last_forwarded: Arc::new(AtomicU64::new(0)), fast_path }
+        Self { tx, last_forwarded: Arc::new(AtomicU64::new(0)), fast_path, times: Arc::default() }
+    }
+
+    /// The timings of the latest activity signals through this sink (and its clones).
+    pub fn times(&self) -> Arc<InputTimes> {
+        self.times.clone()
     }
 
     /// Input happened now. Returns false once the receiving side is gone.
@@ -55,9 +114,9 @@ impl InputSink {
 
     /// Input happened at `at`.
     pub fn activity_at(&self, at: MonoMs) -> bool {
-        if let Some(fp) = &self.fast_path {
-            fp(at);
-        }
+        let received_ns = monotonic_ns();
+        let froze = self.fast_path.as_ref().is_some_and(|fp| fp(at));
+        self.times.record(InputTiming { received_ns, froze_ns: froze.then(monotonic_ns) });
         let last = self.last_forwarded.load(Ordering::Relaxed);
         if last != 0 && at.0 < last.saturating_add(COALESCE_MS) && !self.tx.is_closed() {
             return true;
@@ -245,17 +304,28 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let hits = Arc::new(AtomicU64::new(0));
         let h = hits.clone();
-        let sink = InputSink::new(
-            tx,
-            Some(Arc::new(move |_| {
-                h.fetch_add(1, Ordering::Relaxed);
-            })),
-        );
+        let sink = InputSink::new(tx, Some(Arc::new(move |_| h.fetch_add(1, Ordering::Relaxed).is_multiple_of(2))));
         for t in [1000, 1050, 1199, 1200, 1500] {
             assert!(sink.activity_at(MonoMs(t)));
         }
         assert_eq!(hits.load(Ordering::Relaxed), 5);
         let got: Vec<u64> = std::iter::from_fn(|| rx.try_recv().ok()).map(|e| e.at.0).collect();
         assert_eq!(got, vec![1000, 1200, 1500]);
+        // The timings kept: the signals the fast path froze on (the 1st, 3rd and 5th);
+        // the 2nd and 4th came within a burst, whose rhythm is never kept.
+        let froze = |sink: &InputSink| sink.times().recent().iter().map(|t| t.froze_ns.is_some()).collect::<Vec<_>>();
+        assert_eq!(froze(&sink), [true, true, true]);
+        // A signal after a silence (an owner's return) is kept even where nothing froze.
+        std::thread::sleep(std::time::Duration::from_nanos(TIMING_AFTER_SILENCE_NS + 50_000_000));
+        assert!(sink.activity_at(MonoMs(3000)));
+        assert_eq!(froze(&sink), [true, true, true, false]);
+        let times = sink.times().recent();
+        assert!(times.windows(2).all(|w| w[0].received_ns <= w[1].received_ns));
+        assert!(times.iter().all(|t| t.froze_ns.is_none_or(|f| f >= t.received_ns)));
+        // At most TIMINGS_KEPT, the latest.
+        for t in 0..TIMINGS_KEPT as u64 * 2 {
+            sink.activity_at(MonoMs(4000 + t));
+        }
+        assert_eq!(sink.times().recent().len(), TIMINGS_KEPT);
     }
 }
