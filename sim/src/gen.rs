@@ -230,24 +230,40 @@ impl Stats {
     }
 }
 
-/// Measures [`Stats`] over traces with 1-s steps (other steps are skipped).
-pub fn stats(traces: &[OwnerTrace]) -> Stats {
-    let (mut total, mut nonidle, mut nonidle_low, mut idle) = (0u64, 0u64, 0u64, 0u64);
-    let (mut periods, mut ge4, mut gt10) = (0u64, 0u64, 0u64);
-    let mut hourly = [0u64; 24];
-    for t in traces.iter().filter(|t| t.step_s == 1) {
+/// The counts behind [`Stats`], summed over traces: what an experiment keeps of each
+/// generated trace, so that a trace is dropped as soon as it is counted (a seed's 60
+/// machine-weeks of 1-s samples are 290 MB; counts are 30 numbers).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    total: u64,
+    nonidle: u64,
+    nonidle_low: u64,
+    idle: u64,
+    periods: u64,
+    periods_ge_4: u64,
+    periods_gt_10: u64,
+    hourly: [u64; 24],
+}
+
+impl Counts {
+    /// Counts one trace with 1-s steps (a trace with another step counts nothing).
+    pub fn of(t: &OwnerTrace) -> Counts {
+        let mut c = Counts::default();
+        if t.step_s != 1 {
+            return c;
+        }
         let mut since_busy = i64::MAX / 2; // seconds since input or ≥ 20 % CPU
         let mut run = 0u64;
-        let mut close = |run: &mut u64| {
+        let close = |c: &mut Counts, run: &mut u64| {
             if *run > 0 {
-                periods += 1;
-                ge4 += (*run >= 4) as u64;
-                gt10 += (*run > 10) as u64;
+                c.periods += 1;
+                c.periods_ge_4 += (*run >= 4) as u64;
+                c.periods_gt_10 += (*run > 10) as u64;
             }
             *run = 0;
         };
         for (i, s) in t.samples.iter().enumerate() {
-            total += 1;
+            c.total += 1;
             let low = s.owner_cpu < 0.10;
             if s.input || s.owner_cpu >= 0.20 {
                 since_busy = 0;
@@ -255,38 +271,63 @@ pub fn stats(traces: &[OwnerTrace]) -> Stats {
                 since_busy += 1;
             }
             if since_busy < 60 {
-                nonidle += 1;
-                nonidle_low += low as u64;
+                c.nonidle += 1;
+                c.nonidle_low += low as u64;
             }
             if low {
-                idle += 1;
+                c.idle += 1;
                 run += 1;
             } else {
-                close(&mut run);
+                close(&mut c, &mut run);
             }
             if s.input {
                 let hour = ((t.start_unix + i as i64).rem_euclid(86_400) / 3600) as usize;
-                hourly[hour] += 1;
+                c.hourly[hour] += 1;
             }
         }
-        close(&mut run);
+        close(&mut c, &mut run);
+        c
     }
-    let share = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-    let inputs: u64 = hourly.iter().sum();
-    let mut hourly_input = [0.0; 24];
-    for (h, v) in hourly.iter().enumerate() {
-        hourly_input[h] = share(*v, inputs);
+
+    /// These counts and `other`'s, as if counted over both sets of traces.
+    pub fn merge(mut self, other: &Counts) -> Counts {
+        self.total += other.total;
+        self.nonidle += other.nonidle;
+        self.nonidle_low += other.nonidle_low;
+        self.idle += other.idle;
+        self.periods += other.periods;
+        self.periods_ge_4 += other.periods_ge_4;
+        self.periods_gt_10 += other.periods_gt_10;
+        for (a, b) in self.hourly.iter_mut().zip(other.hourly) {
+            *a += b;
+        }
+        self
     }
-    Stats {
-        nonidle_share: share(nonidle, total),
-        nonidle_low_cpu_share: share(nonidle_low, nonidle),
-        idle_sample_share: share(idle, total),
-        idle_periods_ge_3_3s: share(ge4, periods),
-        idle_periods_gt_10s: share(gt10, periods),
-        input_1_to_8am: hourly_input[1..8].iter().sum(),
-        input_noon: hourly_input[12],
-        hourly_input,
+
+    /// The statistics these counts make.
+    pub fn stats(&self) -> Stats {
+        let share = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let inputs: u64 = self.hourly.iter().sum();
+        let mut hourly_input = [0.0; 24];
+        for (h, v) in self.hourly.iter().enumerate() {
+            hourly_input[h] = share(*v, inputs);
+        }
+        Stats {
+            nonidle_share: share(self.nonidle, self.total),
+            nonidle_low_cpu_share: share(self.nonidle_low, self.nonidle),
+            idle_sample_share: share(self.idle, self.total),
+            idle_periods_ge_3_3s: share(self.periods_ge_4, self.periods),
+            idle_periods_gt_10s: share(self.periods_gt_10, self.periods),
+            input_1_to_8am: hourly_input[1..8].iter().sum(),
+            input_noon: hourly_input[12],
+            hourly_input,
+        }
     }
+}
+
+/// Measures [`Stats`] over traces with 1-s steps (other steps are skipped).
+pub fn stats(traces: &[OwnerTrace]) -> Stats {
+    traces.iter().map(Counts::of).fold(Counts::default(), |a, c| a.merge(&c)).stats()
 }
 
 #[cfg(test)]
@@ -321,6 +362,16 @@ mod tests {
         assert_eq!(a, generate(&p, 7, 0, 0, 1));
         assert_ne!(a.samples, generate(&p, 8, 0, 0, 1).samples);
         assert_ne!(a.samples, generate(&p, 7, 1, 0, 1).samples);
+    }
+
+    #[test]
+    fn counts_added_trace_by_trace_make_the_same_stats_as_all_traces_at_once() {
+        let p = GenParams::default();
+        let traces: Vec<OwnerTrace> = (0..3).map(|i| generate(&p, 5, i, 1_767_225_600, 1)).collect();
+        let added = traces.iter().fold(Counts::default(), |a, t| a.merge(&Counts::of(t)));
+        assert_eq!(added.stats(), stats(&traces));
+        assert_ne!(Counts::of(&traces[0]).stats(), stats(&traces), "three owners differ from one");
+        assert_eq!(added.total, 3 * 86_400);
     }
 
     #[test]

@@ -304,7 +304,8 @@ pub struct Assumption {
     pub name: String,
     pub value: String,
     pub source: String,
-    /// (swept value, headline summary) pairs; empty when not swept (the reason is in `source`).
+    /// (swept value, headline summary) pairs; empty when not swept against the table's
+    /// headline (why, or where else it is swept, is in `source`).
     pub sweep: Vec<(String, Summary)>,
 }
 
@@ -318,7 +319,7 @@ pub fn assumptions(md: &mut String, headline: &str, decimals: usize, scale: f64,
         writeln!(md, "Headline: {headline}.\n\n| parameter | value | where it came from | headline as it is swept |\n|---|---|---|---|");
     for a in list {
         let sweep = if a.sweep.is_empty() {
-            "not swept".to_string()
+            "not swept against this headline".to_string()
         } else {
             a.sweep.iter().map(|(v, s)| format!("{v}: {}", s.show(decimals, scale))).collect::<Vec<_>>().join("; ")
         };

@@ -385,7 +385,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         }, Assumption {
             name: "migration cost of a gang".into(),
             value: format!("{MIGRATION_S:.0} s"),
-            source: "§3.3's fast system (the text compares 2 s with Condor's 2 min); swept as Fig. 4 above".into(),
+            source: "§3.3's fast system (the text compares 2 s with Condor's 2 min); swept in Fig. 4 above (30 s and 120 s), as the jobs' slowdown: a gang's move does not change when the owner is interrupted".into(),
             sweep: Vec::new(),
         }];
         let _ = writeln!(md, "## Parameters of ours\n\nSweeps over the first {sweep_seeds} seeds.\n");

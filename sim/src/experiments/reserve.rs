@@ -4,10 +4,10 @@
 //!
 //! * **Owners:** 32 generated workstations, simulated only in the paper's window —
 //!   weekdays 9:00–18:00 (§3.1: "traces were collected during the busy daytime hours,
-//!   weekdays 9am to 6pm") — five such windows per seed. The generated owners' presence is
+//!   weekdays 9am to 6pm") — [`DAYS`] such windows per seed, Monday on. The generated owners' presence is
 //!   set so that the window's share of idle 1-s samples is the paper's 86 % (checked in
 //!   the report and by a test). Or the user's `--fta` traces,
-//!   in the same windows. A machine's *load* is its owner's CPU share; idle = predicted
+//!   in the same windows of their first weekdays (Saturdays and Sundays skipped). A machine's *load* is its owner's CPU share; idle = predicted
 //!   load < 10 % (seed 003's definition).
 //! * **Jobs:** the paper's rendering job, 42 s on one workstation, requests arriving with
 //!   exponential gaps of mean 20 s. Each request asks for every machine (`k` = 32) for a
@@ -33,7 +33,7 @@ use lull_core::sched::recruit::{RecruitConfig, Recruiter, Request};
 use lull_core::sched::MachineId;
 use std::fmt::Write;
 
-const START: i64 = 1_767_225_600;
+const START: i64 = 1_767_571_200;
 const MACHINES: u64 = 32;
 const JOB_S: f64 = 42.0;
 /// Amdahl's serial share of the headline (ours).
@@ -90,14 +90,15 @@ struct Window {
 }
 
 impl Window {
-    /// Seconds `from..to` (of the UTC day) of each trace's first `days` days, at 1-s
-    /// resolution whatever the trace's step; outside a trace, owner away.
+    /// Seconds `from..to` (of the UTC day) of each trace's first `days` weekdays (a trace
+    /// that starts on a Saturday begins on the Monday after), at 1-s resolution whatever the
+    /// trace's step; outside a trace, owner away.
     fn of(traces: &[OwnerTrace], days: usize, from: usize, to: usize) -> Window {
         let mut cpu = vec![Vec::new(); traces.len()];
         let mut input = vec![Vec::new(); traces.len()];
         for (k, t) in traces.iter().enumerate() {
             let midnight = t.start_unix - t.start_unix.rem_euclid(86_400);
-            for d in 0..days as i64 {
+            for d in weekdays_from(midnight).take(days) {
                 for s in d * 86_400 + from as i64..d * 86_400 + to as i64 {
                     let i = midnight + s - t.start_unix;
                     let x = if i < 0 { None } else { t.samples.get(i as usize / t.step_s as usize).copied() }.unwrap_or_default();
@@ -114,6 +115,13 @@ impl Window {
         let idle: usize = self.cpu.iter().map(|c| c[..self.len].iter().filter(|l| (**l as f64) < IDLE_MAX).count()).sum();
         idle as f64 / (self.len * self.cpu.len()).max(1) as f64
     }
+}
+
+/// The days after `midnight` (0 = its own) that are Monday to Friday (UTC).
+fn weekdays_from(midnight: i64) -> impl Iterator<Item = i64> {
+    // 1970-01-01 was a Thursday: day n is a Saturday or Sunday when (n + 3) % 7 is 5 or 6.
+    let first = midnight.div_euclid(86_400);
+    (0..).filter(move |d| (first + d + 3).rem_euclid(7) < 5)
 }
 
 fn simulate(w: &Window, arrivals: &[f64], strategy: Strategy, serial: f64, seed: u64) -> Measures {
@@ -468,6 +476,24 @@ fn charts(md: &mut String, per_seed: &PerSeed) -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
+    use crate::trace::OwnerSample;
+
+    #[test]
+    fn windows_are_weekdays_and_the_generated_owners_start_on_a_monday() {
+        // 2026-01-01 (1_767_225_600) was a Thursday: its first weekdays are Thu, Fri, Mon.
+        let thu = 1_767_225_600;
+        assert_eq!(weekdays_from(thu).take(3).collect::<Vec<_>>(), vec![0, 1, 4]);
+        assert_eq!(weekdays_from(START).take(5).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4], "START is a Monday");
+        // A window cut from a trace that starts on a Thursday skips the weekend: day 2 of
+        // 3 weekdays is Monday, the trace's fifth day.
+        let mut samples = vec![OwnerSample::default(); 5 * 86_400];
+        samples[4 * 86_400 + 9 * 3600].input = true;
+        let t = OwnerTrace { machine: "x".into(), start_unix: thu, step_s: 1, mem_total_bytes: 1, samples };
+        let w = Window::of(&[t], 3, 9 * 3600, 10 * 3600);
+        assert_eq!(w.len, 3 * 3600);
+        assert!(w.input[0][2 * 3600], "Monday 9:00 is the third window's first second");
+        assert_eq!(w.input[0].iter().filter(|x| **x).count(), 1);
+    }
     use super::*;
 
     #[test]
