@@ -102,9 +102,10 @@ pub struct AgentStatus {
     /// machine's credential), each once; empty when all is in order.
     #[serde(default)]
     pub alerts: Vec<Alert>,
-    /// The latest input signals' timings (when each reached the agent, and when the fast
-    /// path froze the guests on it): what lets an outside measurement of the owner's return
-    /// say where its time went. Times only.
+    /// The owner's last returns (input after >= 1 s of silence, or input the fast path froze
+    /// the guests on): when each reached the agent's input thread and when the freeze was
+    /// written. What lets an outside measurement of the owner's return say where its time
+    /// went. Times only, never the gaps within typing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "ts", ts(skip))]
     pub input_timings: Vec<crate::input::InputTiming>,

@@ -713,13 +713,15 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
             "cause≠input"
         );
         let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
+        // A case's name: its agent, offer, input mode and load.
+        let case = |r: &serde_json::Value| {
+            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            (s("agent"), s("offer"), s("mode"), n(r, "load_cores"))
+        };
         for r in result["cases"].as_array().into_iter().flatten() {
+            let (agent, offer, mode, load) = case(r);
             outln!(
-                "{:<6} {:<10} {:<5} {:>4} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>8.3} {:>9.3} {:>9.3} {:>9.3} {:>5} {:>5} {:>6} {:>8} {:>7} {:>11}",
-                r["agent"].as_str().unwrap_or(""),
-                r["offer"].as_str().unwrap_or(""),
-                r["mode"].as_str().unwrap_or(""),
-                n(r, "load_cores"),
+                "{agent:<6} {offer:<10} {mode:<5} {load:>4} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>8.3} {:>9.3} {:>9.3} {:>9.3} {:>5} {:>5} {:>6} {:>8} {:>7} {:>11}",
                 r["p50_ms"].as_f64().unwrap_or(0.0),
                 r["p99_ms"].as_f64().unwrap_or(0.0),
                 r["max_ms"].as_f64().unwrap_or(0.0),
@@ -740,12 +742,9 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         let o = |v: &serde_json::Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.3}"));
         for r in result["cases"].as_array().into_iter().flatten() {
             let w = &r["worst_round"];
+            let (agent, offer, mode, load) = case(r);
             outln!(
-                "  {} {} {} load {}: {} → {} → {} → {} → {}; ran on {}; host steal {} ms",
-                r["agent"].as_str().unwrap_or(""),
-                r["offer"].as_str().unwrap_or(""),
-                r["mode"].as_str().unwrap_or(""),
-                n(r, "load_cores"),
+                "  {agent} {offer} {mode} load {load}: {} → {} → {} → {} → {}; ran on {}; host steal {} ms",
                 o(&w["delivered_ms"]),
                 o(&w["received_ms"]),
                 o(&w["fast_froze_ms"]),
