@@ -15,8 +15,9 @@ if [ "${1:-build}" = test ]; then
   # (an npm devDependency of ui/).
   want+=(chromium)
   # The VM bench (scripts/vm/run.sh): debootstrap builds the guest image, zstd keeps it,
-  # mkfs.ext4 -d (e2fsprogs) makes its disk; QEMU is installed below.
-  want+=(debootstrap zstd e2fsprogs)
+  # mkfs.ext4 -d (e2fsprogs) makes its disk, qemu-img (qemu-utils) the guest's overlay on
+  # it; QEMU is installed below.
+  want+=(debootstrap zstd e2fsprogs qemu-utils)
   for f in ci/packages-*.txt; do
     [ -f "$f" ] || continue
     while read -r line; do

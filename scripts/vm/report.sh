@@ -45,6 +45,15 @@ if [ -z "$ran" ]; then
   bad=1
 elif [ ! -f "$out/uptime" ]; then
   echo "vm: FAIL: the guest stopped before the last case ended (see $out/console.log)"
+  # What the case that never reported last wrote, and the guest's console: the only
+  # evidence left where this ran on a machine that is gone afterwards.
+  last=$(ls -t "$out"/cases/*.log 2>/dev/null | head -n1)
+  if [ -n "$last" ] && ! grep -qx "$(basename "$last" .log)" <<<"$ran"; then
+    echo "vm: $(basename "$last" .log) had not ended; its log ended with:"
+    tail -n 15 "$last" | sed 's/^/    /'
+  fi
+  echo "vm: the guest's console ended with:"
+  tail -n 20 "$out/console.log" 2>/dev/null | sed 's/^/    /'
   bad=1
 else
   for f in "$here"/cases/*.sh; do

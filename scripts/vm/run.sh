@@ -4,8 +4,8 @@
 #
 # Builds (or reuses) the .deb, the cached guest image (scripts/vm/rootfs.sh, image.sh),
 # boots it with QEMU — KVM when this host's KVM boots the image's kernel, else TCG — with
-# the image kept clean (-snapshot), the bench's files and the .deb shared read-only over
-# virtio-9p and a second share for the results. In the guest the owner is logged in on
+# the image kept clean (the guest writes to an overlay), the bench's files and the .deb
+# shared read-only over virtio-9p and a second share for the results. In the guest the owner is logged in on
 # seat0 by autologin with an X session; the .deb is installed by dpkg; the cases in
 # scripts/vm/cases/ run unattended (as root, acting as the owner through their terminal,
 # as the second user, and as pool guests) and the guest powers itself off. Prints one
@@ -28,6 +28,9 @@
 #   LULL_VM_TIMEOUT=S       kill the VM after S seconds (default 2400) and fail, saying so
 #   LULL_VM_BOOT_TIMEOUT=S  a guest not at its set-up after S s (default 480) is booted again
 #   LULL_VM_SMP=N, LULL_VM_NICE=N   QEMU's CPUs (default 2) and niceness (default 10)
+#   LULL_VM_OVERLAY_DIR=DIR where the guest's writes go on the host (default $TMPDIR or
+#                           /var/tmp); it needs LULL_VM_DISK_NEED_MIB free (default 5120: the guest's
+#                           writes peak at 4.1 GiB, in the disk cases)
 #   LULL_VM_STRICT=1        an XPASS fails the run too
 #   LULL_VM_VERBOSE=1       print an XFAIL's failed checks as well
 set -euo pipefail
@@ -114,24 +117,44 @@ esac
 share=$(mktemp -d)
 [ -n "$out" ] || out=$(mktemp -d)
 mkdir -p "$out"
-trap 'rm -rf "$share"' EXIT
+# The guest's writes go to a qcow2 overlay on the host, the cached image stays clean. The
+# guest mounts its root with discard and the drive passes discards on, so a file the guest
+# deletes (the disk cases' GiBs) frees the host's disk again (4.1 GiB at the peak, 0.2 at
+# the end). A host disk that fills up anyway gives the guest an I/O error and its case
+# fails, where QEMU's default (werror=enospc) paused the VM until LULL_VM_TIMEOUT killed it
+# with no case reporting.
+overlay_dir=${LULL_VM_OVERLAY_DIR:-${TMPDIR:-/var/tmp}}
+overlay=$(mktemp "$overlay_dir/lull-vm-overlay.XXXXXX")
+trap 'rm -rf "$share" "$overlay" "$overlay.peak"' EXIT
+need_mib=${LULL_VM_DISK_NEED_MIB:-5120}
+free_mib=$(df -Pm "$overlay_dir" | awk 'NR == 2 { print $4 }')
+if [ "$free_mib" -lt "$need_mib" ]; then
+  echo "vm: FAIL: $overlay_dir has $free_mib MiB free; the guest's writes (the disk cases fill [guests] disk_mib = 4096) need $need_mib MiB there (LULL_VM_OVERLAY_DIR picks another place)"
+  exit 1
+fi
 cp -r "$here/guest" "$here/cases" "$share/"
 cp "$deb" "$share/lull.deb"
 # no_timer_check: under emulation on a busy host the kernel's IO-APIC timer check can fail
 # and panic; panic=-1 with -no-reboot turns any panic into QEMU's exit, not a hang.
-append="root=/dev/vda rw console=ttyS0 loglevel=4 systemd.show_status=0 no_timer_check panic=-1 lull.test=1"
+append="root=/dev/vda rw rootflags=discard console=ttyS0 loglevel=4 systemd.show_status=0 no_timer_check panic=-1 lull.test=1"
 [ -n "$cases" ] && append="$append lull.cases=$cases" && export LULL_VM_CASES_FILTERED=1
 smp=${LULL_VM_SMP:-2} nice=${LULL_VM_NICE:-10} vm_timeout=${LULL_VM_TIMEOUT:-2400}
 boot() {
   echo "vm: booting $img ($accel, $smp CPUs, 4 GiB, nice $nice); results in $out"
   rm -rf "${out:?}"/*
+  qemu-img create -q -f qcow2 -F raw -b "$img/disk.ext4" "$overlay"
   timeout --kill-after=10 "$vm_timeout" nice -n "$nice" "$qemu" "${accel_args[@]}" -smp "$smp" -m 4096 \
     -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append" \
-    -drive "file=$img/disk.ext4,format=raw,if=virtio,snapshot=on" \
+    -drive "file=$overlay,format=qcow2,if=virtio,discard=unmap,detect-zeroes=unmap,werror=report,rerror=report" \
     -virtfs "local,path=$share,mount_tag=lullsrc,security_model=none,readonly=on" \
     -virtfs "local,path=$out,mount_tag=lullout,security_model=none" \
     -vga none -display none -nic none -monitor none -no-reboot -serial "file:$out/console.log" &
   local pid=$! waited=0
+  # The most of the host's disk the guest's writes took, sampled every 5 s.
+  (peak=0; while kill -0 "$pid" 2>/dev/null; do
+    m=$(du -m "$overlay" 2>/dev/null | cut -f1); [ "${m:-0}" -gt "$peak" ] && peak=$m && echo "$peak" >"$overlay.peak"
+    sleep 5
+  done) &
   # A guest that has not reached its set-up after LULL_VM_BOOT_TIMEOUT s is stuck booting.
   while kill -0 "$pid" 2>/dev/null && [ ! -s "$out/setup.log" ] && [ "$waited" -lt "${LULL_VM_BOOT_TIMEOUT:-480}" ]; do
     sleep 2
@@ -154,6 +177,7 @@ fi
 set -e
 t_end=$(date +%s)
 rc=0
+echo "vm: the guest's writes took at most $(cat "$overlay.peak" 2>/dev/null || echo '?') MiB of the host's disk, $(du -m "$overlay" | cut -f1) MiB at the end; $(df -Pm "$overlay_dir" | awk 'NR == 2 { print $4 }') MiB free in $overlay_dir"
 LULL_VM_TIMEOUT=$vm_timeout "$here/report.sh" "$out" "$here/known-failures" "$qemu_rc" || rc=$?
 echo "vm: .deb $((t_deb - t0)) s, image $((t_img - t_deb)) s, VM run $((t_end - t_img)) s ($accel); whole bench $((t_end - t0)) s"
 exit $rc
