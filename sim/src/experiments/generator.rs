@@ -21,8 +21,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         // took 5.7 GB at 10 seeds.
         |seed, &i| Ok(Counts::of(&generate(&p, seed, i, 1_767_225_600, days))),
     )?;
-    let st: Vec<crate::gen::Stats> =
-        per_seed.iter().map(|counts| counts.iter().fold(Counts::default(), |a, c| a.merge(c)).stats()).collect();
+    let st: Vec<crate::gen::Stats> = per_seed.iter().map(|counts| counts.iter().sum::<Counts>().stats()).collect();
     let mut md = String::new();
     preamble(&mut md, "`generator` — synthetic owner activity against the published statistics", "generator", opts);
     let _ = writeln!(md, "Per seed: {machines} machines × {days} day(s) of 1-s samples from `lull_sim::gen::generate` with its default parameters, which were fitted to these statistics (so agreement here is a check of the fit, not evidence about the papers). Definitions as in `sim/src/gen.rs`.\n");

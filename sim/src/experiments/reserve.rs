@@ -4,11 +4,11 @@
 //!
 //! * **Owners:** 32 generated workstations, simulated only in the paper's window —
 //!   weekdays 9:00–18:00 (§3.1: "traces were collected during the busy daytime hours,
-//!   weekdays 9am to 6pm") — [`DAYS`] such windows per seed, Monday on. The generated owners' presence is
-//!   set so that the window's share of idle 1-s samples is the paper's 86 % (checked in
-//!   the report and by a test). Or the user's `--fta` traces,
-//!   in the same windows of their first weekdays (Saturdays and Sundays skipped). A machine's *load* is its owner's CPU share; idle = predicted
-//!   load < 10 % (seed 003's definition).
+//!   weekdays 9am to 6pm") — [`DAYS`] such windows per seed, Monday on. The generated
+//!   owners' presence is set so that the window's share of idle 1-s samples is the paper's
+//!   86 % (checked in the report and by a test). Or the user's `--fta` traces, in the same
+//!   windows of their first weekdays (Saturdays and Sundays skipped). A machine's *load*
+//!   is its owner's CPU share; idle = predicted load < 10 % (seed 003's definition).
 //! * **Jobs:** the paper's rendering job, 42 s on one workstation, requests arriving with
 //!   exponential gaps of mean 20 s. Each request asks for every machine (`k` = 32) for a
 //!   10-s forecast (window 5). A job granted no machine runs sequentially at home:
@@ -476,6 +476,7 @@ fn charts(md: &mut String, per_seed: &PerSeed) -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::trace::OwnerSample;
 
     #[test]
@@ -494,7 +495,6 @@ mod tests {
         assert!(w.input[0][2 * 3600], "Monday 9:00 is the third window's first second");
         assert_eq!(w.input[0].iter().filter(|x| **x).count(), 1);
     }
-    use super::*;
 
     #[test]
     fn the_speedup_curve_is_amdahls() {
