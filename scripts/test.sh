@@ -16,6 +16,8 @@ if [ "$(id -u)" = 0 ]; then export LULL_REQUIRE_CGROUPS=1; fi
 export LULL_REQUIRE_POSTGRES=1 LULL_TEST_PG_URL="${LULL_TEST_PG_URL:-postgres://lull:lull@127.0.0.1:5432/lull}"
 cargo fmt --all --check
 scripts/check-core-purity.sh
+# agent-core's OS calls stay behind its platform seam (agent-core/src/sys/).
+scripts/check-sys-seam.sh
 # Every path, file.rs::symbol, crate::module::item and section link the docs name exists.
 scripts/check-doc-refs.py
 # The tray app embeds the built windows (ui/dist) and the coordinator the dashboard

@@ -16,6 +16,7 @@
 //! policy, and an alarm set for a moment already past rings at once.
 
 use crate::clock::{mono_now, mono_now_us, MonoMs};
+use crate::sys::timer::BootTimer;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -27,8 +28,7 @@ pub struct Alarm {
 }
 
 enum Inner {
-    #[cfg(target_os = "linux")]
-    TimerFd(tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>),
+    Kernel(BootTimer),
     Tokio(Pin<Box<tokio::time::Sleep>>),
 }
 
@@ -36,16 +36,10 @@ impl Alarm {
     /// An alarm on the kernel timer where there is one. Must be called inside a tokio
     /// runtime with IO and time enabled. Not set until [`Self::set`].
     pub fn new() -> Self {
-        #[cfg(target_os = "linux")]
-        match timerfd::boot_clock() {
-            Ok(fd) => {
-                // SAFETY: the AsyncFd owns the OwnedFd, which keeps the descriptor open
-                // and unchanged until both are dropped together.
-                match unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) } {
-                    Ok(fd) => return Self { inner: Inner::TimerFd(fd), set_for: None },
-                    Err(e) => tracing::warn!("cannot watch the agent's timer ({e}); using tokio's timer"),
-                }
-            }
+        match BootTimer::new() {
+            Ok(timer) => return Self { inner: Inner::Kernel(timer), set_for: None },
+            // Elsewhere than Linux this is the rule, not news.
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {}
             Err(e) => tracing::warn!("no kernel timer for the agent's alarm ({e}); using tokio's timer"),
         }
         Self::with_tokio_timer()
@@ -61,8 +55,7 @@ impl Alarm {
     /// Which timer drives the alarm, for logs: `"timerfd"` or `"tokio"`.
     pub fn kind(&self) -> &'static str {
         match self.inner {
-            #[cfg(target_os = "linux")]
-            Inner::TimerFd(_) => "timerfd",
+            Inner::Kernel(_) => "timerfd",
             Inner::Tokio(_) => "tokio",
         }
     }
@@ -74,9 +67,8 @@ impl Alarm {
             return;
         }
         match &mut self.inner {
-            #[cfg(target_os = "linux")]
-            Inner::TimerFd(fd) => {
-                if let Err(e) = timerfd::set_at(fd.get_ref(), at) {
+            Inner::Kernel(timer) => {
+                if let Err(e) = timer.set_in((at.0 * 1000).saturating_sub(mono_now_us())) {
                     tracing::warn!("setting the agent's timer failed: {e}");
                 }
             }
@@ -95,26 +87,11 @@ impl Alarm {
             return std::future::pending().await;
         }
         match &mut self.inner {
-            #[cfg(target_os = "linux")]
-            Inner::TimerFd(fd) => loop {
-                let Ok(mut ready) = fd.readable().await else {
-                    // The reactor is gone (runtime shutting down): never ring again.
-                    return std::future::pending().await;
-                };
-                match ready.try_io(|inner| timerfd::read_expirations(inner.get_ref())) {
-                    Ok(Ok(_)) => {
-                        // The read drained the timer: no need for the next call to read
-                        // once more just to learn that (one syscall a wake-up saved).
-                        ready.clear_ready();
-                        break;
-                    }
-                    Ok(Err(e)) => {
-                        tracing::warn!("reading the agent's timer failed: {e}");
-                        break;
-                    }
-                    // Spurious readiness: wait again.
-                    Err(_would_block) => continue,
-                }
+            Inner::Kernel(timer) => match timer.expired().await {
+                Some(Ok(())) => {}
+                Some(Err(e)) => tracing::warn!("reading the agent's timer failed: {e}"),
+                // The reactor is gone (runtime shutting down): never ring again.
+                None => return std::future::pending().await,
             },
             Inner::Tokio(sleep) => sleep.as_mut().await,
         }
@@ -125,57 +102,6 @@ impl Alarm {
 impl Default for Alarm {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-#[cfg(target_os = "linux")]
-mod timerfd {
-    //! The few `timerfd` calls the alarm needs.
-
-    use super::MonoMs;
-    use std::io;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-
-    /// A non-blocking, unset timer on `CLOCK_BOOTTIME`.
-    pub fn boot_clock() -> io::Result<OwnedFd> {
-        // SAFETY: timerfd_create takes no pointers; the result is checked before use.
-        let raw = unsafe { libc::timerfd_create(libc::CLOCK_BOOTTIME, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a fresh descriptor owned by nobody else.
-        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-    }
-
-    /// Sets the timer to expire once at `at` on the boot clock. The timer is set
-    /// relative to now (a moment past expires at once): libfaketime, which the clock
-    /// tests run the agent under, shifts the clock readings but not the kernel's
-    /// absolute timers, and a relative timer on `CLOCK_BOOTTIME` keeps counting through
-    /// suspend all the same.
-    pub fn set_at(fd: &OwnedFd, at: MonoMs) -> io::Result<()> {
-        let left_us = (at.0 * 1000).saturating_sub(super::mono_now_us()).max(1);
-        // A zero it_value disarms: the earliest moment is 1 µs from now.
-        let value =
-            libc::timespec { tv_sec: (left_us / 1_000_000) as libc::time_t, tv_nsec: ((left_us % 1_000_000) * 1000) as libc::c_long };
-        let zero = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        let spec = libc::itimerspec { it_interval: zero, it_value: value };
-        // SAFETY: `spec` is a valid itimerspec; the old value is not asked for.
-        if unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Reads how many expirations happened since the last read; `WouldBlock` if none.
-    pub fn read_expirations(fd: &OwnedFd) -> io::Result<u64> {
-        let mut buf = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into our 8-byte buffer.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        match n {
-            8 => Ok(u64::from_ne_bytes(buf)),
-            n if n < 0 => Err(io::Error::last_os_error()),
-            _ => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a short read from a timerfd")),
-        }
     }
 }
 
@@ -199,9 +125,9 @@ mod tests {
     fn rings_on_time(make: fn() -> Alarm, kind: &str) {
         rt().block_on(async {
             let mut a = make();
-            #[cfg(target_os = "linux")]
-            assert_eq!(a.kind(), kind);
-            let _ = kind;
+            if crate::sys::LINUX {
+                assert_eq!(a.kind(), kind);
+            }
             for ms in [30u64, 80, 5] {
                 let took = ring_in(&mut a, ms).await;
                 // Never early (the clock reads whole ms: allow that much), not very late.

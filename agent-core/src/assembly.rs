@@ -74,10 +74,7 @@ pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<Complete
     };
     // An install made by an earlier version, or under a wider umask, is made owner-only.
     paths.tighten_install();
-    #[cfg(target_os = "linux")]
-    let mut input_backends = crate::input::choose_backends(&config.input);
-    #[cfg(not(target_os = "linux"))]
-    let mut input_backends: Vec<Box<dyn InputBackend>> = Vec::new();
+    let mut input_backends = crate::input::platform_backends(&config.input);
     input_backends.extend(extra_input);
     let guests = guest_runtime(&config, &paths)?;
     let link = match link {
@@ -105,17 +102,9 @@ pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<Complete
 fn guest_runtime(config: &Config, paths: &Paths) -> Result<Box<dyn GuestHost>, AssemblyError> {
     std::fs::create_dir_all(&paths.data_dir)
         .map_err(|source| AssemblyError::DataDir { path: paths.data_dir.display().to_string(), source })?;
-    #[cfg(target_os = "linux")]
-    {
-        let work_root =
-            paths.create_work_root().map_err(|source| AssemblyError::DataDir { path: paths.work_root().display().to_string(), source })?;
-        Ok(Box::new(crate::guest::linux::LinuxRuntime::new(config, &work_root)))
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = config;
-        Ok(Box::new(crate::guest::NoGuests))
-    }
+    let work_root =
+        paths.create_work_root().map_err(|source| AssemblyError::DataDir { path: paths.work_root().display().to_string(), source })?;
+    Ok(crate::guest::platform_runtime(config, &work_root))
 }
 
 impl CompleteAgent {

@@ -87,15 +87,10 @@ pub fn read(path: &Path) -> RecordRead {
 /// fsynced, renamed over the record, then the directory fsynced so the rename survives a
 /// power cut.
 pub fn write(path: &Path, record: &BudgetRecord) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
     let body = serde_json::to_string(record).map_err(std::io::Error::other)?;
     let text = format!("{body}\n{}\n", checksum(&body));
     let tmp = path.with_extension("today.tmp");
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
+    let written = crate::sys::fs::create_mode(std::fs::OpenOptions::new().write(true).create(true).truncate(true), 0o600)
         .open(&tmp)
         .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all()))
         .and_then(|()| std::fs::rename(&tmp, path));

@@ -15,9 +15,10 @@
 //! and must belong to whoever owns the work directory (a hard link to someone else's
 //! file is refused), and is read only up to the limit.
 
+use crate::sys::fs as sysfs;
+use crate::sys::types::FileId;
 use lull_protocol::CHECKPOINT_MAX;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The checkpoint file's name in the guest's work directory.
@@ -32,8 +33,7 @@ pub fn path_in(workdir: &Path) -> PathBuf {
 /// it a new inode).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stamp {
-    dev: u64,
-    ino: u64,
+    id: FileId,
     len: u64,
     mtime_s: i64,
     mtime_ns: i64,
@@ -41,7 +41,8 @@ pub struct Stamp {
 
 impl Stamp {
     fn of(m: &std::fs::Metadata) -> Self {
-        Self { dev: m.dev(), ino: m.ino(), len: m.len(), mtime_s: m.mtime(), mtime_ns: m.mtime_nsec() }
+        let (mtime_s, mtime_ns) = sysfs::mtime(m);
+        Self { id: sysfs::file_id(m), len: m.len(), mtime_s, mtime_ns }
     }
 }
 
@@ -67,10 +68,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
 pub fn read_changed(path: &Path, last: Option<Stamp>) -> Result<Option<(Stamp, Vec<u8>)>, CheckpointError> {
     let shown = || path.display().to_string();
     // Not following a link; not blocking on a FIFO the guest put there.
-    let file = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path) {
+    let file = match sysfs::no_follow_nonblocking(std::fs::OpenOptions::new().read(true)).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(CheckpointError::NotAFile { path: shown() }),
+        Err(e) if sysfs::is_symlink_refusal(&e) => return Err(CheckpointError::NotAFile { path: shown() }),
         Err(e) => return Err(io(path)(e)),
     };
     let meta = file.metadata().map_err(io(path))?;
@@ -78,9 +79,10 @@ pub fn read_changed(path: &Path, last: Option<Stamp>) -> Result<Option<(Stamp, V
         return Err(CheckpointError::NotAFile { path: shown() });
     }
     let dir = path.parent().unwrap_or(Path::new("."));
-    let expected = std::fs::metadata(dir).map_err(io(dir))?.uid();
-    if meta.uid() != expected {
-        return Err(CheckpointError::ForeignOwner { path: shown(), owner: meta.uid(), expected });
+    let expected = sysfs::ownership(&std::fs::metadata(dir).map_err(io(dir))?).uid;
+    let owner = sysfs::ownership(&meta).uid;
+    if owner != expected {
+        return Err(CheckpointError::ForeignOwner { path: shown(), owner, expected });
     }
     let stamp = Stamp::of(&meta);
     if last == Some(stamp) {
@@ -108,12 +110,7 @@ pub fn put_in_place(path: &Path, data: &[u8]) -> Result<Stamp, CheckpointError> 
         return Err(CheckpointError::TooBig { path: path.display().to_string(), size: data.len() as u64, max: CHECKPOINT_MAX });
     }
     let tmp = path.with_extension("lull-download");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
+    let mut f = sysfs::no_follow(sysfs::create_mode(std::fs::OpenOptions::new().write(true).create(true).truncate(true), 0o600))
         .open(&tmp)
         .map_err(io(&tmp))?;
     f.write_all(data).map_err(io(&tmp))?;

@@ -197,18 +197,6 @@ pub enum ControlError {
     Refused(String),
 }
 
-/// The pid of the process at the other end of a connected Unix socket (SO_PEERCRED).
-fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<u32> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which is that large.
-    let rc = unsafe {
-        libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
-    };
-    (rc == 0 && cred.pid > 0).then_some(cred.pid as u32)
-}
-
 /// Sends one request and waits for the answer (blocking; for the CLI and tests).
 pub fn call(socket: &Path, req: &Request) -> Result<Response, ControlError> {
     let io = |source| ControlError::Io { path: socket.to_path_buf(), source };
@@ -226,7 +214,7 @@ pub fn call(socket: &Path, req: &Request) -> Result<Response, ControlError> {
     let mut answer = String::new();
     BufReader::new(&stream).read_line(&mut answer).map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-            ControlError::NoAnswer { path: socket.to_path_buf(), pid: peer_pid(&stream) }
+            ControlError::NoAnswer { path: socket.to_path_buf(), pid: crate::sys::ipc::peer_pid(&stream) }
         }
         _ => io(e),
     })?;
@@ -240,16 +228,14 @@ pub fn call(socket: &Path, req: &Request) -> Result<Response, ControlError> {
 /// Creates the socket's directory (0700) and binds the listener (0600), replacing a
 /// stale socket left by a crashed agent but refusing to steal a live one.
 pub fn bind(socket: &Path) -> std::io::Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
     if let Some(dir) = socket.parent() {
         if !dir.exists() {
             crate::private_files::create_dir(dir)?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+            crate::sys::fs::set_mode(dir, 0o700)?;
         }
     }
     if let Ok(meta) = std::fs::symlink_metadata(socket) {
-        use std::os::unix::fs::FileTypeExt;
-        if !meta.file_type().is_socket() {
+        if !crate::sys::fs::is_socket(&meta) {
             // Not ours to delete: the owner's file (or a link) sits where the socket goes.
             return Err(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
@@ -265,15 +251,8 @@ pub fn bind(socket: &Path) -> std::io::Result<tokio::net::UnixListener> {
         }
         std::fs::remove_file(socket)?;
     }
-    // Bind with a restrictive umask so the socket is never briefly world-accessible.
-    // SAFETY: umask only changes this process's file-creation mask.
-    let old = unsafe { libc::umask(0o177) };
-    let listener = tokio::net::UnixListener::bind(socket);
-    // SAFETY: as above, restoring the previous mask.
-    unsafe { libc::umask(old) };
-    let listener = listener?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
-    Ok(listener)
+    // Never briefly world-accessible.
+    crate::sys::ipc::bind_owner_only(socket)
 }
 
 /// What the control socket knows of guests, to refuse them.
@@ -297,8 +276,7 @@ pub fn refused_peer(stream: &tokio::net::UnixStream, rules: &PeerRules) -> Optio
 /// see into); another user or PID namespace than the agent's (a guest's sandbox); a
 /// cgroup under the guests'; or namespaces that cannot be read.
 pub fn refusal(uid: u32, pid: Option<i32>, rules: &PeerRules) -> Option<String> {
-    // SAFETY: getuid has no preconditions.
-    let me = unsafe { libc::getuid() };
+    let me = crate::sys::id::uid();
     if uid != me {
         return Some(format!("another user (uid {uid})"));
     }

@@ -6,7 +6,6 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The lock file's name in the data directory.
@@ -37,7 +36,9 @@ impl DataDirLock {
         crate::private_files::create_dir(data_dir).map_err(io)?;
         let path = data_dir.join(LOCK_FILE);
         let existed = path.exists();
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path).map_err(io)?;
+        let mut file = crate::sys::fs::create_mode(OpenOptions::new().read(true).write(true).create(true).truncate(false), 0o600)
+            .open(&path)
+            .map_err(io)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
@@ -56,9 +57,9 @@ impl DataDirLock {
     /// Whether the lock file is still the one this agent locked: false once the data
     /// directory (or the file) has been removed or replaced under the running agent.
     pub fn still_in_place(&self) -> bool {
-        use std::os::unix::fs::MetadataExt;
+        use crate::sys::fs::file_id;
         match (self.file.metadata(), std::fs::metadata(&self.path)) {
-            (Ok(held), Ok(there)) => held.ino() == there.ino() && held.dev() == there.dev(),
+            (Ok(held), Ok(there)) => file_id(&held) == file_id(&there),
             _ => false,
         }
     }

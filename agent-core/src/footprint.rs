@@ -74,7 +74,6 @@ pub fn releasable(smaps: &str) -> Vec<Releasable> {
 
 /// Unmaps this process's clean read-only file pages (see the module doc) and trims the
 /// heap. Returns what was released; an error only if smaps cannot be read.
-#[cfg(target_os = "linux")]
 pub fn release_startup_pages() -> std::io::Result<Released> {
     let smaps = std::fs::read_to_string("/proc/self/smaps")?;
     let mut done = Released::default();
@@ -83,14 +82,12 @@ pub fn release_startup_pages() -> std::io::Result<Released> {
         // and without private pages, as smaps listed it a moment ago: dropping its pages
         // only makes the next access fault them in again from the page cache, with the
         // same contents. No Rust object lives in such a mapping's writable state.
-        let rc = unsafe { libc::madvise(r.range.start as *mut libc::c_void, r.range.end - r.range.start, libc::MADV_DONTNEED) };
-        if rc == 0 {
+        if unsafe { crate::sys::memory::drop_pages(r.range.clone()) } {
             done.mappings += 1;
             done.kib += r.rss_kib;
         }
     }
-    // SAFETY: malloc_trim has no preconditions.
-    unsafe { libc::malloc_trim(0) };
+    crate::sys::memory::trim_heap();
     Ok(done)
 }
 
@@ -149,9 +146,11 @@ Anonymous:             0 kB
         assert!(releasable("not smaps at all\nRss: 12 kB\n").is_empty());
     }
 
-    #[cfg(target_os = "linux")]
     #[test]
     fn releasing_keeps_the_process_working_and_lowers_file_rss() {
+        if !crate::sys::LINUX {
+            return;
+        }
         fn rss_file() -> u64 {
             let s = std::fs::read_to_string("/proc/self/status").unwrap();
             s.lines().find_map(|l| l.strip_prefix("RssFile:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap()

@@ -19,31 +19,7 @@ pub fn short_slice_for_this_thread() -> std::io::Result<bool> {
     if std::env::var_os("LULL_INPUT_SLICE").is_some_and(|v| v == "0") {
         return Ok(false);
     }
-    // SAFETY: getpriority on the calling thread (who 0); -1 is a valid nice value, so errno
-    // is cleared first and checked after.
-    let nice = unsafe {
-        *libc::__errno_location() = 0;
-        let n = libc::getpriority(libc::PRIO_PROCESS, 0);
-        if n == -1 && *libc::__errno_location() != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        n
-    };
-    let attr = libc::sched_attr {
-        size: std::mem::size_of::<libc::sched_attr>() as u32,
-        sched_policy: libc::SCHED_OTHER as u32,
-        sched_flags: 0,
-        sched_nice: nice,
-        sched_priority: 0,
-        sched_runtime: INPUT_SLICE_NS,
-        sched_deadline: 0,
-        sched_period: 0,
-    };
-    // SAFETY: sched_setattr reads `attr`, a valid struct of the size it is told.
-    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const libc::sched_attr, 0u32) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    crate::sys::sched::short_slice_for_this_thread(INPUT_SLICE_NS)?;
     Ok(true)
 }
 
@@ -51,24 +27,16 @@ pub fn short_slice_for_this_thread() -> std::io::Result<bool> {
 mod tests {
     #[test]
     fn the_slice_is_granted_on_this_kernel_or_refused_cleanly() {
-        let t = std::thread::spawn(|| {
-            let r = super::short_slice_for_this_thread();
-            // The thread's slice as the kernel reports it (`se.slice` in ns, 6.12+).
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() };
-            let sched = std::fs::read_to_string(format!("/proc/self/task/{tid}/sched")).unwrap_or_default();
-            let slice = sched.lines().find(|l| l.starts_with("se.slice")).and_then(|l| l.split(':').nth(1)).map(|v| v.trim().to_string());
-            (r.map_err(|e| e.raw_os_error()), slice)
-        });
+        let t = std::thread::spawn(|| (super::short_slice_for_this_thread(), crate::sys::sched::this_thread_slice_ns()));
         let (r, slice) = t.join().expect("thread");
         match r {
             Ok(true) => {
                 if let Some(s) = slice {
-                    assert_eq!(s.parse::<f64>().ok(), Some(super::INPUT_SLICE_NS as f64), "se.slice {s}");
+                    assert_eq!(s, super::INPUT_SLICE_NS, "se.slice {s}");
                 }
             }
             Ok(false) => {}
-            Err(code) => assert_eq!(code, Some(libc::EINVAL), "an older kernel refuses with EINVAL only"),
+            Err(e) => assert!(crate::sys::sched::is_unsupported_slice(&e), "an older kernel refuses with EINVAL only: {e}"),
         }
     }
 }

@@ -201,8 +201,7 @@ pub fn check_in_background(path: PathBuf) -> tokio::sync::oneshot::Receiver<Resu
     let (tx, rx) = tokio::sync::oneshot::channel();
     let spawned = std::thread::Builder::new().name("ledger-check".into()).spawn(move || {
         // Linux applies these to the calling thread only: SCHED_IDLE, nice 19, idle I/O.
-        #[cfg(target_os = "linux")]
-        if let Err(e) = crate::guest::linux::priority::lowest_for_self() {
+        if let Err(e) = crate::sys::sched::lowest_for_this_thread() {
             tracing::debug!("the ledger check runs at normal priority: {e}");
         }
         let t0 = std::time::Instant::now();

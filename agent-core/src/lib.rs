@@ -39,4 +39,5 @@ pub mod private_files;
 pub mod programs;
 pub mod retention;
 pub mod sensors;
+pub mod sys;
 pub mod ts_module;

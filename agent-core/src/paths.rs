@@ -64,8 +64,7 @@ impl Paths {
         if let Some(p) = std::env::var_os("LULL_WORK_DIR").filter(|v| !v.is_empty()) {
             return PathBuf::from(p);
         }
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::sys::id::is_root() {
             return self.data_dir.clone();
         }
         // FNV-1a: stable across builds, so an upgraded agent finds its old directories.
@@ -98,11 +97,9 @@ impl Paths {
     /// Creates the work root, passable (not listable) by any account when it is ours under
     /// [`EXECUTE_ROOT`].
     pub fn create_work_root(&self) -> std::io::Result<PathBuf> {
-        use std::os::unix::fs::DirBuilderExt;
         let root = self.work_root();
         if root.starts_with(EXECUTE_ROOT) {
-            let mut b = std::fs::DirBuilder::new();
-            b.recursive(true).mode(0o711);
+            let b = crate::sys::fs::dir_builder(0o711);
             for sub in ["guests", "jobs"] {
                 b.create(root.join(sub))?;
             }
@@ -134,10 +131,9 @@ impl Paths {
 /// may have narrowed it when they were made, or an earlier version may have made them
 /// 0755.
 fn make_passable(dir: &std::path::Path, top: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     let mut p = dir.to_path_buf();
     while p.starts_with(top) {
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o711))?;
+        crate::sys::fs::set_mode(&p, 0o711)?;
         if !p.pop() {
             break;
         }

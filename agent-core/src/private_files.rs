@@ -16,8 +16,8 @@
 //! agent's guests' work directories (the guests' account's) and the path to them stay
 //! passable as `Paths::create_work_root` made them.
 
+use crate::sys::fs as sysfs;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Group and other permission bits.
@@ -25,19 +25,18 @@ const OTHERS: u32 = 0o077;
 
 /// Sets the process's umask to 077: call first in `main`, before any thread starts.
 pub fn owner_only_umask() {
-    // SAFETY: umask only changes this process's file-creation mask.
-    unsafe { libc::umask(0o077) };
+    sysfs::set_umask(0o077);
 }
 
 /// Creates `dir` and its missing parents owner-only (0700); an existing one keeps its mode
 /// (see [`tighten`]).
 pub fn create_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+    sysfs::dir_builder(0o700).create(dir)
 }
 
 /// Creates `path` (0600) if it does not exist; an existing file is left as it is.
 pub fn create_file(path: &Path) -> std::io::Result<()> {
-    std::fs::OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(path).map(drop)
+    sysfs::create_mode(std::fs::OpenOptions::new().write(true).create(true).truncate(false), 0o600).open(path).map(drop)
 }
 
 /// Writes `bytes` to `path` through a 0600 temporary file renamed over it, so the file is
@@ -46,9 +45,9 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    let mut f = sysfs::create_mode(std::fs::OpenOptions::new().write(true).create(true).truncate(true), 0o600).open(&tmp)?;
     // A leftover temporary file of a crashed write may have had another mode.
-    f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    sysfs::set_file_mode(&f, 0o600)?;
     f.write_all(bytes)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)
@@ -70,18 +69,16 @@ pub fn private_mode(mode: u32, is_dir: bool, passable: bool) -> u32 {
 /// `Some(path)` when it was tightened. Symbolic links are never followed.
 fn tighten_one(path: &Path, passable: bool, me: u32) -> Option<PathBuf> {
     let meta = std::fs::symlink_metadata(path).ok()?;
-    if meta.file_type().is_symlink() || meta.uid() != me {
+    let own = sysfs::ownership(&meta);
+    if meta.file_type().is_symlink() || own.uid != me {
         return None;
     }
-    let want = private_mode(meta.mode(), meta.is_dir(), passable);
-    if want == meta.mode() & 0o7777 {
+    let want = private_mode(own.mode, meta.is_dir(), passable);
+    if want == own.mode {
         return None;
     }
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: fchmodat reads a NUL-terminated path; AT_SYMLINK_NOFOLLOW refuses to
-    // change a link's target should the path have become one since it was looked at.
-    let r = unsafe { libc::fchmodat(libc::AT_FDCWD, c.as_ptr(), want as libc::mode_t, libc::AT_SYMLINK_NOFOLLOW) };
-    (r == 0).then(|| path.to_path_buf())
+    // Never a link's target, should the path have become one since it was looked at.
+    sysfs::set_mode_no_follow(path, want).ok().map(|()| path.to_path_buf())
 }
 
 /// The entries of `dir` (none when it cannot be read).
@@ -97,8 +94,7 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
 /// is root and that is inside the data directory, the path to it stays passable for the
 /// guests' account. Returns what was tightened.
 pub fn tighten(data_dir: &Path, config_file: &Path, socket: &Path, work_root: &Path) -> Vec<PathBuf> {
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::sys::id::euid();
     let passable = |p: &Path| {
         me == 0 && p.is_dir() && (work_root.starts_with(p) || [work_root.join("guests"), work_root.join("jobs")].iter().any(|w| w == p))
     };
@@ -130,7 +126,7 @@ pub fn tighten(data_dir: &Path, config_file: &Path, socket: &Path, work_root: &P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn mode(p: &Path) -> u32 {
         std::fs::symlink_metadata(p).expect("stat").mode() & 0o7777

@@ -19,6 +19,7 @@
 //! Cost: one `open`+`read` of `comm` per process per reading, and only while the list is
 //! not empty (about 0.3 ms for 150 processes here; see docs/BENCHMARKS.md).
 
+use crate::sys::proc_events::{ProcConnector, ProcEvent};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -129,27 +130,8 @@ impl ProgramWatch {
 /// guests run. With no guest the relaxed reading finds the program, and a guest never
 /// starts without a fresh reading.
 pub struct ExecWatch {
-    fd: std::sync::Arc<std::os::fd::OwnedFd>,
+    connector: std::sync::Arc<ProcConnector>,
     active: bool,
-}
-
-/// Where the connector's events are found in a datagram: nlmsghdr (16 bytes), cn_msg (20),
-/// then proc_event { what: u32, cpu: u32, timestamp_ns: u64, pid: u32, tgid: u32, … }.
-const EVENT: usize = 16 + 20;
-const PROC_EVENT_EXEC: u32 = 0x0000_0002;
-const PROC_EVENT_EXIT: u32 = 0x8000_0000;
-const CN_IDX_PROC: u32 = 1;
-const CN_VAL_PROC: u32 = 1;
-const PROC_CN_MCAST_LISTEN: u32 = 1;
-const PROC_CN_MCAST_IGNORE: u32 = 2;
-
-fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    b.get(off..off + 4).map(|x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]]))
-}
-
-/// (event kind, thread group id) of one connector datagram.
-fn parse_event(b: &[u8]) -> Option<(u32, u32)> {
-    Some((u32_at(b, EVENT)?, u32_at(b, EVENT + 20)?))
 }
 
 impl ExecWatch {
@@ -158,26 +140,8 @@ impl ExecWatch {
     /// event: the configuration may change) execs, or one found so exits. Fails without
     /// CAP_NET_ADMIN.
     pub fn start(wanted: std::sync::Arc<std::sync::RwLock<Vec<String>>>, wake: impl Fn() + Send + 'static) -> std::io::Result<Self> {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        // SAFETY: plain socket(2); a non-negative result is a new descriptor we own.
-        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, libc::NETLINK_CONNECTOR) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fd was just created and is owned by nobody else.
-        let fd = std::sync::Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
-        // SAFETY: an all-zero sockaddr_nl is valid; its family is set below. No group
-        // yet: events flow only once `set_active(true)` joins it.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as u16;
-        // SAFETY: binds our socket to a correctly sized sockaddr_nl.
-        let rc = unsafe {
-            libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_nl).cast(), std::mem::size_of::<libc::sockaddr_nl>() as u32)
-        };
-        if rc < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let mut watch = Self { fd: fd.clone(), active: false };
+        let connector = std::sync::Arc::new(ProcConnector::open()?);
+        let mut watch = Self { connector: connector.clone(), active: false };
         // Proves the privilege now rather than at the first guest.
         watch.set_active(true)?;
         watch.set_active(false)?;
@@ -186,22 +150,17 @@ impl ExecWatch {
             let mut seen: BTreeSet<u32> = BTreeSet::new();
             let mut buf = [0u8; 1024];
             loop {
-                // SAFETY: receives into our buffer, at most its length.
-                let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-                if n < 0 {
-                    let e = std::io::Error::last_os_error();
-                    match e.raw_os_error() {
-                        // Events dropped under a burst of execs: the next reading scans.
-                        Some(libc::ENOBUFS) | Some(libc::EINTR) => continue,
-                        _ => {
-                            tracing::warn!("exclusive programs: the process connector failed ({e}); readings still scan");
-                            return;
-                        }
+                let event = match connector.next(&mut buf) {
+                    Ok(Some(e)) => e,
+                    // Events dropped under a burst of execs: the next reading scans.
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::warn!("exclusive programs: the process connector failed ({e}); readings still scan");
+                        return;
                     }
-                }
-                let Some((what, tgid)) = parse_event(&buf[..n as usize]) else { continue };
-                match what {
-                    PROC_EVENT_EXEC => {
+                };
+                match event {
+                    ProcEvent::Exec { tgid } => {
                         let list = wanted.read().unwrap_or_else(|p| p.into_inner());
                         if list.is_empty() {
                             continue;
@@ -213,7 +172,7 @@ impl ExecWatch {
                             wake();
                         }
                     }
-                    PROC_EVENT_EXIT if seen.remove(&tgid) => wake(),
+                    ProcEvent::Exit { tgid } if seen.remove(&tgid) => wake(),
                     _ => {}
                 }
             }
@@ -223,37 +182,10 @@ impl ExecWatch {
 
     /// Joins (`true`) or leaves the connector's group; nothing when unchanged.
     pub fn set_active(&mut self, on: bool) -> std::io::Result<()> {
-        use std::os::fd::AsRawFd;
         if on == self.active {
             return Ok(());
         }
-        let fd = self.fd.as_raw_fd();
-        let group = CN_IDX_PROC;
-        let opt = if on { libc::NETLINK_ADD_MEMBERSHIP } else { libc::NETLINK_DROP_MEMBERSHIP };
-        // SAFETY: setsockopt on our socket with a u32 of its size.
-        let rc = unsafe { libc::setsockopt(fd, libc::SOL_NETLINK, opt, (&group as *const u32).cast(), 4) };
-        if rc < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // nlmsghdr + cn_msg + the op, "listen" or "ignore" (the kernel counts listeners).
-        let op = if on { PROC_CN_MCAST_LISTEN } else { PROC_CN_MCAST_IGNORE };
-        let mut msg = Vec::with_capacity(40);
-        msg.extend_from_slice(&40u32.to_ne_bytes()); // nlmsg_len
-        msg.extend_from_slice(&(libc::NLMSG_DONE as u16).to_ne_bytes()); // nlmsg_type
-        msg.extend_from_slice(&0u16.to_ne_bytes()); // nlmsg_flags
-        msg.extend_from_slice(&0u32.to_ne_bytes()); // nlmsg_seq
-        msg.extend_from_slice(&std::process::id().to_ne_bytes()); // nlmsg_pid
-        msg.extend_from_slice(&CN_IDX_PROC.to_ne_bytes());
-        msg.extend_from_slice(&CN_VAL_PROC.to_ne_bytes());
-        msg.extend_from_slice(&0u32.to_ne_bytes()); // seq
-        msg.extend_from_slice(&0u32.to_ne_bytes()); // ack
-        msg.extend_from_slice(&4u16.to_ne_bytes()); // len
-        msg.extend_from_slice(&0u16.to_ne_bytes()); // flags
-        msg.extend_from_slice(&op.to_ne_bytes());
-        // SAFETY: sends our buffer of its own length on our socket.
-        if unsafe { libc::send(fd, msg.as_ptr().cast(), msg.len(), 0) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        self.connector.subscribe(on)?;
         self.active = on;
         Ok(())
     }
@@ -280,20 +212,10 @@ mod tests {
         assert!(!matches(long, "a-very-long-gam", none));
     }
 
-    #[test]
-    fn connector_events_are_read_at_their_offsets() {
-        let mut b = vec![0u8; 64];
-        b[36..40].copy_from_slice(&PROC_EVENT_EXEC.to_ne_bytes());
-        b[56..60].copy_from_slice(&4242u32.to_ne_bytes());
-        assert_eq!(parse_event(&b), Some((PROC_EVENT_EXEC, 4242)));
-        assert_eq!(parse_event(&b[..50]), None);
-    }
-
     /// As root, the connector reports a named program's exec and exit.
     #[test]
     fn exec_and_exit_of_a_named_program_wake_the_driver() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !crate::sys::id::is_root() {
             eprintln!("SKIPPED: the process connector needs CAP_NET_ADMIN");
             return;
         }

@@ -4,9 +4,9 @@
 //! [`guest_output`]).
 
 use crate::guest::{GuestDir, GuestInfo, GuestSpec};
+use crate::sys::fs as sysfs;
 use lull_protocol::limits::{INPUTS_MAX, VALUE_MAX};
 use lull_protocol::{Lease, Output};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
 /// A leased task's guest spec: its command, arguments and environment (plus
@@ -25,7 +25,7 @@ pub fn guest_spec(task: &Lease, work_root: &Path) -> std::result::Result<GuestSp
     let dir = work_root.join("jobs").join(format!("{}-{}-{}", task.job_id, task.rank, task.lease));
     let dir = GuestDir::new(std::path::absolute(&dir).map_err(|e| format!("resolving {}: {e}", dir.display()))?);
     let workdir = dir.work();
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
+    sysfs::dir_builder(0o700).create(&workdir).map_err(|e| format!("creating {}: {e}", workdir.display()))?;
     for (name, content) in &s.inputs {
         let plain = Path::new(name).components().all(|c| matches!(c, std::path::Component::Normal(_)));
         if !plain || name.is_empty() {
@@ -35,12 +35,7 @@ pub fn guest_spec(task: &Lease, work_root: &Path) -> std::result::Result<GuestSp
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| format!("creating {}: {e}", parent.display()))?;
         }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
+        sysfs::no_follow(sysfs::create_mode(std::fs::OpenOptions::new().write(true).create(true).truncate(true), 0o600))
             .open(&path)
             .and_then(|mut f| std::io::Write::write_all(&mut f, content.as_bytes()))
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
@@ -61,7 +56,7 @@ pub fn guest_spec(task: &Lease, work_root: &Path) -> std::result::Result<GuestSp
 /// symbolic link (the files are the agent's, beside the guest's work directory).
 pub(crate) fn file_tail(path: &Path) -> (String, u64) {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) else { return (String::new(), 0) };
+    let Ok(mut f) = sysfs::no_follow(std::fs::OpenOptions::new().read(true)).open(path) else { return (String::new(), 0) };
     let size = f.metadata().map_or(0, |m| m.len());
     let from = size.saturating_sub(lull_protocol::OUTPUT_TAIL_MAX as u64);
     let mut buf = Vec::new();

@@ -85,13 +85,14 @@ impl Credentials {
     /// Saves the credentials, readable by the owner only.
     pub fn save(&self, path: &Path) -> Result<()> {
         use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
         let err = |e: std::io::Error| ClientError::Credentials { path: path.display().to_string(), message: e.to_string() };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
         let tmp = path.with_extension("json.tmp");
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(err)?;
+        let mut f = crate::sys::fs::create_mode(std::fs::OpenOptions::new().write(true).create(true).truncate(true), 0o600)
+            .open(&tmp)
+            .map_err(err)?;
         f.write_all(serde_json::to_string_pretty(self).unwrap_or_default().as_bytes()).map_err(err)?;
         f.sync_all().map_err(err)?;
         std::fs::rename(&tmp, path).map_err(err)

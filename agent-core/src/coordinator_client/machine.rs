@@ -12,11 +12,7 @@ use std::time::Instant;
 /// what its guests can use), at least 1.
 pub fn machine_cpus() -> u32 {
     let mine = std::thread::available_parallelism().map_or(1, |n| n.get());
-    #[cfg(unix)]
-    // SAFETY: sysconf has no preconditions.
-    let online = usize::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).unwrap_or(0);
-    #[cfg(not(unix))]
-    let online = 0;
+    let online = crate::sys::cpu::online();
     u32::try_from(mine.max(online).max(1)).unwrap_or(u32::MAX).min(lull_protocol::limits::CPUS_MAX)
 }
 

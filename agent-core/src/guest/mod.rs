@@ -9,6 +9,7 @@
 //! v1+v2, or a loudly announced process-group fallback).
 
 use crate::config::NetworkPolicy;
+use crate::sys::types::SpawnRefusal;
 pub use host::{FastFreeze, GuestHost, NoGuests};
 pub use lull_protocol::TaskOutcome;
 use std::path::PathBuf;
@@ -16,6 +17,19 @@ use std::path::PathBuf;
 pub mod host;
 #[cfg(target_os = "linux")]
 pub mod linux;
+
+/// The platform's guest runtime: on Linux cgroups, sandbox and watchdog (it kills what a
+/// crashed earlier agent left behind, [`linux::LinuxRuntime`]); elsewhere none yet
+/// ([`NoGuests`]: the agent runs and reports, and takes no work).
+pub fn platform_runtime(config: &crate::config::Config, work_root: &std::path::Path) -> Box<dyn GuestHost> {
+    #[cfg(target_os = "linux")]
+    return Box::new(linux::LinuxRuntime::new(config, work_root));
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (config, work_root);
+        Box::new(NoGuests)
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -255,21 +269,19 @@ pub fn start_failure(e: &GuestError, program: &str) -> TaskOutcome {
         GuestError::Sandbox(_) | GuestError::OutsideWorkRoot(_) | GuestError::Network(_) => {
             TaskOutcome::SandboxRefused { error: e.to_string().trim_start_matches("sandbox: ").to_string() }
         }
-        GuestError::Spawn { source, .. } => match source.raw_os_error() {
-            Some(libc::ENOENT) => TaskOutcome::ProgramNotFound { program: program.to_string() },
-            Some(n @ (libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::ETXTBSY)) => {
-                TaskOutcome::NotExecutable { program: program.to_string(), error: os_words(n) }
-            }
-            Some(n @ libc::EPERM) => TaskOutcome::SandboxRefused { error: os_words(n) },
-            _ => TaskOutcome::StartFailed { error: source.to_string() },
+        GuestError::Spawn { source, .. } => match crate::sys::errno::spawn_refusal(source) {
+            SpawnRefusal::NotFound => TaskOutcome::ProgramNotFound { program: program.to_string() },
+            SpawnRefusal::NotExecutable => TaskOutcome::NotExecutable { program: program.to_string(), error: os_words(source) },
+            SpawnRefusal::NotPermitted => TaskOutcome::SandboxRefused { error: os_words(source) },
+            SpawnRefusal::Other => TaskOutcome::StartFailed { error: source.to_string() },
         },
         other => TaskOutcome::StartFailed { error: other.to_string() },
     }
 }
 
 /// An OS error's text without its number, in lower case ("permission denied").
-fn os_words(errno: i32) -> String {
-    let text = std::io::Error::from_raw_os_error(errno).to_string();
+fn os_words(e: &std::io::Error) -> String {
+    let text = e.to_string();
     let text = text.split(" (os error").next().unwrap_or(&text);
     let mut c = text.chars();
     c.next().map(|f| f.to_lowercase().chain(c).collect()).unwrap_or_default()

@@ -8,17 +8,9 @@
 //! input path, before the agent's next tick.
 
 #[cfg(target_os = "linux")]
-pub mod logind;
+pub mod linux;
 #[cfg(target_os = "linux")]
-pub mod mutter;
-#[cfg(target_os = "linux")]
-pub mod polled;
-#[cfg(target_os = "linux")]
-pub mod terminal;
-#[cfg(target_os = "linux")]
-pub mod wayland;
-#[cfg(target_os = "linux")]
-pub mod x11;
+pub use linux::{logind, mutter, polled, terminal, wayland, x11};
 
 use crate::clock::{mono_now, monotonic_ns, MonoMs};
 use crate::config::{Input, InputBackendChoice};
@@ -197,90 +189,16 @@ pub fn requested(config: &Input, env: Option<&str>) -> Result<Vec<InputBackendCh
         .collect()
 }
 
-/// Picks the input backends at start-up: those asked for by name as they are (their
-/// `run` reports it if they cannot work here), or for `auto` the best this session
-/// offers, probed now, plus the terminal backend (consoles and ssh sessions are invisible
-/// to every desktop backend). Says in the log why each candidate was passed over; the agent
-/// logs one line per backend in use with what it cannot see.
-#[cfg(target_os = "linux")]
-pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
-    let env = std::env::var(OVERRIDE_ENV).ok();
-    let wanted = match requested(config, env.as_deref()) {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!("{e}; using input.backend from the config instead");
-            vec![config.backend]
-        }
-    };
-    let timeout = std::time::Duration::from_secs(config.idle_notify_s);
-    let mut out: Vec<Box<dyn InputBackend>> = Vec::new();
-    for w in wanted {
-        match w {
-            InputBackendChoice::None => {}
-            InputBackendChoice::X11 => out.push(Box::new(x11::X11Raw)),
-            InputBackendChoice::Polled => out.push(Box::new(polled::ScreenSaverPolled::default())),
-            InputBackendChoice::Wayland => out.push(Box::new(wayland::WaylandIdle { timeout })),
-            InputBackendChoice::Mutter => out.push(Box::new(mutter::MutterIdle { bus: logind::Bus::Session, timeout })),
-            InputBackendChoice::Logind => out.push(Box::new(logind::Logind::default())),
-            InputBackendChoice::Terminal => out.push(Box::new(terminal::Terminal::new(config.all_users))),
-            InputBackendChoice::Auto => out.extend(auto(timeout, config.all_users)),
-        }
+/// The platform's input backends for `config` (none where Lull has none yet; the tray
+/// and `lull` say so).
+pub fn platform_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
+    #[cfg(target_os = "linux")]
+    return linux::choose_backends(config);
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = config;
+        Vec::new()
     }
-    out
-}
-
-/// X11 extensions that matter here: (XInputExtension, MIT-SCREEN-SAVER).
-#[cfg(target_os = "linux")]
-fn x11_extensions() -> Result<(bool, bool), String> {
-    use x11rb::connection::RequestConnection;
-    if std::env::var_os("DISPLAY").is_none_or(|d| d.is_empty()) {
-        return Err("DISPLAY is not set".into());
-    }
-    let (conn, _) = x11rb::connect(None).map_err(|e| format!("cannot connect to the X display: {e}"))?;
-    let has = |n: &'static str| conn.extension_information(n).map(|i| i.is_some()).map_err(|e| e.to_string());
-    Ok((has(x11rb::protocol::xinput::X11_EXTENSION_NAME)?, has(x11rb::protocol::screensaver::X11_EXTENSION_NAME)?))
-}
-
-#[cfg(target_os = "linux")]
-fn auto(timeout: std::time::Duration, all_users: bool) -> Vec<Box<dyn InputBackend>> {
-    use tracing::info;
-    let mut out: Vec<Box<dyn InputBackend>> = Vec::new();
-    let on_wayland = std::env::var_os("WAYLAND_DISPLAY").is_some_and(|d| !d.is_empty());
-    if on_wayland {
-        // Under Wayland, X11 (XWayland) would only see input to X clients.
-        match wayland::WaylandIdle::probe() {
-            Ok(_) => out.push(Box::new(wayland::WaylandIdle { timeout })),
-            Err(e) => info!("input: not using Wayland idle notifications: {e}"),
-        }
-    } else {
-        // On X11, every single event (XInput 2 raw events) beats "idle for N s" notifications.
-        match x11_extensions() {
-            Ok((true, _)) => out.push(Box::new(x11::X11Raw)),
-            Ok((false, true)) => {
-                info!("input: the X server lacks XInput 2; polling MIT-SCREEN-SAVER instead");
-                out.push(Box::new(polled::ScreenSaverPolled::default()));
-            }
-            Ok((false, false)) => info!("input: the X server has neither XInput 2 nor MIT-SCREEN-SAVER"),
-            Err(e) => info!("input: not using X11: {e}"),
-        }
-    }
-    if out.is_empty() {
-        // GNOME on Wayland offers neither Wayland idle protocol, only Mutter's monitor.
-        match logind::Bus::Session.has_name("mutter-idle-monitor", mutter::DEST) {
-            Ok(()) => out.push(Box::new(mutter::MutterIdle { bus: logind::Bus::Session, timeout })),
-            Err(e) => info!("input: not using Mutter's idle monitor: {e}"),
-        }
-    }
-    match logind::Bus::System.has_name("logind", "org.freedesktop.login1") {
-        Ok(()) => out.push(Box::new(logind::Logind::default())),
-        Err(e) => info!("input: not using logind (idle hint, inhibitors): {e}"),
-    }
-    // The owner's terminals, local and remote, beside whatever the desktop offers.
-    match terminal::Terminal::probe() {
-        Ok(()) => out.push(Box::new(terminal::Terminal::new(all_users))),
-        Err(e) => info!("input: not watching terminals: {e}"),
-    }
-    out
 }
 
 #[cfg(test)]

@@ -46,7 +46,6 @@ pub mod outbound;
 pub mod output;
 pub mod owner_cache;
 pub mod owner_protect;
-pub mod priority;
 pub mod sandbox;
 pub mod spawn;
 pub mod syscall_filter;

@@ -9,7 +9,6 @@
 //! [`BATCH`] while data flows, through pipes widened to 1 MiB), so a guest printing a byte
 //! at a time costs the agent as little as one printing in blocks.
 
-use super::priority;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
@@ -85,7 +84,7 @@ impl Pump {
         let cuts = Cuts::default();
         let marks = cuts.clone();
         let handle = std::thread::Builder::new().name(format!("lull-out-{guest}")).stack_size(64 * 1024).spawn(move || {
-            if let Err(e) = priority::lowest_for_self() {
+            if let Err(e) = crate::sys::sched::lowest_for_this_thread() {
                 tracing::debug!("output thread keeps its priority: {e}");
             }
             copy(streams, cap, &marks);

@@ -12,7 +12,6 @@
 //! no-new-privileges and, in the fallback, the Landlock ruleset; last the seccomp filter
 //! ([`super::syscall_filter`]).
 
-use super::priority;
 use super::sandbox;
 use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -105,7 +104,7 @@ impl Confinement {
                 limit(libc::RLIMIT_FSIZE, bytes)?;
             }
         }
-        priority::lowest_for_self()?;
+        crate::sys::sched::lowest_for_this_thread()?;
         if let Some((uid, gid)) = self.account {
             super::account::switch_to(uid, gid)?;
         }

@@ -186,7 +186,7 @@ fn daemonized_guest_is_contained_frozen_and_killed_with_its_tree() {
     assert!(cg.contains(&id), "daemon escaped its cgroup: {cg}");
     // SAFETY: getsid on a pid.
     assert_eq!(unsafe { libc::getsid(daemon) }, daemon, "the daemon did call setsid");
-    assert_eq!(priority::of(daemon).unwrap(), (libc::SCHED_IDLE, 19, 3), "lowest priority inherited by the daemon");
+    assert_eq!(crate::sys::sched::of(daemon).unwrap(), crate::sys::sched::LOWEST, "lowest priority inherited by the daemon");
     assert_lowest_cpu_weight_on_every_level(daemon);
     rt.tick();
     assert!(rt.present());

@@ -4,8 +4,8 @@
 //! that counter moves back, input happened at `now − idle`, and that time (only) goes to
 //! the sink.
 
-use super::{InputBackend, InputError, InputSink};
 use crate::clock::{mono_now, MonoMs};
+use crate::input::{InputBackend, InputError, InputSink};
 use std::time::Duration;
 use x11rb::connection::{Connection, RequestConnection};
 use x11rb::protocol::screensaver::ConnectionExt as _;

@@ -4,8 +4,8 @@
 //! which also honours idle inhibitors), else KDE's `org_kde_kwin_idle` (KWin, and sway
 //! 1.7 as in Debian 12). Both become [`InputSignal::Idled`] / [`InputSignal::Resumed`].
 
-use super::{InputBackend, InputError, InputSink};
 use crate::clock::mono_now;
+use crate::input::{InputBackend, InputError, InputSink};
 use crate::sample::{InputEvent, InputSignal};
 use std::time::Duration;
 use wayland_client::globals::{registry_queue_init, GlobalListContents};

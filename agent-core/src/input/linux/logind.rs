@@ -8,8 +8,8 @@
 //! two seconds. Only *changes* of `IdleHint` are forwarded: a desktop that never sets it
 //! leaves it `false` forever, which must not read as an owner who never leaves.
 
-use super::{InputBackend, InputError, InputSink};
 use crate::clock::{mono_now, MonoMs};
+use crate::input::{InputBackend, InputError, InputSink};
 use crate::sample::{InputEvent, InputSignal};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -87,10 +87,7 @@ impl Default for Logind {
 
 /// CLOCK_MONOTONIC in µs, logind's clock for `IdleSinceHintMonotonic`.
 fn monotonic_us() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime only writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+    crate::sys::time::monotonic_ns() / 1000
 }
 
 /// True when a colon-separated inhibitor list such as `"sleep:idle:handle-lid-switch"`

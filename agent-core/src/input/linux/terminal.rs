@@ -22,7 +22,7 @@
 //! once a second; the kernel updates those only every 8 s on ttys (to hide keystroke
 //! timing), so that fallback sees the owner late.
 
-use super::{InputBackend, InputError, InputSink};
+use crate::input::{InputBackend, InputError, InputSink};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::unix::fs::MetadataExt;

@@ -18,7 +18,7 @@
 //! Blind spot: a pointer *warp* (XWarpPointer, `xdotool mousemove X Y`) moves the
 //! pointer without a device event, so no raw event is generated. Real hands move devices.
 
-use super::{InputBackend, InputError, InputSink};
+use crate::input::{InputBackend, InputError, InputSink};
 use x11rb::connection::Connection as _;
 use x11rb::protocol::xinput::{self, ConnectionExt as _};
 use x11rb::protocol::Event;

@@ -5,8 +5,8 @@
 //! idle, fires at the next input ([`InputSignal::Resumed`]).
 
 use super::logind::{failed_as, Bus};
-use super::{InputBackend, InputError, InputSink};
 use crate::clock::mono_now;
+use crate::input::{InputBackend, InputError, InputSink};
 use crate::sample::{InputEvent, InputSignal};
 use std::time::Duration;
 use zbus::blocking::Proxy;

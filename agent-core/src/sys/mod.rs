@@ -1,0 +1,27 @@
+//! The platform seam: every operating-system call the agent makes outside its guest
+//! runtime (`guest/linux/`) and input backends (`input/linux/`), behind one `cfg` pair.
+//! On Linux the calls are real ([`linux`]); elsewhere each one either does the portable
+//! thing or returns [`std::io::ErrorKind::Unsupported`] (`other.rs`), so the rest of the
+//! crate names no `libc` symbol and no `target_os` and a port fills in one file.
+//!
+//! The module is a leaf: it imports nothing from the rest of the crate. Its types are
+//! plain data ([`types`]); the submodules group the calls by concept: [`time`],
+//! [`timer`], [`sched`], [`memory`], [`id`], [`cpu`], [`fs`], [`ipc`], [`proc_events`],
+//! [`errno`]. `scripts/check-sys-seam.sh` fails when `libc::`, `std::os::unix` or a
+//! `target_os` appears outside it and the platform backends.
+
+pub mod types;
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::*;
+
+#[cfg(not(target_os = "linux"))]
+mod other;
+#[cfg(not(target_os = "linux"))]
+pub use other::*;
+
+/// Whether this build has the Linux guest runtime and input backends (the one place the
+/// rest of the crate asks which platform it is on).
+pub const LINUX: bool = cfg!(target_os = "linux");

@@ -1,0 +1,212 @@
+//! The platform seam on systems other than Linux: each call does the portable thing or
+//! returns [`std::io::ErrorKind::Unsupported`], so the crate builds and a port has one
+//! file to fill in (see issue 30). Nothing here pretends: an owner-only mode that cannot
+//! be set is not reported as set.
+
+fn unsupported(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::Unsupported, format!("{what} is not implemented on this platform yet"))
+}
+
+pub mod time {
+    //! Clocks from `std`: a process-local monotonic clock (not counting suspend).
+
+    fn origin() -> std::time::Instant {
+        static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        *T0.get_or_init(std::time::Instant::now)
+    }
+
+    /// Microseconds since the first reading in this process.
+    pub fn boot_us() -> u64 {
+        origin().elapsed().as_micros() as u64
+    }
+
+    /// Nanoseconds since the first reading in this process.
+    pub fn monotonic_ns() -> u64 {
+        origin().elapsed().as_nanos() as u64
+    }
+
+    /// Unknown here: empty.
+    pub fn boot_id() -> String {
+        String::new()
+    }
+}
+
+pub mod timer {
+    //! No kernel timer here: the alarm uses tokio's.
+
+    /// Never constructed on this platform.
+    pub struct BootTimer(std::convert::Infallible);
+
+    impl BootTimer {
+        pub fn new() -> std::io::Result<Self> {
+            Err(super::unsupported("a boot-clock timer"))
+        }
+        pub fn set_in(&self, _us: u64) -> std::io::Result<()> {
+            match self.0 {}
+        }
+        pub async fn expired(&self) -> Option<std::io::Result<()>> {
+            match self.0 {}
+        }
+    }
+}
+
+pub mod sched {
+    //! No per-thread slice or idle class here.
+
+    pub fn short_slice_for_this_thread(_ns: u64) -> std::io::Result<()> {
+        Err(super::unsupported("a per-thread scheduler slice"))
+    }
+    pub fn this_thread_slice_ns() -> Option<u64> {
+        None
+    }
+    pub fn is_unsupported_slice(e: &std::io::Error) -> bool {
+        e.kind() == std::io::ErrorKind::Unsupported
+    }
+    pub fn lowest_for_this_thread() -> std::io::Result<()> {
+        Err(super::unsupported("the idle scheduling class"))
+    }
+}
+
+pub mod memory {
+    //! Nothing is given back here.
+
+    /// # Safety
+    /// As on Linux; does nothing here.
+    pub unsafe fn drop_pages(_range: std::ops::Range<usize>) -> bool {
+        false
+    }
+    pub fn trim_heap() {}
+}
+
+pub mod id {
+    //! No POSIX user ids here: everyone is user 0 and not root.
+
+    pub fn uid() -> u32 {
+        0
+    }
+    pub fn euid() -> u32 {
+        0
+    }
+    pub fn is_root() -> bool {
+        false
+    }
+}
+
+pub mod cpu {
+    //! CPUs from `std`.
+
+    pub fn online() -> usize {
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    }
+}
+
+pub mod errno {
+    //! Errors by their portable kind.
+
+    use crate::sys::types::SpawnRefusal;
+
+    pub fn spawn_refusal(e: &std::io::Error) -> SpawnRefusal {
+        match e.kind() {
+            std::io::ErrorKind::NotFound => SpawnRefusal::NotFound,
+            std::io::ErrorKind::PermissionDenied => SpawnRefusal::NotExecutable,
+            _ => SpawnRefusal::Other,
+        }
+    }
+    pub fn is_try_again(e: &std::io::Error) -> bool {
+        e.kind() == std::io::ErrorKind::WouldBlock
+    }
+}
+
+pub mod fs {
+    //! Files with `std` alone: no modes, no umask; opening refuses nothing extra. A port
+    //! must give Lull's files owner-only access control lists before it ships.
+
+    use crate::sys::types::{FileId, Ownership};
+    use std::fs::{DirBuilder, Metadata, OpenOptions};
+    use std::io;
+    use std::path::Path;
+
+    pub fn set_umask(_mask: u32) -> u32 {
+        0
+    }
+    pub fn with_umask<T>(_mask: u32, f: impl FnOnce() -> T) -> T {
+        f()
+    }
+    pub fn dir_builder(_mode: u32) -> DirBuilder {
+        let mut b = DirBuilder::new();
+        b.recursive(true);
+        b
+    }
+    pub fn create_mode(opts: &mut OpenOptions, _mode: u32) -> &mut OpenOptions {
+        opts
+    }
+    pub fn no_follow(opts: &mut OpenOptions) -> &mut OpenOptions {
+        opts
+    }
+    pub fn no_follow_nonblocking(opts: &mut OpenOptions) -> &mut OpenOptions {
+        opts
+    }
+    pub fn is_symlink_refusal(_e: &io::Error) -> bool {
+        false
+    }
+    pub fn set_mode(_path: &Path, _mode: u32) -> io::Result<()> {
+        Err(super::unsupported("a file mode"))
+    }
+    pub fn set_file_mode(_file: &std::fs::File, _mode: u32) -> io::Result<()> {
+        Err(super::unsupported("a file mode"))
+    }
+    pub fn set_mode_no_follow(_path: &Path, _mode: u32) -> io::Result<()> {
+        Err(super::unsupported("a file mode"))
+    }
+    pub fn ownership(_meta: &Metadata) -> Ownership {
+        Ownership { uid: 0, mode: 0 }
+    }
+    pub fn file_id(_meta: &Metadata) -> FileId {
+        FileId { dev: 0, ino: 0 }
+    }
+    pub fn is_socket(_meta: &Metadata) -> bool {
+        false
+    }
+    pub fn mtime(meta: &Metadata) -> (i64, i64) {
+        let d = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).unwrap_or_default();
+        (d.as_secs() as i64, i64::from(d.subsec_nanos()))
+    }
+}
+
+pub mod proc_events {
+    //! No process connector here: exclusive programs are found by scanning.
+
+    pub use crate::sys::types::ProcEvent;
+
+    /// Never constructed on this platform.
+    #[derive(Debug)]
+    pub struct ProcConnector(std::convert::Infallible);
+
+    impl ProcConnector {
+        pub fn open() -> std::io::Result<Self> {
+            Err(super::unsupported("the process connector"))
+        }
+        pub fn subscribe(&self, _on: bool) -> std::io::Result<()> {
+            match self.0 {}
+        }
+        pub fn next(&self, _buf: &mut [u8; 1024]) -> std::io::Result<Option<ProcEvent>> {
+            match self.0 {}
+        }
+    }
+}
+
+#[cfg(unix)]
+pub mod ipc {
+    //! The control socket on another Unix: no peer pid is read; bound 0600 all the same.
+
+    use std::os::unix::fs::PermissionsExt;
+
+    pub fn peer_pid(_stream: &std::os::unix::net::UnixStream) -> Option<u32> {
+        None
+    }
+    pub fn bind_owner_only(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListener> {
+        let listener = tokio::net::UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        Ok(listener)
+    }
+}
