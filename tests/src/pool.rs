@@ -59,8 +59,14 @@ impl Machine {
         }
     }
 
+    /// Its stderr, and how its process ended if it has (a process killed from outside
+    /// leaves no line of its own).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("err.txt")).unwrap_or_default()
+        let mut text = std::fs::read_to_string(self.dir.path().join("err.txt")).unwrap_or_default();
+        if let Some(end) = self.child.as_ref().and_then(|c| ended(c.id())) {
+            text.push_str(&format!("\n[the lull process {end}]"));
+        }
+        text
     }
 
     /// The agent's own log files (`lull agent` writes them in `logs/`), concatenated.
@@ -128,6 +134,26 @@ impl Machine {
     }
 }
 
+/// How child `pid` ended ("exited with code 1", "was killed by signal 9"), or `None` while
+/// it runs; it is left unreaped (`WNOWAIT`) for the owner of its `Child`.
+fn ended(pid: u32) -> Option<String> {
+    // SAFETY: waitid fills the zeroed siginfo_t it is given; WNOWAIT leaves the child as is.
+    let info = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        if r != 0 || info.si_pid() == 0 {
+            return None;
+        }
+        info
+    };
+    // SAFETY: si_status is set for the CLD_* codes waitid returns.
+    let status = unsafe { info.si_status() };
+    Some(match info.si_code {
+        libc::CLD_EXITED => format!("exited with code {status}"),
+        _ => format!("was killed by signal {status}"),
+    })
+}
+
 impl Drop for Machine {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -166,4 +192,32 @@ pub fn submit(m: &Machine, args: &[&str]) -> i64 {
     let out = m.lull(&all).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_i64().unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ended;
+
+    #[test]
+    fn how_a_child_ended_is_read_without_reaping_it() {
+        let mut sleeper = std::process::Command::new("sleep").arg("100").spawn().unwrap();
+        assert_eq!(ended(sleeper.id()), None, "still running");
+        // SAFETY: kill with a pid we spawned.
+        unsafe { libc::kill(sleeper.id() as i32, libc::SIGKILL) };
+        let t0 = std::time::Instant::now();
+        while ended(sleeper.id()).is_none() {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(10), "never seen to end");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(ended(sleeper.id()).as_deref(), Some("was killed by signal 9"));
+        assert!(sleeper.wait().unwrap().code().is_none(), "left for its Child to reap");
+        let mut quitter = std::process::Command::new("sh").args(["-c", "exit 3"]).spawn().unwrap();
+        let t0 = std::time::Instant::now();
+        while ended(quitter.id()).is_none() {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(10), "never seen to end");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(ended(quitter.id()).as_deref(), Some("exited with code 3"));
+        assert_eq!(quitter.wait().unwrap().code(), Some(3));
+    }
 }
