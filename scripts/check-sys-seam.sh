@@ -4,7 +4,8 @@
 # `std::os::unix::fs` / `std::os::fd` and no `target_os`; the backends are chosen by
 # one cfg pair each in guest/mod.rs and input/mod.rs, and `sys/` imports nothing from the
 # rest of the crate. Test modules (`#[cfg(test)] mod tests`, at a file's end) may use the
-# platform directly. Fails naming the offending lines. Run by scripts/test.sh (CI).
+# platform directly. Fails naming the offending lines. Run by scripts/test.sh (CI), which
+# also compiles agent-core against sys/other.rs (`--features other-sys`).
 set -euo pipefail
 cd "$(dirname "$0")/../agent-core/src"
 fail=0

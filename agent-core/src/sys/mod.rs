@@ -12,14 +12,16 @@
 
 pub mod types;
 
-#[cfg(target_os = "linux")]
+// The `other-sys` feature builds the other side on Linux too: the seam check compiles
+// the whole crate against it (scripts/check-sys-seam.sh); never for a real build.
+#[cfg(all(target_os = "linux", not(feature = "other-sys")))]
 mod linux;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(feature = "other-sys")))]
 pub use linux::*;
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(any(not(target_os = "linux"), feature = "other-sys"))]
 mod other;
-#[cfg(not(target_os = "linux"))]
+#[cfg(any(not(target_os = "linux"), feature = "other-sys"))]
 pub use other::*;
 
 /// Whether this build has the Linux guest runtime and input backends (the one place the
