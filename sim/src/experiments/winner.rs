@@ -13,7 +13,9 @@
 //! `t_err = t·f` or `t/f` (even odds), `f = 1 + rand·p_err`.
 //!
 //! Every seed is one replicate of the whole study: its own 22 node speeds and its own
-//! mixes. What the text does not give is ours and listed in the report ([`ASSUMED`]).
+//! mixes. What the text does not give is ours and listed in the report ([`ASSUMED`]),
+//! each swept on the first three seeds ([`sweeps`]) against the headline, the number of
+//! the paper's claims that hold on a seed.
 //! Two variants marked *(ours)* run the paper's claims in the online regime its text
 //! describes; they are reported apart.
 //!
@@ -21,7 +23,7 @@
 //! run the log's jobs on its own number of processors (dedicated, speed 1), and the
 //! paper's qualitative claims are checked on it; only Random's choices vary with the seed.
 
-use super::claims::{self, Claim, Expect, Row, Summary};
+use super::claims::{self, Assumption, Claim, Expect, Row, Summary};
 use super::{preamble, secs, JobLog, Options, Report, Scale};
 use crate::driver::{self, SimConfig, SimJob, SimMachine};
 use crate::error::Result;
@@ -63,6 +65,10 @@ struct Scenario {
     paper_params: &'static str,
     /// A variant of ours (not the paper's parameters): its claims are reported apart.
     variant: bool,
+    /// The range of the seed's 22 node speeds when `varying_speed` (ours: 0.5–2.0).
+    speed_range: (f64, f64),
+    /// Parallel widths log-uniform within each class (a sweep of ours), else uniform.
+    log_widths: bool,
 }
 
 /// Averaged objectives of one algorithm at one sweep point.
@@ -104,6 +110,8 @@ fn scenarios(scale: Scale) -> Vec<Scenario> {
         values: pick(vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0], vec![0.0, 5.0]),
         paper_params: "P_s = 70 %, P_lp = 30 %, t_s/1000 = 2–100, t_p/1000 = 20–800, T_C,max = 4000 s, nodes = 22, n = 250, speed = varying, p_err = 0–500 %",
         variant: false,
+        speed_range: SPEEDS,
+        log_widths: false,
     };
     let fig2 = Scenario {
         id: "fig2",
@@ -121,6 +129,8 @@ fn scenarios(scale: Scale) -> Vec<Scenario> {
         values: tcs.clone(),
         paper_params: "P_s = 100 %, t_s = 1000–50000 s, nodes = 10 (equal speed), T_c,max = 0–10000 s; n not in the text",
         variant: false,
+        speed_range: SPEEDS,
+        log_widths: false,
     };
     let fig3 = Scenario {
         id: "fig3",
@@ -248,7 +258,8 @@ impl Scenario {
                 let (width, t) = if r.chance(self.p_s) {
                     (1, r.range(self.t_s.0, self.t_s.1))
                 } else {
-                    let w = if r.chance(self.p_lp) { r.int(half, self.nodes as u64) } else { r.int(2, (half - 1).max(2)) };
+                    let (lo, hi) = if r.chance(self.p_lp) { (half, self.nodes as u64) } else { (2, (half - 1).max(2)) };
+                    let w = if self.log_widths { log_uniform(&mut r, lo, hi) } else { r.int(lo, hi) };
                     (w as u32, r.range(self.t_p.0, self.t_p.1))
                 };
                 let f = 1.0 + e.f64() * self.p_err;
@@ -268,10 +279,19 @@ impl Scenario {
     }
 }
 
-/// The seed's 22 node speeds (ours: uniform in 0.5–2.0).
-fn speeds(seed: u64) -> Vec<f64> {
+/// An integer log-uniform in `lo..=hi` (a width sweep of ours: more narrow jobs).
+fn log_uniform(r: &mut Rng, lo: u64, hi: u64) -> u64 {
+    let x = r.range((lo as f64).ln(), ((hi + 1) as f64).ln()).exp().floor() as u64;
+    x.clamp(lo, hi)
+}
+
+/// Our range of node speeds for "speed = varying".
+const SPEEDS: (f64, f64) = (0.5, 2.0);
+
+/// The seed's 22 node speeds, uniform in `range` (ours: [`SPEEDS`]).
+fn speeds(seed: u64, range: (f64, f64)) -> Vec<f64> {
     let mut sr = Rng::derive(seed, 22);
-    (0..22).map(|_| (sr.range(0.5, 2.0) * 100.0).round() / 100.0).collect()
+    (0..22).map(|_| (sr.range(range.0, range.1) * 100.0).round() / 100.0).collect()
 }
 
 fn pool(nodes: usize, varying: bool, speeds: &[f64]) -> Vec<SimMachine> {
@@ -290,9 +310,20 @@ const S5_PROGRAMS: [(&str, f64, bool); 5] =
 /// of its first run (every program's normtime known).
 const S5_RUNS: [&str; 4] = ["FIFO", "FirstFit", "Backfilling, 1st run", "Backfilling, 2nd run"];
 
+/// §5's pool and widths: node speeds, small and large parallel widths.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct S5 {
+    speeds: (f64, f64),
+    small: (u64, u64),
+    large: (u64, u64),
+}
+
+/// §5 as the text gives it, our speeds and uniform widths.
+const S5_OURS: S5 = S5 { speeds: SPEEDS, small: (2, 11), large: (12, 22) };
+
 /// §5's job mix: 100 jobs of Table 1's programs over 90 minutes, 70 % sequential, the
 /// parallel ones 70 % small (2–11 nodes) and 30 % large (12–22).
-fn s5_mix(seed: u64, history: bool) -> Vec<SimJob> {
+fn s5_mix(seed: u64, history: bool, w: &S5) -> Vec<SimJob> {
     let mut r = Rng::derive(seed, 0x55);
     (0..100u64)
         .map(|id| {
@@ -302,9 +333,9 @@ fn s5_mix(seed: u64, history: bool) -> Vec<SimJob> {
             let width = if !parallel {
                 1
             } else if r.chance(0.7) {
-                r.int(2, 11) as u32
+                r.int(w.small.0, w.small.1) as u32
             } else {
-                r.int(12, 22) as u32
+                r.int(w.large.0, w.large.1) as u32
             };
             SimJob {
                 id,
@@ -320,74 +351,228 @@ fn s5_mix(seed: u64, history: bool) -> Vec<SimJob> {
         .collect()
 }
 
+/// A parameter of ours set otherwise, for its sensitivity sweep.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Alt {
+    /// n of Figs. 2–3 times this factor.
+    N23(f64),
+    /// P_lp of Fig. 3.
+    Plp3(f64),
+    /// The 22 node speeds uniform in this range (every figure on varying speeds, and §5).
+    Speeds(f64, f64),
+    /// Parallel widths log-uniform within each class.
+    LogWidths,
+    /// Figs. 4 and 6 on Fig. 3's box as printed (not "adjusted"): t_s = 1000–50000 s,
+    /// t_p = 10000–400000 s, T_c,max = 10000 s, n = 100 (at `--small`, its n).
+    Unadjusted46,
+    /// Figs. 4 and 6 with n times this factor.
+    N46(f64),
+    /// Fig. 7's processing times t_s and t_p times this factor.
+    Times7(f64),
+    /// §5's small and large parallel widths.
+    Widths5((u64, u64), (u64, u64)),
+}
+
+/// One value of a sweep: the [`ASSUMED`] row it sweeps, its label and the setting.
+struct SweepValue {
+    param: usize,
+    label: String,
+    /// The paper's scenarios it changes (index in the scenario list, changed scenario).
+    changed: Vec<(usize, Scenario)>,
+    /// §5 as changed (or as ours).
+    s5: S5,
+}
+
+/// The sweeps of our parameters ([`ASSUMED`], in its order), on the scenarios of `all`.
+/// Variants of ours are left out: they do not count in the headline.
+fn sweeps(all: &[Scenario]) -> Vec<SweepValue> {
+    let by_id = |id: &str| all.iter().position(|s| s.id == id).expect("a scenario of ours");
+    let n_of = |id: &str, f: f64| (all[by_id(id)].n as f64 * f).round() as usize;
+    let changed = |ids: &[&str], f: &dyn Fn(&mut Scenario)| -> Vec<(usize, Scenario)> {
+        ids.iter()
+            .map(|id| {
+                let mut s = all[by_id(id)].clone();
+                f(&mut s);
+                (by_id(id), s)
+            })
+            .collect()
+    };
+    let paper_where =
+        |pred: &dyn Fn(&Scenario) -> bool| -> Vec<&'static str> { all.iter().filter(|s| !s.variant && pred(s)).map(|s| s.id).collect() };
+    let varying = paper_where(&|s| s.varying_speed);
+    let parallel = paper_where(&|s| s.p_s < 1.0 || s.sweep == Param::Ps);
+    let mut out = Vec::new();
+    let mut push = |param: usize, label: String, alt: Alt| {
+        let (ch, s5) = match alt {
+            Alt::N23(f) => (changed(&["fig2", "fig3"], &|s| s.n = (s.n as f64 * f).round() as usize), S5_OURS),
+            Alt::Plp3(p) => (changed(&["fig3"], &|s| s.p_lp = p), S5_OURS),
+            Alt::Speeds(lo, hi) => (changed(&varying, &|s| s.speed_range = (lo, hi)), S5 { speeds: (lo, hi), ..S5_OURS }),
+            Alt::LogWidths => (changed(&parallel, &|s| s.log_widths = true), S5_OURS),
+            Alt::Unadjusted46 => (
+                changed(&["fig4", "fig6"], &|s| {
+                    s.n = n_of("fig3", 1.0);
+                    s.t_s = (1000.0, 50_000.0);
+                    s.t_p = (10_000.0, 400_000.0);
+                    s.t_c = 10_000.0;
+                }),
+                S5_OURS,
+            ),
+            Alt::N46(f) => (changed(&["fig4", "fig6"], &|s| s.n = (s.n as f64 * f).round() as usize), S5_OURS),
+            Alt::Times7(f) => (
+                changed(&["fig7"], &|s| {
+                    s.t_s = (s.t_s.0 * f, s.t_s.1 * f);
+                    s.t_p = (s.t_p.0 * f, s.t_p.1 * f);
+                }),
+                S5_OURS,
+            ),
+            Alt::Widths5(small, large) => (Vec::new(), S5 { small, large, ..S5_OURS }),
+        };
+        out.push(SweepValue { param, label, changed: ch, s5 });
+    };
+    push(0, format!("n = {}", n_of("fig2", 0.5)), Alt::N23(0.5));
+    push(0, format!("n = {}", n_of("fig2", 2.0)), Alt::N23(2.0));
+    push(0, "P_lp = 10 %".into(), Alt::Plp3(0.1));
+    push(0, "P_lp = 50 %".into(), Alt::Plp3(0.5));
+    push(1, "uniform in 1.0–1.5".into(), Alt::Speeds(1.0, 1.5));
+    push(1, "uniform in 0.25–2.25".into(), Alt::Speeds(0.25, 2.25));
+    push(2, "log-uniform in each class (more narrow jobs)".into(), Alt::LogWidths);
+    push(
+        3,
+        format!("Fig. 3's box as printed (n = {}, t_s = 1000–50000 s, t_p = 10000–400000 s, T_c,max = 10000 s)", n_of("fig3", 1.0)),
+        Alt::Unadjusted46,
+    );
+    push(3, format!("n = {}", n_of("fig4", 0.5)), Alt::N46(0.5));
+    push(4, "t_s and t_p × 0.5".into(), Alt::Times7(0.5));
+    push(4, "t_s and t_p × 2".into(), Alt::Times7(2.0));
+    push(5, "small 2–6, large 12–16".into(), Alt::Widths5((2, 6), (12, 16)));
+    push(5, "small 7–11, large 17–22".into(), Alt::Widths5((7, 11), (17, 22)));
+    out
+}
+
 /// One simulation of a seed.
 enum Spec {
     /// A scenario's sweep point, a job-mix iteration and an algorithm.
     Point { scenario: usize, point: usize, iteration: u64, algorithm: usize },
     /// One of §5's four runs.
     S5(usize),
+    /// A point of a scenario a sweep value of ours changes (`changed` indexes its list).
+    AltPoint { value: usize, changed: usize, point: usize, iteration: u64, algorithm: usize },
+    /// One of §5's four runs under a sweep value of ours.
+    AltS5 { value: usize, run: usize },
 }
+
+/// Per scenario, per point, per algorithm: the objectives averaged over the iterations.
+type Grid = Vec<Vec<[Objectives; 6]>>;
 
 /// One seed's results: per scenario, per point, per algorithm; and §5's four runs.
 struct SeedResult {
-    points: Vec<Vec<[Objectives; 6]>>,
+    points: Grid,
     s5: [Objectives; 4],
+    /// Per sweep value (on the sweep seeds only): its changed scenarios' points, and §5.
+    alts: Vec<(Grid, [Objectives; 4])>,
 }
 
-fn specs(all: &[Scenario], iterations: u64) -> Vec<Spec> {
-    let mut specs = Vec::new();
-    for (scenario, s) in all.iter().enumerate() {
-        for point in 0..s.values.len() {
-            for iteration in 0..iterations {
-                for algorithm in 0..Algorithm::ALL.len() {
-                    specs.push(Spec::Point { scenario, point, iteration, algorithm });
-                }
+fn point_specs(points: usize, iterations: u64, mut spec: impl FnMut(usize, u64, usize) -> Spec) -> Vec<Spec> {
+    let mut v = Vec::new();
+    for point in 0..points {
+        for iteration in 0..iterations {
+            for algorithm in 0..Algorithm::ALL.len() {
+                v.push(spec(point, iteration, algorithm));
             }
         }
     }
+    v
+}
+
+/// A seed's runs: the study, then (on the sweep seeds) every sweep value's.
+fn specs(all: &[Scenario], iterations: u64, sweep: &[SweepValue], with_sweeps: bool) -> Vec<Spec> {
+    let mut specs = Vec::new();
+    for (scenario, s) in all.iter().enumerate() {
+        specs.extend(point_specs(s.values.len(), iterations, |point, iteration, algorithm| Spec::Point {
+            scenario,
+            point,
+            iteration,
+            algorithm,
+        }));
+    }
     specs.extend((0..S5_RUNS.len()).map(Spec::S5));
+    if with_sweeps {
+        for (value, sv) in sweep.iter().enumerate() {
+            for (changed, (_, s)) in sv.changed.iter().enumerate() {
+                specs.extend(point_specs(s.values.len(), iterations, |point, iteration, algorithm| Spec::AltPoint {
+                    value,
+                    changed,
+                    point,
+                    iteration,
+                    algorithm,
+                }));
+            }
+            if sv.s5 != S5_OURS {
+                specs.extend((0..S5_RUNS.len()).map(|run| Spec::AltS5 { value, run }));
+            }
+        }
+    }
     specs
 }
 
-fn run_spec(all: &[Scenario], seed: u64, spec: &Spec) -> Result<Objectives> {
-    let speeds = speeds(seed);
+/// One run of scenario `s` at a sweep point.
+fn run_point(s: &Scenario, seed: u64, point: usize, iteration: u64, algorithm: usize) -> Result<Objectives> {
+    let sc = s.at(s.values[point]);
+    let jobs = sc.mix(seed, iteration, point as u64);
+    let alg = Algorithm::ALL[algorithm];
+    let mut cfg = SchedConfig::with_algorithm(alg);
+    cfg.random_seed = seed ^ (iteration << 20) ^ point as u64;
+    let out = driver::run(&pool(sc.nodes, sc.varying_speed, &speeds(seed, sc.speed_range)), &jobs, &SimConfig::new(cfg), &mut |_, _| {})?;
+    if out.completed_share() < 1.0 {
+        return Err(crate::SimError::Invalid(format!("{}: {alg} left jobs unfinished", s.id)));
+    }
+    Ok(objectives(&out))
+}
+
+/// One of §5's four runs.
+fn run_s5(seed: u64, k: usize, w: &S5) -> Result<Objectives> {
+    let alg = [Algorithm::Fifo, Algorithm::FirstFit, Algorithm::Backfill, Algorithm::Backfill][k];
+    let jobs = s5_mix(seed, k == 3, w);
+    let out =
+        driver::run(&pool(22, true, &speeds(seed, w.speeds)), &jobs, &SimConfig::new(SchedConfig::with_algorithm(alg)), &mut |_, _| {})?;
+    Ok(objectives(&out))
+}
+
+fn run_spec(all: &[Scenario], sweep: &[SweepValue], seed: u64, spec: &Spec) -> Result<Objectives> {
     match *spec {
-        Spec::Point { scenario, point, iteration, algorithm } => {
-            let s = &all[scenario];
-            let sc = s.at(s.values[point]);
-            let jobs = sc.mix(seed, iteration, point as u64);
-            let alg = Algorithm::ALL[algorithm];
-            let mut cfg = SchedConfig::with_algorithm(alg);
-            cfg.random_seed = seed ^ (iteration << 20) ^ point as u64;
-            let out = driver::run(&pool(sc.nodes, sc.varying_speed, &speeds), &jobs, &SimConfig::new(cfg), &mut |_, _| {})?;
-            if out.completed_share() < 1.0 {
-                return Err(crate::SimError::Invalid(format!("{}: {alg} left jobs unfinished", s.id)));
-            }
-            Ok(objectives(&out))
+        Spec::Point { scenario, point, iteration, algorithm } => run_point(&all[scenario], seed, point, iteration, algorithm),
+        Spec::S5(k) => run_s5(seed, k, &S5_OURS),
+        Spec::AltPoint { value, changed, point, iteration, algorithm } => {
+            run_point(&sweep[value].changed[changed].1, seed, point, iteration, algorithm)
         }
-        Spec::S5(k) => {
-            let alg = [Algorithm::Fifo, Algorithm::FirstFit, Algorithm::Backfill, Algorithm::Backfill][k];
-            let jobs = s5_mix(seed, k == 3);
-            let out = driver::run(&pool(22, true, &speeds), &jobs, &SimConfig::new(SchedConfig::with_algorithm(alg)), &mut |_, _| {})?;
-            Ok(objectives(&out))
-        }
+        Spec::AltS5 { value, run } => run_s5(seed, run, &sweep[value].s5),
     }
 }
 
-fn gather(all: &[Scenario], iterations: u64, specs: &[Spec], outs: Vec<Objectives>) -> SeedResult {
+fn gather(all: &[Scenario], sweep: &[SweepValue], iterations: u64, specs: &[Spec], outs: Vec<Objectives>) -> SeedResult {
+    let grid = |ss: &mut dyn Iterator<Item = &Scenario>| -> Grid { ss.map(|s| vec![[Objectives::default(); 6]; s.values.len()]).collect() };
     let mut res = SeedResult {
-        points: all.iter().map(|s| vec![[Objectives::default(); 6]; s.values.len()]).collect(),
+        points: grid(&mut all.iter()),
         s5: [Objectives::default(); 4],
+        alts: sweep.iter().map(|sv| (grid(&mut sv.changed.iter().map(|c| &c.1)), [Objectives::default(); 4])).collect(),
+    };
+    let add = |acc: &mut Objectives, o: Objectives| {
+        acc.makespan += o.makespan / iterations as f64;
+        acc.flowtime += o.flowtime / iterations as f64;
+        acc.max_wait += o.max_wait / iterations as f64;
     };
     for (spec, o) in specs.iter().zip(outs) {
         match *spec {
-            Spec::Point { scenario, point, algorithm, .. } => {
-                let acc = &mut res.points[scenario][point][algorithm];
-                acc.makespan += o.makespan / iterations as f64;
-                acc.flowtime += o.flowtime / iterations as f64;
-                acc.max_wait += o.max_wait / iterations as f64;
-            }
+            Spec::Point { scenario, point, algorithm, .. } => add(&mut res.points[scenario][point][algorithm], o),
             Spec::S5(k) => res.s5[k] = o,
+            Spec::AltPoint { value, changed, point, algorithm, .. } => add(&mut res.alts[value].0[changed][point][algorithm], o),
+            Spec::AltS5 { value, run } => res.alts[value].1[run] = o,
+        }
+    }
+    // A sweep value that leaves §5 as ours has §5's runs of the study.
+    for (sv, alt) in sweep.iter().zip(res.alts.iter_mut()) {
+        if sv.s5 == S5_OURS {
+            alt.1 = res.s5;
         }
     }
     res
@@ -779,9 +964,21 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
     }
     let iterations: u64 = if opts.scale == Scale::Small { 1 } else { 10 };
     let all = scenarios(opts.scale);
-    let spec_list = specs(&all, iterations);
-    let per_seed = claims::over_seeds(opts, |_| specs(&all, iterations), progress, |seed, spec| run_spec(&all, seed, spec))?;
-    let results: Vec<SeedResult> = per_seed.into_iter().map(|outs| gather(&all, iterations, &spec_list, outs)).collect();
+    let sweep = sweeps(&all);
+    // Our parameters' sweeps run on the first three seeds.
+    let sweep_seeds = opts.seeds.clamp(1, 3);
+    let first = opts.first_seed;
+    let per_seed = claims::over_seeds(
+        opts,
+        |seed| specs(&all, iterations, &sweep, seed.wrapping_sub(first) < sweep_seeds as u64),
+        progress,
+        |seed, spec| run_spec(&all, &sweep, seed, spec),
+    )?;
+    let results: Vec<SeedResult> = per_seed
+        .into_iter()
+        .enumerate()
+        .map(|(k, outs)| gather(&all, &sweep, iterations, &specs(&all, iterations, &sweep, k < sweep_seeds), outs))
+        .collect();
 
     let mut md = String::new();
     preamble(&mut md, "`winner` — seed 002's online scheduling comparison on lull-core's scheduler", "winner", opts);
@@ -793,15 +990,96 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
     for (n, v, src) in ASSUMED {
         let _ = writeln!(md, "| {n} | {v} | {src} |");
     }
-    let _ = writeln!(md, "\nNone of these is swept yet; the claims below are qualitative orderings, and the variants show how the two that decide the regime (job sizes against T_c,max) move them.\n");
+    let _ = writeln!(md, "\nEach is swept under [Parameters of ours](#parameters-of-ours) below; the claims below are qualitative orderings, and the variants show how the two that decide the regime (job sizes against T_c,max) move them.\n");
     let mut svgs = Vec::new();
     let mut rows = Vec::new();
     for (si, s) in all.iter().enumerate() {
         rows.extend(scenario_section(&mut md, &mut svgs, s, si, &results));
     }
     rows.extend(s5_section(&mut md, &results));
+    sweeps_section(&mut md, &all, &sweep, &results[..sweep_seeds.min(results.len())]);
     let _ = writeln!(md, "## Summary\n\n{}", claims::tally(&rows));
     Ok(Report { name: opts.report_name("winner"), markdown: md, svgs, rows })
+}
+
+/// Whether each of the paper's claims holds on one seed (in report order, with its
+/// figure's name), the study as run or with sweep value `value`'s changes.
+fn held_on_seed(all: &[Scenario], sweep: &[SweepValue], r: &SeedResult, value: Option<usize>) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let paper = |rows: Vec<Row>, fig: Option<&str>, out: &mut Vec<(String, bool)>| {
+        let name = |c: String| fig.map_or(c.clone(), |f| format!("{f}, {c}"));
+        out.extend(rows.into_iter().filter(|x| !x.variant).map(|x| (name(x.claim), x.held == 1)));
+    };
+    for (si, s) in all.iter().enumerate() {
+        let changed = value.and_then(|v| sweep[v].changed.iter().position(|c| c.0 == si).map(|k| (v, k)));
+        let (sc, points) = match changed {
+            Some((v, k)) => (&sweep[v].changed[k].1, r.alts[v].0[k].as_slice()),
+            None => (s, r.points[si].as_slice()),
+        };
+        paper(scenario_claims(sc, &[points]), s.title.split(" — ").next(), &mut out);
+    }
+    paper(s5_claims(&[value.map_or(r.s5, |v| r.alts[v].1)]), None, &mut out);
+    out
+}
+
+/// Our parameters' sweeps against the headline (the paper's claims that hold on a seed),
+/// and which claims a sweep value moves.
+fn sweeps_section(md: &mut String, all: &[Scenario], sweep: &[SweepValue], seeds: &[SeedResult]) {
+    let ours: Vec<Vec<(String, bool)>> = seeds.iter().map(|r| held_on_seed(all, sweep, r, None)).collect();
+    let count = |h: &[(String, bool)]| h.iter().filter(|x| x.1).count() as f64;
+    let swept: Vec<Vec<Vec<(String, bool)>>> =
+        (0..sweep.len()).map(|v| seeds.iter().map(|r| held_on_seed(all, sweep, r, Some(v))).collect()).collect();
+    let list: Vec<Assumption> = ASSUMED
+        .iter()
+        .enumerate()
+        .map(|(k, (name, value, source))| Assumption {
+            name: name.to_string(),
+            value: value.to_string(),
+            source: source.to_string(),
+            sweep: sweep
+                .iter()
+                .zip(&swept)
+                .filter(|(sv, _)| sv.param == k)
+                .map(|(sv, h)| (sv.label.clone(), Summary::of(&h.iter().map(|x| count(x)).collect::<Vec<_>>())))
+                .collect(),
+        })
+        .collect();
+    let total = ours.first().map_or(0, |h| h.len());
+    let _ = writeln!(
+        md,
+        "## Parameters of ours
+
+Sweeps over the first {} seeds, each value changing only the paper's figures it enters (the variants of ours are not rerun; they do not count); our values give {} of the {total} claims on a seed there.
+",
+        seeds.len(),
+        Summary::of(&ours.iter().map(|h| count(h)).collect::<Vec<_>>()).show(1, 1.0)
+    );
+    claims::assumptions(
+        md,
+        &format!("the paper's claims (of {total}) that hold on a seed, mean [95 % interval] over the sweep seeds"),
+        1,
+        1.0,
+        &list,
+    );
+    let _ = writeln!(
+        md,
+        "Claims that hold on a different number of these {} seeds under a swept value than under ours:
+
+| parameter | swept value | claim | seeds where it holds, ours → swept |
+|---|---|---|---|",
+        seeds.len()
+    );
+    for (sv, h) in sweep.iter().zip(&swept) {
+        let held = |hs: &[Vec<(String, bool)>], i: usize| hs.iter().filter(|x| x[i].1).count();
+        let moved: Vec<usize> = (0..total).filter(|&i| held(&ours, i) != held(h, i)).collect();
+        if moved.is_empty() {
+            let _ = writeln!(md, "| {} | {} | none | — |", ASSUMED[sv.param].0, sv.label);
+        }
+        for i in moved {
+            let _ = writeln!(md, "| {} | {} | {} | {} → {} |", ASSUMED[sv.param].0, sv.label, ours[0][i].0, held(&ours, i), held(h, i));
+        }
+    }
+    let _ = writeln!(md);
 }
 
 /// The six algorithms on a real job log (see the module doc).
@@ -938,6 +1216,12 @@ mod tests {
             assert_eq!(svg.matches("<polyline").count(), 6);
         }
         assert!(a.markdown.contains("Fig. 8") && a.markdown.contains("§5"));
+        // Every parameter of ours swept, on the first seeds.
+        let ours = a.markdown.split("## Parameters of ours").nth(1).expect("the sweeps' section");
+        for (name, ..) in ASSUMED {
+            let row = ours.lines().find(|l| l.starts_with(&format!("| {name} |"))).expect(name);
+            assert!(!row.contains("not swept"), "{row}");
+        }
         assert!(a.rows.iter().any(|r| r.variant) && a.rows.iter().all(|r| r.seeds == 2));
         // The same on two threads: sim/tests/parallel_reports.rs.
         let c = run(&Options { first_seed: 4, ..opts }, &mut |_, _| {}).unwrap();
@@ -963,8 +1247,31 @@ mod tests {
     }
 
     #[test]
+    fn log_uniform_widths_stay_in_their_class_and_favour_the_narrow_end() {
+        let mut r = Rng::new(7);
+        let w: Vec<u64> = (0..4000).map(|_| log_uniform(&mut r, 11, 22)).collect();
+        assert!(w.iter().all(|x| (11..=22).contains(x)) && w.contains(&11) && w.contains(&22));
+        let low = w.iter().filter(|x| **x <= 16).count() as f64 / w.len() as f64;
+        // ln(17/11) / ln(23/11) ≈ 0.59 of them in 11..=16 (uniform: 0.5).
+        assert!((low - 0.59).abs() < 0.03, "{low}");
+    }
+
+    #[test]
+    fn a_sweep_value_changes_only_what_it_names() {
+        let all = scenarios(Scale::Full);
+        for sv in sweeps(&all) {
+            assert!(!sv.changed.is_empty() || sv.s5 != S5_OURS, "{} changes nothing", sv.label);
+            for (i, s) in &sv.changed {
+                assert_eq!(s.id, all[*i].id);
+                assert!(!s.variant, "variants are not rerun");
+                assert_ne!(format!("{s:?}"), format!("{:?}", all[*i]), "{}: {} unchanged", sv.label, s.id);
+            }
+        }
+    }
+
+    #[test]
     fn the_s5_mix_has_the_papers_shares() {
-        let js: Vec<SimJob> = (0..20).flat_map(|s| s5_mix(s, false)).collect();
+        let js: Vec<SimJob> = (0..20).flat_map(|s| s5_mix(s, false, &S5_OURS)).collect();
         let seq = js.iter().filter(|j| j.width == 1).count() as f64 / js.len() as f64;
         assert!((seq - 0.7).abs() < 0.04, "{seq}");
         let par: Vec<&SimJob> = js.iter().filter(|j| j.width > 1).collect();
