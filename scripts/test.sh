@@ -31,7 +31,7 @@ cargo build --workspace --all-targets
 cargo clippy --workspace --all-targets -- -D warnings
 # The platform seam's other side (agent-core/src/sys/other.rs, what Windows and macOS
 # build) compiles with the rest of agent-core: checked here on Linux in its place.
-cargo check -p agent-core --lib --features other-sys
+cargo clippy -p agent-core --lib --features other-sys -- -D warnings
 cargo test --workspace --no-fail-fast
 scripts/schemathesis.sh 30
 # Lull as an ordinary owner runs it, attacked by hostile guests: a Debian 12 VM on pure

@@ -1155,9 +1155,9 @@ impl Driver {
     }
 }
 
-async fn serve_control(listener: tokio::net::UnixListener, tx: mpsc::Sender<ControlMsg>, rules: control::PeerRules) {
+async fn serve_control(listener: crate::sys::ipc::Listener, tx: mpsc::Sender<ControlMsg>, rules: control::PeerRules) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let Ok(stream) = crate::sys::ipc::accept(&listener).await else { continue };
         let tx = tx.clone();
         let rules = rules.clone();
         tokio::spawn(async move {
@@ -1165,7 +1165,7 @@ async fn serve_control(listener: tokio::net::UnixListener, tx: mpsc::Sender<Cont
                 warn!("refused a control connection from {who}");
                 return;
             }
-            let (mut rd, mut wr) = stream.into_split();
+            let (mut rd, mut wr) = tokio::io::split(stream);
             let (resp, refused) = match control::read_request(&mut rd).await {
                 Ok(req) => {
                     let (rtx, rrx) = oneshot::channel();

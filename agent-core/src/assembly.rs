@@ -172,23 +172,5 @@ impl CompleteAgent {
 /// (`lull run` stopped just as its job is handed over) is delivered, not fatal. Must be
 /// called inside a tokio runtime.
 pub fn stop_signal() -> impl std::future::Future<Output = ()> {
-    use tokio::signal::unix::{signal, Signal, SignalKind};
-    let mut int = signal(SignalKind::interrupt()).ok();
-    let mut term = signal(SignalKind::terminate()).ok();
-    let mut hup = signal(SignalKind::hangup()).ok();
-    async fn recv(s: &mut Option<Signal>) {
-        match s {
-            Some(s) => {
-                s.recv().await;
-            }
-            None => std::future::pending().await,
-        }
-    }
-    async move {
-        tokio::select! {
-            _ = recv(&mut int) => {}
-            _ = recv(&mut term) => {}
-            _ = recv(&mut hup) => {}
-        }
-    }
+    crate::sys::signal::stop_requested()
 }

@@ -205,7 +205,7 @@ pub fn call(socket: &Path, req: &Request) -> Result<Response, ControlError> {
     if line.len() > MAX_REQUEST_BYTES {
         return Err(ControlError::Refused(too_large(line.len())));
     }
-    let mut stream = std::os::unix::net::UnixStream::connect(socket).map_err(|e| match e.kind() {
+    let mut stream = crate::sys::ipc::connect(socket).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => ControlError::NotRunning(socket.to_path_buf()),
         _ => io(e),
     })?;
@@ -227,7 +227,7 @@ pub fn call(socket: &Path, req: &Request) -> Result<Response, ControlError> {
 
 /// Creates the socket's directory (0700) and binds the listener (0600), replacing a
 /// stale socket left by a crashed agent but refusing to steal a live one.
-pub fn bind(socket: &Path) -> std::io::Result<tokio::net::UnixListener> {
+pub fn bind(socket: &Path) -> std::io::Result<crate::sys::ipc::Listener> {
     if let Some(dir) = socket.parent() {
         if !dir.exists() {
             crate::private_files::create_dir(dir)?;
@@ -242,7 +242,7 @@ pub fn bind(socket: &Path) -> std::io::Result<tokio::net::UnixListener> {
                 "something that is not a socket is in the way (move it, or set LULL_SOCKET)",
             ));
         }
-        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+        if crate::sys::ipc::connect(socket).is_ok() {
             let pid = match call(socket, &Request::Status) {
                 Ok(Response::Status(s)) => format!(" (pid {})", s.pid),
                 _ => String::new(),
@@ -264,9 +264,9 @@ pub struct PeerRules {
 }
 
 /// Why the process at the other end of `stream` may not use the control socket, or `None`.
-pub fn refused_peer(stream: &tokio::net::UnixStream, rules: &PeerRules) -> Option<String> {
-    match stream.peer_cred() {
-        Ok(c) => refusal(c.uid(), c.pid(), rules),
+pub fn refused_peer(conn: &crate::sys::ipc::Connection, rules: &PeerRules) -> Option<String> {
+    match crate::sys::ipc::peer(conn) {
+        Ok(p) => refusal(p.uid, p.pid, rules),
         Err(e) => Some(format!("its credentials are unreadable ({e})")),
     }
 }

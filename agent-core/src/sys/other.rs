@@ -67,6 +67,17 @@ pub mod sched {
     }
 }
 
+pub mod signal {
+    //! Ctrl-C (the console's interrupt) only, until a port adds its own stop requests
+    //! (SIGTERM on macOS, a service stop or window close on Windows).
+
+    pub async fn stop_requested() {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 pub mod memory {
     //! Nothing is given back here.
 
@@ -195,18 +206,77 @@ pub mod proc_events {
     }
 }
 
-#[cfg(unix)]
 pub mod ipc {
-    //! The control socket on another Unix: no peer pid is read; bound 0600 all the same.
+    //! No control channel yet (a named pipe on Windows, a Unix socket with the peer's
+    //! credentials on macOS: issue 30): the agent refuses to start, saying so, and the
+    //! CLI finds no agent.
 
-    use std::os::unix::fs::PermissionsExt;
+    use std::io;
+    use std::path::Path;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
 
-    pub fn peer_pid(_stream: &std::os::unix::net::UnixStream) -> Option<u32> {
-        None
+    /// Never constructed on this platform.
+    pub struct Listener(std::convert::Infallible);
+    /// Never constructed on this platform.
+    pub struct Connection(std::convert::Infallible);
+    /// Never constructed on this platform.
+    pub struct ClientStream(std::convert::Infallible);
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Peer {
+        pub uid: u32,
+        pub pid: Option<i32>,
     }
-    pub fn bind_owner_only(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListener> {
-        let listener = tokio::net::UnixListener::bind(path)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-        Ok(listener)
+
+    pub fn bind_owner_only(_path: &Path) -> io::Result<Listener> {
+        Err(super::unsupported("the agent's control channel"))
+    }
+    pub async fn accept(listener: &Listener) -> io::Result<Connection> {
+        match listener.0 {}
+    }
+    pub fn peer(conn: &Connection) -> io::Result<Peer> {
+        match conn.0 {}
+    }
+    pub fn connect(_path: &Path) -> io::Result<ClientStream> {
+        Err(io::Error::new(io::ErrorKind::NotFound, "the agent's control channel is not implemented on this platform yet"))
+    }
+    pub fn peer_pid(stream: &ClientStream) -> Option<u32> {
+        match stream.0 {}
+    }
+
+    impl ClientStream {
+        pub fn set_read_timeout(&self, _t: Option<std::time::Duration>) -> io::Result<()> {
+            match self.0 {}
+        }
+    }
+    impl io::Read for &ClientStream {
+        fn read(&mut self, _buf: &mut [u8]) -> io::Result<usize> {
+            match self.0 {}
+        }
+    }
+    impl io::Write for ClientStream {
+        fn write(&mut self, _buf: &[u8]) -> io::Result<usize> {
+            match self.0 {}
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            match self.0 {}
+        }
+    }
+    impl tokio::io::AsyncRead for Connection {
+        fn poll_read(self: Pin<&mut Self>, _cx: &mut Context<'_>, _buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
+            match self.0 {}
+        }
+    }
+    impl tokio::io::AsyncWrite for Connection {
+        fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, _buf: &[u8]) -> Poll<io::Result<usize>> {
+            match self.0 {}
+        }
+        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            match self.0 {}
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            match self.0 {}
+        }
     }
 }

@@ -1,12 +1,51 @@
-//! The control socket's platform side: a Unix socket only its owner can open, and who is
-//! at the other end of a connection.
+//! The control socket's platform side: a Unix socket only its owner can open, who is at
+//! the other end of a connection, and the blocking client the CLI uses.
 
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-/// The pid of the process at the other end of a connected Unix socket (`SO_PEERCRED`).
-pub fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<u32> {
+/// The agent's listening control socket.
+pub type Listener = tokio::net::UnixListener;
+/// One accepted connection (async).
+pub type Connection = tokio::net::UnixStream;
+/// A client's connection (blocking: the CLI, the tray).
+pub type ClientStream = std::os::unix::net::UnixStream;
+
+/// Who is at the other end of a connection: its user and, when it is in the agent's PID
+/// namespace, its pid (`SO_PEERCRED`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer {
+    pub uid: u32,
+    pub pid: Option<i32>,
+}
+
+/// Binds a listening Unix socket at `path` that only its owner can open (0600): bound
+/// under a umask of 177, so it is never briefly wider, then set to 0600.
+pub fn bind_owner_only(path: &Path) -> io::Result<Listener> {
+    let listener = super::fs::with_umask(0o177, || tokio::net::UnixListener::bind(path))?;
+    super::fs::set_mode(path, 0o600)?;
+    Ok(listener)
+}
+
+/// The next connection.
+pub async fn accept(listener: &Listener) -> io::Result<Connection> {
+    listener.accept().await.map(|(stream, _)| stream)
+}
+
+/// The peer of an accepted connection.
+pub fn peer(conn: &Connection) -> io::Result<Peer> {
+    conn.peer_cred().map(|c| Peer { uid: c.uid(), pid: c.pid() })
+}
+
+/// Connects to the socket at `path`; `NotFound` or `ConnectionRefused` when no agent
+/// listens there.
+pub fn connect(path: &Path) -> io::Result<ClientStream> {
+    ClientStream::connect(path)
+}
+
+/// The pid of the process at the other end of a client's connection (`SO_PEERCRED`).
+pub fn peer_pid(stream: &ClientStream) -> Option<u32> {
     let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: getsockopt writes at most `len` bytes into `cred`, which is that large.
@@ -14,12 +53,4 @@ pub fn peer_pid(stream: &std::os::unix::net::UnixStream) -> Option<u32> {
         libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
     };
     (rc == 0 && cred.pid > 0).then_some(cred.pid as u32)
-}
-
-/// Binds a listening Unix socket at `path` that only its owner can open (0600): bound
-/// under a umask of 177, so it is never briefly wider, then set to 0600.
-pub fn bind_owner_only(path: &Path) -> io::Result<tokio::net::UnixListener> {
-    let listener = super::fs::with_umask(0o177, || tokio::net::UnixListener::bind(path))?;
-    super::fs::set_mode(path, 0o600)?;
-    Ok(listener)
 }

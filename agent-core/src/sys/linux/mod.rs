@@ -8,5 +8,6 @@ pub mod ipc;
 pub mod memory;
 pub mod proc_events;
 pub mod sched;
+pub mod signal;
 pub mod time;
 pub mod timer;
