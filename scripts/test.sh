@@ -32,6 +32,13 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The platform seam's other side (agent-core/src/sys/other.rs, what Windows and macOS
 # build) compiles with the rest of agent-core: checked here on Linux in its place.
 cargo clippy -p agent-core --lib --features other-sys -- -D warnings
+# ... and agent-core type-checks for Windows (x86_64-pc-windows-gnu, Debian's rustc-web
+# with -Zbuild-std and mingw-w64; ~5 min cold on 2 cores). LULL_PLATFORMS=0 skips it.
+if [ "${LULL_PLATFORMS:-1}" = 1 ]; then
+  scripts/check-platforms.sh
+else
+  echo "scripts/test.sh: the Windows type-check is skipped by LULL_PLATFORMS=0 (scripts/check-platforms.sh runs it)"
+fi
 cargo test --workspace --no-fail-fast
 scripts/schemathesis.sh 30
 # Lull as an ordinary owner runs it, attacked by hostile guests: a Debian 12 VM on pure
