@@ -285,19 +285,15 @@ pub fn refusal(uid: u32, pid: Option<i32>, rules: &PeerRules) -> Option<String> 
         return None;
     }
     for ns in ["user", "pid"] {
-        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}"));
-        let ours = std::fs::read_link(format!("/proc/self/ns/{ns}"));
-        match (theirs, ours) {
-            (Ok(t), Ok(o)) if t == o => {}
-            (Ok(_), Ok(_)) => return Some(format!("pid {pid}, in a {ns} namespace of its own (a guest's sandbox)")),
-            (Err(e), _) | (_, Err(e)) => return Some(format!("pid {pid}, whose {ns} namespace is unreadable ({e})")),
+        match crate::sys::procfs::in_other_namespace(pid, ns) {
+            Ok(false) => {}
+            Ok(true) => return Some(format!("pid {pid}, in a {ns} namespace of its own (a guest's sandbox)")),
+            Err(e) => return Some(format!("pid {pid}, whose {ns} namespace is unreadable ({e})")),
         }
     }
     if let Some(guests) = rules.guest_cgroup.as_deref().filter(|g| !g.is_empty()) {
-        let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-        let inside = cgroups
-            .lines()
-            .filter_map(|l| l.splitn(3, ':').nth(2))
+        let inside = crate::sys::procfs::cgroups_of(pid)
+            .iter()
             .any(|path| path.strip_prefix(guests).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')));
         if inside {
             return Some(format!("pid {pid}, inside the guests' cgroup {guests}"));

@@ -6,7 +6,6 @@
 //! agent start and once a day. A directory some process still has as its working
 //! directory (a guest that runs on, silent) is kept whatever its age.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -24,25 +23,12 @@ fn newest_mtime(dir: &Path) -> Option<SystemTime> {
     Some(newest)
 }
 
-/// The working directories of the processes this agent can see.
-fn working_dirs() -> HashSet<PathBuf> {
-    let mut out = HashSet::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())) {
-            if let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) {
-                out.insert(cwd);
-            }
-        }
-    }
-    out
-}
-
 /// Removes the work directories under `data_dir`'s `guests/` and `jobs/` not modified
 /// within `keep` of `now` and no process's working directory (nor one's ancestor);
 /// returns how many it removed. Failures are logged and skipped.
 pub fn clean_work_dirs(data_dir: &Path, keep: Duration, now: SystemTime) -> usize {
     let Some(cutoff) = now.checked_sub(keep) else { return 0 };
-    let busy = working_dirs();
+    let busy = crate::sys::procfs::working_dirs();
     let mut removed = 0;
     for parent in WORK_PARENTS {
         for e in std::fs::read_dir(data_dir.join(parent)).into_iter().flatten().flatten() {

@@ -6,7 +6,7 @@
 //!
 //! The module is a leaf: it imports nothing from the rest of the crate. Its types are
 //! plain data ([`types`]); the submodules group the calls by concept: [`time`],
-//! [`timer`], [`sched`], [`signal`], [`memory`], [`id`], [`cpu`], [`fs`], [`ipc`], [`proc_events`],
+//! [`timer`], [`sched`], [`signal`], [`memory`], [`id`], [`cpu`], [`fs`], [`ipc`], [`procfs`], [`proc_events`],
 //! [`errno`]. `scripts/check-sys-seam.sh` fails when `libc::`, `std::os::unix` or a
 //! `target_os` appears outside it and the platform backends.
 

@@ -184,6 +184,20 @@ pub mod fs {
     }
 }
 
+pub mod procfs {
+    //! No namespaces, cgroups or process working directories to read here.
+
+    pub fn in_other_namespace(_pid: i32, _ns: &str) -> std::io::Result<bool> {
+        Ok(false)
+    }
+    pub fn cgroups_of(_pid: i32) -> Vec<String> {
+        Vec::new()
+    }
+    pub fn working_dirs() -> std::collections::HashSet<std::path::PathBuf> {
+        std::collections::HashSet::new()
+    }
+}
+
 pub mod proc_events {
     //! No process connector here: exclusive programs are found by scanning.
 

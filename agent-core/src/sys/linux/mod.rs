@@ -7,6 +7,7 @@ pub mod id;
 pub mod ipc;
 pub mod memory;
 pub mod proc_events;
+pub mod procfs;
 pub mod sched;
 pub mod signal;
 pub mod time;
