@@ -329,7 +329,7 @@ fn report_end(info: &GuestInfo, json: bool) -> u8 {
         match (&outcome, evicted) {
             (_, true) => errln!("lull: guest {} evicted: {cpu_s:.2} CPU-s donated over {:.1} s", info.id, info.wall_ms as f64 / 1000.0),
             (Some(o), _) if info.start_error.is_some() => {
-                // The runtime's words when they say more ("… (looked for it in PATH=…)").
+                // The runtime's words when they say more ("… (not on the guest's PATH=…)").
                 let words = o.describe();
                 let why = info.failure.as_ref().filter(|f| f.starts_with(&words)).unwrap_or(&words);
                 errln!("lull: guest {} not started: {why}", info.id)

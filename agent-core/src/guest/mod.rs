@@ -50,7 +50,7 @@ mod tests {
             start_failure(&GuestError::Sandbox("no account".into()), "x"),
             TaskOutcome::SandboxRefused { error: "no account".into() }
         );
-        let unseen = GuestError::ProgramNotFound { program: "nosuch".into(), looked_in: "PATH=/usr/bin".into() };
+        let unseen = GuestError::ProgramNotFound { program: "nosuch".into(), looked_in: "not on the guest's PATH=/usr/bin".into() };
         assert_eq!(start_failure(&unseen, "nosuch"), TaskOutcome::ProgramNotFound { program: "nosuch".into() });
         assert!(matches!(start_failure(&GuestError::Network("no outbound".into()), "x"), TaskOutcome::SandboxRefused { .. }));
         let plain = GuestError::NotExecutable { program: "/etc/passwd".into(), reason: "permission denied".into() };
@@ -396,8 +396,13 @@ pub enum GuestError {
     Sandbox(String),
     /// The job's program is not in the guest's view (its `PATH` there, its work directory
     /// or a system directory): the job cannot run here.
-    #[error("program not found: {program} (looked for it in {looked_in} as the guest sees them)")]
-    ProgramNotFound { program: String, looked_in: String },
+    #[error("program not found: {program} ({looked_in})")]
+    ProgramNotFound {
+        program: String,
+        /// Where it was looked for, as the guest sees its file system ("not on the
+        /// guest's PATH=…", "no such file …").
+        looked_in: String,
+    },
     /// The job's program is there but cannot be executed (no execute permission, a
     /// directory): found before anything is started.
     #[error("program not executable: {program} ({reason})")]

@@ -251,14 +251,16 @@ fn is_executable(p: &Path) -> bool {
 pub fn find_program(command: &str, path: &str, cwd: &Path, view: impl Fn(&Path) -> Option<PathBuf>) -> Result<(), GuestError> {
     let not_found = |looked_in: String| GuestError::ProgramNotFound { program: command.to_string(), looked_in };
     if command.is_empty() {
-        return Err(not_found("nothing (an empty program name)".into()));
+        return Err(not_found("an empty program name".into()));
     }
     if command.contains('/') {
         let in_view = cwd.join(command);
         // In the work directory a link may lead anywhere in the view: its existence is
         // enough here (the exec itself happens inside the view).
         let found = view(&normalize(&in_view)).and_then(|host| std::fs::symlink_metadata(&host).ok());
-        let Some(meta) = found else { return Err(not_found(format!("{}", normalize(&in_view).display()))) };
+        let Some(meta) = found else {
+            return Err(not_found(format!("no such file at {} in the guest's view", normalize(&in_view).display())));
+        };
         use std::os::unix::fs::PermissionsExt;
         let not_executable = |reason: &str| GuestError::NotExecutable { program: command.to_string(), reason: reason.into() };
         return if meta.is_dir() {
@@ -273,7 +275,7 @@ pub fn find_program(command: &str, path: &str, cwd: &Path, view: impl Fn(&Path) 
     if found {
         Ok(())
     } else {
-        Err(not_found(format!("PATH={path}")))
+        Err(not_found(format!("not on the guest's PATH={path}")))
     }
 }
 
