@@ -4,6 +4,7 @@
 //! an error that names the field (as a dotted TOML path) and the allowed range; an
 //! unknown field is rejected by name too, so a typo never silently does nothing.
 
+use crate::config_fields as f;
 use lull_core::field::fmt_bound;
 pub use lull_core::policy::config::{
     parse_range, AllowedHours, Availability, Budget, Eviction, EvictionMode, MinuteRange, PolicyConfig, Rules,
@@ -197,18 +198,18 @@ impl Default for Guests {
     fn default() -> Self {
         Self {
             cgroup: "auto".into(),
-            memory_cap_mib: 2048,
-            owner_reserve_mib: 1024,
-            admission_owner_mem_max: 0.80,
-            pressure_freeze_pct: 10.0,
-            pressure_kill_s: 10,
-            pids_max: 4096,
+            memory_cap_mib: f::MEMORY_CAP_MIB.default,
+            owner_reserve_mib: f::OWNER_RESERVE_MIB.default,
+            admission_owner_mem_max: f::ADMISSION_OWNER_MEM_MAX.default,
+            pressure_freeze_pct: f::PRESSURE_FREEZE_PCT.default,
+            pressure_kill_s: f::PRESSURE_KILL_S.default,
+            pids_max: f::PIDS_MAX.default,
             network: NetworkPolicy::None,
-            disk_mib: 4096,
-            output_mib: 16,
-            migration_bandwidth_mib_s: 50.0,
-            max_jobs: 1,
-            retention_days: 7,
+            disk_mib: f::DISK_MIB.default,
+            output_mib: f::OUTPUT_MIB.default,
+            migration_bandwidth_mib_s: f::MIGRATION_BANDWIDTH_MIB_S.default,
+            max_jobs: f::MAX_JOBS.default,
+            retention_days: f::RETENTION_DAYS.default,
             run_as: "lull-guest".into(),
         }
     }
@@ -267,10 +268,10 @@ impl Default for Memory {
     fn default() -> Self {
         Self {
             protect_owner: true,
-            owner_protect_mib: 0,
+            owner_protect_mib: f::OWNER_PROTECT_MIB.default,
             owner_cgroup: String::new(),
-            cache_snapshot_mib: 2048,
-            cache_snapshot_files: 4096,
+            cache_snapshot_mib: f::CACHE_SNAPSHOT_MIB.default,
+            cache_snapshot_files: f::CACHE_SNAPSHOT_FILES.default,
         }
     }
 }
@@ -326,22 +327,27 @@ impl Coordinator {
 
 impl Default for Sampling {
     fn default() -> Self {
-        Self { interval_ms: 1000, relaxed_interval_ms: 10_000, trace_interval_s: 2, trace_retention_days: 30 }
+        Self {
+            interval_ms: f::INTERVAL_MS.default,
+            relaxed_interval_ms: f::RELAXED_INTERVAL_MS.default,
+            trace_interval_s: f::TRACE_INTERVAL_S.default,
+            trace_retention_days: f::TRACE_RETENTION_DAYS.default,
+        }
     }
 }
 impl Default for Caps {
     fn default() -> Self {
-        Self { cpu_max: 1.0, memory_max: 0.5 }
+        Self { cpu_max: f::CPU_MAX.default, memory_max: f::MEMORY_MAX.default }
     }
 }
 impl Default for Notifications {
     fn default() -> Self {
-        Self { enabled: true, min_interval_s: 300 }
+        Self { enabled: true, min_interval_s: f::MIN_INTERVAL_S.default }
     }
 }
 impl Default for Input {
     fn default() -> Self {
-        Self { backend: InputBackendChoice::Auto, idle_notify_s: 10, all_users: false }
+        Self { backend: InputBackendChoice::Auto, idle_notify_s: f::IDLE_NOTIFY_S.default, all_users: false }
     }
 }
 
@@ -349,37 +355,36 @@ impl Config {
     /// Every numeric field with its value and allowed range: the single source of the
     /// ranges, used by validation and by error messages.
     fn numeric_fields(&self) -> Vec<(&'static str, f64, f64, f64)> {
-        let (s, g) = (&self.sampling, &self.guests);
+        let (s, g, m) = (&self.sampling, &self.guests, &self.memory);
         let mut fields = vec![
-            ("sampling.interval_ms", s.interval_ms as f64, 100.0, 60_000.0),
-            ("sampling.relaxed_interval_ms", s.relaxed_interval_ms as f64, 100.0, 300_000.0),
-            ("sampling.trace_interval_s", s.trace_interval_s as f64, 1.0, 3600.0),
-            ("sampling.trace_retention_days", s.trace_retention_days as f64, 1.0, 3650.0),
+            f::INTERVAL_MS.check(s.interval_ms),
+            f::RELAXED_INTERVAL_MS.check(s.relaxed_interval_ms),
+            f::TRACE_INTERVAL_S.check(s.trace_interval_s),
+            f::TRACE_RETENTION_DAYS.check(s.trace_retention_days),
         ];
         // The policy's sections: default and range are one constant each in lull-core.
-        let policy = lull_core::policy::config::numeric_fields(&self.availability, &self.budget, &self.eviction, &self.rules);
-        fields.extend(policy.into_iter().map(|f| (f.name, f.value, f.min, f.max)));
+        fields.extend(lull_core::policy::config::numeric_fields(&self.availability, &self.budget, &self.eviction, &self.rules));
         fields.extend([
-            ("input.idle_notify_s", self.input.idle_notify_s as f64, 1.0, 600.0),
-            ("guests.memory_cap_mib", g.memory_cap_mib as f64, 0.0, 1_048_576.0),
-            ("guests.owner_reserve_mib", g.owner_reserve_mib as f64, 0.0, 1_048_576.0),
-            ("guests.admission_owner_mem_max", g.admission_owner_mem_max, 0.05, 1.0),
-            ("guests.pressure_freeze_pct", g.pressure_freeze_pct, 0.1, 100.0),
-            ("guests.pressure_kill_s", g.pressure_kill_s as f64, 0.0, 3600.0),
-            ("guests.pids_max", g.pids_max as f64, 8.0, 1_000_000.0),
-            ("guests.max_jobs", g.max_jobs as f64, 1.0, 64.0),
-            ("guests.disk_mib", g.disk_mib as f64, 16.0, 1_048_576.0),
-            ("guests.output_mib", g.output_mib as f64, 1.0, 1024.0),
-            ("guests.retention_days", g.retention_days as f64, 1.0, 3650.0),
-            ("guests.migration_bandwidth_mib_s", g.migration_bandwidth_mib_s, 0.1, 100_000.0),
-            ("caps.cpu_max", self.caps.cpu_max, 0.05, 1.0),
-            ("caps.memory_max", self.caps.memory_max, 0.05, 0.9),
-            ("memory.owner_protect_mib", self.memory.owner_protect_mib as f64, 0.0, 1_048_576.0),
-            ("memory.cache_snapshot_mib", self.memory.cache_snapshot_mib as f64, 0.0, 65_536.0),
-            ("memory.cache_snapshot_files", self.memory.cache_snapshot_files as f64, 1.0, 100_000.0),
-            ("notifications.min_interval_s", self.notifications.min_interval_s as f64, 10.0, 86_400.0),
+            f::IDLE_NOTIFY_S.check(self.input.idle_notify_s),
+            f::MEMORY_CAP_MIB.check(g.memory_cap_mib),
+            f::OWNER_RESERVE_MIB.check(g.owner_reserve_mib),
+            f::ADMISSION_OWNER_MEM_MAX.check(g.admission_owner_mem_max),
+            f::PRESSURE_FREEZE_PCT.check(g.pressure_freeze_pct),
+            f::PRESSURE_KILL_S.check(g.pressure_kill_s),
+            f::PIDS_MAX.check(g.pids_max),
+            f::MAX_JOBS.check(g.max_jobs),
+            f::DISK_MIB.check(g.disk_mib),
+            f::OUTPUT_MIB.check(g.output_mib),
+            f::RETENTION_DAYS.check(g.retention_days),
+            f::MIGRATION_BANDWIDTH_MIB_S.check(g.migration_bandwidth_mib_s),
+            f::CPU_MAX.check(self.caps.cpu_max),
+            f::MEMORY_MAX.check(self.caps.memory_max),
+            f::OWNER_PROTECT_MIB.check(m.owner_protect_mib),
+            f::CACHE_SNAPSHOT_MIB.check(m.cache_snapshot_mib),
+            f::CACHE_SNAPSHOT_FILES.check(m.cache_snapshot_files),
+            f::MIN_INTERVAL_S.check(self.notifications.min_interval_s),
         ]);
-        fields
+        fields.into_iter().map(|c| (c.name, c.value, c.min, c.max)).collect()
     }
 
     /// The allowed range of a numeric field, e.g. `"0..=20"`.
@@ -821,4 +826,20 @@ light_for_s = 30
         let text = toml::to_string_pretty(&c).unwrap();
         assert_eq!(Config::from_toml(&text, "t").unwrap(), c);
     }
+
+    #[test]
+    fn every_default_lies_inside_its_range_and_each_field_is_checked_once() {
+        let rows = Config::default().numeric_fields();
+        // 22 of the agent's own (config_fields.rs) and the policy's 14.
+        assert_eq!(rows.len(), 22 + 14, "a field added to config_fields.rs is listed in numeric_fields");
+        let mut names: Vec<&str> = rows.iter().map(|r| r.0).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), rows.len(), "each field once");
+        for (name, v, lo, hi) in rows {
+            assert!((lo..=hi).contains(&v), "{name}: default {v} outside {lo}..={hi}");
+        }
+        assert_eq!(Config::allowed_range("guests.disk_mib").as_deref(), Some("16..=1048576"));
+    }
+
 }

@@ -20,6 +20,7 @@ pub mod calibration;
 pub mod checkpoint;
 pub mod clock;
 pub mod config;
+mod config_fields;
 pub mod config_file;
 pub mod control;
 pub mod coordinator_client;

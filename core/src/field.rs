@@ -6,7 +6,7 @@ use std::fmt;
 
 /// One numeric configuration field: name, default, inclusive range `min..=max`, unit.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Field<T> {
+pub struct Field<T> {
     /// The dotted path in the configuration file, e.g. `availability.owner_cpu_max`.
     pub name: &'static str,
     /// The value when the file does not set it.
@@ -20,7 +20,7 @@ pub(crate) struct Field<T> {
 }
 
 /// A number a [`Field`] can hold; validation compares it as `f64`.
-pub(crate) trait FieldValue: Copy + PartialOrd + fmt::Display {
+pub trait FieldValue: Copy + PartialOrd + fmt::Display {
     /// The value as `f64` (exact for every range used here).
     fn as_f64(self) -> f64;
 }
@@ -60,12 +60,12 @@ pub struct Checked {
 
 impl<T: FieldValue> Field<T> {
     /// Whether `v` lies in `min..=max` (a NaN never does).
-    pub(crate) fn contains(&self, v: T) -> bool {
+    pub fn contains(&self, v: T) -> bool {
         self.min <= v && v <= self.max
     }
 
     /// This field with value `v`, for a validation table.
-    pub(crate) fn check(&self, v: T) -> Checked {
+    pub fn check(&self, v: T) -> Checked {
         Checked { name: self.name, value: v.as_f64(), min: self.min.as_f64(), max: self.max.as_f64(), unit: self.unit }
     }
 }
