@@ -222,9 +222,8 @@ mod tests {
                 let _ = self.0.wait();
             }
         }
-        let n = 300 + std::process::id() % 200;
-        let display = format!(":{n}");
-        let _x = Kill(Command::new("Xvfb").args([&display, "-nolisten", "tcp"]).stderr(Stdio::null()).spawn().expect("Xvfb"));
+        let x = lull_e2e::Xvfb::try_start().expect("Xvfb");
+        let display = x.display.clone();
         let mut bus =
             Command::new("dbus-daemon").args(["--session", "--nofork", "--print-address=1"]).stdout(Stdio::piped()).spawn().expect("dbus");
         let mut addr = String::new();

@@ -54,7 +54,7 @@ impl Drop for Proc {
 /// machine made the windows' timeouts flaky), the headless tests beside them.
 struct Desktop {
     display: String,
-    _xvfb: Proc,
+    _xvfb: lull_e2e::Xvfb,
     _trayer: Option<Proc>,
     _one_at_a_time: std::sync::MutexGuard<'static, ()>,
 }
@@ -65,20 +65,10 @@ impl Desktop {
     fn start(with_tray_host: bool) -> Self {
         // A test that failed with the lock held poisons it; the next desktop is still fine.
         let one_at_a_time = DESKTOP.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // A display number no one uses (lock file and socket both absent).
-        let n = (60..200)
-            .map(|i| i + (std::process::id() % 50))
-            .find(|n| !Path::new(&format!("/tmp/.X{n}-lock")).exists() && !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists())
-            .expect("a free display number");
-        let display = format!(":{n}");
-        let xvfb = Command::new("Xvfb")
-            .args([&display, "-screen", "0", "1280x960x24", "-nolisten", "tcp", "-noreset"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start Xvfb");
-        let xvfb = Proc(xvfb);
-        wait_until("Xvfb socket", Duration::from_secs(10), || Path::new(&format!("/tmp/.X11-unix/X{n}")).exists());
+        // The harness's Xvfb, on a display number it picks (-displayfd), large enough for
+        // the windows' screenshots.
+        let xvfb = lull_e2e::Xvfb::try_start_with_screen("1280x960x24").expect("start Xvfb");
+        let display = xvfb.display.clone();
         let trayer = with_tray_host.then(|| {
             let t = Command::new("trayer")
                 .args(["--edge", "top", "--align", "left", "--widthtype", "pixel", "--width", "120", "--height", "32"])

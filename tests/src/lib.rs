@@ -388,12 +388,18 @@ pub struct Xvfb {
 }
 
 impl Xvfb {
-    /// Starts Xvfb on a free display number it picks itself (`-displayfd`); it ends with
-    /// this process however it ends.
+    /// Starts Xvfb with an 800×600 screen on a free display number it picks itself
+    /// (`-displayfd`); it ends with this process however it ends.
     pub fn try_start() -> std::io::Result<Self> {
+        Self::try_start_with_screen("800x600x24")
+    }
+
+    /// [`Xvfb::try_start`] with a screen of `screen` (`WxHxDEPTH`, e.g. `1280x960x24` for
+    /// the tray's windows and their screenshots).
+    pub fn try_start_with_screen(screen: &str) -> std::io::Result<Self> {
         let mut cmd = Command::new("Xvfb");
         let mut child = process::end_with_us(&mut cmd, libc::SIGTERM)
-            .args(["-displayfd", "1", "-noreset", "-nolisten", "tcp", "-screen", "0", "800x600x24"])
+            .args(["-displayfd", "1", "-noreset", "-nolisten", "tcp", "-screen", "0", screen])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
