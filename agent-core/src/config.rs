@@ -841,5 +841,4 @@ light_for_s = 30
         }
         assert_eq!(Config::allowed_range("guests.disk_mib").as_deref(), Some("16..=1048576"));
     }
-
 }
