@@ -8,7 +8,6 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use coordinator::db::redact_url as redact;
 use lull_e2e::process::cpu_seconds as cpu_s;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -169,8 +168,8 @@ pub(crate) fn pct(sorted: &[u32], q: f64) -> f64 {
 /// with `agents` simulated machines enrolled (through the store, before it starts) and
 /// an admin key, listening on a loopback port.
 pub(crate) struct BenchCoordinator {
-    tmp: tempfile::TempDir,
-    child: std::process::Child,
+    /// The harness's coordinator process (SIGTERM when dropped).
+    server: lull_e2e::coordinator::Coordinator,
     pub(crate) pid: u32,
     pub(crate) addr: String,
     /// The agents' secrets, in enrolment order.
@@ -232,48 +231,29 @@ impl BenchCoordinator {
             db.close().await;
             Ok::<_, anyhow::Error>((out, admin))
         })?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let addr = format!("127.0.0.1:{port}");
-        let log = std::fs::File::create(tmp.path().join("coordinator.log"))?;
         let exe = match &bench_db.coordinator_exe {
             Some(p) => p.clone(),
             None => lull_e2e::try_lull_bin()?,
         };
-        let child = Command::new(&exe)
-            .args(["coordinator", "serve", "--listen", &addr])
-            // The URL (password included) by the environment, never the command line.
-            .env(COORDINATOR_DB_ENV, &url)
-            .args(extra)
-            .env("LULL_DATA_DIR", tmp.path())
-            .env("LULL_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
+        // The URL (password included) by the environment, never the command line.
+        let env = [(COORDINATOR_DB_ENV, url.as_str()), ("LULL_LOG", "warn")];
+        let server = lull_e2e::coordinator::Coordinator::try_start_in(tmp, &exe, &env, extra)
             .with_context(|| format!("starting {} coordinator serve", exe.display()))?;
-        let mut c = BenchCoordinator { pid: child.id(), child, tmp, addr, secrets, admin_key, pg };
-        let started = Instant::now();
-        while std::net::TcpStream::connect(&c.addr).is_err() {
-            if started.elapsed() > Duration::from_secs(30) || matches!(c.child.try_wait(), Ok(Some(_))) {
-                let log = c.log();
-                c.stop(rt);
-                bail!("the coordinator did not start: {log}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let addr = server.url.trim_start_matches("http://").to_string();
+        let c = BenchCoordinator { pid: server.child.id(), server, addr, secrets, admin_key, pg };
         Ok(c)
     }
 
     /// What the coordinator wrote to stderr.
     pub(crate) fn log(&self) -> String {
-        std::fs::read_to_string(self.tmp.path().join("coordinator.log")).unwrap_or_default()
+        self.server.log()
     }
 
     /// Stops the coordinator (SIGTERM) and drops the PostgreSQL database.
-    pub(crate) fn stop(mut self, rt: &tokio::runtime::Runtime) {
-        // SAFETY: kill with a pid we spawned.
-        unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-        if let Some((pg_url, name)) = self.pg.take() {
+    pub(crate) fn stop(self, rt: &tokio::runtime::Runtime) {
+        let BenchCoordinator { server, pg, .. } = self;
+        drop(server);
+        if let Some((pg_url, name)) = pg {
             let _ = rt.block_on(async {
                 let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(&pg_url).await?;
                 sqlx::Executor::execute(&mut conn, sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name}"))).await?;

@@ -20,12 +20,19 @@ impl Coordinator {
     /// Starts `lull coordinator serve --listen 127.0.0.1:0 EXTRA…` (stderr in
     /// `coordinator.log`) and waits until it has written its URL.
     pub fn try_start(extra: &[&str]) -> std::io::Result<Self> {
-        let dir = tempfile::tempdir()?;
+        Self::try_start_in(tempfile::tempdir()?, &crate::try_lull_bin()?, &[], extra)
+    }
+
+    /// [`Coordinator::try_start`] with the data directory `dir` (where a benchmark may
+    /// have prepared its database), the binary `exe` (another build, to compare) and
+    /// `env` set (e.g. the database URL, never on the command line).
+    pub fn try_start_in(dir: tempfile::TempDir, exe: &Path, env: &[(&str, &str)], extra: &[&str]) -> std::io::Result<Self> {
         let log = std::fs::File::create(dir.path().join("coordinator.log"))?;
-        let mut cmd = Command::new(crate::try_lull_bin()?);
+        let mut cmd = Command::new(exe);
         let child = end_with_us(&mut cmd, libc::SIGTERM)
             .args(["coordinator", "serve", "--listen", "127.0.0.1:0"])
             .args(extra)
+            .envs(env.iter().copied())
             .env("LULL_DATA_DIR", dir.path())
             .env_remove("LULL_COORDINATOR_URL")
             .env_remove("LULL_KEY")
