@@ -179,7 +179,11 @@ impl IdleAgent {
             Some(false) => cmd.env(agent_core::input::OVERRIDE_ENV, "none"),
             None => &mut cmd,
         };
-        let child = cmd.spawn().with_context(|| format!("starting {label}"))?;
+        // Through the harness: ended with the bench, and ready (answering on its socket,
+        // linked when enrolled) before the warm-up starts.
+        let socket = dir.path().join("agent.sock");
+        let child = lull_e2e::try_start_agent(&mut cmd, &socket, Duration::from_secs(60), |s| pool.is_none() || s.coordinator.is_some())
+            .with_context(|| format!("starting {label}"))?;
         Ok(Self { label, base, child, _dir: dir, cpu0: 0, threads0: Default::default(), rss: vec![], anon: vec![], file: vec![] })
     }
 
