@@ -175,7 +175,7 @@ struct Driver {
     /// work lingering or lent while light): the next write's growth is theirs.
     totals_owner_present: bool,
     /// The last seed 000 §5.2 migration decision logged (its kind), while lingering.
-    migration_logged: Option<std::mem::Discriminant<crate::policy::migration::MigrationDecision>>,
+    migration_logged: Option<std::mem::Discriminant<crate::policy::MigrationDecision>>,
     guests_present: bool,
     /// Guests started for jobs (see [`JobGuest`]).
     jobs: Vec<JobGuest>,
@@ -799,7 +799,7 @@ impl Driver {
         if self.migration_asked.is_some() || self.next_migration_ask.is_some_and(|t| now.mono < t) {
             return;
         }
-        if self.policy.migration_decision(now) != Some(crate::policy::migration::MigrationDecision::Migrate) {
+        if self.policy.migration_decision(now) != Some(crate::policy::MigrationDecision::Migrate) {
             return;
         }
         let guests = &mut self.guests;

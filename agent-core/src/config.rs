@@ -6,9 +6,7 @@
 
 use crate::config_fields as f;
 use lull_core::field::fmt_bound;
-pub use lull_core::policy::config::{
-    parse_range, AllowedHours, Availability, Budget, Eviction, EvictionMode, MinuteRange, PolicyConfig, Rules,
-};
+pub use lull_core::policy::{parse_range, AllowedHours, Availability, Budget, Eviction, EvictionMode, MinuteRange, PolicyConfig, Rules};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -363,7 +361,7 @@ impl Config {
             f::TRACE_RETENTION_DAYS.check(s.trace_retention_days),
         ];
         // The policy's sections: default and range are one constant each in lull-core.
-        fields.extend(lull_core::policy::config::numeric_fields(&self.availability, &self.budget, &self.eviction, &self.rules));
+        fields.extend(lull_core::policy::numeric_fields(&self.availability, &self.budget, &self.eviction, &self.rules));
         fields.extend([
             f::IDLE_NOTIFY_S.check(self.input.idle_notify_s),
             f::MEMORY_CAP_MIB.check(g.memory_cap_mib),

@@ -1,6 +1,6 @@
 //! The agent's own numeric configuration fields (sampling, input, guests, caps, memory,
 //! notifications), each defined once with its default, allowed range and unit, as the
-//! policy's are in `lull_core::policy::fields`. The `Default` impls of `config.rs` take
+//! policy's are in `core/src/policy/fields.rs`. The `Default` impls of `config.rs` take
 //! their values from here and `Config::numeric_fields` checks every field against the same
 //! constant, so a default and its range cannot drift apart.
 

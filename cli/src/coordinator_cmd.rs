@@ -137,7 +137,7 @@ pub struct SchedulerArg {
     /// eq. 5, the default).
     #[arg(long = "migration-choice", env = "LULL_MIGRATION_CHOICE", value_name = "CHOICE", default_value = "combined",
         value_parser = parse_migration_choice)]
-    pub migration_choice: lull_core::sched::memory::Choice,
+    pub migration_choice: lull_core::sched::Choice,
     /// Instant recruitment's reserve (`[scheduler] reserve_pct`, seed 003): the percent of
     /// the idle machines kept back from every `lull recruit` request for the next one
     /// (0 ≤ x < 100).
@@ -153,7 +153,7 @@ pub struct SchedulerArg {
 
 impl SchedulerArg {
     /// Instant recruitment's configuration with this reserve (refused out of range).
-    pub fn recruit(&self) -> Result<lull_core::sched::recruit::RecruitConfig> {
+    pub fn recruit(&self) -> Result<lull_core::sched::RecruitConfig> {
         coordinator::scheduling::recruiting::config_with(self.reserve_pct, self.recruit_idle_pct).map_err(anyhow::Error::msg)
     }
 
@@ -173,7 +173,7 @@ fn parse_memory_threshold(s: &str) -> std::result::Result<f64, String> {
     Ok(mt)
 }
 
-fn parse_migration_choice(s: &str) -> std::result::Result<lull_core::sched::memory::Choice, String> {
+fn parse_migration_choice(s: &str) -> std::result::Result<lull_core::sched::Choice, String> {
     s.parse()
 }
 

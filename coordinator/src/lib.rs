@@ -59,7 +59,7 @@ pub struct Config {
     /// replacement before the whole gang is re-queued (as the agents' gang fill timeout).
     pub gang_halt_timeout: Duration,
     /// Instant recruitment's settings (the reserve); `lull coordinator serve --reserve-pct`.
-    pub recruit: lull_core::sched::recruit::RecruitConfig,
+    pub recruit: lull_core::sched::RecruitConfig,
 }
 
 impl Default for Config {

@@ -1,6 +1,6 @@
 //! `POST /api/v1/tasks/{job}/{rank}/migrate`: an agent whose owner came back while its
 //! guest lingers asks whether to move the task (seed 000 §5.2). This module gathers what
-//! the pure decision (`lull_core::sched::migrate::decide`) needs from the database and the
+//! the pure decision (`lull_core::sched::decide_migration`) needs from the database and the
 //! live heartbeats, and carries a "yes" out: the task is given back with its last
 //! checkpoint (`store::release` with `GiveBack::Migrated`: no retry used, no eviction counted; a gang
 //! halts until the rank is replaced) and the scheduler is told, so it places it again.
@@ -15,7 +15,7 @@ use crate::model::{MigrateAnswer, MigrateRequest};
 use crate::scheduling::{Ended, Msg};
 use crate::store::{self, now_ms, StoreError};
 use crate::App;
-use lull_core::sched::migrate::{decide, MigrateAsk, MigrateDecision, StayWhy};
+use lull_core::sched::{decide_migration, MigrateAsk, MigrateDecision, StayWhy};
 use lull_core::sched::{Machine, MachineId, Predictor};
 use std::collections::HashMap;
 
@@ -147,7 +147,7 @@ pub async fn ask(app: &App, agent: &str, job: i64, rank: i64, req: &MigrateReque
         memory_needed: col::<i64>(&j, "mem_bytes")?.max(0) as u64,
         exclude: Vec::new(),
     };
-    let d = decide(&a, &candidates, app.config.scheduler.predict.min_cpu_share);
+    let d = decide_migration(&a, &candidates, app.config.scheduler.predict.min_cpu_share);
     let (stay_s, move_s) = match &d {
         MigrateDecision::Migrate { stay_s, move_s, .. } | MigrateDecision::Stay(StayWhy::NotSooner { stay_s, move_s, .. }) => {
             (Some(*stay_s), Some(*move_s))

@@ -10,7 +10,9 @@
 //!
 //! The façade: an item is `pub` only when another crate (or this crate's integration
 //! tests and benches) names it or a public signature shows it; the rest is `pub(crate)`
-//! or private. `sched/mod.rs` re-exports the scheduler's public types.
+//! or private. The top-level modules are the namespaces (`lull_core::policy`,
+//! `lull_core::sched`, …); the file modules below `policy/` and `sched/` are private and
+//! their `mod.rs` re-exports what is public, so no public path reaches into one.
 
 // Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
 #![warn(clippy::unwrap_used)]

@@ -11,8 +11,8 @@
 
 use chrono::{Duration as CDuration, TimeZone, Utc};
 use lull_core::clock::{MonoMs, Now};
-use lull_core::policy::config::{EvictionMode, PolicyConfig};
 use lull_core::policy::{Command, DonateSpan, Event, PauseSpan, Policy, PoolView, Saved};
+use lull_core::policy::{EvictionMode, PolicyConfig};
 use lull_core::sample::{InputEvent, InputSignal, Sample};
 use proptest::prelude::*;
 

@@ -14,8 +14,8 @@
 
 use chrono::{Duration as CDuration, TimeZone, Utc};
 use lull_core::clock::{MonoMs, Now};
-use lull_core::policy::config::{EvictionMode, PolicyConfig as Config};
 use lull_core::policy::{Action, Command, DonateSpan, Event, GuestDirective, PauseSpan, Policy, PoolView, ReturnCause, Saved, StateKind};
+use lull_core::policy::{EvictionMode, PolicyConfig as Config};
 use lull_core::sample::{InputEvent, InputSignal, Sample};
 use proptest::prelude::*;
 use std::collections::BTreeMap;

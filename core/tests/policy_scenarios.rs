@@ -6,7 +6,7 @@
 use chrono::{DateTime, Duration as CDuration, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use lull_core::clock::{MonoMs, Now};
-use lull_core::policy::config::PolicyConfig as Config;
+use lull_core::policy::PolicyConfig as Config;
 use lull_core::policy::{Action, Command, DonateSpan, Event, PauseSpan, Policy, Saved};
 use lull_core::sample::{InputEvent, InputSignal, Sample};
 use std::collections::BTreeMap;

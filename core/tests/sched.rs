@@ -1,8 +1,8 @@
 //! Tests of `lull_core::sched` through its public API: hand-made job mixes with known
 //! answers, small discrete-event simulations in virtual time, and property tests.
 
-use lull_core::sched::predict::{corrected_runtime, normtime, predicted_runtime_s};
 use lull_core::sched::*;
+use lull_core::sched::{corrected_runtime, normtime, predicted_runtime_s};
 use proptest::prelude::*;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
@@ -1132,7 +1132,7 @@ fn config_round_trips_with_defaults_and_rejects_unknown_fields() {
 // ---------------------------------------------------------------------------------------
 // Migration on request (seed 000 §5.2).
 
-fn migrate_case() -> impl Strategy<Value = (migrate::MigrateAsk, Vec<Machine>)> {
+fn migrate_case() -> impl Strategy<Value = (MigrateAsk, Vec<Machine>)> {
     let machine = (2u64..9, 0.5f64..3.0, 0.0f64..1.0, any::<bool>(), 0u32..3, 0u64..4);
     (
         0.0f64..1.0,
@@ -1145,7 +1145,7 @@ fn migrate_case() -> impl Strategy<Value = (migrate::MigrateAsk, Vec<Machine>)> 
         proptest::collection::vec(2u64..9, 0..2),
     )
         .prop_map(|(h, busy, cost, ckpt, done, pred, ms, exclude)| {
-            let ask = migrate::MigrateAsk {
+            let ask = MigrateAsk {
                 source: Machine { load: h, ..Machine::new(1, "src", 1.0) },
                 owner_busy_for_s: busy,
                 migration_cost_s: cost,
@@ -1179,16 +1179,16 @@ proptest! {
             .filter(|m| m.id != ask.source.id && !ask.exclude.contains(&m.id) && check_eligible(m, 0, 0, ask.memory_needed).is_ok())
             .collect();
         let best = eligible.iter().min_by_key(|m| rank_key(m)).map(|m| m.id);
-        match migrate::decide(&ask, &ms, 0.05) {
-            migrate::MigrateDecision::Migrate { to, stay_s, move_s } => {
+        match decide_migration(&ask, &ms, 0.05) {
+            MigrateDecision::Migrate { to, stay_s, move_s } => {
                 prop_assert_eq!(Some(to), best);
                 prop_assert!(move_s < stay_s);
             }
-            migrate::MigrateDecision::Stay(migrate::StayWhy::NotSooner { best: b, stay_s, move_s }) => {
+            MigrateDecision::Stay(StayWhy::NotSooner { best: b, stay_s, move_s }) => {
                 prop_assert_eq!(Some(b), best);
                 prop_assert!(move_s >= stay_s);
             }
-            migrate::MigrateDecision::Stay(migrate::StayWhy::NoFreeMachine) => prop_assert!(best.is_none()),
+            MigrateDecision::Stay(StayWhy::NoFreeMachine) => prop_assert!(best.is_none()),
         }
     }
 }

@@ -5,7 +5,6 @@
 //! the machine with the most free memory. Unit cases with known answers, then property
 //! tests ("no placement ever on a machine over MT").
 
-use lull_core::sched::memory::{oversize, Choice, JobLoad, MachineMemory};
 use lull_core::sched::*;
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -352,7 +351,7 @@ proptest! {
     /// `room_under` is exactly the largest need that keeps `Q_o` below MT.
     #[test]
     fn room_under_is_the_largest_need_below_mt(mt in -0.9f64..1.0, m in 1u64..(1 << 40), d in 0u64..(1 << 41)) {
-        match memory::room_under(mt, m, d) {
+        match room_under(mt, m, d) {
             None => prop_assert!(oversize(d, m) >= mt - 1e-9),
             Some(room) => {
                 prop_assert!(oversize(d + room, m) < mt + 1e-9);

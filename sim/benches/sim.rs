@@ -20,7 +20,7 @@
 //!    core, alternately in one process, 3 rounds: aggregate node-samples per wall second of
 //!    the whole sweep (median), the ratio, and each run's own rate (wall and thread CPU).
 
-use lull_core::policy::config::PolicyConfig;
+use lull_core::policy::PolicyConfig;
 use lull_core::sched::SchedConfig;
 use lull_sim::driver::{run, SimConfig, SimJob, SimMachine, Stepping};
 use lull_sim::gen::{generate, GenParams, HOURLY_ACTIVITY};

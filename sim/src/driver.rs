@@ -41,7 +41,7 @@ use crate::error::{Result, SimError};
 use crate::trace::{OwnerSample, OwnerTrace, RunTrace};
 use chrono::{DateTime, NaiveDate, Utc};
 use lull_core::clock::{MonoMs, Now};
-use lull_core::policy::config::PolicyConfig;
+use lull_core::policy::PolicyConfig;
 use lull_core::policy::{Action, Event as PEvent, GuestDirective, Policy, Saved, StateKind};
 use lull_core::sample::{InputEvent, InputSignal, Sample};
 use lull_core::sched::{Event, JobId, JobSpec, Machine, MachineId, Millis, SchedConfig, Scheduler};
@@ -1153,7 +1153,7 @@ mod tests {
     fn the_policy_recruits_after_the_threshold_and_an_owner_return_evicts_and_counts() {
         let mut m = SimMachine::dedicated("ws", 1.0);
         m.owner = Some(trace(&[(10, true), (400, false), (30, true), (2000, false)]));
-        m.policy.eviction.mode = lull_core::policy::config::EvictionMode::ImmediateEviction;
+        m.policy.eviction.mode = lull_core::policy::EvictionMode::ImmediateEviction;
         // 300 s of work: recruited at ~190 s, owner back at 410 s (220 s done), evicted,
         // started over after the next 180 s of idleness (~620 s), done at ~920 s.
         let out = run(&[m], &[job(1, 0.0, 1, 300.0)], &SimConfig::new(SchedConfig::default()), &mut |_, _| {}).unwrap();
@@ -1172,7 +1172,7 @@ mod tests {
     fn a_checkpointable_job_resumes_where_it_was_evicted() {
         let mut m = SimMachine::dedicated("ws", 1.0);
         m.owner = Some(trace(&[(10, true), (400, false), (30, true), (2000, false)]));
-        m.policy.eviction.mode = lull_core::policy::config::EvictionMode::ImmediateEviction;
+        m.policy.eviction.mode = lull_core::policy::EvictionMode::ImmediateEviction;
         let mut j = job(1, 0.0, 1, 300.0);
         j.checkpointable = true;
         // ~220 s done before the return; the last ~80 s after re-recruitment at ~620 s.
@@ -1197,7 +1197,7 @@ mod tests {
     /// give exactly the run stepping at every sample gives, with fewer steps.
     #[test]
     fn sleeping_to_the_deadline_gives_the_same_run_as_every_sample() {
-        use lull_core::policy::config::EvictionMode;
+        use lull_core::policy::EvictionMode;
         let modes =
             [EvictionMode::ImmediateEviction, EvictionMode::PauseAndMigrate, EvictionMode::LingerLonger, EvictionMode::LingerForever];
         let machines: Vec<SimMachine> = modes

@@ -13,7 +13,7 @@
 //! job). A change that moves any outcome fails here. Print them with
 //! `cargo test -p lull-sim --test outcome_digest -- --nocapture`.
 
-use lull_core::policy::config::{EvictionMode, PolicyConfig};
+use lull_core::policy::{EvictionMode, PolicyConfig};
 use lull_core::sched::{Algorithm, SchedConfig};
 use lull_sim::driver::{run, Outcome, SimConfig, SimJob, SimMachine, Stepping};
 use lull_sim::gen::{generate, GenParams};

@@ -2,7 +2,7 @@
 //! once, from memory, with up to K machines predicted to stay idle for the next S
 //! seconds, keeping a share of the idle machines in reserve for the next request.
 //!
-//! * The decision is `lull_core::sched::recruit::Recruiter`'s (windowed mean of recent
+//! * The decision is `lull_core::sched::Recruiter`'s (windowed mean of recent
 //!   owner-load readings, window chosen by the forecast; reserve; lending). The leader's
 //!   scheduler driver feeds it: every heartbeat's owner-load readings
 //!   ([`Recruiting::observe`], a reading covering `secs` seconds counts as that many
@@ -26,8 +26,8 @@ use crate::auth::Principal;
 use crate::model::SubmitJob;
 use crate::store::{self, now_ms};
 use crate::App;
-use lull_core::sched::recruit::{window_for, RecruitConfig, Recruiter, Request, HISTORY};
 use lull_core::sched::MachineId;
+use lull_core::sched::{window_for, RecruitConfig, Recruiter, Request, HISTORY};
 use lull_protocol::LoadReading;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};

@@ -22,16 +22,19 @@
 //! - Durations run on the monotonic clock; the local day only moves forward, so setting
 //!   the wall clock back neither resets nor re-counts a day.
 
-pub mod config;
-pub mod fields;
-pub mod migration;
+mod config;
+mod fields;
+mod migration;
 mod rules;
 mod window;
 
 use crate::clock::{MonoMs, Now};
 use crate::sample::{InputEvent, InputSignal, Sample};
 use chrono::{DateTime, NaiveDate, Utc};
-use config::{EvictionMode, PolicyConfig};
+pub use config::{
+    numeric_fields, parse_range, AllowedHours, Availability, Budget, Eviction, EvictionMode, MinuteRange, PolicyConfig, Rules,
+};
+pub use migration::{MigrationDecision, StayReason};
 pub use rules::NotAllowedReason;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

@@ -5,10 +5,10 @@
 //! * **Thresholds** ([`Thresholds`]): CT, the most jobs a machine takes; MT, the oversize
 //!   `Q_o = (demand − memory) / memory` it tolerates (best around 0 %, seed 001 §6.2).
 //!   A machine accepts work while `Q_o < MT` and it runs fewer than CT jobs ([`accepts`]).
-//! * **Which job** ([`identify`]): by age, working set, page-fault rate, or the combined
+//! * **Which job** ([`job_to_migrate`]): by age, working set, page-fault rate, or the combined
 //!   weight of eq. 5 (`weight`: the mean of age, fault rate, working set and I/O rate,
 //!   each over its maximum among the machine's jobs). Combined was best overall.
-//! * **Where** ([`target`]): the machine with the most free memory among those with
+//! * **Where** ([`migration_target`]): the machine with the most free memory among those with
 //!   fewer than CT jobs, if it is under MT or its free memory holds the job's working set.
 //! * **Paging** ([`paging_rate`]): seed 001's measured model (eq. 1), page faults per
 //!   second as a function of the oversize, for drivers that simulate.
@@ -163,7 +163,7 @@ pub(crate) fn weight(jobs: &[JobLoad], i: usize) -> f64 {
 
 /// The job to migrate off a machine under `choice`: the highest age, working set,
 /// fault rate or weight; ties to the lower job id. `None` without jobs.
-pub fn identify(jobs: &[JobLoad], choice: Choice) -> Option<JobId> {
+pub fn job_to_migrate(jobs: &[JobLoad], choice: Choice) -> Option<JobId> {
     let key = |i: usize| -> f64 {
         let j = &jobs[i];
         match choice {
@@ -180,7 +180,7 @@ pub fn identify(jobs: &[JobLoad], choice: Choice) -> Option<JobId> {
 /// job remotely): the machine with the most free memory among those with fewer than CT
 /// jobs, other than `from`; it qualifies if under MT or (for a migration) its free memory
 /// holds `ws`. Ties to the lower machine id.
-pub fn target(hosts: &[HostLoad], th: Thresholds, ws: Option<u64>, from: Option<MachineId>) -> Option<MachineId> {
+pub fn migration_target(hosts: &[HostLoad], th: Thresholds, ws: Option<u64>, from: Option<MachineId>) -> Option<MachineId> {
     let k = hosts
         .iter()
         .filter(|h| Some(h.machine) != from && h.jobs < th.ct)
@@ -294,16 +294,16 @@ mod tests {
     #[test]
     fn each_choice_picks_its_own_maximum() {
         let jobs = [job(1, 500.0, 10, 0.0, 1.0), job(2, 10.0, 60, 5.0, 0.0), job(3, 100.0, 20, 40.0, 50.0)];
-        assert_eq!(identify(&jobs, Choice::Age), Some(JobId(1)));
-        assert_eq!(identify(&jobs, Choice::WorkingSet), Some(JobId(2)));
-        assert_eq!(identify(&jobs, Choice::PageFaultRate), Some(JobId(3)));
+        assert_eq!(job_to_migrate(&jobs, Choice::Age), Some(JobId(1)));
+        assert_eq!(job_to_migrate(&jobs, Choice::WorkingSet), Some(JobId(2)));
+        assert_eq!(job_to_migrate(&jobs, Choice::PageFaultRate), Some(JobId(3)));
         // Weights: 1 → (1 + 0 + 1/6 + 0.02)/4 ≈ 0.30; 2 → (0.02 + 0.125 + 1 + 0)/4 ≈ 0.29;
         // 3 → (0.2 + 1 + 1/3 + 1)/4 ≈ 0.63.
         assert!((weight(&jobs, 2) - (0.2 + 1.0 + 20.0 / 60.0 + 1.0) / 4.0).abs() < 1e-12);
-        assert_eq!(identify(&jobs, Choice::Combined), Some(JobId(3)));
-        assert_eq!(identify(&[], Choice::Combined), None);
+        assert_eq!(job_to_migrate(&jobs, Choice::Combined), Some(JobId(3)));
+        assert_eq!(job_to_migrate(&[], Choice::Combined), None);
         // Ties go to the lower id.
-        assert_eq!(identify(&[job(7, 1.0, 1, 0.0, 0.0), job(4, 1.0, 1, 0.0, 0.0)], Choice::Age), Some(JobId(4)));
+        assert_eq!(job_to_migrate(&[job(7, 1.0, 1, 0.0, 0.0), job(4, 1.0, 1, 0.0, 0.0)], Choice::Age), Some(JobId(4)));
     }
 
     #[test]
@@ -328,11 +328,11 @@ mod tests {
             HostLoad { machine: MachineId(2), jobs: 2, memory: 100, demand: 0 }, // full (CT)
             HostLoad { machine: MachineId(3), jobs: 1, memory: 100, demand: 40 },
         ];
-        assert_eq!(target(&hosts, th, Some(30), Some(MachineId(1))), Some(MachineId(3)));
-        assert_eq!(target(&hosts, th, None, None), Some(MachineId(3)));
-        assert_eq!(target(&hosts, th, Some(30), Some(MachineId(3))), Some(MachineId(1)));
+        assert_eq!(migration_target(&hosts, th, Some(30), Some(MachineId(1))), Some(MachineId(3)));
+        assert_eq!(migration_target(&hosts, th, None, None), Some(MachineId(3)));
+        assert_eq!(migration_target(&hosts, th, Some(30), Some(MachineId(3))), Some(MachineId(1)));
         let over = [HostLoad { machine: MachineId(9), jobs: 0, memory: 100, demand: 120 }];
-        assert_eq!(target(&over, th, Some(10), None), None);
+        assert_eq!(migration_target(&over, th, Some(10), None), None);
     }
 
     #[test]

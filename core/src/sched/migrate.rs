@@ -1,6 +1,6 @@
 //! The coordinator's side of Linger-Longer migration (seed 000 §3.1, §5.2): an agent
 //! whose owner came back while its guest lingers asks whether to move the task; the
-//! coordinator answers with [`decide`].
+//! coordinator answers with [`decide_migration`].
 //!
 //! The agent decides *when* to ask (its `T_lingr`); the coordinator decides *whether*:
 //! seed 000 §5.2 — "if there is a free node available, it is best to try to migrate a
@@ -136,7 +136,7 @@ pub(crate) fn stay_seconds(source: &Machine, work_s: f64, episode_s: f64, min_cp
 
 /// The coordinator's decision for `ask` among `candidates` (the machines with a free
 /// slot now; their guests already accounted in `free_memory` and `slots`).
-pub fn decide<'a>(ask: &MigrateAsk, candidates: impl IntoIterator<Item = &'a Machine>, min_cpu_share: f64) -> MigrateDecision {
+pub fn decide_migration<'a>(ask: &MigrateAsk, candidates: impl IntoIterator<Item = &'a Machine>, min_cpu_share: f64) -> MigrateDecision {
     let best = candidates
         .into_iter()
         .filter(|m| m.id != ask.source.id && !ask.exclude.contains(&m.id))
@@ -187,7 +187,7 @@ mod tests {
         // 1000 s left; the owner uses 80 % and has been back 60 s (60 s more predicted):
         // staying, 60 s at 0.2 does 12, then 988 s: 1048 s. Moving: 10 + 1000 = 1010 s.
         let free = Machine::new(2, "dst", 1.0);
-        let d = decide(&ask(0.8, 60.0, 200.0, Some(1200.0)), [&free], MIN);
+        let d = decide_migration(&ask(0.8, 60.0, 200.0, Some(1200.0)), [&free], MIN);
         assert!(moves(&d, 2, 1048.0, 1010.0), "{d:?}");
         assert!(d.migrates());
         assert!(d.to_string().starts_with("migrate: machine 2 is free"), "{d}");
@@ -197,18 +197,18 @@ mod tests {
     fn a_short_episode_or_a_light_owner_keeps_it_lingering() {
         let free = Machine::new(2, "dst", 1.0);
         // The owner at 20 % for 10 s: 10 s at 0.8 then full speed — losing 2 s beats 10 s.
-        let d = decide(&ask(0.2, 10.0, 200.0, Some(1200.0)), [&free], MIN);
+        let d = decide_migration(&ask(0.2, 10.0, 200.0, Some(1200.0)), [&free], MIN);
         assert!(matches!(d, MigrateDecision::Stay(StayWhy::NotSooner { best: MachineId(2), .. })), "{d:?}");
         assert!(d.to_string().starts_with("stay: predicted to finish in"));
         // Nearly done: 5 s left (10 s at half speed) cannot repay a 10-s migration.
-        let d = decide(&ask(0.5, 600.0, 1195.0, Some(1200.0)), [&free], MIN);
+        let d = decide_migration(&ask(0.5, 600.0, 1195.0, Some(1200.0)), [&free], MIN);
         assert!(!d.migrates());
     }
 
     #[test]
     fn no_free_eligible_machine_means_stay() {
         let a = ask(1.0, 600.0, 100.0, Some(10_000.0));
-        assert_eq!(decide(&a, [], MIN), MigrateDecision::Stay(StayWhy::NoFreeMachine));
+        assert_eq!(decide_migration(&a, [], MIN), MigrateDecision::Stay(StayWhy::NoFreeMachine));
         // The source itself, a gang peer, an unavailable, an out-of-budget and a
         // too-small machine do not count.
         let mut a = a;
@@ -221,9 +221,9 @@ mod tests {
             Machine { interruptions_left: 0, free_memory: 4 << 30, ..Machine::new(5, "x", 1.0) },
             Machine { free_memory: 1 << 20, ..Machine::new(6, "x", 1.0) },
         ];
-        assert_eq!(decide(&a, &ms, MIN).to_string(), "stay: no other machine can take it now");
+        assert_eq!(decide_migration(&a, &ms, MIN).to_string(), "stay: no other machine can take it now");
         let ok = Machine { free_memory: 2 << 30, ..Machine::new(7, "x", 1.0) };
-        assert!(matches!(decide(&a, ms.iter().chain([&ok]), MIN), MigrateDecision::Migrate { to: MachineId(7), .. }));
+        assert!(matches!(decide_migration(&a, ms.iter().chain([&ok]), MIN), MigrateDecision::Migrate { to: MachineId(7), .. }));
     }
 
     #[test]
@@ -231,14 +231,14 @@ mod tests {
         let slow = Machine::new(2, "slow", 1.0);
         let fast = Machine::new(3, "fast", 2.0);
         let a = ask(0.9, 300.0, 500.0, Some(1000.0));
-        let d = decide(&a, [&slow, &fast], MIN);
+        let d = decide_migration(&a, [&slow, &fast], MIN);
         // Stay: 300 s at 0.1 does 30, then 470 s: 770 s. Move: 10 + 500 / 2 = 260 s.
         assert!(moves(&d, 3, 770.0, 260.0), "{d:?}");
         // Not checkpointable: the 500 done are redone: 10 + 1000 / 2 = 510 s, still sooner.
-        let d = decide(&MigrateAsk { checkpointable: false, ..a.clone() }, [&slow, &fast], MIN);
+        let d = decide_migration(&MigrateAsk { checkpointable: false, ..a.clone() }, [&slow, &fast], MIN);
         assert!(moves(&d, 3, 770.0, 510.0), "{d:?}");
         // On the slow one only, a restart is not worth it: 10 + 1000 > 770.
-        let d = decide(&MigrateAsk { checkpointable: false, ..a }, [&slow], MIN);
+        let d = decide_migration(&MigrateAsk { checkpointable: false, ..a }, [&slow], MIN);
         assert!(!d.migrates());
     }
 

@@ -17,19 +17,20 @@
 //!   (`placement`) is shared: greedy, fastest effective speed `S_b × (1 − load)` first,
 //!   ties to more interruptions left, then longer idle, then lower id; never on a machine
 //!   that is unavailable, not allowed, out of interruption budget, full or short of memory.
-//! * **Prediction** ([`predict`]): normtime `Σ S_b · cpu_seconds` per finished job,
+//! * **Prediction** ([`Predictor`], `predict.rs`): normtime `Σ S_b · cpu_seconds` per finished job,
 //!   last-two average per program, runtime `T_norm / (n · S_min)`, doubled when outlived,
 //!   error tracked per program ([`ProgramStats`]).
-//! * **Instant recruitment** ([`recruit`], seed 003): up to K machines predicted idle
+//! * **Instant recruitment** ([`Recruiter`], seed 003): up to K machines predicted idle
 //!   for S seconds by a windowed mean of recent load, keeping a reserve back.
-//! * **Memory-centric choice** ([`memory`], seed 001): which job to migrate off a
-//!   machine whose jobs outgrew its memory, and where to.
-//! * **Lingering migration** ([`migrate`], seed 000 §5.2): whether to move a task whose
+//! * **Memory-centric choice** (`memory.rs`, seed 001): which job to migrate off a
+//!   machine whose jobs outgrew its memory ([`job_to_migrate`]), and where to
+//!   ([`migration_target`]).
+//! * **Lingering migration** ([`decide_migration`], seed 000 §5.2): whether to move a task whose
 //!   agent asks (its owner is back and it lingers): a free machine, and sooner there.
 //! * **Gangs that hold**: a gang member lost while the others run leaves a vacancy
 //!   (`Event::MemberLost`); the others stay placed, halted, and the next pass places the
 //!   replacement alone, before any queued job ([`Reason::ReplacesLostMembers`]).
-//! * **Memory-centric placement and migration** ([`memory`], seed 001): machines with a
+//! * **Memory-centric placement and migration** (`memory.rs`, seed 001): machines with a
 //!   live memory report ([`Machine::memory`]) take no job that would bring their
 //!   oversize to MT (`memory_threshold`); a job with no declared memory needs its last
 //!   measured working set once it has run; [`Scheduler::memory_migration`] names the
@@ -68,18 +69,20 @@ mod hash;
 mod ids;
 mod job;
 mod machine;
-pub mod memory;
-pub mod migrate;
+mod memory;
+mod migrate;
 mod pass;
 mod placement;
-pub mod predict;
+mod predict;
 mod queue;
-pub mod recruit;
+mod recruit;
 mod rng;
 mod scheduler;
 mod time;
 
-// The façade: what other crates name. Everything else here is `pub(crate)` or private.
+// The façade: the file modules are private; what other crates (and this crate's tests and
+// benches) name, or a public signature shows, is re-exported here. The rest is
+// `pub(crate)` or private.
 pub use assignment::{Assignment, Reason, Reservation};
 pub use config::{check_memory_threshold, Algorithm, PredictConfig, SchedConfig, DEFAULT_MEMORY_THRESHOLD};
 pub use error::SchedError;
@@ -87,8 +90,16 @@ pub use event::{Event, Stop, StopWhy};
 pub use ids::{JobId, MachineId};
 pub use job::{Job, JobSpec, Member, RunningJob};
 pub use machine::Machine;
+pub use memory::{
+    accepts, job_to_migrate, migration_target, overloaded, oversize, paging_rate, room_under, Choice, HostLoad, JobLoad, MachineMemory,
+    Migration, Thresholds,
+};
+pub use migrate::{decide_migration, MigrateAsk, MigrateDecision, StayWhy};
 pub use placement::{check_eligible, placement_order, rank_key, rank_machines, Ineligible, RankKey};
-pub use predict::{PredictionSource, Predictor, ProgramStats};
+pub use predict::{
+    corrected_runtime, normtime, predicted_runtime_s, Prediction, PredictionSource, Predictor, ProgramHistory, ProgramStats,
+};
+pub use recruit::{window_for, Grant, RecruitConfig, Recruiter, Request, HISTORY};
 pub use rng::SplitMix64;
 pub use scheduler::Scheduler;
 pub use time::Millis;

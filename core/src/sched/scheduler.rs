@@ -767,8 +767,8 @@ impl Scheduler {
     /// The memory-centric move due on `from` (seed 001 §4.1), from its latest memory
     /// report: when its oversize reached MT ([`memory::overloaded`], CT = its slots) or
     /// it reports memory pressure, the sequential guest chosen by `migration_choice`
-    /// ([`memory::identify`] over the guests the report measured) goes to the machine
-    /// with the most free memory ([`memory::target`]) among the others that report their
+    /// ([`memory::job_to_migrate`] over the guests the report measured) goes to the machine
+    /// with the most free memory ([`memory::migration_target`]) among the others that report their
     /// memory and can take a member now (below CT, contract allowing), provided it stays
     /// below MT there (even on an empty machine). `None` when nothing is due or nowhere fits. The driver carries it
     /// out and reports `Event::JobMigrated`.
@@ -789,7 +789,7 @@ impl Scheduler {
             .filter(|j| self.jobs.get(j).is_some_and(|x| x.job.spec.width == 1))
             .filter_map(|&j| report.job(j).copied())
             .collect();
-        let job = memory::identify(&movable, self.config.migration_choice)?;
+        let job = memory::job_to_migrate(&movable, self.config.migration_choice)?;
         let ws = movable.iter().find(|l| l.job == job).map_or(0, |l| l.working_set);
         let candidates: Vec<(HostLoad, RankKey)> = self
             .machines
@@ -802,7 +802,7 @@ impl Scheduler {
             })
             .collect();
         let hosts: Vec<HostLoad> = candidates.iter().map(|(h, _)| *h).collect();
-        let to = memory::target(&hosts, Thresholds { ct: usize::MAX, mt }, Some(ws), Some(from))?;
+        let to = memory::migration_target(&hosts, Thresholds { ct: usize::MAX, mt }, Some(ws), Some(from))?;
         let (target, key) = candidates.iter().find(|(h, _)| h.machine == to)?;
         // It must fit there below MT (and in what is free), or it would only move the
         // overload (and could move back).

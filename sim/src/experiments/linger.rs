@@ -33,7 +33,7 @@ use crate::gen::{generate, GenParams};
 use crate::rng::Rng;
 use crate::trace::{OwnerSample, OwnerTrace, RunTrace};
 use lull_core::chart::Chart;
-use lull_core::policy::config::{EvictionMode, PolicyConfig};
+use lull_core::policy::{EvictionMode, PolicyConfig};
 use lull_core::sched::SchedConfig;
 use std::fmt::Write;
 

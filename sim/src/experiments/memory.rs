@@ -1,5 +1,5 @@
 //! `memory`: seed 001's memory-centric load sharing (§5–6, Figs. 2, 3) with lull-core's
-//! choice functions ([`lull_core::sched::memory`]) making every decision: whether a
+//! choice functions (`core/src/sched/memory.rs`) making every decision: whether a
 //! machine accepts work, when it must shed a job, which job, and where it goes.
 //!
 //! * **Farm:** 32 machines, 112 MB of memory for jobs each (the paper's 128 MB less the
@@ -30,7 +30,7 @@ use super::{preamble, Options, Report, Scale};
 use crate::error::Result;
 use crate::rng::Rng;
 use lull_core::chart::Chart;
-use lull_core::sched::memory::{accepts, identify, overloaded, paging_rate, target, Choice, HostLoad, JobLoad, Thresholds};
+use lull_core::sched::{accepts, job_to_migrate, migration_target, overloaded, paging_rate, Choice, HostLoad, JobLoad, Thresholds};
 use lull_core::sched::{JobId, MachineId};
 use std::fmt::Write;
 
@@ -171,7 +171,7 @@ impl Farm {
         if accepts(&self.host(home, true), self.th) {
             self.running[home].push(j);
         } else if let Policy::Ls(_) = policy {
-            match target(&self.hosts(), self.th, None, Some(MachineId(home as u64))) {
+            match migration_target(&self.hosts(), self.th, None, Some(MachineId(home as u64))) {
                 Some(k) => {
                     self.flying.push((j, k.0 as usize, t + REMOTE_S));
                     self.tot.migration_s += REMOTE_S;
@@ -221,9 +221,9 @@ impl Farm {
                     }
                 })
                 .collect();
-            let Some(d) = identify(&loads, choice) else { continue };
+            let Some(d) = job_to_migrate(&loads, choice) else { continue };
             let j = d.0 as usize;
-            if let Some(k) = target(&self.hosts(), self.th, Some(self.jobs[j].ws()), Some(MachineId(n as u64))) {
+            if let Some(k) = migration_target(&self.hosts(), self.th, Some(self.jobs[j].ws()), Some(MachineId(n as u64))) {
                 let cost = REMOTE_S + self.jobs[j].ws() as f64 * 8.0 / NET_BPS;
                 self.running[n].retain(|x| *x != j);
                 self.flying.push((j, k.0 as usize, t + cost));

@@ -35,7 +35,7 @@ use crate::gen::{generate, GenParams, HOURLY_ACTIVITY};
 use crate::rng::Rng;
 use crate::trace::OwnerTrace;
 use lull_core::chart::Chart;
-use lull_core::policy::config::PolicyConfig;
+use lull_core::policy::PolicyConfig;
 use lull_core::sched::SchedConfig;
 use std::fmt::Write;
 

@@ -29,8 +29,8 @@ use crate::gen::{generate, GenParams};
 use crate::rng::Rng;
 use crate::trace::OwnerTrace;
 use lull_core::chart::Chart;
-use lull_core::sched::recruit::{RecruitConfig, Recruiter, Request};
 use lull_core::sched::MachineId;
+use lull_core::sched::{RecruitConfig, Recruiter, Request};
 use std::fmt::Write;
 
 const START: i64 = 1_767_571_200;
