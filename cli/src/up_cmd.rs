@@ -16,6 +16,7 @@ use agent_core::paths::Paths;
 use anyhow::{Context, Result};
 use clap::Args;
 use coordinator::Db;
+use std::path::Path;
 
 #[derive(Args, Debug)]
 pub struct UpArgs {
@@ -87,64 +88,11 @@ pub fn run(a: UpArgs) -> Result<()> {
         };
         let server = tokio::spawn(coordinator::serve(listener, db.clone(), coordinator_config, stopped(stop_rx.clone())));
 
-        // Enrol once: saved credentials this coordinator knows are reused (following it
-        // to a new address); otherwise this machine enrols, as the pool's admin (this
-        // command holds its database), taking the place of its earlier enrolment if any.
-        let cred_path = Credentials::path(&paths);
-        let known = match Credentials::load(&cred_path)? {
-            Some(c) => {
-                coordinator::identity::principal_by_hash(&db, &coordinator::auth::hash_secret(&c.secret)).await.ok().flatten().map(|_| c)
-            }
-            None => None,
-        };
-        let creds = match known {
-            Some(mut c) => {
-                if c.url != url {
-                    c.url = url.clone();
-                    c.save(&cred_path)?;
-                }
-                c
-            }
-            None => {
-                let req = coordinator::model::EnrolRequest {
-                    token: String::new(),
-                    owner: owner.clone(),
-                    machine: machine.clone(),
-                    replace: true,
-                    cpus: Some(coordinator_client::machine_cpus()),
-                };
-                let admin = coordinator::auth::Principal::Admin;
-                let caller = coordinator::identity::Caller { principal: Some(&admin), addr: "lull up" };
-                let e =
-                    coordinator::identity::enrol(&db, &req, caller).await.map_err(|e| anyhow::anyhow!("enrolling this machine: {e}"))?;
-                let c = Credentials {
-                    url: url.clone(),
-                    agent_id: e.agent_id,
-                    secret: e.secret,
-                    machine: Some(machine.clone()),
-                    owner: Some(owner.clone()),
-                };
-                c.save(&cred_path)?;
-                c
-            }
-        };
+        let creds = enrol_once(&db, &paths, &url, &owner, &machine).await?;
         // The banner waits for the agent's first notice, which comes once its socket
         // answers: every command it suggests (`lull status` first) works when it shows.
-        let mut banner = String::from("Lull is up.\n");
-        banner += &format!("  coordinator  {url}   (database {})\n", coordinator::db::redact_url(&f.db_url));
-        if coordinator::dashboard::built() {
-            banner += &format!("  dashboard    {url}/   (sign in with the admin key: the file below holds it)\n");
-        } else {
-            banner += "  dashboard    none: this build lacks it (build ui/ first: scripts/up.sh does)\n";
-        }
-        banner += &format!("  agent        {machine}, owner {owner}, enrolled as {}\n", creds.agent_id);
-        if let Some(k) = key_file {
-            banner += &format!("  admin key    {}\n", k.display());
-        }
-        banner += "Try: lull submit -- /bin/sh -c 'echo hello'   ·   lull report --by owner --since 7d   ·   lull status\n";
-
+        let mut banner = Some(up_banner(&url, &f.db_url, &machine, &owner, &creds, key_file.as_deref()));
         let json = false;
-        let mut banner = Some(banner);
         let observer: Box<dyn FnMut(&agent::Notice) + Send> = Box::new(move |n| {
             if let Some(b) = banner.take_if(|_| matches!(n, agent::Notice::Started { .. })) {
                 crate::out!("{b}");
@@ -166,4 +114,59 @@ pub fn run(a: UpArgs) -> Result<()> {
         server.await.context("coordinator task")??;
         Ok(())
     })
+}
+
+/// Enrols this machine once: saved credentials this coordinator knows are reused
+/// (following it to a new address `url`); otherwise this machine enrols, as the pool's
+/// admin (`lull up` holds its database), taking the place of its earlier enrolment if any.
+async fn enrol_once(db: &Db, paths: &Paths, url: &str, owner: &str, machine: &str) -> Result<Credentials> {
+    let cred_path = Credentials::path(paths);
+    let known = match Credentials::load(&cred_path)? {
+        Some(c) => coordinator::identity::principal_by_hash(db, &coordinator::auth::hash_secret(&c.secret)).await.ok().flatten().map(|_| c),
+        None => None,
+    };
+    if let Some(mut c) = known {
+        if c.url != url {
+            c.url = url.to_string();
+            c.save(&cred_path)?;
+        }
+        return Ok(c);
+    }
+    let req = coordinator::model::EnrolRequest {
+        token: String::new(),
+        owner: owner.to_string(),
+        machine: machine.to_string(),
+        replace: true,
+        cpus: Some(coordinator_client::machine_cpus()),
+    };
+    let admin = coordinator::auth::Principal::Admin;
+    let caller = coordinator::identity::Caller { principal: Some(&admin), addr: "lull up" };
+    let e = coordinator::identity::enrol(db, &req, caller).await.map_err(|e| anyhow::anyhow!("enrolling this machine: {e}"))?;
+    let c = Credentials {
+        url: url.to_string(),
+        agent_id: e.agent_id,
+        secret: e.secret,
+        machine: Some(machine.to_string()),
+        owner: Some(owner.to_string()),
+    };
+    c.save(&cred_path)?;
+    Ok(c)
+}
+
+/// What `lull up` prints once the agent has started: the coordinator and its database,
+/// the dashboard, this machine's enrolment, the admin key's file, and what to try.
+fn up_banner(url: &str, db_url: &str, machine: &str, owner: &str, creds: &Credentials, key_file: Option<&Path>) -> String {
+    let mut banner = String::from("Lull is up.\n");
+    banner += &format!("  coordinator  {url}   (database {})\n", coordinator::db::redact_url(db_url));
+    if coordinator::dashboard::built() {
+        banner += &format!("  dashboard    {url}/   (sign in with the admin key: the file below holds it)\n");
+    } else {
+        banner += "  dashboard    none: this build lacks it (build ui/ first: scripts/up.sh does)\n";
+    }
+    banner += &format!("  agent        {machine}, owner {owner}, enrolled as {}\n", creds.agent_id);
+    if let Some(k) = key_file {
+        banner += &format!("  admin key    {}\n", k.display());
+    }
+    banner += "Try: lull submit -- /bin/sh -c 'echo hello'   ·   lull report --by owner --since 7d   ·   lull status\n";
+    banner
 }

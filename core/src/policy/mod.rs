@@ -37,6 +37,7 @@ pub use config::{
 pub use migration::{MigrationDecision, StayReason};
 pub use rules::NotAllowedReason;
 use serde::{Deserialize, Serialize};
+use std::ops::ControlFlow;
 use std::time::Duration;
 use window::{GrowthWindow, Window};
 
@@ -1169,7 +1170,26 @@ impl Policy {
         }));
     }
 
+    /// Decides the state and the guest directive from what the policy knows at `now`,
+    /// in order of precedence: the first step that decides ends the evaluation.
     fn evaluate(&mut self, now: Now, out: &mut Vec<Action>) {
+        let busy = self.update_availability(now, out);
+        let idle_for = now.mono.since(self.not_available_at);
+        let recruitable = self.available && idle_for >= self.threshold();
+        self.not_allowed = None;
+        if self.owner_commands_and_hard_rules(now, out).is_break()
+            || self.owner_return(now, busy, out).is_break()
+            || self.budget_used_up(now, out).is_break()
+            || self.guest_work_after_return(now, recruitable, out).is_break()
+        {
+            return;
+        }
+        self.owner_activity_alone(now, recruitable, out);
+    }
+
+    /// Takes in whether the machine is available now: expired settings end, and the owner's
+    /// activity restarts the idle clock. Returns why it is busy, if it is.
+    fn update_availability(&mut self, now: Now, out: &mut Vec<Action>) -> Option<ReturnCause> {
         let busy = self.availability(now);
         self.expire_settings(now, busy.is_some(), out);
         self.input_pending = false;
@@ -1181,21 +1201,22 @@ impl Policy {
                 self.sample_after_return = false;
             }
         }
-        let idle_for = now.mono.since(self.not_available_at);
-        let recruitable = self.available && idle_for >= self.threshold();
-        self.not_allowed = None;
+        busy
+    }
 
-        // 1. Owner commands and hard rules first.
+    /// Step 1, owner commands and hard rules first: a pause, a hardware rule, an exclusive
+    /// program, "Donate now", the allowed hours.
+    fn owner_commands_and_hard_rules(&mut self, now: Now, out: &mut Vec<Action>) -> ControlFlow<()> {
         if self.pause.is_some() {
             self.set(now, StateKind::Paused, "paused by owner", out);
             self.direct(GuestDirective::Evict, out);
-            return;
+            return ControlFlow::Break(());
         }
         if let Some(reason) = rules::hardware_block(&self.cfg.rules, self.last_sample.as_ref()) {
             self.not_allowed = Some(reason);
             self.set(now, StateKind::NotAllowed, reason.describe(), out);
             self.direct(GuestDirective::Evict, out);
-            return;
+            return ControlFlow::Break(());
         }
         if let Some(program) = self.exclusive_program() {
             // Guests make way as on the owner's return, but the owner chose this program:
@@ -1207,8 +1228,22 @@ impl Policy {
             self.linger_since = None;
             self.set(now, StateKind::NotAllowed, why, out);
             self.direct(GuestDirective::Evict, out);
-            return;
+            return ControlFlow::Break(());
         }
+        self.donate_now(now, out)?;
+        if !self.hours.allows(now.local) {
+            self.not_allowed = Some(NotAllowedReason::Hours);
+            self.set(now, StateKind::NotAllowed, NotAllowedReason::Hours.describe(), out);
+            self.direct(GuestDirective::Evict, out);
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// "Donate now", while it lasts: guests are accepted and nothing counts. An offer
+    /// until the owner's return arms after [`DONATE_ARM`] without input, and input once
+    /// armed ends it.
+    fn donate_now(&mut self, now: Now, out: &mut Vec<Action>) -> ControlFlow<()> {
         let input_now = self.input_present(now);
         let quiet_since = self.last_input;
         if let Some(Donate::UntilReturn { since, armed }) = &mut self.donate {
@@ -1217,31 +1252,27 @@ impl Policy {
                 *armed = true;
             }
         }
-        if let Some(d) = &self.donate {
-            if matches!(d, Donate::UntilReturn { armed: true, .. }) && input_now {
-                // The owner came back: the offer ends, and that is not an interruption.
-                self.donate = None;
-                out.push(Action::OwnerSettingsChanged);
-                self.unattended_guest_end = None;
-                self.set(now, StateKind::Evicting, "owner returned; donate-now offer ended", out);
-                self.direct(GuestDirective::Evict, out);
-                return;
-            }
-            // Donate-now never counts, so guest work it covered is not lent work.
-            self.lent_uncounted = false;
-            let to = if self.guests_present { StateKind::Donating } else { StateKind::Recruitable };
-            self.set(now, to, "donate now", out);
-            self.direct(GuestDirective::Accept, out);
-            return;
-        }
-        if !self.hours.allows(now.local) {
-            self.not_allowed = Some(NotAllowedReason::Hours);
-            self.set(now, StateKind::NotAllowed, NotAllowedReason::Hours.describe(), out);
+        let Some(d) = &self.donate else { return ControlFlow::Continue(()) };
+        if matches!(d, Donate::UntilReturn { armed: true, .. }) && input_now {
+            // The owner came back: the offer ends, and that is not an interruption.
+            self.donate = None;
+            out.push(Action::OwnerSettingsChanged);
+            self.unattended_guest_end = None;
+            self.set(now, StateKind::Evicting, "owner returned; donate-now offer ended", out);
             self.direct(GuestDirective::Evict, out);
-            return;
+            return ControlFlow::Break(());
         }
+        // Donate-now never counts, so guest work it covered is not lent work.
+        self.lent_uncounted = false;
+        let to = if self.guests_present { StateKind::Donating } else { StateKind::Recruitable };
+        self.set(now, to, "donate now", out);
+        self.direct(GuestDirective::Accept, out);
+        ControlFlow::Break(())
+    }
 
-        // 2. The owner's return while recruited guest work is present.
+    /// Step 2, the owner's return while recruited guest work is present (or finished
+    /// shortly before): counted, unless the owner's own command made the machine busy.
+    fn owner_return(&mut self, now: Now, busy: Option<ReturnCause>, out: &mut Vec<Action>) -> ControlFlow<()> {
         if self.state == StateKind::Recruitable && self.guests_present {
             self.set(now, StateKind::Donating, "guest work started", out);
         }
@@ -1253,27 +1284,10 @@ impl Policy {
                     self.unattended_guest_end = None;
                     self.set(now, StateKind::Evicting, "owner changed the settings", out);
                     self.evicting(now, out);
-                    return;
+                } else {
+                    self.interrupt_guests(now, cause, out);
                 }
-                self.count_interruption(now, cause, out);
-                self.unattended_guest_end = None;
-                self.evict_at = None;
-                self.linger_since = None;
-                self.set(now, StateKind::Evicting, "owner returned", out);
-                let d = match self.cfg.eviction.mode {
-                    EvictionMode::ImmediateEviction => GuestDirective::Evict,
-                    EvictionMode::PauseAndMigrate => {
-                        self.evict_at = Some(now.mono.plus(Duration::from_secs(self.cfg.eviction.pause_s)));
-                        GuestDirective::Freeze
-                    }
-                    EvictionMode::LingerLonger | EvictionMode::LingerForever => GuestDirective::Freeze,
-                };
-                self.direct(d, out);
-                if self.used_today >= self.cfg.budget.interruptions_per_day {
-                    self.set(now, StateKind::OutOfBudget, "daily interruption budget used up", out);
-                    self.direct(GuestDirective::Evict, out);
-                }
-                return;
+                return ControlFlow::Break(());
             }
         }
         // Guest work that finished shortly before the owner came back.
@@ -1285,69 +1299,85 @@ impl Policy {
                 self.unattended_guest_end = None;
             }
         }
+        ControlFlow::Continue(())
+    }
 
-        // 3. The budget.
+    /// The owner came back to donating guests: one interruption counted, the guests
+    /// frozen or evicted by the eviction mode, and all evicted if that used up the budget.
+    fn interrupt_guests(&mut self, now: Now, cause: ReturnCause, out: &mut Vec<Action>) {
+        self.count_interruption(now, cause, out);
+        self.unattended_guest_end = None;
+        self.evict_at = None;
+        self.linger_since = None;
+        self.set(now, StateKind::Evicting, "owner returned", out);
+        let d = match self.cfg.eviction.mode {
+            EvictionMode::ImmediateEviction => GuestDirective::Evict,
+            EvictionMode::PauseAndMigrate => {
+                self.evict_at = Some(now.mono.plus(Duration::from_secs(self.cfg.eviction.pause_s)));
+                GuestDirective::Freeze
+            }
+            EvictionMode::LingerLonger | EvictionMode::LingerForever => GuestDirective::Freeze,
+        };
+        self.direct(d, out);
         if self.used_today >= self.cfg.budget.interruptions_per_day {
             self.set(now, StateKind::OutOfBudget, "daily interruption budget used up", out);
             self.direct(GuestDirective::Evict, out);
-            return;
         }
+    }
 
-        // 4. Guest work in progress after a return.
-        if self.guests_present {
-            match self.state {
-                StateKind::Donating => {
-                    self.direct(GuestDirective::Accept, out);
-                    return;
-                }
-                StateKind::Evicting | StateKind::Lingering | StateKind::LendingLight
-                    if recruitable && self.directive != GuestDirective::Evict =>
-                {
-                    // The owner left again for a whole recruitment threshold: re-recruited.
-                    self.linger_since = None;
-                    self.evict_at = None;
-                    self.lent_uncounted = false;
-                    self.set(now, StateKind::Donating, "owner away again", out);
-                    self.direct(GuestDirective::Accept, out);
-                    return;
-                }
-                StateKind::Evicting => {
-                    self.evicting(now, out);
-                    return;
-                }
-                StateKind::Lingering if self.light(now) && self.directive == GuestDirective::Linger => {
-                    // Light again for the whole window while lending is on: new guest
-                    // work may start beside what lingers.
-                    self.linger_since = None;
-                    self.set(now, StateKind::LendingLight, "owner light again: lending", out);
-                    self.direct(GuestDirective::Accept, out);
-                    return;
-                }
-                StateKind::Lingering => {
-                    self.lingering(now, out);
-                    return;
-                }
-                StateKind::LendingLight if self.light(now) => {
-                    self.direct(GuestDirective::Accept, out);
-                    return;
-                }
-                StateKind::LendingLight => {
-                    self.stop_lending(now, out);
-                    return;
-                }
-                _ => {
-                    // Guest work that no recruitment allowed (left over after a pause or
-                    // an offer): stop it, without counting.
-                    self.lent_uncounted = false;
-                    self.set(now, StateKind::Evicting, "guest work present without recruitment", out);
-                    self.direct(GuestDirective::Evict, out);
-                    return;
-                }
+    /// Step 3, the budget: at the daily limit the machine leaves the pool.
+    fn budget_used_up(&mut self, now: Now, out: &mut Vec<Action>) -> ControlFlow<()> {
+        if self.used_today < self.cfg.budget.interruptions_per_day {
+            return ControlFlow::Continue(());
+        }
+        self.set(now, StateKind::OutOfBudget, "daily interruption budget used up", out);
+        self.direct(GuestDirective::Evict, out);
+        ControlFlow::Break(())
+    }
+
+    /// Step 4, guest work in progress after a return: re-recruited when the owner left
+    /// again, else evicting, lingering or lending on by the state it is in.
+    fn guest_work_after_return(&mut self, now: Now, recruitable: bool, out: &mut Vec<Action>) -> ControlFlow<()> {
+        if !self.guests_present {
+            return ControlFlow::Continue(());
+        }
+        match self.state {
+            StateKind::Donating => self.direct(GuestDirective::Accept, out),
+            StateKind::Evicting | StateKind::Lingering | StateKind::LendingLight
+                if recruitable && self.directive != GuestDirective::Evict =>
+            {
+                // The owner left again for a whole recruitment threshold: re-recruited.
+                self.linger_since = None;
+                self.evict_at = None;
+                self.lent_uncounted = false;
+                self.set(now, StateKind::Donating, "owner away again", out);
+                self.direct(GuestDirective::Accept, out);
+            }
+            StateKind::Evicting => self.evicting(now, out),
+            StateKind::Lingering if self.light(now) && self.directive == GuestDirective::Linger => {
+                // Light again for the whole window while lending is on: new guest
+                // work may start beside what lingers.
+                self.linger_since = None;
+                self.set(now, StateKind::LendingLight, "owner light again: lending", out);
+                self.direct(GuestDirective::Accept, out);
+            }
+            StateKind::Lingering => self.lingering(now, out),
+            StateKind::LendingLight if self.light(now) => self.direct(GuestDirective::Accept, out),
+            StateKind::LendingLight => self.stop_lending(now, out),
+            _ => {
+                // Guest work that no recruitment allowed (left over after a pause or
+                // an offer): stop it, without counting.
+                self.lent_uncounted = false;
+                self.set(now, StateKind::Evicting, "guest work present without recruitment", out);
+                self.direct(GuestDirective::Evict, out);
             }
         }
+        ControlFlow::Break(())
+    }
 
-        // 5. No guest work: the owner's activity alone (and, when lending while light,
-        // how light it is).
+    /// Step 5, no guest work: the owner's activity alone (and, when lending while light,
+    /// how light it is).
+    fn owner_activity_alone(&mut self, now: Now, recruitable: bool, out: &mut Vec<Action>) {
         let (to, why) = if recruitable {
             (StateKind::Recruitable, "idle for the recruitment threshold")
         } else if self.light(now) {

@@ -766,6 +766,9 @@ impl LinuxRuntime {
         self.cgroups.as_ref().map(Cgroups::marker).unwrap_or_default()
     }
 
+    /// One tick of the runtime: every guest accounted (and ended ones collected), memory
+    /// watched, admitted guests started, the owner's protection kept, and the owner's
+    /// memory restored once an eviction is complete.
     fn maintain(&mut self) {
         let now = Instant::now();
         let dt = now.duration_since(self.last_tick);
@@ -777,80 +780,10 @@ impl LinuxRuntime {
         // Accounting, kill deadlines, ends.
         let mut i = 0;
         while i < self.guests.len() {
-            let g = &mut self.guests[i];
-            // Frozen (by the policy or a gang halt) is not donated wall time: the guest
-            // does no work; its CPU counters do not move either.
-            if !frozen && !g.stopping && !g.held {
-                g.wall_ms += dt.as_millis() as u64;
-            }
-            match &g.cg {
-                Some(cg) => {
-                    g.cpu = cg.cpu_us();
-                    g.mem = cg.memory_current();
-                    g.peak = g.peak.max(cg.memory_peak().unwrap_or(0)).max(g.mem);
-                }
-                None => {
-                    let (cpu, rss) = fallback::usage(g.pid as i32);
-                    g.cpu = (g.cpu.0.max(cpu.0), g.cpu.1.max(cpu.1));
-                    g.mem = rss;
-                    g.peak = g.peak.max(rss);
-                }
-            }
-            if g.failure.is_none() && !g.stopping {
-                // The guard has killed it already; here it is said and accounted.
-                if let Some(over) = g.disk.over() {
-                    warn!(guest = %g.id, "{over}: guest stopped");
-                    g.failure = Some(over.to_string());
-                    g.stopping = true;
-                    Self::kill_guest(g);
-                }
-            }
-            if g.kill_at.is_some_and(|t| now >= t) {
-                g.kill_at = None;
-                Self::kill_guest(g);
-            }
-            if g.exit.is_none() {
-                g.exit = g.child.try_wait().ok().flatten();
-            }
-            if g.exit.is_some() {
-                // The sandbox has ended: its network link goes with it.
-                if let Some(mut link) = g.link.take() {
-                    link.close();
-                }
-            }
-            let gone = match &g.cg {
-                Some(cg) => !cg.populated(),
-                None => g.exit.is_some() && fallback::members(g.pid as i32).is_empty(),
-            };
-            if gone {
-                let mut g = self.guests.remove(i);
-                if g.exit.is_none() {
-                    g.exit = g.child.wait().ok();
-                }
-                if let Some(cg) = &g.cg {
-                    cg.remove();
-                    self.fast.boost.lock().unwrap_or_else(|p| p.into_inner()).retain(|(f, _, _)| !f.starts_with(&cg.cpu));
-                }
-                self.fast.groups.lock().unwrap_or_else(|p| p.into_inner()).retain(|&p| p != g.pid as i32);
-                // Every writer has gone: the last output is in its files before anyone reads them.
-                if let Some(pump) = g.pump.take() {
-                    let cuts = pump.cuts();
-                    if !pump.finish(Duration::from_millis(200)) {
-                        warn!(guest = %g.id, "the guest's output is still held open by a process outside it");
-                    }
-                    // Output cut at the cap fails the job (its output is not all there).
-                    if let (None, Some(stream)) = (&g.failure, cuts.first()) {
-                        let name = if stream == 0 { "stdout" } else { "stderr" };
-                        g.failure = Some(format!("output limit: its {name} was cut at [guests] output_mib = {}", self.cfg.output_mib));
-                    }
-                }
-                let status = g.exit;
-                let mut info = g.info(false);
-                let (code, signal) = self.isolation.decode(status);
-                info.phase = GuestPhase::Ended { code, signal, evicted: g.evicted };
-                info!(guest = %g.id, status = ?status, cpu_s = (g.cpu.0 + g.cpu.1) as f64 / 1e6, wall_s = g.wall_ms / 1000, "guest ended");
-                self.ended_cpu_us += g.cpu.0 + g.cpu.1;
-                self.ended.push((info, g.totals(), false));
+            Self::account_guest(&mut self.guests[i], now, dt, frozen);
+            if Self::guest_gone(&self.guests[i]) {
+                let g = self.guests.remove(i);
+                self.collect_ended(g);
                 continue;
             }
             i += 1;
@@ -867,60 +800,156 @@ impl LinuxRuntime {
         } else {
             self.protection.update(memory::meminfo().total);
         }
-        // Restore the owner's memory once an eviction is complete: swapped pages first
-        // (what the owner touches first), then the file cache at low I/O priority.
         if self.restore_due && self.guests.is_empty() && self.restore_job.is_none() {
             self.restore_due = false;
-            let marker = self.guest_cgroup_marker();
-            let snapshot = self.cache_snapshot.take();
-            let rules = self.memory_rules();
-            self.restore_job = std::thread::Builder::new()
-                .name("lull-restore".into())
-                .spawn(move || {
-                    let anon = if memory::meminfo().swap_total > 0 {
-                        memory::restore_owner(&marker, Duration::from_secs(60))
-                    } else {
-                        memory::Restore::default()
-                    };
-                    let cache = snapshot.map(|snap| {
-                        owner_cache::io_priority_for_this_thread(owner_cache::RestoreIo::from_env());
-                        let mut gate = owner_cache::PressureGate::new(rules);
-                        owner_cache::restore(&snap, owner_cache::restore_read_bytes(), || gate.may_continue(), Duration::from_secs(60))
-                    });
-                    Restored { anon, cache }
-                })
-                .ok();
+            self.start_owner_restore();
         }
         if self.restore_job.as_ref().is_some_and(|j| j.is_finished()) {
             if let Some(Ok(r)) = self.restore_job.take().map(|j| j.join()) {
-                let a = &r.anon;
-                if a.swapped_before > 0 {
-                    info!(
-                        ms = a.took.as_millis() as u64,
-                        before_mib = a.swapped_before / MIB,
-                        after_mib = a.swapped_after / MIB,
-                        processes = a.processes,
-                        "owner pages restored from swap"
-                    );
-                }
-                if let Some(c) = &r.cache {
-                    info!(
-                        ms = c.took.as_millis() as u64,
-                        recorded_mib = c.recorded_bytes / MIB,
-                        missing_mib = c.missing_bytes / MIB,
-                        restored_mib = c.restored_bytes / MIB,
-                        files = c.files_missing,
-                        stopped = c.stopped.as_deref().unwrap_or(""),
-                        "owner's file cache read back"
-                    );
-                }
-                let report = r.report();
-                self.restore_report = Some(report.clone());
-                self.last_report = Some(report);
-                self.last_restore = Some(r.anon);
-                self.last_cache_restore = r.cache;
+                self.owner_restored(r);
             }
         }
+    }
+
+    /// A guest's tick: its donated wall time, CPU and memory counters; a disk-cap breach
+    /// or a kill deadline acted on; its exit noticed (and its network link closed then).
+    fn account_guest(g: &mut Guest, now: Instant, dt: Duration, frozen: bool) {
+        // Frozen (by the policy or a gang halt) is not donated wall time: the guest
+        // does no work; its CPU counters do not move either.
+        if !frozen && !g.stopping && !g.held {
+            g.wall_ms += dt.as_millis() as u64;
+        }
+        match &g.cg {
+            Some(cg) => {
+                g.cpu = cg.cpu_us();
+                g.mem = cg.memory_current();
+                g.peak = g.peak.max(cg.memory_peak().unwrap_or(0)).max(g.mem);
+            }
+            None => {
+                let (cpu, rss) = fallback::usage(g.pid as i32);
+                g.cpu = (g.cpu.0.max(cpu.0), g.cpu.1.max(cpu.1));
+                g.mem = rss;
+                g.peak = g.peak.max(rss);
+            }
+        }
+        if g.failure.is_none() && !g.stopping {
+            // The guard has killed it already; here it is said and accounted.
+            if let Some(over) = g.disk.over() {
+                warn!(guest = %g.id, "{over}: guest stopped");
+                g.failure = Some(over.to_string());
+                g.stopping = true;
+                Self::kill_guest(g);
+            }
+        }
+        if g.kill_at.is_some_and(|t| now >= t) {
+            g.kill_at = None;
+            Self::kill_guest(g);
+        }
+        if g.exit.is_none() {
+            g.exit = g.child.try_wait().ok().flatten();
+        }
+        if g.exit.is_some() {
+            // The sandbox has ended: its network link goes with it.
+            if let Some(mut link) = g.link.take() {
+                link.close();
+            }
+        }
+    }
+
+    /// Whether nothing of the guest runs any more: its cgroup is empty, or (without one)
+    /// it exited and no process of its group is left.
+    fn guest_gone(g: &Guest) -> bool {
+        match &g.cg {
+            Some(cg) => !cg.populated(),
+            None => g.exit.is_some() && fallback::members(g.pid as i32).is_empty(),
+        }
+    }
+
+    /// A guest that is gone, taken out of the runtime: reaped, its cgroup and fast-path
+    /// entries removed, its output finished, and its end recorded in `ended`.
+    fn collect_ended(&mut self, mut g: Guest) {
+        if g.exit.is_none() {
+            g.exit = g.child.wait().ok();
+        }
+        if let Some(cg) = &g.cg {
+            cg.remove();
+            self.fast.boost.lock().unwrap_or_else(|p| p.into_inner()).retain(|(f, _, _)| !f.starts_with(&cg.cpu));
+        }
+        self.fast.groups.lock().unwrap_or_else(|p| p.into_inner()).retain(|&p| p != g.pid as i32);
+        // Every writer has gone: the last output is in its files before anyone reads them.
+        if let Some(pump) = g.pump.take() {
+            let cuts = pump.cuts();
+            if !pump.finish(Duration::from_millis(200)) {
+                warn!(guest = %g.id, "the guest's output is still held open by a process outside it");
+            }
+            // Output cut at the cap fails the job (its output is not all there).
+            if let (None, Some(stream)) = (&g.failure, cuts.first()) {
+                let name = if stream == 0 { "stdout" } else { "stderr" };
+                g.failure = Some(format!("output limit: its {name} was cut at [guests] output_mib = {}", self.cfg.output_mib));
+            }
+        }
+        let status = g.exit;
+        let mut info = g.info(false);
+        let (code, signal) = self.isolation.decode(status);
+        info.phase = GuestPhase::Ended { code, signal, evicted: g.evicted };
+        info!(guest = %g.id, status = ?status, cpu_s = (g.cpu.0 + g.cpu.1) as f64 / 1e6, wall_s = g.wall_ms / 1000, "guest ended");
+        self.ended_cpu_us += g.cpu.0 + g.cpu.1;
+        self.ended.push((info, g.totals(), false));
+    }
+
+    /// Restores the owner's memory once an eviction is complete, on a thread of its own:
+    /// swapped pages first (what the owner touches first), then the file cache at low
+    /// I/O priority.
+    fn start_owner_restore(&mut self) {
+        let marker = self.guest_cgroup_marker();
+        let snapshot = self.cache_snapshot.take();
+        let rules = self.memory_rules();
+        self.restore_job = std::thread::Builder::new()
+            .name("lull-restore".into())
+            .spawn(move || {
+                let anon = if memory::meminfo().swap_total > 0 {
+                    memory::restore_owner(&marker, Duration::from_secs(60))
+                } else {
+                    memory::Restore::default()
+                };
+                let cache = snapshot.map(|snap| {
+                    owner_cache::io_priority_for_this_thread(owner_cache::RestoreIo::from_env());
+                    let mut gate = owner_cache::PressureGate::new(rules);
+                    owner_cache::restore(&snap, owner_cache::restore_read_bytes(), || gate.may_continue(), Duration::from_secs(60))
+                });
+                Restored { anon, cache }
+            })
+            .ok();
+    }
+
+    /// The owner's memory restore finished: logged and kept for the status and report.
+    fn owner_restored(&mut self, r: Restored) {
+        let a = &r.anon;
+        if a.swapped_before > 0 {
+            info!(
+                ms = a.took.as_millis() as u64,
+                before_mib = a.swapped_before / MIB,
+                after_mib = a.swapped_after / MIB,
+                processes = a.processes,
+                "owner pages restored from swap"
+            );
+        }
+        if let Some(c) = &r.cache {
+            info!(
+                ms = c.took.as_millis() as u64,
+                recorded_mib = c.recorded_bytes / MIB,
+                missing_mib = c.missing_bytes / MIB,
+                restored_mib = c.restored_bytes / MIB,
+                files = c.files_missing,
+                stopped = c.stopped.as_deref().unwrap_or(""),
+                "owner's file cache read back"
+            );
+        }
+        let report = r.report();
+        self.restore_report = Some(report.clone());
+        self.last_report = Some(report);
+        self.last_restore = Some(r.anon);
+        self.last_cache_restore = r.cache;
     }
 
     /// Pressure (decided by [`guest_memory::PressureWatch`]): freeze guests when
