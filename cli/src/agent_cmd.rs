@@ -67,8 +67,11 @@ async fn release_startup_pages() {
         return;
     }
     tokio::time::sleep(FIRST).await;
+    // Elsewhere there is no smaps to read: nothing to release, nothing to say.
+    if !agent_core::sys::LINUX {
+        return;
+    }
     for n in 0u64.. {
-        #[cfg(target_os = "linux")]
         match agent_core::footprint::release_startup_pages() {
             Ok(r) if n == 0 => tracing::info!(mappings = r.mappings, kib = r.kib, "released start-up pages"),
             Ok(r) => tracing::debug!(mappings = r.mappings, kib = r.kib, "released unused pages"),
@@ -147,27 +150,7 @@ pub(crate) fn default_owner() -> String {
     if let Some(u) = std::env::var("USER").ok().filter(|u| !u.is_empty()) {
         return u;
     }
-    account_name(
-        // SAFETY: getuid has no preconditions.
-        unsafe { libc::getuid() },
-    )
-    .unwrap_or_else(|| "owner".into())
-}
-
-/// The account name of `uid` from the password database.
-fn account_name(uid: libc::uid_t) -> Option<String> {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: passwd is plain old data; zeroed is a valid (empty) value for getpwuid_r to fill.
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut found: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: every pointer is valid for the call and buf outlives the read of pw_name.
-    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
-    if rc != 0 || found.is_null() || pw.pw_name.is_null() {
-        return None;
-    }
-    // SAFETY: getpwuid_r succeeded, so pw_name points at a NUL-terminated string in buf.
-    let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
-    Some(name.to_string_lossy().into_owned()).filter(|n| !n.is_empty())
+    agent_core::sys::id::account_name().unwrap_or_else(|| "owner".into())
 }
 
 /// An alert as the owner reads it: "attention: what happened — what to do".

@@ -11,12 +11,12 @@ pub use crate::db_url::DbArg;
 use crate::pool_files::{admin_db, files, runtime, Files, DEFAULT_LISTEN};
 use agent_core::assembly::stop_signal;
 use agent_core::paths::Paths;
+use agent_core::sys::fs as sysfs;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use coordinator::db::redact_url;
 use coordinator::db::sqlite_path;
 use coordinator::{Config, Db};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -203,14 +203,10 @@ impl MetricsKeyArg {
 /// is tightened first).
 pub fn write_private(path: &Path, content: &str) -> Result<()> {
     use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
+    let mut f = sysfs::create_mode(std::fs::OpenOptions::new().write(true).create(true).truncate(true), 0o600)
         .open(path)
         .with_context(|| format!("writing {}", path.display()))?;
-    f.set_permissions(std::fs::Permissions::from_mode(0o600)).with_context(|| format!("making {} owner-only", path.display()))?;
+    coordinator::integrity::make_private(path).with_context(|| format!("making {} owner-only", path.display()))?;
     f.write_all(content.as_bytes())?;
     Ok(())
 }
@@ -247,10 +243,7 @@ pub async fn ensure_admin_key(db: &Db, f: &Files) -> Result<Option<PathBuf>> {
             );
         }
         let k = coordinator::identity::create_key(db, "admin", None).await?;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
+        let mut file = sysfs::create_mode(std::fs::OpenOptions::new().write(true).create_new(true), 0o600)
             .open(key)
             .with_context(|| format!("writing {}", key.display()))?;
         std::io::Write::write_all(&mut file, format!("{}\n", k.key).as_bytes())?;
@@ -286,11 +279,10 @@ pub async fn listen(addr: &str) -> Result<tokio::net::TcpListener> {
 pub fn create_data_dir() -> Result<()> {
     let paths = Paths::from_env()?;
     let dir = &paths.data_dir;
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mode = std::fs::metadata(dir).with_context(|| format!("reading {}", dir.display()))?.permissions().mode();
-    if mode & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .with_context(|| format!("making {} owner-only", dir.display()))?;
+    sysfs::dir_builder(0o700).create(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let meta = std::fs::metadata(dir).with_context(|| format!("reading {}", dir.display()))?;
+    if sysfs::ownership(&meta).mode & 0o077 != 0 {
+        sysfs::set_mode(dir, 0o700).with_context(|| format!("making {} owner-only", dir.display()))?;
         tracing::info!(dir = %dir.display(), "made owner-only (0700): other local users could list it");
     }
     coordinator::integrity::make_private(&dir.join("coordinator.url")).context("making coordinator.url owner-only")?;

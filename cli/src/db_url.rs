@@ -9,7 +9,6 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use coordinator::db::has_password;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// The environment variable that may hold the whole database URL, password included.
@@ -65,14 +64,14 @@ fn is_postgres(url: &str) -> bool {
 /// `~/.pgpass`).
 fn check_private(file: &Path, what: &str) -> Result<()> {
     let meta = std::fs::metadata(file).with_context(|| format!("reading {what} {}", file.display()))?;
-    let mode = meta.mode() & 0o777;
+    // Off Unix there are no modes or uids here (both 0): the check passes (issue 30).
+    let own = agent_core::sys::fs::ownership(&meta);
+    let mode = own.mode & 0o777;
     if mode & 0o077 != 0 {
         bail!("{what} {} is readable by others (mode {mode:o}): `chmod 600 {}`", file.display(), file.display());
     }
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
-        bail!("{what} {} belongs to another user (uid {}): it must be yours", file.display(), meta.uid());
+    if own.uid != agent_core::sys::id::euid() {
+        bail!("{what} {} belongs to another user (uid {}): it must be yours", file.display(), own.uid);
     }
     Ok(())
 }

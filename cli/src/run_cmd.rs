@@ -176,10 +176,8 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let mut extra_input: Vec<Box<dyn InputBackend>> = Vec::new();
     if let Some(fifo) = &args.activity_fifo {
         if !fifo.exists() {
-            let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).context("FIFO path")?;
-            // SAFETY: mkfifo with a valid NUL-terminated path.
-            if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
-                bail!("creating FIFO {}: {}", fifo.display(), std::io::Error::last_os_error());
+            if let Err(e) = agent_core::sys::fs::make_fifo(fifo, 0o600) {
+                bail!("creating FIFO {}: {e}", fifo.display());
             }
         }
         extra_input.push(Box::new(FifoInput(fifo.clone())));

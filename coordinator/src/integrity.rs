@@ -10,8 +10,8 @@
 //! owner-only, before SQLite opens it (SQLite gives `-wal` and `-shm` the main file's
 //! permissions).
 
+use crate::owner_only;
 use std::io::Read;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// SQLite's 16-byte header string.
@@ -110,7 +110,7 @@ fn read_up_to(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
 /// Creates a missing database file, owner-only (0600), so SQLite opens a private file
 /// and gives its `-wal` and `-shm` the same mode. An existing file is left alone.
 pub fn create_private(path: &Path) -> std::io::Result<()> {
-    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+    match owner_only::create_owner_only(std::fs::OpenOptions::new().write(true).create_new(true)).open(path) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
@@ -135,10 +135,10 @@ pub fn make_private(path: &Path) -> std::io::Result<bool> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
     };
-    if meta.permissions().mode() & 0o077 == 0 {
+    if !owner_only::others_may_access(&meta) {
         return Ok(false);
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    owner_only::set_owner_only(path)?;
     Ok(true)
 }
 
@@ -217,6 +217,7 @@ pub fn serve_lock(path: &Path) -> std::io::Result<ServeLock> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
         let p = dir.join(name);

@@ -24,6 +24,7 @@ pub mod live;
 pub mod metrics;
 pub mod migration;
 pub mod model;
+pub mod owner_only;
 pub mod report;
 pub mod scheduling;
 pub mod store;

@@ -1,8 +1,9 @@
 //! The platform seam: every operating-system call the agent makes outside its guest
 //! runtime (`guest/linux/`) and input backends (`input/linux/`), behind one `cfg` pair.
-//! On Linux the calls are real ([`linux`]); elsewhere each one either does the portable
-//! thing or returns [`std::io::ErrorKind::Unsupported`] (`other.rs`), so the rest of the
-//! crate names no `libc` symbol and no `target_os` and a port fills in one file.
+//! On Linux the calls are real ([`linux`]); on Windows the control channel is a named
+//! pipe (`windows/ipc.rs`); elsewhere each one either does the portable thing or returns
+//! [`std::io::ErrorKind::Unsupported`] (`other.rs`), so the rest of the crate names no
+//! `libc` symbol and no `target_os` and a port fills in one file.
 //!
 //! The module is a leaf: it imports nothing from the rest of the crate. Its types are
 //! plain data ([`types`]); the submodules group the calls by concept: [`time`],
@@ -20,9 +21,17 @@ mod linux;
 pub use linux::*;
 
 #[cfg(any(not(target_os = "linux"), feature = "other-sys"))]
+// On Windows its control channel gives way to the named pipe's.
+#[cfg_attr(target_os = "windows", allow(dead_code))]
 mod other;
-#[cfg(any(not(target_os = "linux"), feature = "other-sys"))]
+#[cfg(all(any(not(target_os = "linux"), feature = "other-sys"), not(target_os = "windows")))]
 pub use other::*;
+
+// Windows: `other.rs`'s fallbacks but for the control channel (a named pipe).
+#[cfg(target_os = "windows")]
+mod windows;
+#[cfg(target_os = "windows")]
+pub use windows::*;
 
 /// Whether this build has the Linux guest runtime and input backends (the one place the
 /// rest of the crate asks which platform it is on).

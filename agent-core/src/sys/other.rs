@@ -101,6 +101,10 @@ pub mod id {
     pub fn is_root() -> bool {
         false
     }
+    /// The account name from the environment (`USERNAME`, as Windows sets it).
+    pub fn account_name() -> Option<String> {
+        std::env::var("USERNAME").ok().filter(|n| !n.is_empty())
+    }
 }
 
 pub mod cpu {
@@ -159,6 +163,9 @@ pub mod fs {
     }
     pub fn is_symlink_refusal(_e: &io::Error) -> bool {
         false
+    }
+    pub fn make_fifo(_path: &Path, _mode: u32) -> io::Result<()> {
+        Err(super::unsupported("a FIFO"))
     }
     pub fn set_mode(_path: &Path, _mode: u32) -> io::Result<()> {
         Err(super::unsupported("a file mode"))

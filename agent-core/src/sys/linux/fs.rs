@@ -50,6 +50,16 @@ pub fn is_symlink_refusal(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ELOOP)
 }
 
+/// Creates a FIFO (named pipe) at `path` with `mode` (before the umask).
+pub fn make_fifo(path: &Path, mode: u32) -> io::Result<()> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
+    // SAFETY: mkfifo reads a NUL-terminated path.
+    if unsafe { libc::mkfifo(c.as_ptr(), mode as libc::mode_t) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Sets `path`'s permission bits (following links).
 pub fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
