@@ -7,9 +7,9 @@
 //! cancel a job.
 
 use crate::auth::Principal;
-use crate::db::{col, Db};
+use crate::db::{col, Db, Dialect};
 use crate::model::*;
-use crate::store::common::{id_list, rows_per_statement, Result, StoreError};
+use crate::store::common::{Result, StoreError};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 use std::collections::HashMap;
@@ -104,18 +104,28 @@ fn job_of(row: &AnyRow, tasks: Vec<Task>, who: &Principal) -> Result<Job> {
     })
 }
 
-/// The tasks of `jobs`, in (job, rank) order, read in one statement per chunk of ids.
+/// `SELECT value FROM …` the elements of the JSON array bound as parameter `$n`, as
+/// integers (`ints`) or text: one statement reads any number of ids, where an `IN ($1,
+/// …)` list would need a statement per [`crate::store::common::rows_per_statement`] ids.
+fn json_elements(db: &Db, n: u32, ints: bool) -> String {
+    match (db.dialect, ints) {
+        (Dialect::Sqlite, _) => format!("SELECT value FROM json_each(${n})"),
+        (Dialect::Postgres, true) => format!("SELECT CAST(value AS BIGINT) FROM json_array_elements_text(CAST(${n} AS JSON))"),
+        (Dialect::Postgres, false) => format!("SELECT value FROM json_array_elements_text(CAST(${n} AS JSON))"),
+    }
+}
+
+/// `items` as a JSON array, for [`json_elements`].
+fn json_array<T: serde::Serialize>(items: &[T]) -> String {
+    serde_json::to_string(items).expect("ids serialize")
+}
+
+/// The tasks of `jobs`, in (job, rank) order, read in one statement.
 async fn tasks_of(db: &Db, jobs: &[i64]) -> Result<HashMap<i64, Vec<Task>>> {
     let mut out: HashMap<i64, Vec<Task>> = HashMap::with_capacity(jobs.len());
-    for chunk in jobs.chunks(rows_per_statement(db, jobs.len().max(1), 1)) {
-        let sql = format!("{TASK_SELECT} WHERE t.job_id IN ({}) ORDER BY t.job_id, t.rank", id_list(chunk.len()));
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for id in chunk {
-            q = q.bind(*id);
-        }
-        for r in q.fetch_all(&db.pool).await? {
-            out.entry(col(&r, "job_id")?).or_default().push(task_of(&r)?);
-        }
+    let sql = format!("{TASK_SELECT} WHERE t.job_id IN ({}) ORDER BY t.job_id, t.rank", json_elements(db, 1, true));
+    for r in sqlx::query(sqlx::AssertSqlSafe(sql)).bind(json_array(jobs)).fetch_all(&db.pool).await? {
+        out.entry(col(&r, "job_id")?).or_default().push(task_of(&r)?);
     }
     Ok(out)
 }
@@ -173,21 +183,14 @@ pub async fn job_counts(db: &Db, who: &Principal) -> Result<Vec<(String, u32)>> 
 }
 
 /// The latest placement of each of `jobs` (id, finished) that the scheduler placed, read
-/// in one statement per chunk of ids, with every placement's machine names read together.
+/// in one statement, with every placement's machine names read together in one more.
 async fn placements_of(db: &Db, jobs: &[(i64, Option<i64>)]) -> Result<HashMap<i64, Placement>> {
     let ids: Vec<i64> = jobs.iter().map(|(id, _)| *id).collect();
-    let mut rows = Vec::new();
-    for chunk in ids.chunks(rows_per_statement(db, ids.len().max(1), 1)) {
-        let sql = format!(
-            "SELECT job_id, agents, algorithm, reason, prediction_source, predicted_runtime_s, placed_ms FROM placements WHERE job_id IN ({})",
-            id_list(chunk.len())
-        );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for id in chunk {
-            q = q.bind(*id);
-        }
-        rows.extend(q.fetch_all(&db.pool).await?);
-    }
+    let sql = format!(
+        "SELECT job_id, agents, algorithm, reason, prediction_source, predicted_runtime_s, placed_ms FROM placements WHERE job_id IN ({})",
+        json_elements(db, 1, true)
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(json_array(&ids)).fetch_all(&db.pool).await?;
     let agents_of = |r: &AnyRow| -> Result<Vec<String>> {
         Ok(col::<String>(r, "agents")?.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
     };
@@ -224,16 +227,12 @@ async fn placements_of(db: &Db, jobs: &[(i64, Option<i64>)]) -> Result<HashMap<i
 }
 
 /// The machine name of each agent id, in order (the id itself where the agent is gone),
-/// read in one statement per [`rows_per_statement`] ids.
-pub(crate) async fn machine_names(db: &Db, agents: &[String]) -> Result<Vec<String>> {
+/// read in one statement.
+async fn machine_names(db: &Db, agents: &[String]) -> Result<Vec<String>> {
     let mut names: HashMap<String, String> = HashMap::with_capacity(agents.len());
-    for chunk in agents.chunks(rows_per_statement(db, agents.len().max(1), 1)) {
-        let sql = format!("SELECT id, name FROM agents WHERE id IN ({})", id_list(chunk.len()));
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for a in chunk {
-            q = q.bind(a.clone());
-        }
-        for r in q.fetch_all(&db.pool).await? {
+    if !agents.is_empty() {
+        let sql = format!("SELECT id, name FROM agents WHERE id IN ({})", json_elements(db, 1, false));
+        for r in sqlx::query(sqlx::AssertSqlSafe(sql)).bind(json_array(agents)).fetch_all(&db.pool).await? {
             names.insert(col(&r, "id")?, col(&r, "name")?);
         }
     }

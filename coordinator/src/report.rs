@@ -63,8 +63,8 @@ fn period_of(day: &str, p: Period) -> String {
     }
 }
 
-/// Builds a report for `who`. Owners see only their own machines; agents none.
-pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report, StoreError> {
+/// The owner whose machines `who` may report on (`""` for every owner), or Forbidden.
+fn owner_filter(who: &Principal, q: &ReportQuery) -> Result<String, StoreError> {
     let owner_filter = match who {
         Principal::Admin => q.owner.clone(),
         Principal::Owner { owner } => {
@@ -75,7 +75,143 @@ pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report,
         }
         Principal::Agent { .. } => return Err(StoreError::Forbidden),
     };
-    let owner_filter = owner_filter.unwrap_or_default();
+    Ok(owner_filter.unwrap_or_default())
+}
+
+/// A report's rows as they are summed: one per (owner or machine, period).
+struct Tally {
+    /// Each reported agent's (owner, machine name).
+    names: HashMap<String, (String, String)>,
+    by: By,
+    period: Period,
+    rows: BTreeMap<(String, String), ReportRow>,
+    /// The highest interruption limit of each (row key, period, agent).
+    limits: BTreeMap<(String, String, String), i64>,
+    /// The machines whose availability each row sums.
+    machines_in: BTreeMap<(String, String), std::collections::BTreeSet<String>>,
+}
+
+impl Tally {
+    /// The row `agent`'s `day` adds to (made if new), or None for an agent not reported.
+    fn row_for(&mut self, agent: &str, day: &str) -> Option<&mut ReportRow> {
+        let (owner, machine) = self.names.get(agent)?;
+        let (key, machine) = match self.by {
+            By::Owner => (owner.clone(), None),
+            By::Machine => (agent.to_string(), Some(machine.clone())),
+        };
+        let period = period_of(day, self.period);
+        Some(self.rows.entry((key.clone(), period.clone())).or_insert_with(|| ReportRow { key, machine, period, ..Default::default() }))
+    }
+
+    /// Raises the interruption limit of `agent` in `row` to at least `limit`.
+    fn limit(&mut self, row: (String, String), agent: String, limit: i64) {
+        let e = self.limits.entry((row.0, row.1, agent)).or_insert(0);
+        *e = (*e).max(limit);
+    }
+
+    /// Adds the counted records since `since`: CPU, wall, linger time and interruptions.
+    async fn add_records(&mut self, db: &Db, since: &str) -> Result<(), StoreError> {
+        let recs = sqlx::query(
+            "SELECT agent_id, day, CAST(SUM(CAST(cpu_us AS DOUBLE PRECISION)) AS DOUBLE PRECISION) AS cpu_us,
+                CAST(SUM(CAST(wall_ms AS DOUBLE PRECISION)) AS DOUBLE PRECISION) AS wall_ms,
+                CAST(SUM(CASE WHEN kind = 'interruption' THEN 1 ELSE 0 END) AS BIGINT) AS interruptions,
+                CAST(MAX(interruption_limit) AS BIGINT) AS lim, CAST(SUM(CAST(linger_ms AS DOUBLE PRECISION)) AS DOUBLE PRECISION) AS linger_ms
+         FROM records WHERE day >= $1 AND day <> '' AND counted = 1 GROUP BY agent_id, day",
+        )
+        .bind(since)
+        .fetch_all(&db.pool)
+        .await?;
+        for r in &recs {
+            let agent: String = col(r, "agent_id")?;
+            let day: String = col(r, "day")?;
+            let lim: Option<i64> = col(r, "lim")?;
+            if let Some(row) = self.row_for(&agent, &day) {
+                // Summed as floating point, which no row can overflow (a sum of integers, exact
+                // below 2⁵³ µs = 285 CPU-years; what a machine may claim a day is far below),
+                // divided once.
+                row.cpu_s += col::<f64>(r, "cpu_us")? / 1e6;
+                row.wall_s += col::<f64>(r, "wall_ms")? / 1e3;
+                row.interruptions = row.interruptions.saturating_add(count(col(r, "interruptions")?));
+                row.linger_s += col::<f64>(r, "linger_ms")? / 1e3;
+                let key = (row.key.clone(), row.period.clone());
+                if let Some(l) = lim {
+                    self.limit(key, agent, l);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds each machine's availability since `since` (as a fraction of the period) and
+    /// the interruption limit its heartbeats reported.
+    async fn add_availability(&mut self, db: &Db, since: &str) -> Result<(), StoreError> {
+        let avail = sqlx::query("SELECT agent_id, day, available_ms, interruption_limit AS lim FROM availability WHERE day >= $1")
+            .bind(since)
+            .fetch_all(&db.pool)
+            .await?;
+        let period_ms = match self.period {
+            Period::Day => 86_400_000.0,
+            Period::Week => 7.0 * 86_400_000.0,
+        };
+        for r in &avail {
+            let agent: String = col(r, "agent_id")?;
+            let day: String = col(r, "day")?;
+            if let Some(row) = self.row_for(&agent, &day) {
+                row.available_fraction += col::<i64>(r, "available_ms")? as f64 / period_ms;
+                let key = (row.key.clone(), row.period.clone());
+                // The limit the machine's heartbeats reported that day counts even when no
+                // interruption (which carries its own limit) happened.
+                if let Some(l) = col::<Option<i64>>(r, "lim")? {
+                    self.limit(key.clone(), agent.clone(), l);
+                }
+                self.machines_in.entry(key).or_default().insert(agent);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the tasks completed and evicted on each machine since `since`.
+    async fn add_events(&mut self, db: &Db, since: &str) -> Result<(), StoreError> {
+        let events = sqlx::query(
+            "SELECT agent_id, day, CAST(SUM(CASE WHEN kind = 'completed' THEN 1 ELSE 0 END) AS BIGINT) AS completed,
+                CAST(SUM(CASE WHEN kind = 'evicted' THEN 1 ELSE 0 END) AS BIGINT) AS evicted
+         FROM task_events WHERE day >= $1 GROUP BY agent_id, day",
+        )
+        .bind(since)
+        .fetch_all(&db.pool)
+        .await?;
+        for r in &events {
+            let agent: String = col(r, "agent_id")?;
+            let day: String = col(r, "day")?;
+            if let Some(row) = self.row_for(&agent, &day) {
+                row.jobs_completed = row.jobs_completed.saturating_add(count(col(r, "completed")?));
+                row.evictions = row.evictions.saturating_add(count(col(r, "evicted")?));
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows, each with its machines' interruption limits summed and its availability
+    /// averaged over its machines.
+    fn finish(mut self) -> Vec<ReportRow> {
+        for ((key, period, _agent), l) in self.limits {
+            if let Some(row) = self.rows.get_mut(&(key, period)) {
+                row.interruption_limit = row.interruption_limit.saturating_add(count(l));
+            }
+        }
+        // Availability of several machines is averaged over them.
+        for (k, set) in self.machines_in {
+            if let Some(row) = self.rows.get_mut(&k) {
+                row.available_fraction /= set.len().max(1) as f64;
+            }
+        }
+        self.rows.into_values().collect()
+    }
+}
+
+/// Builds a report for `who`. Owners see only their own machines; agents none.
+pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report, StoreError> {
+    let owner_filter = owner_filter(who, q)?;
     let since = q.since.to_string();
     let agents =
         sqlx::query("SELECT id, owner, name FROM agents WHERE ($1 = '' OR owner = $1)").bind(&owner_filter).fetch_all(&db.pool).await?;
@@ -83,103 +219,11 @@ pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report,
     for a in &agents {
         names.insert(col(a, "id")?, (col(a, "owner")?, col(a, "name")?));
     }
-    let mut rows: BTreeMap<(String, String), ReportRow> = BTreeMap::new();
-    let mut limits: BTreeMap<(String, String, String), i64> = BTreeMap::new();
-    let by = q.by;
-    let period = q.period;
-    let row_for = |rows: &'_ mut BTreeMap<(String, String), ReportRow>, agent: &str, day: &str| -> Option<(String, String)> {
-        let (owner, machine) = names.get(agent)?;
-        let (key, machine) = match by {
-            By::Owner => (owner.clone(), None),
-            By::Machine => (agent.to_string(), Some(machine.clone())),
-        };
-        let period = period_of(day, period);
-        let k = (key.clone(), period.clone());
-        rows.entry(k.clone()).or_insert_with(|| ReportRow { key, machine, period, ..Default::default() });
-        Some(k)
-    };
-    let recs = sqlx::query(
-        "SELECT agent_id, day, CAST(SUM(CAST(cpu_us AS DOUBLE PRECISION)) AS DOUBLE PRECISION) AS cpu_us,
-                CAST(SUM(CAST(wall_ms AS DOUBLE PRECISION)) AS DOUBLE PRECISION) AS wall_ms,
-                CAST(SUM(CASE WHEN kind = 'interruption' THEN 1 ELSE 0 END) AS BIGINT) AS interruptions,
-                CAST(MAX(interruption_limit) AS BIGINT) AS lim, CAST(SUM(CAST(linger_ms AS DOUBLE PRECISION)) AS DOUBLE PRECISION) AS linger_ms
-         FROM records WHERE day >= $1 AND day <> '' AND counted = 1 GROUP BY agent_id, day",
-    )
-    .bind(&since)
-    .fetch_all(&db.pool)
-    .await?;
-    for r in &recs {
-        let agent: String = col(r, "agent_id")?;
-        let day: String = col(r, "day")?;
-        let lim: Option<i64> = col(r, "lim")?;
-        if let Some(k) = row_for(&mut rows, &agent, &day) {
-            let row = rows.get_mut(&k).expect("row_for inserted it");
-            // Summed as floating point, which no row can overflow (a sum of integers, exact
-            // below 2⁵³ µs = 285 CPU-years; what a machine may claim a day is far below),
-            // divided once.
-            row.cpu_s += col::<f64>(r, "cpu_us")? / 1e6;
-            row.wall_s += col::<f64>(r, "wall_ms")? / 1e3;
-            row.interruptions = row.interruptions.saturating_add(count(col(r, "interruptions")?));
-            row.linger_s += col::<f64>(r, "linger_ms")? / 1e3;
-            let key = (row.key.clone(), row.period.clone(), agent.clone());
-            if let Some(l) = lim {
-                let e = limits.entry(key).or_insert(0);
-                *e = (*e).max(l);
-            }
-        }
-    }
-    let avail = sqlx::query("SELECT agent_id, day, available_ms, interruption_limit AS lim FROM availability WHERE day >= $1")
-        .bind(&since)
-        .fetch_all(&db.pool)
-        .await?;
-    let period_ms = match q.period {
-        Period::Day => 86_400_000.0,
-        Period::Week => 7.0 * 86_400_000.0,
-    };
-    let mut machines_in: BTreeMap<(String, String), std::collections::BTreeSet<String>> = BTreeMap::new();
-    for r in &avail {
-        let agent: String = col(r, "agent_id")?;
-        let day: String = col(r, "day")?;
-        if let Some(k) = row_for(&mut rows, &agent, &day) {
-            let row = rows.get_mut(&k).expect("row_for inserted it");
-            row.available_fraction += col::<i64>(r, "available_ms")? as f64 / period_ms;
-            // The limit the machine's heartbeats reported that day counts even when no
-            // interruption (which carries its own limit) happened.
-            if let Some(l) = col::<Option<i64>>(r, "lim")? {
-                let e = limits.entry((row.key.clone(), row.period.clone(), agent.clone())).or_insert(0);
-                *e = (*e).max(l);
-            }
-            machines_in.entry((row.key.clone(), row.period.clone())).or_default().insert(agent);
-        }
-    }
-    let events = sqlx::query(
-        "SELECT agent_id, day, CAST(SUM(CASE WHEN kind = 'completed' THEN 1 ELSE 0 END) AS BIGINT) AS completed,
-                CAST(SUM(CASE WHEN kind = 'evicted' THEN 1 ELSE 0 END) AS BIGINT) AS evicted
-         FROM task_events WHERE day >= $1 GROUP BY agent_id, day",
-    )
-    .bind(&since)
-    .fetch_all(&db.pool)
-    .await?;
-    for r in &events {
-        let agent: String = col(r, "agent_id")?;
-        let day: String = col(r, "day")?;
-        if let Some(k) = row_for(&mut rows, &agent, &day) {
-            let row = rows.get_mut(&k).expect("row_for inserted it");
-            row.jobs_completed = row.jobs_completed.saturating_add(count(col(r, "completed")?));
-            row.evictions = row.evictions.saturating_add(count(col(r, "evicted")?));
-        }
-    }
-    for ((key, period, _agent), l) in limits {
-        if let Some(row) = rows.get_mut(&(key, period)) {
-            row.interruption_limit = row.interruption_limit.saturating_add(count(l));
-        }
-    }
-    // Availability of several machines is averaged over them.
-    for (k, set) in machines_in {
-        if let Some(row) = rows.get_mut(&k) {
-            row.available_fraction /= set.len().max(1) as f64;
-        }
-    }
+    let mut tally =
+        Tally { names, by: q.by, period: q.period, rows: BTreeMap::new(), limits: BTreeMap::new(), machines_in: BTreeMap::new() };
+    tally.add_records(db, &since).await?;
+    tally.add_availability(db, &since).await?;
+    tally.add_events(db, &since).await?;
     Ok(Report {
         by: match q.by {
             By::Owner => "owner",
@@ -192,7 +236,7 @@ pub async fn report(db: &Db, who: &Principal, q: &ReportQuery) -> Result<Report,
         }
         .into(),
         since,
-        rows: rows.into_values().collect(),
+        rows: tally.finish(),
     })
 }
 

@@ -62,6 +62,7 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// What a handler answers: its body, or the error as JSON with its status.
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 /// The 413 for a body over `limit` bytes, naming the limit.

@@ -2,7 +2,7 @@
 //! and join tokens — create, list (with each use's time and address, never a secret),
 //! revoke (`DELETE …/{id}`). The logic is [`crate::identity`]'s; these are its HTTP faces.
 
-use super::extract::{need_admin, path, ApiError, Auth, Body, MaybeAuth, PeerIp};
+use super::extract::{need_admin, path, ApiResult, Auth, Body, MaybeAuth, PeerIp};
 use crate::identity::{self, Caller};
 use crate::model::*;
 use crate::store::StoreError;
@@ -11,7 +11,6 @@ use axum::extract::{Path, State};
 use axum::Json;
 use std::sync::Arc;
 
-type ApiResult<T> = Result<T, ApiError>;
 type IdPath = Result<Path<String>, axum::extract::rejection::PathRejection>;
 
 #[utoipa::path(post, tag = "crate::api_identity", path = "/api/v1/enrol", request_body = EnrolRequest, security((), ("bearer" = [])),
