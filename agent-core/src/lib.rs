@@ -40,5 +40,6 @@ pub mod private_files;
 pub mod programs;
 pub mod retention;
 pub mod sensors;
+pub mod stdout;
 pub mod sys;
 pub mod ts_module;

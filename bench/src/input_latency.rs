@@ -126,6 +126,16 @@ pub fn run(a: InputLatencyArgs) -> Result<()> {
     bar.finish_and_clear();
     fast.sort_unstable();
     policy.sort_unstable();
+    report(&a, &fast, &policy, lost);
+    if lost > 0 {
+        bail!("{lost} of {} events were never seen by the backend", a.events);
+    }
+    Ok(())
+}
+
+/// Prints the sorted latencies (µs) to the fast path and to the policy channel: JSON
+/// with `--json`, else a few lines against the goal.
+fn report(a: &InputLatencyArgs, fast: &[u64], policy: &[u64], lost: u32) {
     let summary = |v: &[u64]| {
         serde_json::json!({
             "p50_us": pct(v, 0.5), "p99_us": pct(v, 0.99), "max_us": v.last().copied().unwrap_or(0), "min_us": v.first().copied().unwrap_or(0),
@@ -138,8 +148,8 @@ pub fn run(a: InputLatencyArgs) -> Result<()> {
         "gap_ms": a.gap_ms,
         "display": if a.use_display { "DISPLAY" } else { "private Xvfb" },
         "backend": "x11-xi2",
-        "to_fast_path": summary(&fast),
-        "to_policy_channel": summary(&policy),
+        "to_fast_path": summary(fast),
+        "to_policy_channel": summary(policy),
         "goal": {"p99_us": 2000},
     });
     if a.json {
@@ -149,21 +159,17 @@ pub fn run(a: InputLatencyArgs) -> Result<()> {
         outln!("XTest event → agent, {} events ({} lost), {} ms apart, backend x11-xi2:", fast.len(), lost, a.gap_ms);
         outln!(
             "  fast path (input thread)   p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
-            ms(pct(&fast, 0.5)),
-            ms(pct(&fast, 0.99)),
+            ms(pct(fast, 0.5)),
+            ms(pct(fast, 0.99)),
             ms(fast.last().copied().unwrap_or(0))
         );
         outln!(
             "  policy channel (agent loop) p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms  · goal p99 ≤ 2 ms",
-            ms(pct(&policy, 0.5)),
-            ms(pct(&policy, 0.99)),
+            ms(pct(policy, 0.5)),
+            ms(pct(policy, 0.99)),
             ms(policy.last().copied().unwrap_or(0))
         );
     }
-    if lost > 0 {
-        bail!("{lost} of {} events were never seen by the backend", a.events);
-    }
-    Ok(())
 }
 
 #[derive(Args, Debug)]

@@ -4,12 +4,11 @@
 //! .deb; it finds the `lull` binary it measures with the harness's binary locator
 //! (`lull_e2e::lull_bin`: `$LULL_BIN`, or `cargo build -p lull` in this workspace).
 
-// The `lull` command's own printing (a closed pipe ends it quietly), the same file:
-// lull-bench prints its reports the way `lull` does. `keep_running_when_closed` is lull's.
+// The `lull` command's own printing (agent_core::stdout: a closed pipe ends it quietly):
+// lull-bench prints its reports the way `lull` does.
 #[macro_use]
-#[allow(dead_code)]
-#[path = "../../cli/src/out.rs"]
-mod out;
+extern crate agent_core;
+
 mod guest;
 mod heartbeats;
 mod idle;

@@ -469,8 +469,13 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
         "rounds": a.rounds, "agent": "lull agent (real binary), guest via RunJob, owner's return by xdotool on a private Xvfb",
         "cases": cases,
     });
+    print_report(&a, &out, &cases, per_file)
+}
+
+/// Prints the result: `out` pretty JSON with `--json`, else a headline and a line per case.
+fn print_report(a: &OwnerCacheArgs, out: &serde_json::Value, cases: &[serde_json::Value], per_file: u64) -> Result<()> {
     if a.json {
-        outln!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(out)?);
     } else {
         outln!(
             "owner-cache: {} MiB working set in {} files, owner + guests under a {} MiB memory cgroup, guest {} MiB, {} rounds",
@@ -480,7 +485,7 @@ pub fn run(a: OwnerCacheArgs) -> Result<()> {
             a.guest_mib,
             a.rounds
         );
-        for c in &cases {
+        for c in cases {
             outln!(
                 "  {:18}  before {:.0} ms · after {:.0} ms ({:.2}×; CPU {:.0} → {:.0} ms, {:.2}×; {:.0} MiB from disk), second read {:.0} ms · cold {:.0} ms · cache left under the guest {:.0} MiB, after {:.0} MiB · file-cache restore {} (ledger)",
                 c["case"].as_str().unwrap_or(""),

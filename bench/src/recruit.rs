@@ -100,6 +100,63 @@ fn start(lull: &Path, n: usize) -> Result<Run> {
     Ok(run)
 }
 
+/// Submits `n` jobs to the local pool, each guest writing its start time (ns) in
+/// `$HOME/started` and then sleeping a second.
+fn submit_jobs(lull: &Path, run: &Run, n: usize) -> Result<()> {
+    for _ in 0..n {
+        let o = Command::new(lull)
+            .args(["submit", "--", "sh", "-c", "date +%s%N > \"$HOME/started\"; sleep 1"])
+            .env("LULL_DATA_DIR", run.pool.dir.path())
+            .env_remove("LULL_COORDINATOR_URL")
+            .env_remove("LULL_KEY")
+            .output()?;
+        if !o.status.success() {
+            bail!("submit: {}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+    Ok(())
+}
+
+/// One time in ns (or none yet) per agent.
+type Times = Vec<Option<u128>>;
+
+/// Polls every agent (every 2 ms, up to 60 s) for when it was recruited and when its
+/// guest started (at or after `t0`): one `(recruited, started)` time in ns each.
+fn watch_recruitment(run: &Run, t0: u128) -> Result<(Times, Times)> {
+    // Each agent's recruitment (its status says recruitable or donating, polled every
+    // 2 ms) and its guest's first line (in its work directory, read while it sleeps).
+    let mut recruited: Times = vec![None; run.agents.len()];
+    let mut started: Times = vec![None; run.agents.len()];
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while started.iter().any(Option::is_none) {
+        if std::time::Instant::now() > deadline {
+            bail!("not every guest ran within 60 s of the resume (recruited: {recruited:?}, started: {started:?})");
+        }
+        for (i, (dir, _)) in run.agents.iter().enumerate() {
+            if recruited[i].is_none() {
+                if let Ok(Response::Status(st)) = call(&socket(dir.path()), &Request::Status) {
+                    if matches!(st.policy.state, StateKind::Recruitable | StateKind::Donating) {
+                        recruited[i] = Some(now_ns());
+                    }
+                }
+            }
+            if started[i].is_none() {
+                let jobs = agent_core::paths::Paths::under(dir.path()).work_root().join("jobs");
+                for e in std::fs::read_dir(jobs).into_iter().flatten().flatten() {
+                    // The guest's $HOME is its work directory (`jobs/<id>/work/`).
+                    let file = agent_core::guest::GuestDir::new(e.path()).work().join("started");
+                    let t = std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse::<u128>().ok());
+                    if let Some(t) = t.filter(|t| *t >= t0) {
+                        started[i] = Some(t);
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok((recruited, started))
+}
+
 pub fn run(n: usize, rounds: usize, json: bool) -> Result<()> {
     if n == 0 || rounds == 0 {
         bail!("--real-agents and --rounds must be at least 1");
@@ -132,53 +189,13 @@ pub fn run(n: usize, rounds: usize, json: bool) -> Result<()> {
             let paused = agents.as_array()?.iter().filter(|a| a["heartbeat"]["state"] == "paused").count();
             (paused == n).then_some(())
         })?;
-        for _ in 0..n {
-            let o = Command::new(&lull)
-                .args(["submit", "--", "sh", "-c", "date +%s%N > \"$HOME/started\"; sleep 1"])
-                .env("LULL_DATA_DIR", run.pool.dir.path())
-                .env_remove("LULL_COORDINATOR_URL")
-                .env_remove("LULL_KEY")
-                .output()?;
-            if !o.status.success() {
-                bail!("submit: {}", String::from_utf8_lossy(&o.stderr));
-            }
-        }
+        submit_jobs(&lull, &run, n)?;
         std::thread::sleep(Duration::from_millis(300));
         let t0 = now_ns();
         for (dir, _) in &run.agents {
             control(dir.path(), &Request::Resume)?;
         }
-        // Each agent's recruitment (its status says recruitable or donating, polled every
-        // 2 ms) and its guest's first line (in its work directory, read while it sleeps).
-        let mut recruited: Vec<Option<u128>> = vec![None; n];
-        let mut started: Vec<Option<u128>> = vec![None; n];
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while started.iter().any(Option::is_none) {
-            if std::time::Instant::now() > deadline {
-                bail!("not every guest ran within 60 s of the resume (recruited: {recruited:?}, started: {started:?})");
-            }
-            for (i, (dir, _)) in run.agents.iter().enumerate() {
-                if recruited[i].is_none() {
-                    if let Ok(Response::Status(st)) = call(&socket(dir.path()), &Request::Status) {
-                        if matches!(st.policy.state, StateKind::Recruitable | StateKind::Donating) {
-                            recruited[i] = Some(now_ns());
-                        }
-                    }
-                }
-                if started[i].is_none() {
-                    let jobs = agent_core::paths::Paths::under(dir.path()).work_root().join("jobs");
-                    for e in std::fs::read_dir(jobs).into_iter().flatten().flatten() {
-                        // The guest's $HOME is its work directory (`jobs/<id>/work/`).
-                        let file = agent_core::guest::GuestDir::new(e.path()).work().join("started");
-                        let t = std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse::<u128>().ok());
-                        if let Some(t) = t.filter(|t| *t >= t0) {
-                            started[i] = Some(t);
-                        }
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let (recruited, started) = watch_recruitment(&run, t0)?;
         for i in 0..n {
             let (s, r) = (started[i].unwrap_or(t0), recruited[i].unwrap_or(t0));
             resume_ms.push(s.saturating_sub(t0) as f64 / 1e6);

@@ -28,7 +28,7 @@ pub fn init_logging(paths: &Paths, name: &str) -> Result<tracing_appender::non_b
 }
 
 pub fn run(args: AgentArgs) -> Result<()> {
-    crate::out::keep_running_when_closed();
+    agent_core::stdout::keep_running_when_closed();
     let mut paths = Paths::from_env()?;
     // A bad config is refused before anything starts, naming the field and range; a
     // file named with --config must exist.

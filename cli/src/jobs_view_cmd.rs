@@ -291,7 +291,7 @@ fn output(a: OutputArgs) -> Result<()> {
         }
         let Some(out) = &t.output else { continue };
         out!("{}", out.stdout);
-        crate::out::ewrite(format_args!("{}", out.stderr));
+        agent_core::stdout::ewrite(format_args!("{}", out.stderr));
         for note in [cut_note("stdout", out.stdout.len(), out.stdout_bytes), cut_note("stderr", out.stderr.len(), out.stderr_bytes)]
             .into_iter()
             .flatten()
@@ -325,7 +325,7 @@ async fn follow(http: &reqwest::Client, remote: &(String, String), path: &str, i
             if skipped > 0 {
                 errln!("lull: ({skipped} bytes of standard error went by before they could be shown)");
             }
-            crate::out::ewrite(format_args!("{text}"));
+            agent_core::stdout::ewrite(format_args!("{text}"));
             *seen = (out.stdout_bytes.max(seen.0), out.stderr_bytes.max(seen.1));
         }
         match o.state.as_str() {

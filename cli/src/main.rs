@@ -3,8 +3,10 @@
 // Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
 #![warn(clippy::unwrap_used)]
 
+// outln!, out!, errln!: standard output that ends quietly on a closed pipe.
 #[macro_use]
-mod out;
+extern crate agent_core;
+
 mod agent_cmd;
 mod calibrate_cmd;
 mod coordinator_admin;

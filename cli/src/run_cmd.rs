@@ -137,7 +137,7 @@ fn running_agent(socket: &Path) -> Option<u32> {
 }
 
 pub fn run(args: RunArgs) -> Result<u8> {
-    crate::out::keep_running_when_closed();
+    agent_core::stdout::keep_running_when_closed();
     let mut paths = Paths::from_env()?;
     let spec = job_spec(&args)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;

@@ -46,7 +46,7 @@ fn hostname() -> String {
 }
 
 pub fn run(a: UpArgs) -> Result<()> {
-    crate::out::keep_running_when_closed();
+    agent_core::stdout::keep_running_when_closed();
     // First: a database URL with a password on the command line is refused before
     // anything is written.
     let f = files(&a.db)?;
@@ -95,7 +95,7 @@ pub fn run(a: UpArgs) -> Result<()> {
         let json = false;
         let observer: Box<dyn FnMut(&agent::Notice) + Send> = Box::new(move |n| {
             if let Some(b) = banner.take_if(|_| matches!(n, agent::Notice::Started { .. })) {
-                crate::out!("{b}");
+                agent_core::out!("{b}");
             }
             crate::agent_cmd::print_notice(n, json)
         });

@@ -3,6 +3,9 @@
 //! whose reader has gone exits at once with status 0 (nothing more it prints can be
 //! read). A long-running command (`lull agent`, `lull up`, `lull run`) marks itself with
 //! [`keep_running_when_closed`]: its agent and guests go on, it just stops printing.
+//!
+//! Shared by the `lull` command and `lull-bench` (which prints its reports the same
+//! way); both take the macros with `#[macro_use] extern crate agent_core;`.
 
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,18 +46,18 @@ pub fn ewrite(args: std::fmt::Arguments<'_>) {
 /// `eprintln!` through [`ewrite`].
 #[macro_export]
 macro_rules! errln {
-    ($($arg:tt)*) => { $crate::out::ewrite(format_args!("{}\n", format_args!($($arg)*))) };
+    ($($arg:tt)*) => { $crate::stdout::ewrite(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
 /// `println!` through [`write`].
 #[macro_export]
 macro_rules! outln {
-    () => { $crate::out::write(format_args!("\n")) };
-    ($($arg:tt)*) => { $crate::out::write(format_args!("{}\n", format_args!($($arg)*))) };
+    () => { $crate::stdout::write(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::stdout::write(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
 /// `print!` through [`write`].
 #[macro_export]
 macro_rules! out {
-    ($($arg:tt)*) => { $crate::out::write(format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::stdout::write(format_args!($($arg)*)) };
 }
