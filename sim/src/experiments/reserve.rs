@@ -226,6 +226,8 @@ fn strategies() -> Vec<Strategy> {
 
 /// Serial shares of the sweep.
 const SERIALS: [f64; 3] = [0.05, 0.10, 0.25];
+/// The lab's presence, swept (±25 %; generated owners only).
+const PRESENCES: [f64; 2] = [0.21, 0.35];
 
 /// The weekdays and the window of each (seconds from midnight) a run simulates:
 /// `--small` takes one hour of one day.
@@ -237,12 +239,12 @@ fn span(scale: Scale) -> (usize, (usize, usize)) {
     }
 }
 
-/// One seed's window and arrivals.
-fn setup(opts: &Options, seed: u64) -> (Window, Vec<f64>) {
+/// One seed's window and arrivals, the generated owners at `presence`.
+fn setup(opts: &Options, seed: u64, presence: f64) -> (Window, Vec<f64>) {
     let (days, (from, to)) = span(opts.scale);
     let traces: Vec<OwnerTrace> = match &opts.inputs.owners {
         Some(log) => log.traces.clone(),
-        None => (0..MACHINES).map(|i| generate(&lab(&GenParams::default()), seed, i, START, days as u32)).collect(),
+        None => (0..MACHINES).map(|i| generate(&lab(presence), seed, i, START, days as u32)).collect(),
     };
     let w = Window::of(&traces, days, from, to);
     let mut r = Rng::derive(seed, 0xa77);
@@ -255,9 +257,9 @@ fn setup(opts: &Options, seed: u64) -> (Window, Vec<f64>) {
     (w, arrivals)
 }
 
-/// The lab's generator parameters.
-fn lab(p: &GenParams) -> GenParams {
-    GenParams { presence: LAB_PRESENCE, ..p.clone() }
+/// The lab's generator parameters at `presence`.
+fn lab(presence: f64) -> GenParams {
+    GenParams { presence, ..GenParams::default() }
 }
 
 /// Runs the experiment (see the module doc).
@@ -279,10 +281,23 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
         |_| vec![()],
         progress,
         |seed, _| {
-            let (w, arrivals) = setup(opts, seed);
+            let (w, arrivals) = setup(opts, seed, LAB_PRESENCE);
             let idle = w.idle_share();
-            let n = if seed < first + sweep_seeds { specs.len() } else { strats.len() };
-            Ok(specs[..n].iter().map(|&(s, serial)| (simulate(&w, &arrivals, s, serial, seed), idle, arrivals.len())).collect::<Vec<_>>())
+            let sweeps = seed < first + sweep_seeds;
+            let n = if sweeps { specs.len() } else { strats.len() };
+            let mut out: Vec<_> =
+                specs[..n].iter().map(|&(s, serial)| (simulate(&w, &arrivals, s, serial, seed), idle, arrivals.len())).collect();
+            // The presence sweep: no reserve and 30-res on the lab regenerated at each value.
+            if sweeps && opts.inputs.owners.is_none() {
+                for &x in &PRESENCES {
+                    let (w, arrivals) = setup(opts, seed, x);
+                    let idle = w.idle_share();
+                    for s in [Strategy::Reserve(0.0), Strategy::Reserve(0.3)] {
+                        out.push((simulate(&w, &arrivals, s, SERIAL, seed), idle, arrivals.len()));
+                    }
+                }
+            }
+            Ok(out)
         },
     )?
     .into_iter()
@@ -314,7 +329,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
     table1_section(&mut md, &per_seed);
     let rows = claim_rows(&per_seed);
     claims::table(&mut md, &rows);
-    assumptions_section(&mut md, &per_seed, strats.len(), sweep_seeds);
+    assumptions_section(&mut md, &per_seed, strats.len(), specs.len(), sweep_seeds);
     let _ = writeln!(md, "## Summary\n\n{}\n", claims::tally(&rows));
     let svgs = charts(&mut md, &per_seed);
     Ok(Report { name: opts.report_name("reserve"), markdown: md, svgs, rows })
@@ -428,7 +443,18 @@ fn claim_rows(per_seed: &PerSeed) -> Vec<Row> {
 }
 
 /// The parameters of ours, with the serial share's sweep.
-fn assumptions_section(md: &mut String, per_seed: &PerSeed, base: usize, sweep_seeds: u64) {
+fn assumptions_section(md: &mut String, per_seed: &PerSeed, base: usize, presence_base: usize, sweep_seeds: u64) {
+    // 30-res's gain over no reserve from the pair at `k` of a seed that ran it.
+    let gain = |k: usize| -> Summary {
+        Summary::of(
+            &per_seed
+                .iter()
+                .filter(|o| o.len() > k + 1)
+                .map(|o| o[k + 1].0.mean_speedup / o[k].0.mean_speedup.max(1e-9) - 1.0)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let idle_at = |k: usize| -> Summary { Summary::of(&per_seed.iter().filter(|o| o.len() > k).map(|o| o[k].1).collect::<Vec<_>>()) };
     let list = vec![
         Assumption {
             name: "Amdahl serial share of the 42-s job".into(),
@@ -450,8 +476,22 @@ fn assumptions_section(md: &mut String, per_seed: &PerSeed, base: usize, sweep_s
         Assumption {
             name: "lab presence (generator)".into(),
             value: format!("{LAB_PRESENCE}"),
-            source: "fitted so that the 9–18 window's 1-s samples are 86 % idle (seed 003 §3.1); the measured share is above".into(),
-            sweep: Vec::new(),
+            source: if per_seed.iter().any(|o| o.len() > presence_base) {
+                format!(
+                    "fitted so that the 9–18 window's 1-s samples are 86 % idle (seed 003 §3.1); the measured share is above; the window is {} idle at {}, {} at {}",
+                    idle_at(presence_base).show(1, 100.0) + " %",
+                    PRESENCES[0],
+                    idle_at(presence_base + 2).show(1, 100.0) + " %",
+                    PRESENCES[1]
+                )
+            } else {
+                "fitted so that the 9–18 window's 1-s samples are 86 % idle (seed 003 §3.1); the measured share is above; not swept: the owners are the user's traces".into()
+            },
+            sweep: if per_seed.iter().any(|o| o.len() > presence_base) {
+                PRESENCES.iter().enumerate().map(|(i, x)| (format!("{x:.2}"), gain(presence_base + 2 * i))).collect()
+            } else {
+                Vec::new()
+            },
         },
     ];
     let _ = writeln!(md, "Sweeps over the first {sweep_seeds} seeds.\n");
@@ -505,7 +545,7 @@ mod tests {
 
     #[test]
     fn the_lab_window_is_as_idle_as_seed_003_measured() {
-        let params = lab(&GenParams::default());
+        let params = lab(LAB_PRESENCE);
         let traces: Vec<OwnerTrace> = (0..16).map(|i| generate(&params, 9, i, START, 2)).collect();
         let share = Window::of(&traces, 2, WINDOW.0, WINDOW.1).idle_share();
         assert!((share - 0.86).abs() < 0.03, "{share}");

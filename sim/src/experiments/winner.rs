@@ -89,12 +89,11 @@ const ASSUMED: [(&str, &str, &str); 6] = [
     ("§5's widths", "small parallel 2–11 nodes, large 12–22, uniform", "§5: 70 % small and 30 % large \"requiring more than 11 CPUs\""),
 ];
 
-fn scenarios(scale: Scale) -> Vec<Scenario> {
-    let small = scale == Scale::Small;
+/// Fig. 8's box (the base of Figs. 4–8).
+fn fig8_scenario(small: bool) -> Scenario {
     let k = |full: usize, s: usize| if small { s } else { full };
     let pick = |full: Vec<f64>, s: Vec<f64>| if small { s } else { full };
-    let tcs = pick(vec![0.0, 1000.0, 2000.0, 3000.0, 5000.0, 7000.0, 10_000.0], vec![0.0, 5000.0]);
-    let fig8 = Scenario {
+    Scenario {
         id: "fig8",
         title: "Fig. 8 — fuzzy knowledge of processing times",
         nodes: 22,
@@ -112,8 +111,13 @@ fn scenarios(scale: Scale) -> Vec<Scenario> {
         variant: false,
         speed_range: SPEEDS,
         log_widths: false,
-    };
-    let fig2 = Scenario {
+    }
+}
+
+/// Fig. 2's box (the base of Fig. 3), swept over `tcs`.
+fn fig2_scenario(small: bool, tcs: &[f64]) -> Scenario {
+    let k = |full: usize, s: usize| if small { s } else { full };
+    Scenario {
         id: "fig2",
         title: "Fig. 2 — online scheduling of sequential jobs",
         nodes: 10,
@@ -126,12 +130,21 @@ fn scenarios(scale: Scale) -> Vec<Scenario> {
         t_c: 0.0,
         p_err: 0.0,
         sweep: Param::Tc,
-        values: tcs.clone(),
+        values: tcs.to_vec(),
         paper_params: "P_s = 100 %, t_s = 1000–50000 s, nodes = 10 (equal speed), T_c,max = 0–10000 s; n not in the text",
         variant: false,
         speed_range: SPEEDS,
         log_widths: false,
-    };
+    }
+}
+
+fn scenarios(scale: Scale) -> Vec<Scenario> {
+    let small = scale == Scale::Small;
+    let k = |full: usize, s: usize| if small { s } else { full };
+    let pick = |full: Vec<f64>, s: Vec<f64>| if small { s } else { full };
+    let tcs = pick(vec![0.0, 1000.0, 2000.0, 3000.0, 5000.0, 7000.0, 10_000.0], vec![0.0, 5000.0]);
+    let fig8 = fig8_scenario(small);
+    let fig2 = fig2_scenario(small, &tcs);
     let fig3 = Scenario {
         id: "fig3",
         title: "Fig. 3 — mixing sequential and parallel jobs",
