@@ -403,7 +403,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
     preamble(&mut md, "`memory` — seed 001's memory-centric load sharing on lull-core's choice functions", "memory", opts);
     let _ = writeln!(
         md,
-        "Per seed: {NODES} machines of {} MB for jobs, CT = {CT}, 10 Mbps; the paper's benchmark programs (Table 1, without m-m) with working sets that grow while they run; each trace's arrivals drawn from the seed; every decision (accept, shed, which job, where) is `lull_core::sched::memory`. Model: `sim/src/experiments/memory.rs`.\n",
+        "Per seed: {NODES} machines of {} MB for jobs, CT = {CT}, 10 Mbps; the paper's benchmark programs (Table 1, without m-m) with working sets that grow while they run; each trace's arrivals drawn from the seed; every decision (accept, shed, which job, where) is `lull_core::sched`'s memory functions (`core/src/sched/memory.rs`). Model: `sim/src/experiments/memory.rs`.\n",
         MEMORY >> 20
     );
     let mut rows = fig2_section(&mut md, &r);

@@ -322,7 +322,7 @@ pub fn run(opts: &Options, progress: &mut dyn FnMut(u64, u64)) -> Result<Report>
     };
     let _ = writeln!(
         md,
-        "Per seed: {owners} in {window}, {} % of the window's 1-s samples idle (paper: 86 %), {} requests for the 42-s rendering job at exponential gaps of mean {MEAN_GAP_S:.0} s. Recruitment is `lull_core::sched::recruit::Recruiter` (up to 32 machines, 10-s forecast → window of 5 one-second readings, x % of the idle machines kept back, granted machines lent until the job ends). Model and measures: `sim/src/experiments/reserve.rs`.\n",
+        "Per seed: {owners} in {window}, {} % of the window's 1-s samples idle (paper: 86 %), {} requests for the 42-s rendering job at exponential gaps of mean {MEAN_GAP_S:.0} s. Recruitment is `lull_core::sched::Recruiter` (up to 32 machines, 10-s forecast → window of 5 one-second readings, x % of the idle machines kept back, granted machines lent until the job ends). Model and measures: `sim/src/experiments/reserve.rs`.\n",
         idle.show(1, 100.0),
         requests.show(0, 1.0)
     );
