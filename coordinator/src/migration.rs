@@ -41,22 +41,7 @@ pub fn validate(req: &MigrateRequest) -> Result<()> {
 pub async fn ask(app: &App, agent: &str, job: i64, rank: i64, req: &MigrateRequest) -> Result<MigrateAnswer> {
     validate(req)?;
     let db = &app.db;
-    let task = sqlx::query("SELECT state, agent_id, lease_epoch FROM tasks WHERE job_id = $1 AND rank = $2")
-        .bind(job)
-        .bind(rank)
-        .fetch_optional(&db.pool)
-        .await?
-        .ok_or(StoreError::NotFound)?;
-    let (state, holder, epoch): (String, Option<String>, i64) = (col(&task, "state")?, col(&task, "agent_id")?, col(&task, "lease_epoch")?);
-    if holder.as_deref() != Some(agent) {
-        return Err(StoreError::NotFound);
-    }
-    if state != "leased" || epoch != req.lease {
-        return Err(StoreError::Conflict("the lease is no longer held".into()));
-    }
-    if let Some((m, leased)) = store::lease_facts(db, agent, job, rank, req.lease, app.live.cpus(agent)).await? {
-        crate::bounds::check_task_cpu("cpu_s", req.cpu_s, &m, leased, now_ms()).map_err(StoreError::Invalid)?;
-    }
+    check_holder(app, agent, job, rank, req).await?;
     let j = sqlx::query("SELECT program, mem_bytes, checkpointable, gang, estimate_s FROM jobs WHERE id = $1")
         .bind(job)
         .fetch_one(&db.pool)
@@ -74,7 +59,70 @@ pub async fn ask(app: &App, agent: &str, job: i64, rank: i64, req: &MigrateReque
             .map(|r| col(r, "agent_id"))
             .collect::<std::result::Result<_, _>>()?;
 
-    // Machines, numbered for the decision: the asker is 0.
+    let (source, candidates, names) = machines(app, agent, req, &peers).await?;
+    let predicted = predicted_normtime(app, &program, width, estimate).await?;
+    let a = MigrateAsk {
+        done_normtime_s: source.base_speed * req.cpu_s,
+        source,
+        owner_busy_for_s: req.owner_busy_for_s,
+        migration_cost_s: req.migration_cost_s,
+        checkpointable: col::<i64>(&j, "checkpointable")? != 0,
+        predicted_normtime_s: predicted,
+        memory_needed: col::<i64>(&j, "mem_bytes")?.max(0) as u64,
+        exclude: Vec::new(),
+    };
+    let d = decide_migration(&a, &candidates, app.config.scheduler.predict.min_cpu_share);
+    let (stay_s, move_s) = match &d {
+        MigrateDecision::Migrate { stay_s, move_s, .. } | MigrateDecision::Stay(StayWhy::NotSooner { stay_s, move_s, .. }) => {
+            (Some(*stay_s), Some(*move_s))
+        }
+        MigrateDecision::Stay(StayWhy::NoFreeMachine) => (None, None),
+    };
+    let answer = MigrateAnswer { migrate: d.migrates(), reason: d.to_string(), stay_s, move_s };
+    if let MigrateDecision::Migrate { to, .. } = &d {
+        store::release(db, agent, job, rank, req.lease, store::GiveBack::Migrated, None).await?;
+        let ended = Ended { agent: agent.to_string(), rank: rank as u32, cpu_s: req.cpu_s, completed: false };
+        app.scheduling.send(Msg::Job { job, ended: Some(ended) });
+        tracing::info!(job, rank, agent, to = names.get(to).map_or("", String::as_str), reason = %answer.reason, "task migrates");
+    } else {
+        tracing::info!(job, rank, agent, reason = %answer.reason, "task stays");
+    }
+    Ok(answer)
+}
+
+/// Checks that `agent` holds `(job, rank)` under the request's lease and that the CPU
+/// time it reports is possible for that lease.
+async fn check_holder(app: &App, agent: &str, job: i64, rank: i64, req: &MigrateRequest) -> Result<()> {
+    let db = &app.db;
+    let task = sqlx::query("SELECT state, agent_id, lease_epoch FROM tasks WHERE job_id = $1 AND rank = $2")
+        .bind(job)
+        .bind(rank)
+        .fetch_optional(&db.pool)
+        .await?
+        .ok_or(StoreError::NotFound)?;
+    let (state, holder, epoch): (String, Option<String>, i64) = (col(&task, "state")?, col(&task, "agent_id")?, col(&task, "lease_epoch")?);
+    if holder.as_deref() != Some(agent) {
+        return Err(StoreError::NotFound);
+    }
+    if state != "leased" || epoch != req.lease {
+        return Err(StoreError::Conflict("the lease is no longer held".into()));
+    }
+    if let Some((m, leased)) = store::lease_facts(db, agent, job, rank, req.lease, app.live.cpus(agent)).await? {
+        crate::bounds::check_task_cpu("cpu_s", req.cpu_s, &m, leased, now_ms()).map_err(StoreError::Invalid)?;
+    }
+    Ok(())
+}
+
+/// The machines of the decision, numbered: the asker (`agent`, at the load it reports) as
+/// the source, and as candidates every fresh, idle machine that runs none of the job's
+/// other ranks (`peers`), with their agent ids by number.
+async fn machines(
+    app: &App,
+    agent: &str,
+    req: &MigrateRequest,
+    peers: &[String],
+) -> Result<(Machine, Vec<Machine>, HashMap<MachineId, String>)> {
+    let db = &app.db;
     let now = now_ms();
     let stale_ms = (3 * app.config.heartbeat_interval.as_millis() as i64).max(30_000);
     let rows = sqlx::query(
@@ -125,43 +173,21 @@ pub async fn ask(app: &App, agent: &str, job: i64, rank: i64, req: &MigrateReque
         }
     }
     let source = source.ok_or(StoreError::NotFound)?;
+    Ok((source, candidates, names))
+}
 
-    // The task's predicted normtime: its program's history (as the scheduler keeps it),
-    // else the author's estimate, per member.
+/// The task's predicted normtime per member: its program's history (as the scheduler
+/// keeps it), else the author's estimate; `None` when neither exists.
+async fn predicted_normtime(app: &App, program: &str, width: u32, estimate: Option<f64>) -> Result<Option<f64>> {
+    let db = &app.db;
     let mut predictor = Predictor::new(app.config.scheduler.predict.clone());
-    let stats = sqlx::query("SELECT stats FROM program_stats WHERE program = $1").bind(&program).fetch_optional(&db.pool).await?;
+    let stats = sqlx::query("SELECT stats FROM program_stats WHERE program = $1").bind(program).fetch_optional(&db.pool).await?;
     if let Some(text) = stats.map(|r| col::<String>(&r, "stats")).transpose()? {
         if let Ok(s) = serde_json::from_str(&text) {
             predictor.restore(&s);
         }
     }
-    let p = predictor.predict(&program, width, estimate.filter(|e| e.is_finite() && *e >= 0.0), 0.0);
+    let p = predictor.predict(program, width, estimate.filter(|e| e.is_finite() && *e >= 0.0), 0.0);
     let predicted = (p.source != lull_core::sched::PredictionSource::Default).then(|| p.total_normtime_s / f64::from(width));
-    let a = MigrateAsk {
-        done_normtime_s: source.base_speed * req.cpu_s,
-        source,
-        owner_busy_for_s: req.owner_busy_for_s,
-        migration_cost_s: req.migration_cost_s,
-        checkpointable: col::<i64>(&j, "checkpointable")? != 0,
-        predicted_normtime_s: predicted,
-        memory_needed: col::<i64>(&j, "mem_bytes")?.max(0) as u64,
-        exclude: Vec::new(),
-    };
-    let d = decide_migration(&a, &candidates, app.config.scheduler.predict.min_cpu_share);
-    let (stay_s, move_s) = match &d {
-        MigrateDecision::Migrate { stay_s, move_s, .. } | MigrateDecision::Stay(StayWhy::NotSooner { stay_s, move_s, .. }) => {
-            (Some(*stay_s), Some(*move_s))
-        }
-        MigrateDecision::Stay(StayWhy::NoFreeMachine) => (None, None),
-    };
-    let answer = MigrateAnswer { migrate: d.migrates(), reason: d.to_string(), stay_s, move_s };
-    if let MigrateDecision::Migrate { to, .. } = &d {
-        store::release(db, agent, job, rank, req.lease, store::GiveBack::Migrated, None).await?;
-        let ended = Ended { agent: agent.to_string(), rank: rank as u32, cpu_s: req.cpu_s, completed: false };
-        app.scheduling.send(Msg::Job { job, ended: Some(ended) });
-        tracing::info!(job, rank, agent, to = names.get(to).map_or("", String::as_str), reason = %answer.reason, "task migrates");
-    } else {
-        tracing::info!(job, rank, agent, reason = %answer.reason, "task stays");
-    }
-    Ok(answer)
+    Ok(predicted)
 }

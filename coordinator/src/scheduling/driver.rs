@@ -382,88 +382,10 @@ impl Driver {
                     self.submit(&row, now);
                 }
             }
-            ("queued", Some((true, _))) => {
-                // Back in the queue: a member was evicted, failed or lost its lease (a gang
-                // restarts together). The scheduler re-queues the whole job at its place.
-                let (machine, cpu) = match &ended {
-                    Some(e) if !e.completed => (self.machine_of(&e.agent), e.cpu_s),
-                    _ => (None, 0.0),
-                };
-                let machine = machine.filter(|m| touched.contains(m)).or_else(|| touched.first().copied());
-                if let Some(machine) = machine {
-                    if let Err(e) = self.sched.handle(t, Event::TaskEvicted { job: jid, machine, cpu_seconds: cpu.max(0.0) }) {
-                        tracing::warn!(job, error = %e, "scheduler refused an eviction");
-                    }
-                }
-                let width = self.sched.job(jid).map(|j| j.spec.width);
-                let queued = row.tasks.iter().filter(|t| t.state == "queued").count() as u32;
-                if width != Some(queued) {
-                    let _ = self.sched.handle(t, Event::JobCancelled { job: jid });
-                    self.submit(&row, now);
-                } else {
-                    self.ranks.insert(job, row.tasks.iter().filter(|t| t.state == "queued").map(|t| t.rank).collect());
-                }
-            }
+            ("queued", Some((true, _))) => self.requeued(&row, ended.as_ref(), &touched, t, now),
             ("running" | "completed", Some((true, _))) => {
-                // Members whose machine no longer holds their rank (leased or completed)
-                // were lost while the rest of the gang holds: the scheduler keeps the
-                // others placed (halted) and places a replacement for the queued rank.
-                let holds = |m: MachineId, ids: &HashMap<String, MachineId>| {
-                    row.tasks.iter().any(|t| {
-                        (t.state == "leased" || t.state == "completed") && t.agent_id.as_deref().and_then(|a| ids.get(a)) == Some(&m)
-                    })
-                };
-                let mut lost = false;
-                for m in touched.clone() {
-                    if holds(m, &self.ids) {
-                        continue;
-                    }
-                    let cpu = match &ended {
-                        Some(e) if !e.completed && self.ids.get(&e.agent) == Some(&m) => e.cpu_s,
-                        _ => 0.0,
-                    };
-                    match self.sched.handle(t, Event::MemberLost { job: jid, machine: m, cpu_seconds: cpu.max(0.0) }) {
-                        Ok(_) => lost = true,
-                        Err(e) => tracing::warn!(job, error = %e, "scheduler refused a lost member"),
-                    }
-                }
-                let queued: Vec<u32> = row.tasks.iter().filter(|t| t.state == "queued").map(|t| t.rank).collect();
-                let vacancies = self.sched.job(jid).and_then(|j| j.running.as_ref()).map_or(0, |r| r.vacancies);
-                if lost || vacancies > 0 {
-                    if vacancies as usize == queued.len() {
-                        self.ranks.insert(job, queued);
-                    } else if self.sched.job(jid).is_some_and(|j| j.running.is_none()) {
-                        // Nothing left running: the scheduler re-queued the whole job.
-                        let _ = self.sched.handle(t, Event::JobCancelled { job: jid });
-                        self.submit(&row, now);
-                    } else {
-                        tracing::warn!(job, vacancies, queued = queued.len(), "a halted gang's vacancies and queued ranks differ");
-                        self.ranks.insert(job, queued);
-                    }
-                }
-                // Completed members: finish them in the scheduler (their CPU time goes
-                // into the program's runtime history when the last one ends).
-                for task in row.tasks.iter().filter(|t| t.state == "completed") {
-                    let Some(m) = task.agent_id.as_deref().and_then(|a| self.ids.get(a).copied()) else { continue };
-                    let still = self
-                        .sched
-                        .job(jid)
-                        .and_then(|j| j.running.as_ref())
-                        .is_some_and(|r| r.members.iter().any(|x| x.machine == m && !x.finished));
-                    if !still {
-                        continue;
-                    }
-                    let wall = self.sched.job(jid).and_then(|j| j.running.as_ref()).map_or(0.0, |r| t.secs_since(r.started_at));
-                    let cpu = match &ended {
-                        Some(e) if e.completed && e.rank == task.rank => e.cpu_s,
-                        _ => task.cpu_s,
-                    };
-                    if let Err(e) =
-                        self.sched.handle(t, Event::JobFinished { job: jid, machine: m, cpu_seconds: cpu.max(0.0), wall_seconds: wall })
-                    {
-                        tracing::warn!(job, error = %e, "scheduler refused a completion");
-                    }
-                }
+                self.members_lost(&row, ended.as_ref(), &touched, t, now);
+                self.members_completed(&row, ended.as_ref(), t);
                 if row.state == "completed" {
                     if self.sched.job(jid).is_some() {
                         let _ = self.sched.handle(t, Event::JobCancelled { job: jid });
@@ -489,6 +411,96 @@ impl Driver {
         }
         for m in touched {
             self.update_machine(m, now);
+        }
+    }
+
+    /// A running job back in the queue: a member was evicted, failed or lost its lease (a
+    /// gang restarts together). The scheduler re-queues the whole job at its place.
+    fn requeued(&mut self, row: &JobRow, ended: Option<&Ended>, touched: &[MachineId], t: Millis, now: i64) {
+        let (job, jid) = (row.id, JobId(row.id as u64));
+        let (machine, cpu) = match ended {
+            Some(e) if !e.completed => (self.machine_of(&e.agent), e.cpu_s),
+            _ => (None, 0.0),
+        };
+        let machine = machine.filter(|m| touched.contains(m)).or_else(|| touched.first().copied());
+        if let Some(machine) = machine {
+            if let Err(e) = self.sched.handle(t, Event::TaskEvicted { job: jid, machine, cpu_seconds: cpu.max(0.0) }) {
+                tracing::warn!(job, error = %e, "scheduler refused an eviction");
+            }
+        }
+        let width = self.sched.job(jid).map(|j| j.spec.width);
+        let queued = row.tasks.iter().filter(|t| t.state == "queued").count() as u32;
+        if width != Some(queued) {
+            let _ = self.sched.handle(t, Event::JobCancelled { job: jid });
+            self.submit(row, now);
+        } else {
+            self.ranks.insert(job, row.tasks.iter().filter(|t| t.state == "queued").map(|t| t.rank).collect());
+        }
+    }
+
+    /// Members of a running gang whose machine no longer holds their rank (leased or
+    /// completed) were lost while the rest holds: the scheduler keeps the others placed
+    /// (halted) and places a replacement for the queued rank.
+    fn members_lost(&mut self, row: &JobRow, ended: Option<&Ended>, touched: &[MachineId], t: Millis, now: i64) {
+        let (job, jid) = (row.id, JobId(row.id as u64));
+        let holds = |m: MachineId, ids: &HashMap<String, MachineId>| {
+            row.tasks
+                .iter()
+                .any(|t| (t.state == "leased" || t.state == "completed") && t.agent_id.as_deref().and_then(|a| ids.get(a)) == Some(&m))
+        };
+        let mut lost = false;
+        for &m in touched {
+            if holds(m, &self.ids) {
+                continue;
+            }
+            let cpu = match ended {
+                Some(e) if !e.completed && self.ids.get(&e.agent) == Some(&m) => e.cpu_s,
+                _ => 0.0,
+            };
+            match self.sched.handle(t, Event::MemberLost { job: jid, machine: m, cpu_seconds: cpu.max(0.0) }) {
+                Ok(_) => lost = true,
+                Err(e) => tracing::warn!(job, error = %e, "scheduler refused a lost member"),
+            }
+        }
+        let queued: Vec<u32> = row.tasks.iter().filter(|t| t.state == "queued").map(|t| t.rank).collect();
+        let vacancies = self.sched.job(jid).and_then(|j| j.running.as_ref()).map_or(0, |r| r.vacancies);
+        if lost || vacancies > 0 {
+            if vacancies as usize == queued.len() {
+                self.ranks.insert(job, queued);
+            } else if self.sched.job(jid).is_some_and(|j| j.running.is_none()) {
+                // Nothing left running: the scheduler re-queued the whole job.
+                let _ = self.sched.handle(t, Event::JobCancelled { job: jid });
+                self.submit(row, now);
+            } else {
+                tracing::warn!(job, vacancies, queued = queued.len(), "a halted gang's vacancies and queued ranks differ");
+                self.ranks.insert(job, queued);
+            }
+        }
+    }
+
+    /// Completed members: finished in the scheduler (their CPU time goes into the
+    /// program's runtime history when the last one ends).
+    fn members_completed(&mut self, row: &JobRow, ended: Option<&Ended>, t: Millis) {
+        let (job, jid) = (row.id, JobId(row.id as u64));
+        for task in row.tasks.iter().filter(|t| t.state == "completed") {
+            let Some(m) = task.agent_id.as_deref().and_then(|a| self.ids.get(a).copied()) else { continue };
+            let still = self
+                .sched
+                .job(jid)
+                .and_then(|j| j.running.as_ref())
+                .is_some_and(|r| r.members.iter().any(|x| x.machine == m && !x.finished));
+            if !still {
+                continue;
+            }
+            let wall = self.sched.job(jid).and_then(|j| j.running.as_ref()).map_or(0.0, |r| t.secs_since(r.started_at));
+            let cpu = match ended {
+                Some(e) if e.completed && e.rank == task.rank => e.cpu_s,
+                _ => task.cpu_s,
+            };
+            if let Err(e) = self.sched.handle(t, Event::JobFinished { job: jid, machine: m, cpu_seconds: cpu.max(0.0), wall_seconds: wall })
+            {
+                tracing::warn!(job, error = %e, "scheduler refused a completion");
+            }
         }
     }
 
