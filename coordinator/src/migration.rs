@@ -94,12 +94,7 @@ pub async fn ask(app: &App, agent: &str, job: i64, rank: i64, req: &MigrateReque
 /// time it reports is possible for that lease.
 async fn check_holder(app: &App, agent: &str, job: i64, rank: i64, req: &MigrateRequest) -> Result<()> {
     let db = &app.db;
-    let task = sqlx::query("SELECT state, agent_id, lease_epoch FROM tasks WHERE job_id = $1 AND rank = $2")
-        .bind(job)
-        .bind(rank)
-        .fetch_optional(&db.pool)
-        .await?
-        .ok_or(StoreError::NotFound)?;
+    let task = store::tasks::task_row(db, job, rank).await?;
     let (state, holder, epoch): (String, Option<String>, i64) = (col(&task, "state")?, col(&task, "agent_id")?, col(&task, "lease_epoch")?);
     if holder.as_deref() != Some(agent) {
         return Err(StoreError::NotFound);

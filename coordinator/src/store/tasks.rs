@@ -10,7 +10,8 @@ use crate::db::{col, Db};
 use crate::model::*;
 use sqlx::any::AnyRow;
 
-async fn task_row(db: &Db, job_id: i64, rank: i64) -> Result<AnyRow> {
+/// A task's state, holder and lease epoch; `NotFound` when the job has no such rank.
+pub(crate) async fn task_row(db: &Db, job_id: i64, rank: i64) -> Result<AnyRow> {
     sqlx::query("SELECT state, agent_id, lease_epoch FROM tasks WHERE job_id = $1 AND rank = $2")
         .bind(job_id)
         .bind(rank)
