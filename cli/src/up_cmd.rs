@@ -16,7 +16,7 @@ use agent_core::paths::Paths;
 use anyhow::{Context, Result};
 use clap::Args;
 use coordinator::Db;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
 pub struct UpArgs {
@@ -53,9 +53,17 @@ pub fn run(a: UpArgs) -> Result<()> {
     let paths = Paths::from_env()?;
     // A config the agent would refuse is said before anything is written.
     let config = AgentConfig::load(&paths.config_file)?;
+    let rt = crate::pool_files::runtime()?;
+    // The address and the admin key's file next: a command refused for them changes
+    // nothing (no directory, lock, log or database).
+    let listener = rt.block_on(crate::coordinator_cmd::listen(&a.listen))?;
+    crate::coordinator_cmd::refuse_new_pool_beside_a_key(&f)?;
     // Before anything is printed or written: this HOME's agent must not already be up
     // (its data directory locked, or an agent answering on this socket).
-    let data_lock = agent_core::data_lock::DataDirLock::acquire(&paths.data_dir)?;
+    // A data directory this command makes is taken away again if it fails before its
+    // agent starts (an unreachable --db, say); declared first, it goes after the lock.
+    let mut fresh_dir = FreshDir::before(&paths.data_dir);
+    let data_lock = agent_core::data_lock::DataDirLock::acquire(&paths.data_dir).inspect_err(|_| fresh_dir.keep_it())?;
     if let Ok(agent_core::control::Response::Status(s)) = agent_core::control::call(&paths.socket, &agent_core::control::Request::Status) {
         anyhow::bail!(
             "another Lull agent (pid {}) is already listening on {}: stop it first (lull up runs its own)",
@@ -73,11 +81,9 @@ pub fn run(a: UpArgs) -> Result<()> {
     };
     let owner = a.owner.unwrap_or_else(crate::agent_cmd::default_owner);
     let machine = a.machine.unwrap_or_else(hostname);
-    let rt = crate::pool_files::runtime()?;
-    rt.block_on(async move {
-        // The address first: a command that fails changes nothing (no database, no key).
-        let listener = crate::coordinator_cmd::listen(&a.listen).await?;
-        crate::coordinator_cmd::refuse_new_pool_beside_a_key(&f)?;
+    let agent_built = std::cell::Cell::new(false);
+    let built = &agent_built;
+    let outcome = rt.block_on(async move {
         let db = Db::connect(&f.db_url).await?;
         let key_file = ensure_admin_key(&db, &f).await?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -104,6 +110,7 @@ pub fn run(a: UpArgs) -> Result<()> {
         // cleanly, even while the agent is still starting.
         let stop = stop_signal();
         let agent = assemble(paths, config, extras)?;
+        built.set(true);
         let signal = async {
             stop.await;
             outln!("stopping…");
@@ -113,7 +120,48 @@ pub fn run(a: UpArgs) -> Result<()> {
         agent_res.context("agent")?;
         server.await.context("coordinator task")??;
         Ok(())
-    })
+    });
+    if agent_built.get() {
+        fresh_dir.keep_it();
+    }
+    outcome
+}
+
+/// A data directory that did not exist when `lull up` began: removed with all it holds
+/// (the lock, the log, a new database), and the parents made for it, when the command
+/// fails before its agent starts, so a refused `lull up` leaves this HOME as it found it.
+/// Kept once the agent is built, and whenever another agent has taken its lock since.
+struct FreshDir(Option<(PathBuf, PathBuf)>);
+
+impl FreshDir {
+    /// Notes `dir` and the outermost of its parents that does not exist yet.
+    fn before(dir: &Path) -> Self {
+        let outermost = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).last();
+        Self(outermost.map(|top| (dir.to_path_buf(), top.to_path_buf())))
+    }
+
+    fn keep_it(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for FreshDir {
+    fn drop(&mut self) {
+        let Some((dir, top)) = self.0.take() else { return };
+        // Removed only under its lock: an agent that started in it meanwhile keeps it.
+        let lock = agent_core::data_lock::DataDirLock::acquire(&dir);
+        if lock.is_ok() {
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(dir = %dir.display(), "could not remove the data directory this failed `lull up` made: {e}");
+            }
+            // Its parents only while empty: another program may have written there since.
+            for parent in dir.ancestors().skip(1).take_while(|d| d.starts_with(&top)) {
+                if std::fs::remove_dir(parent).is_err() {
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// Enrols this machine once: saved credentials this coordinator knows are reused

@@ -214,3 +214,28 @@ fn a_config_the_agent_refuses_stops_up_before_anything_is_written() {
     assert_eq!(err.lines().filter(|l| l.contains("interval_ms")).count(), 1, "said once: {err}");
     assert!(!dir.exists(), "a refused lull up wrote {}", dir.display());
 }
+
+/// A `lull up` refused after its checks of the arguments — an address another program
+/// holds, a database it cannot reach — says why once and leaves no data directory (no
+/// lock, log or database) behind in a HOME that had none.
+#[test]
+fn a_taken_address_or_an_unreachable_database_stops_up_and_leaves_nothing() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
+    // Port 1 on loopback: nothing listens there, so the connection is refused at once.
+    let cases: [(&[&str], &str); 2] = [
+        (&["up", "--listen", &taken], "is already in use"),
+        (&["up", "--listen", "127.0.0.1:0", "--db", "postgres://nobody@127.0.0.1:1/lull"], "Connection refused"),
+    ];
+    for (args, why) in cases {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("share").join("lull");
+        let out = lull(&dir, args).env("LULL_CONFIG", base.path().join("none.toml")).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} started: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "said once: {err}");
+        let left: Vec<_> = std::fs::read_dir(base.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(left.is_empty(), "{args:?} left {left:?} in a HOME that had no data directory");
+    }
+}
