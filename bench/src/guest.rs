@@ -24,7 +24,7 @@ use agent_core::guest::{GuestPhase, GuestRuntime, GuestSpec};
 use agent_core::policy::GuestDirective;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use lull_e2e::{percentile, purge_cgroup_base, Xvfb};
+use lull_e2e::{percentile, purge_cgroup_base, unified_root, Xvfb};
 use std::ffi::CString;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::CommandExt;
@@ -32,14 +32,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-pub(crate) fn unified_root() -> &'static str {
-    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        "/sys/fs/cgroup"
-    } else {
-        "/sys/fs/cgroup/unified"
-    }
-}
 
 /// A runtime on its own cgroup base with one guest started.
 fn runtime_with(base: &str, tweak: impl FnOnce(&mut Config), spec: GuestSpec) -> Result<(LinuxRuntime, String, tempfile::TempDir)> {
@@ -66,8 +58,13 @@ fn runtime_with(base: &str, tweak: impl FnOnce(&mut Config), spec: GuestSpec) ->
     Ok((rt, id, dir))
 }
 
+/// A CPU-bound guest's shell script: one spinner per CPU for `n` CPUs.
+pub(crate) fn spinner_script(n: usize) -> String {
+    format!("for i in $(seq {n}); do (while :; do :; done) & done; wait")
+}
+
 fn spinners(n: usize) -> GuestSpec {
-    let script = format!("for i in $(seq {n}); do (while :; do :; done) & done; wait");
+    let script = spinner_script(n);
     GuestSpec::new("sh", ["-c", script.as_str()])
 }
 
@@ -488,7 +485,7 @@ impl NiceGuest {
         let dir = PathBuf::from(format!("{}/lull-bench-nice-{}", unified_root(), std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let procs = CString::new(dir.join("cgroup.procs").into_os_string().into_encoded_bytes())?;
-        let script = format!("for i in $(seq {n}); do (while :; do :; done) & done; wait");
+        let script = spinner_script(n);
         let mut cmd = Command::new("sh");
         cmd.args(["-c", &script]).stdout(Stdio::null()).stderr(Stdio::null());
         // SAFETY: async-signal-safe calls only, on a path prepared before the fork.

@@ -25,6 +25,7 @@
 //! (all of it must be accounted as given while the owner was present) and no
 //! interruption may be counted.
 
+use crate::guest::spinner_script;
 use crate::owner_return::machine_env;
 use agent_core::control::AgentStatus;
 use agent_core::policy::{GuestDirective, StateKind};
@@ -32,7 +33,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use lull_e2e::percentile;
 use lull_e2e::process::{end_with_us, terminate, wait_until};
-use lull_e2e::{agent_status, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
+use lull_e2e::{agent_status, find_unified_base, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -231,11 +232,6 @@ impl Drop for Lender {
     }
 }
 
-/// A guest handed to the agent by `lull run`: one spinner per CPU.
-fn spinner_script(n: usize) -> String {
-    format!("for i in $(seq {n}); do (while :; do :; done) & done; wait")
-}
-
 /// The control: the same spinners run by the owner at normal priority. Killed on drop.
 struct Plain(Child);
 
@@ -273,24 +269,12 @@ fn start_guest(l: &Lender, n: usize) -> Result<Child> {
 /// instance>/<guest>`): freezing one stops that guest whatever the agent does with the
 /// instance above it.
 fn guest_leaves(base: &str) -> Vec<std::path::PathBuf> {
-    let mut stack = vec![(std::path::PathBuf::from(crate::guest::unified_root()), 0)];
-    while let Some((d, depth)) = stack.pop() {
-        if d.file_name().is_some_and(|n| n == base) {
-            let instances = std::fs::read_dir(d.join("guests")).into_iter().flatten().flatten().map(|e| e.path());
-            return instances
-                .flat_map(|i| std::fs::read_dir(i).into_iter().flatten().flatten().map(|e| e.path()))
-                .filter(|p| p.join("cgroup.freeze").exists())
-                .collect();
-        }
-        if depth < 4 {
-            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    stack.push((e.path(), depth + 1));
-                }
-            }
-        }
-    }
-    Vec::new()
+    let Some(d) = find_unified_base(base) else { return Vec::new() };
+    let instances = std::fs::read_dir(d.join("guests")).into_iter().flatten().flatten().map(|e| e.path());
+    instances
+        .flat_map(|i| std::fs::read_dir(i).into_iter().flatten().flatten().map(|e| e.path()))
+        .filter(|p| p.join("cgroup.freeze").exists())
+        .collect()
 }
 
 /// Freezes or thaws the guest's leaf cgroups and waits until the kernel says so.
@@ -310,13 +294,9 @@ fn freeze(leaves: &[std::path::PathBuf], frozen: bool) -> Result<()> {
 fn stop_guest(l: &Lender, mut run: Child) -> Result<()> {
     // SAFETY: signals a child of ours.
     unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !matches!(run.try_wait(), Ok(Some(_))) {
-        if Instant::now() > deadline {
-            let _ = run.kill();
-            bail!("lull run did not end within 20 s of Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if wait_until("lull run to end", Duration::from_secs(20), || matches!(run.try_wait(), Ok(Some(_))).then_some(())).is_err() {
+        let _ = run.kill();
+        bail!("lull run did not end within 20 s of Ctrl-C");
     }
     wait_until("the guest to be gone", Duration::from_secs(20), || l.status().filter(|s| !s.policy.guests_present))?;
     Ok(())

@@ -30,7 +30,6 @@
 //! reads it as a shell reads a typed command), as an owner typing over ssh or in a text
 //! console. Latency runs from the write.
 
-use crate::guest::unified_root;
 use agent_core::control::{call, Request, Response};
 use agent_core::policy::{DonateSpan, StateKind};
 use anyhow::{bail, Context, Result};
@@ -38,7 +37,7 @@ use clap::Args;
 use lull_e2e::coordinator::Coordinator;
 use lull_e2e::percentile;
 use lull_e2e::process::{terminate, wait_until};
-use lull_e2e::{agent_env, agent_status, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
+use lull_e2e::{agent_env, agent_status, find_unified_base, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -129,21 +128,8 @@ impl Instance {
 
     /// The guests' instance cgroup in the unified hierarchy (`…/<base>/guests/<instance>`).
     fn guests_cgroup(&self) -> Option<PathBuf> {
-        let mut stack = vec![(PathBuf::from(unified_root()), 0)];
-        while let Some((d, depth)) = stack.pop() {
-            if d.file_name().is_some_and(|n| n == self.base.as_str()) {
-                let g = d.join("guests");
-                return std::fs::read_dir(&g).ok()?.flatten().map(|e| e.path()).find(|p| p.join("cgroup.events").exists());
-            }
-            if depth < 4 {
-                for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                    if e.file_type().is_ok_and(|t| t.is_dir()) {
-                        stack.push((e.path(), depth + 1));
-                    }
-                }
-            }
-        }
-        None
+        let g = find_unified_base(&self.base)?.join("guests");
+        std::fs::read_dir(&g).ok()?.flatten().map(|e| e.path()).find(|p| p.join("cgroup.events").exists())
     }
 
     /// Where the instance's guests work (its data directory, or for a root agent the
