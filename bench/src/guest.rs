@@ -319,11 +319,6 @@ fn measure_events(
     Ok(s)
 }
 
-/// p50, p99 and max of a set of figures.
-fn p50_p99_max(v: &mut [f64]) -> (f64, f64, f64) {
-    (percentile::of(v, 0.5), percentile::of(v, 0.99), percentile::of(v, 1.0))
-}
-
 /// Where and how the events were measured: the input's description, the guests'
 /// containment, the load average before and after, and whether the measuring thread ran
 /// SCHED_FIFO.
@@ -340,9 +335,9 @@ struct EvictSetting<'a> {
 fn report_evict(a: &EvictArgs, mut s: EvictSamples, setting: &EvictSetting) {
     let EvictSetting { display, containment, load, load_end, rt_measure } = *setting;
     let (n, missed) = (s.to_frozen.len(), s.missed);
-    let (f50, f99, fmax) = p50_p99_max(&mut s.to_frozen);
-    let (c50, c99, cmax) = p50_p99_max(&mut s.to_callback);
-    let (u50, u99, umax) = p50_p99_max(&mut s.cpu_after);
+    let (f50, f99, fmax) = percentile::p50_p99_max(&mut s.to_frozen);
+    let (c50, c99, cmax) = percentile::p50_p99_max(&mut s.to_callback);
+    let (u50, u99, umax) = percentile::p50_p99_max(&mut s.cpu_after);
     let (mut kr, mut kb): (Vec<f64>, Vec<f64>) = s.to_kernel_read.into_iter().unzip();
     let pty_split = (!kr.is_empty()).then(|| {
         serde_json::json!({

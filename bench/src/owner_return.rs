@@ -699,23 +699,18 @@ fn measure_case(
     Ok(r)
 }
 
-/// p50, p99 and max of a case's figures.
-fn p50_p99_max(v: &mut [f64]) -> (f64, f64, f64) {
-    (percentile::of(v, 0.5), percentile::of(v, 0.99), percentile::of(v, 1.0))
-}
-
 /// A case's JSON row and whether it met the goal (p99 ≤ 5 ms, none missed, none without
 /// a start or stopped early, cause input).
 fn case_row(a: &OwnerReturnArgs, case: &Case, mut r: CaseResult) -> (serde_json::Value, bool) {
     let Case { agent, mode, load, donate } = case;
     let measured = r.latencies_ms.len();
-    let (p50, p99, max) = p50_p99_max(&mut r.latencies_ms);
-    let frozen = p50_p99_max(&mut r.frozen_ms);
-    let asked = p50_p99_max(&mut r.asked_ms);
-    let x = p50_p99_max(&mut r.x_ms);
-    let agent_part = p50_p99_max(&mut r.agent_ms);
-    let received = p50_p99_max(&mut r.received_ms);
-    let work = p50_p99_max(&mut r.work_ms);
+    let (p50, p99, max) = percentile::p50_p99_max(&mut r.latencies_ms);
+    let frozen = percentile::p50_p99_max(&mut r.frozen_ms);
+    let asked = percentile::p50_p99_max(&mut r.asked_ms);
+    let x = percentile::p50_p99_max(&mut r.x_ms);
+    let agent_part = percentile::p50_p99_max(&mut r.agent_ms);
+    let received = percentile::p50_p99_max(&mut r.received_ms);
+    let work = percentile::p50_p99_max(&mut r.work_ms);
     let ok = r.missed == 0 && r.no_start == 0 && r.early == 0 && r.wrong_cause == 0 && p99 <= 5.0;
     let row = serde_json::json!({
         "input": a.input, "agent": agent, "offer": if *donate { "donate-now" } else { "recruit" }, "mode": if *donate { "-" } else { mode.as_str() },
