@@ -24,7 +24,7 @@ use agent_core::guest::{GuestPhase, GuestRuntime, GuestSpec};
 use agent_core::policy::GuestDirective;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use lull_e2e::{percentile, purge_cgroup_base, Xvfb};
+use lull_e2e::{percentile, purge_cgroup_base, unified_root, Xvfb};
 use std::ffi::CString;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::CommandExt;
@@ -32,14 +32,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-pub(crate) fn unified_root() -> &'static str {
-    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        "/sys/fs/cgroup"
-    } else {
-        "/sys/fs/cgroup/unified"
-    }
-}
 
 /// A runtime on its own cgroup base with one guest started.
 fn runtime_with(base: &str, tweak: impl FnOnce(&mut Config), spec: GuestSpec) -> Result<(LinuxRuntime, String, tempfile::TempDir)> {
@@ -66,8 +58,13 @@ fn runtime_with(base: &str, tweak: impl FnOnce(&mut Config), spec: GuestSpec) ->
     Ok((rt, id, dir))
 }
 
+/// A CPU-bound guest's shell script: one spinner per CPU for `n` CPUs.
+pub(crate) fn spinner_script(n: usize) -> String {
+    format!("for i in $(seq {n}); do (while :; do :; done) & done; wait")
+}
+
 fn spinners(n: usize) -> GuestSpec {
-    let script = format!("for i in $(seq {n}); do (while :; do :; done) & done; wait");
+    let script = spinner_script(n);
     GuestSpec::new("sh", ["-c", script.as_str()])
 }
 
@@ -177,24 +174,15 @@ impl Drop for OwnerInput {
     }
 }
 
-pub fn evict(a: EvictArgs) -> Result<()> {
-    let mut input = OwnerInput::open(&a)?;
-    let display = input.describe();
+/// When the fast path last ran (the backend's callback), cleared before each event.
+type CallbackAt = Arc<Mutex<Option<Instant>>>;
 
-    let base = format!("lull-bench-evict-{}", std::process::id());
-    let (mut rt, _id, _dir) = runtime_with(&base, |_| {}, spinners(1))?;
-    let cg = rt.cgroups().context("cgroups")?.clone();
-    let events = std::fs::File::open(cg.unified.join("cgroup.events"))?;
-    let frozen = |buf: &mut [u8]| -> bool {
-        let n = events.read_at(buf, 0).unwrap_or(0);
-        std::str::from_utf8(&buf[..n]).is_ok_and(|s| s.contains("frozen 1"))
-    };
-    let freeze = rt.fast_freeze().context("fast path")?;
-
-    // The agent's own input backend (X11: XInput 2 raw events; pty: the terminal
-    // backend's inotify) runs the fast path on every event, as in the agent; no window of
-    // ours selects input, so nothing else flushes.
-    let callback_at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+/// Starts the agent's own input backend (X11: XInput 2 raw events; pty: the terminal
+/// backend's inotify) with `freeze` as its fast path, run on every event as in the
+/// agent; no window of ours selects input, so nothing else flushes. Returns when the
+/// callback last ran and a channel told of each run.
+fn start_input_backend(input: &OwnerInput, freeze: agent_core::guest::FastFreeze) -> (CallbackAt, std::sync::mpsc::Receiver<()>) {
+    let callback_at: CallbackAt = Arc::new(Mutex::new(None));
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     {
         let callback_at = callback_at.clone();
@@ -213,7 +201,11 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         });
         std::thread::spawn(move || while rx.blocking_recv().is_some() {});
     }
-    // Warm-up: inject until the backend has selected its events and sees one.
+    (callback_at, ready_rx)
+}
+
+/// Warm-up: inject until the backend has selected its events and sees one.
+fn warm_up(input: &mut OwnerInput, ready_rx: &std::sync::mpsc::Receiver<()>, display: &str) -> Result<()> {
     let mut started = false;
     for i in 0..100 {
         input.send(i)?;
@@ -227,25 +219,52 @@ pub fn evict(a: EvictArgs) -> Result<()> {
     }
     std::thread::sleep(Duration::from_millis(50));
     while ready_rx.try_recv().is_ok() {}
+    Ok(())
+}
 
-    // The measuring thread (this one) waits for the kernel's "frozen" notification at a
-    // real-time priority when allowed, so its own wake-up delay on a loaded machine does not
-    // count as freeze latency. Only the measurement gets it, never the agent or a guest.
-    let rt_measure = {
-        let p = libc::sched_param { sched_priority: 10 };
-        // SAFETY: sets the calling thread's policy with a valid parameter.
-        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+/// The measuring thread (this one) waits for the kernel's "frozen" notification at a
+/// real-time priority when allowed, so its own wake-up delay on a loaded machine does not
+/// count as freeze latency. Only the measurement gets it, never the agent or a guest.
+/// Whether it got it.
+fn measure_at_realtime_priority() -> bool {
+    let p = libc::sched_param { sched_priority: 10 };
+    // SAFETY: sets the calling thread's policy with a valid parameter.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+}
+
+/// What the events gave, ms after each input: the kernel's "frozen", the backend's
+/// callback, the guest's CPU µs meanwhile and (pty) the reader's read with the time from
+/// it to the callback; and the events never frozen within 1 s.
+#[derive(Default)]
+struct EvictSamples {
+    to_frozen: Vec<f64>,
+    to_callback: Vec<f64>,
+    cpu_after: Vec<f64>,
+    to_kernel_read: Vec<(f64, f64)>,
+    missed: usize,
+}
+
+/// The stimulus: `a.events` inputs, each after the guest ran 5–25 ms, each timed to the
+/// guest's cgroup frozen (read every 50 µs) and to the backend's callback.
+fn measure_events(
+    a: &EvictArgs,
+    input: &mut OwnerInput,
+    rt: &mut LinuxRuntime,
+    cgroup: &Path,
+    callback_at: &CallbackAt,
+    kernel_read: Option<&CallbackAt>,
+) -> Result<EvictSamples> {
+    let events = std::fs::File::open(cgroup.join("cgroup.events"))?;
+    let frozen = |buf: &mut [u8]| -> bool {
+        let n = events.read_at(buf, 0).unwrap_or(0);
+        std::str::from_utf8(&buf[..n]).is_ok_and(|s| s.contains("frozen 1"))
     };
-    let mut buf = [0u8; 256];
-    let (mut to_frozen, mut to_callback, mut cpu_after) = (Vec::new(), Vec::new(), Vec::new());
-    let kernel_read = input.kernel_read_watch();
-    let mut to_kernel_read = Vec::new();
     let usage = || -> u64 {
-        let s = std::fs::read_to_string(cg.unified.join("cpu.stat")).unwrap_or_default();
+        let s = std::fs::read_to_string(cgroup.join("cpu.stat")).unwrap_or_default();
         s.lines().find_map(|l| l.strip_prefix("usage_usec ")?.trim().parse().ok()).unwrap_or(0)
     };
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let mut missed = 0;
+    let mut buf = [0u8; 256];
+    let mut s = EvictSamples::default();
     let bar = indicatif::ProgressBar::new(a.events as u64);
     if a.json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -259,7 +278,7 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         // The guest runs a little between events (5–25 ms).
         std::thread::sleep(Duration::from_millis(5 + (i as u64 * 7) % 21));
         *callback_at.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        if let Some(k) = &kernel_read {
+        if let Some(k) = kernel_read {
             *k.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
         let u0 = usage();
@@ -277,35 +296,49 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         }
         let t1 = t0.elapsed();
         if !ok {
-            missed += 1;
+            s.missed += 1;
             if std::env::var_os("LULL_BENCH_DEBUG").is_some() {
                 let cb = *callback_at.lock().unwrap_or_else(|p| p.into_inner());
                 errln!("event {i}: not frozen within 1 s; callback {:?}", cb.map(|c| c.saturating_duration_since(t0)));
             }
             continue;
         }
-        to_frozen.push(t1.as_secs_f64() * 1000.0);
-        cpu_after.push(usage().saturating_sub(u0) as f64);
+        s.to_frozen.push(t1.as_secs_f64() * 1000.0);
+        s.cpu_after.push(usage().saturating_sub(u0) as f64);
         if let Some(cb) = *callback_at.lock().unwrap_or_else(|p| p.into_inner()) {
-            to_callback.push(cb.saturating_duration_since(t0).as_secs_f64() * 1000.0);
-            if let Some(k) = kernel_read.as_ref().and_then(|k| *k.lock().unwrap_or_else(|p| p.into_inner())) {
+            s.to_callback.push(cb.saturating_duration_since(t0).as_secs_f64() * 1000.0);
+            if let Some(k) = kernel_read.and_then(|k| *k.lock().unwrap_or_else(|p| p.into_inner())) {
                 // The backend's own part: from the kernel's read event to the fast path.
-                to_kernel_read
+                s.to_kernel_read
                     .push((k.saturating_duration_since(t0).as_secs_f64() * 1000.0, cb.saturating_duration_since(k).as_secs_f64() * 1000.0));
             }
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    rt.apply(GuestDirective::Evict);
-    let containment = rt.containment().as_str();
-    let n = to_frozen.len();
-    let (f50, f99, fmax) = (percentile::of(&mut to_frozen, 0.5), percentile::of(&mut to_frozen, 0.99), percentile::of(&mut to_frozen, 1.0));
-    let (c50, c99, cmax) =
-        (percentile::of(&mut to_callback, 0.5), percentile::of(&mut to_callback, 0.99), percentile::of(&mut to_callback, 1.0));
-    let (u50, u99, umax) = (percentile::of(&mut cpu_after, 0.5), percentile::of(&mut cpu_after, 0.99), percentile::of(&mut cpu_after, 1.0));
-    let load_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let (mut kr, mut kb): (Vec<f64>, Vec<f64>) = to_kernel_read.into_iter().unzip();
+    Ok(s)
+}
+
+/// Where and how the events were measured: the input's description, the guests'
+/// containment, the load average before and after, and whether the measuring thread ran
+/// SCHED_FIFO.
+struct EvictSetting<'a> {
+    display: &'a str,
+    containment: &'static str,
+    load: &'a str,
+    load_end: &'a str,
+    rt_measure: bool,
+}
+
+/// Tallies the samples and prints them: JSON with `--json`, else a few lines against
+/// the goal.
+fn report_evict(a: &EvictArgs, mut s: EvictSamples, setting: &EvictSetting) {
+    let EvictSetting { display, containment, load, load_end, rt_measure } = *setting;
+    let (n, missed) = (s.to_frozen.len(), s.missed);
+    let (f50, f99, fmax) = percentile::p50_p99_max(&mut s.to_frozen);
+    let (c50, c99, cmax) = percentile::p50_p99_max(&mut s.to_callback);
+    let (u50, u99, umax) = percentile::p50_p99_max(&mut s.cpu_after);
+    let (mut kr, mut kb): (Vec<f64>, Vec<f64>) = s.to_kernel_read.into_iter().unzip();
     let pty_split = (!kr.is_empty()).then(|| {
         serde_json::json!({
             "event_to_kernel_read_ms": {"p50": percentile::of(&mut kr, 0.5), "p99": percentile::of(&mut kr, 0.99), "max": percentile::of(&mut kr, 1.0)},
@@ -321,8 +354,6 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         "loadavg_start": load.trim(), "loadavg_end": load_end.trim(), "measuring_thread_sched_fifo": rt_measure,
         "goal_p99_ms": 5.0, "anchor_boinc_7_20": {"median_s": "0.3-0.6", "max_s": 1.0},
     });
-    drop(rt);
-    purge_cgroup_base(&base);
     if a.json {
         outln!("{result}");
     } else {
@@ -340,6 +371,29 @@ pub fn evict(a: EvictArgs) -> Result<()> {
         outln!("  load average at start {} · at end {} · measuring thread SCHED_FIFO: {rt_measure}", load.trim(), load_end.trim());
         outln!("  anchor: BOINC 7.20 here, median 0.3–0.6 s, max 1.0 s");
     }
+}
+
+pub fn evict(a: EvictArgs) -> Result<()> {
+    let mut input = OwnerInput::open(&a)?;
+    let display = input.describe();
+
+    let base = format!("lull-bench-evict-{}", std::process::id());
+    let (mut rt, _id, _dir) = runtime_with(&base, |_| {}, spinners(1))?;
+    let cg = rt.cgroups().context("cgroups")?.clone();
+    let freeze = rt.fast_freeze().context("fast path")?;
+    let (callback_at, ready_rx) = start_input_backend(&input, freeze);
+    warm_up(&mut input, &ready_rx, &display)?;
+
+    let rt_measure = measure_at_realtime_priority();
+    let kernel_read = input.kernel_read_watch();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let samples = measure_events(&a, &mut input, &mut rt, &cg.unified, &callback_at, kernel_read.as_ref())?;
+    rt.apply(GuestDirective::Evict);
+    let containment = rt.containment().as_str();
+    let load_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    drop(rt);
+    purge_cgroup_base(&base);
+    report_evict(&a, samples, &EvictSetting { display: &display, containment, load: &load, load_end: &load_end, rt_measure });
     Ok(())
 }
 
@@ -426,7 +480,7 @@ impl NiceGuest {
         let dir = PathBuf::from(format!("{}/lull-bench-nice-{}", unified_root(), std::process::id()));
         std::fs::create_dir_all(&dir)?;
         let procs = CString::new(dir.join("cgroup.procs").into_os_string().into_encoded_bytes())?;
-        let script = format!("for i in $(seq {n}); do (while :; do :; done) & done; wait");
+        let script = spinner_script(n);
         let mut cmd = Command::new("sh");
         cmd.args(["-c", &script]).stdout(Stdio::null()).stderr(Stdio::null());
         // SAFETY: async-signal-safe calls only, on a path prepared before the fork.

@@ -25,6 +25,7 @@
 //! (all of it must be accounted as given while the owner was present) and no
 //! interruption may be counted.
 
+use crate::guest::spinner_script;
 use crate::owner_return::machine_env;
 use agent_core::control::AgentStatus;
 use agent_core::policy::{GuestDirective, StateKind};
@@ -32,7 +33,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use lull_e2e::percentile;
 use lull_e2e::process::{end_with_us, terminate, wait_until};
-use lull_e2e::{agent_status, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
+use lull_e2e::{agent_status, find_unified_base, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -231,11 +232,6 @@ impl Drop for Lender {
     }
 }
 
-/// A guest handed to the agent by `lull run`: one spinner per CPU.
-fn spinner_script(n: usize) -> String {
-    format!("for i in $(seq {n}); do (while :; do :; done) & done; wait")
-}
-
 /// The control: the same spinners run by the owner at normal priority. Killed on drop.
 struct Plain(Child);
 
@@ -273,24 +269,12 @@ fn start_guest(l: &Lender, n: usize) -> Result<Child> {
 /// instance>/<guest>`): freezing one stops that guest whatever the agent does with the
 /// instance above it.
 fn guest_leaves(base: &str) -> Vec<std::path::PathBuf> {
-    let mut stack = vec![(std::path::PathBuf::from(crate::guest::unified_root()), 0)];
-    while let Some((d, depth)) = stack.pop() {
-        if d.file_name().is_some_and(|n| n == base) {
-            let instances = std::fs::read_dir(d.join("guests")).into_iter().flatten().flatten().map(|e| e.path());
-            return instances
-                .flat_map(|i| std::fs::read_dir(i).into_iter().flatten().flatten().map(|e| e.path()))
-                .filter(|p| p.join("cgroup.freeze").exists())
-                .collect();
-        }
-        if depth < 4 {
-            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    stack.push((e.path(), depth + 1));
-                }
-            }
-        }
-    }
-    Vec::new()
+    let Some(d) = find_unified_base(base) else { return Vec::new() };
+    let instances = std::fs::read_dir(d.join("guests")).into_iter().flatten().flatten().map(|e| e.path());
+    instances
+        .flat_map(|i| std::fs::read_dir(i).into_iter().flatten().flatten().map(|e| e.path()))
+        .filter(|p| p.join("cgroup.freeze").exists())
+        .collect()
 }
 
 /// Freezes or thaws the guest's leaf cgroups and waits until the kernel says so.
@@ -310,13 +294,9 @@ fn freeze(leaves: &[std::path::PathBuf], frozen: bool) -> Result<()> {
 fn stop_guest(l: &Lender, mut run: Child) -> Result<()> {
     // SAFETY: signals a child of ours.
     unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !matches!(run.try_wait(), Ok(Some(_))) {
-        if Instant::now() > deadline {
-            let _ = run.kill();
-            bail!("lull run did not end within 20 s of Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if wait_until("lull run to end", Duration::from_secs(20), || matches!(run.try_wait(), Ok(Some(_))).then_some(())).is_err() {
+        let _ = run.kill();
+        bail!("lull run did not end within 20 s of Ctrl-C");
     }
     wait_until("the guest to be gone", Duration::from_secs(20), || l.status().filter(|s| !s.policy.guests_present))?;
     Ok(())
@@ -360,20 +340,9 @@ fn mean(v: &[f64]) -> f64 {
     }
 }
 
-pub fn run(a: LendLightArgs) -> Result<()> {
-    if !(0.01..=0.5).contains(&a.duty) {
-        bail!("--duty {}: allowed 0.01..=0.5", a.duty);
-    }
-    if !(0.5..=600.0).contains(&a.round_s) {
-        bail!("--round-s {}: allowed 0.5..=600", a.round_s);
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("this benchmark runs a real agent's guests in cgroups; run it as root (or where the agent can create cgroups)");
-    }
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let period = Duration::from_millis(a.period_ms);
-    // Calibrate the owner's work to `duty` of the period when alone (best of a few).
+/// The owner's work per period: `iters` of [`work`] calibrated to `duty` of the period
+/// when alone (best of a few timings).
+fn calibrate_work(period: Duration, duty: f64) -> u64 {
     let probe = 200_000u64;
     let best = (0..20)
         .map(|_| {
@@ -382,15 +351,12 @@ pub fn run(a: LendLightArgs) -> Result<()> {
             t.elapsed().as_secs_f64()
         })
         .fold(f64::MAX, f64::min);
-    let iters = ((probe as f64) * period.as_secs_f64() * a.duty / best.max(1e-9)) as u64;
+    ((probe as f64) * period.as_secs_f64() * duty / best.max(1e-9)) as u64
+}
 
-    let xvfb = Xvfb::try_start()?;
-    let display = xvfb.display.clone();
-    let lender = start_lender(&display, a.light_cpu)?;
-    let _hand = Hand::start(&display);
-    let owner = Owner::start(period, iters);
-
-    // Lending is off by default: a present owner gets no guest work.
+/// Lending is off by default: for 4 s the agent must see the owner present and accept
+/// no guest work.
+fn check_lending_off_by_default(lender: &Lender) -> Result<()> {
     let t0 = Instant::now();
     let mut seen_present = false;
     while t0.elapsed() < Duration::from_secs(4) {
@@ -407,7 +373,12 @@ pub fn run(a: LendLightArgs) -> Result<()> {
             std::fs::read_to_string(lender.dir.path().join("instance.log")).unwrap_or_default()
         );
     }
-    // The owner opts in, from outside, as they would.
+    Ok(())
+}
+
+/// The owner opts in, from outside, as they would (`lull limits --lend-while-light on`);
+/// returns the agent's status once it lends while light.
+fn opt_in_to_lending(lender: &Lender) -> Result<AgentStatus> {
     let out = lender.lull(&["limits", "--lend-while-light", "on", "--json"])?.stderr(Stdio::piped()).stdout(Stdio::piped()).output()?;
     if !out.status.success() {
         bail!("lull limits --lend-while-light on: {}", String::from_utf8_lossy(&out.stderr));
@@ -416,20 +387,31 @@ pub fn run(a: LendLightArgs) -> Result<()> {
     if !saved.contains("lend_while_light = true") {
         bail!("lull limits did not write lend_while_light into the owner's file:\n{saved}");
     }
-    let lending = wait_until("lending while light", Duration::from_secs(30), || {
+    Ok(wait_until("lending while light", Duration::from_secs(30), || {
         lender.status().filter(|s| s.policy.state == StateKind::LendingLight)
-    })?;
-    let before = lender.status().context("status")?;
+    })?)
+}
 
+/// What the rounds left besides the owner's ticks: the seconds measured with the guest
+/// running and the agent's states seen meanwhile.
+struct GuestRounds {
+    lull_s: f64,
+    states_while_guest: std::collections::BTreeSet<&'static str>,
+}
+
+/// Measures each configuration once per round, in rotating order: alone (the guest
+/// frozen), with the guest running, the plain spinners, the known extra work.
+fn measure_rounds(
+    a: &LendLightArgs,
+    configs: &[u8],
+    lender: &Lender,
+    owner: &Owner,
+    leaves: &[std::path::PathBuf],
+    ncpu: usize,
+) -> Result<GuestRounds> {
     let bar = indicatif::ProgressBar::new(a.rounds * if a.control { 4 } else { 2 });
     if a.json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    let configs: Vec<u8> = if a.control { vec![0, 1, 2, KNOWN] } else { vec![0, 1] };
-    let run = start_guest(&lender, ncpu)?;
-    let leaves = guest_leaves(&lender.base);
-    if leaves.is_empty() {
-        bail!("found no cgroup of the guest under {}", lender.base);
     }
     let mut lull_s = 0.0;
     let mut states_while_guest = std::collections::BTreeSet::new();
@@ -439,11 +421,11 @@ pub fn run(a: LendLightArgs) -> Result<()> {
         for c in order {
             match c {
                 0 => {
-                    freeze(&leaves, true)?;
+                    freeze(leaves, true)?;
                     owner.measure(0, round, a.round_s);
                 }
                 1 => {
-                    freeze(&leaves, false)?;
+                    freeze(leaves, false)?;
                     let t = Instant::now();
                     owner.measure(1, round, a.round_s);
                     lull_s += t.elapsed().as_secs_f64();
@@ -454,11 +436,11 @@ pub fn run(a: LendLightArgs) -> Result<()> {
                     states_while_guest.insert(s.policy.state.as_str());
                 }
                 KNOWN => {
-                    freeze(&leaves, true)?;
+                    freeze(leaves, true)?;
                     owner.measure(KNOWN, round, a.round_s);
                 }
                 _ => {
-                    freeze(&leaves, true)?;
+                    freeze(leaves, true)?;
                     let plain = plain_spinners(ncpu)?;
                     std::thread::sleep(Duration::from_millis(100));
                     owner.measure(2, round, a.round_s);
@@ -469,12 +451,26 @@ pub fn run(a: LendLightArgs) -> Result<()> {
         }
     }
     bar.finish_and_clear();
-    freeze(&leaves, false)?;
-    stop_guest(&lender, run)?;
-    let after = lender.status().context("status")?;
-    let ticks = owner.ticks.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    drop(owner);
+    Ok(GuestRounds { lull_s, states_while_guest })
+}
 
+/// The owner's response times per configuration and the slowdowns they give, each
+/// indexed by the configuration's place in [`CONFIGS`].
+struct Slowdowns {
+    /// One row per configuration measured: response, compute and lateness summaries.
+    rows: Vec<serde_json::Value>,
+    /// The median response over the alone median, minus one.
+    by_median: [f64; 4],
+    /// The mean response over the alone mean, minus one.
+    by_mean: [f64; 4],
+    /// The median over rounds of each round's median over the same round's alone median.
+    per_round_median: [f64; 4],
+    /// The same ratio between the alone rounds of even and odd index.
+    noise: f64,
+}
+
+/// Tallies the owner's ticks into response summaries and slowdowns.
+fn tally(ticks: &[Tick], configs: &[u8], rounds: u64) -> Slowdowns {
     let response = |c: u8, f: &dyn Fn(&Tick) -> bool| -> Vec<f64> {
         ticks.iter().filter(|t| t.config == c && f(t)).map(|t| t.late_us + t.compute_us).collect()
     };
@@ -482,7 +478,7 @@ pub fn run(a: LendLightArgs) -> Result<()> {
     let mut rows = Vec::new();
     let mut p50 = [0.0f64; 4];
     let mut means = [0.0f64; 4];
-    for &c in &configs {
+    for &c in configs {
         let r = response(c, &all);
         means[c as usize] = mean(&r);
         let comp: Vec<f64> = ticks.iter().filter(|t| t.config == c).map(|t| t.compute_us).collect();
@@ -494,7 +490,7 @@ pub fn run(a: LendLightArgs) -> Result<()> {
     }
     // Per round: the guest's response median over the same round's alone median.
     let per_round = |c: u8| -> f64 {
-        let mut ratios: Vec<f64> = (0..a.rounds as u32)
+        let mut ratios: Vec<f64> = (0..rounds as u32)
             .filter_map(|r| {
                 let alone = percentile::of(&mut response(0, &|t: &Tick| t.round == r), 0.5);
                 let with = percentile::of(&mut response(c, &|t: &Tick| t.round == r), 0.5);
@@ -506,10 +502,93 @@ pub fn run(a: LendLightArgs) -> Result<()> {
     let even = percentile::of(&mut response(0, &|t: &Tick| t.round.is_multiple_of(2)), 0.5);
     let odd = percentile::of(&mut response(0, &|t: &Tick| !t.round.is_multiple_of(2)), 0.5);
     let noise = if even > 0.0 { (odd / even - 1.0).abs() } else { 0.0 };
-    let slowdown = |c: usize| if p50[0] > 0.0 { p50[c] / p50[0] - 1.0 } else { 0.0 };
-    let slowdown_mean = |c: usize| if means[0] > 0.0 { means[c] / means[0] - 1.0 } else { 0.0 };
-    let cpu_s = after.donated_cpu_s_today - before.donated_cpu_s_today;
-    let present_cpu_s = after.donated_present_cpu_s_today - before.donated_present_cpu_s_today;
+    let ratio = |v: &[f64; 4], c: usize| if v[0] > 0.0 { v[c] / v[0] - 1.0 } else { 0.0 };
+    let mut per_round_median = [0.0f64; 4];
+    for &c in configs {
+        per_round_median[c as usize] = per_round(c);
+    }
+    Slowdowns {
+        rows,
+        by_median: std::array::from_fn(|c| ratio(&p50, c)),
+        by_mean: std::array::from_fn(|c| ratio(&means, c)),
+        per_round_median,
+        noise,
+    }
+}
+
+pub fn run(a: LendLightArgs) -> Result<()> {
+    if !(0.01..=0.5).contains(&a.duty) {
+        bail!("--duty {}: allowed 0.01..=0.5", a.duty);
+    }
+    if !(0.5..=600.0).contains(&a.round_s) {
+        bail!("--round-s {}: allowed 0.5..=600", a.round_s);
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("this benchmark runs a real agent's guests in cgroups; run it as root (or where the agent can create cgroups)");
+    }
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let period = Duration::from_millis(a.period_ms);
+    let iters = calibrate_work(period, a.duty);
+
+    let xvfb = Xvfb::try_start()?;
+    let display = xvfb.display.clone();
+    let lender = start_lender(&display, a.light_cpu)?;
+    let _hand = Hand::start(&display);
+    let owner = Owner::start(period, iters);
+
+    check_lending_off_by_default(&lender)?;
+    let lending = opt_in_to_lending(&lender)?;
+    let before = lender.status().context("status")?;
+
+    let configs: Vec<u8> = if a.control { vec![0, 1, 2, KNOWN] } else { vec![0, 1] };
+    let run = start_guest(&lender, ncpu)?;
+    let leaves = guest_leaves(&lender.base);
+    if leaves.is_empty() {
+        bail!("found no cgroup of the guest under {}", lender.base);
+    }
+    let guest_rounds = measure_rounds(&a, &configs, &lender, &owner, &leaves, ncpu)?;
+    freeze(&leaves, false)?;
+    stop_guest(&lender, run)?;
+    let after = lender.status().context("status")?;
+    let ticks = owner.ticks.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    drop(owner);
+
+    let slowdowns = tally(&ticks, &configs, a.rounds);
+    report(&a, ncpu, iters, &AgentFigures::new(&lending, guest_rounds, &before, &after), &slowdowns);
+    Ok(())
+}
+
+/// The agent's side of the result: the state lending reached, the states and seconds
+/// measured with the guest running, and the ledger's guest CPU and interruptions.
+struct AgentFigures {
+    state_reached: &'static str,
+    states_while_guest: std::collections::BTreeSet<&'static str>,
+    lull_s: f64,
+    cpu_s: f64,
+    present_cpu_s: f64,
+    interruptions: u32,
+}
+
+impl AgentFigures {
+    fn new(lending: &AgentStatus, rounds: GuestRounds, before: &AgentStatus, after: &AgentStatus) -> Self {
+        Self {
+            state_reached: lending.policy.state.as_str(),
+            states_while_guest: rounds.states_while_guest,
+            lull_s: rounds.lull_s,
+            cpu_s: after.donated_cpu_s_today - before.donated_cpu_s_today,
+            present_cpu_s: after.donated_present_cpu_s_today - before.donated_present_cpu_s_today,
+            interruptions: after.policy.interruptions_today,
+        }
+    }
+}
+
+/// Prints the result: JSON with `--json`, else a few lines against the goal.
+fn report(a: &LendLightArgs, ncpu: usize, iters: u64, agent: &AgentFigures, s: &Slowdowns) {
+    let (rows, noise, lull_s, cpu_s, present_cpu_s) = (&s.rows, s.noise, agent.lull_s, agent.cpu_s, agent.present_cpu_s);
+    let slowdown = |c: usize| s.by_median[c];
+    let slowdown_mean = |c: usize| s.by_mean[c];
+    let per_round = |c: u8| s.per_round_median[c as usize];
     let result = serde_json::json!({
         "cpus": ncpu,
         "rounds": a.rounds,
@@ -518,8 +597,8 @@ pub fn run(a: LendLightArgs) -> Result<()> {
         "light_cpu_max": a.light_cpu as f64 / 100.0,
         "lending": {
             "off_by_default": true,
-            "state_reached": lending.policy.state.as_str(),
-            "states_while_guest_ran": states_while_guest,
+            "state_reached": agent.state_reached,
+            "states_while_guest_ran": agent.states_while_guest,
         },
         "configs": rows,
         "slowdown": {
@@ -544,7 +623,7 @@ pub fn run(a: LendLightArgs) -> Result<()> {
             "present_cpu_s": present_cpu_s,
             "share_of_machine_while_running": if lull_s > 0.0 { cpu_s / (lull_s * ncpu as f64) } else { 0.0 },
         },
-        "interruptions": after.policy.interruptions_today,
+        "interruptions": agent.interruptions,
         "goal": {"owner_slowdown_max": 0.01},
     });
     if a.json {
@@ -557,7 +636,7 @@ pub fn run(a: LendLightArgs) -> Result<()> {
             a.rounds,
             a.round_s
         );
-        for r in &rows {
+        for r in rows {
             outln!(
                 "  {:6} response p50 {:.0} µs p99 {:.0} µs (n {})",
                 r["config"].as_str().unwrap_or(""),
@@ -586,8 +665,7 @@ pub fn run(a: LendLightArgs) -> Result<()> {
         }
         outln!(
             "  guest CPU {cpu_s:.1} s ({present_cpu_s:.1} s accounted as given while the owner was present), interruptions {}",
-            after.policy.interruptions_today
+            agent.interruptions
         );
     }
-    Ok(())
 }

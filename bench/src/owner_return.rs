@@ -30,7 +30,6 @@
 //! reads it as a shell reads a typed command), as an owner typing over ssh or in a text
 //! console. Latency runs from the write.
 
-use crate::guest::unified_root;
 use agent_core::control::{call, Request, Response};
 use agent_core::policy::{DonateSpan, StateKind};
 use anyhow::{bail, Context, Result};
@@ -38,7 +37,7 @@ use clap::Args;
 use lull_e2e::coordinator::Coordinator;
 use lull_e2e::percentile;
 use lull_e2e::process::{terminate, wait_until};
-use lull_e2e::{agent_env, agent_status, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
+use lull_e2e::{agent_env, agent_status, find_unified_base, lull_bin, purge_cgroup_base, try_start_agent, Xvfb};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -129,21 +128,8 @@ impl Instance {
 
     /// The guests' instance cgroup in the unified hierarchy (`…/<base>/guests/<instance>`).
     fn guests_cgroup(&self) -> Option<PathBuf> {
-        let mut stack = vec![(PathBuf::from(unified_root()), 0)];
-        while let Some((d, depth)) = stack.pop() {
-            if d.file_name().is_some_and(|n| n == self.base.as_str()) {
-                let g = d.join("guests");
-                return std::fs::read_dir(&g).ok()?.flatten().map(|e| e.path()).find(|p| p.join("cgroup.events").exists());
-            }
-            if depth < 4 {
-                for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                    if e.file_type().is_ok_and(|t| t.is_dir()) {
-                        stack.push((e.path(), depth + 1));
-                    }
-                }
-            }
-        }
-        None
+        let g = find_unified_base(&self.base)?.join("guests");
+        std::fs::read_dir(&g).ok()?.flatten().map(|e| e.path()).find(|p| p.join("cgroup.events").exists())
     }
 
     /// Where the instance's guests work (its data directory, or for a root agent the
@@ -390,17 +376,18 @@ fn x_listener(display: &str) -> Result<Arc<AtomicU64>> {
     Ok(seen)
 }
 
-/// One round: wait for a running guest, send the motion, start the load, time the stop.
-fn round(
-    inst: &Instance,
-    x: &mut Returner<impl x11rb::connection::Connection>,
-    load: usize,
-    donate: bool,
-    i: usize,
-    r: &mut CaseResult,
-) -> Result<()> {
-    use x11rb::protocol::xproto;
-    use x11rb::protocol::xtest::ConnectionExt as _;
+/// The running guest's files, opened while it ran: its cgroup's `cgroup.events` and
+/// `cgroup.freeze`, and its heartbeat.
+struct RunningGuest {
+    events: std::fs::File,
+    freeze: std::fs::File,
+    heartbeat: std::fs::File,
+}
+
+/// Offers the machine first with *donate until I return*, then waits for a running guest;
+/// with donate, also until the offer is armed. `None` (counted in `no_start`): no guest
+/// ran within 90 s.
+fn running_guest(inst: &Instance, donate: bool, r: &mut CaseResult) -> Result<Option<RunningGuest>> {
     if donate && !inst.status().is_some_and(|s| s.policy.donate_now) {
         match call(&inst.socket(), &Request::Donate { span: DonateSpan::UntilReturn }) {
             Ok(Response::Status(_)) => {}
@@ -436,9 +423,9 @@ fn round(
     if matches!(running, Ok(None)) {
         bail!("the agent is out of today's interruption budget ({BUDGET}): no guest can start");
     }
-    let Ok(Some((events, freeze, hb))) = running else {
+    let Ok(Some((events, freeze, heartbeat))) = running else {
         r.no_start += 1;
-        return Ok(());
+        return Ok(None);
     };
     // donate-now arms after 10 s of no input (the click that offered must not end it), at
     // the first sample after that: wait that long plus two sampling intervals.
@@ -446,19 +433,14 @@ fn round(
         let armed = agent_core::policy::DONATE_ARM + Duration::from_millis(2_500);
         std::thread::sleep(armed.saturating_sub(offered.elapsed()));
     }
-    std::thread::sleep(Duration::from_millis(100 + (i as u64 * 37) % 200));
-    let before = inst.interruptions().len();
-    let mut buf = [0u8; 256];
-    // Stopped before the owner came back (by something else): not a measurement.
-    let (populated, frozen) = events_say(&events, &mut buf);
-    if !populated || frozen {
-        r.early += 1;
-        return Ok(());
-    }
-    let (xtest, root, x_seen) = (&x.xtest, x.root, &*x.seen);
-    x_seen.store(0, Ordering::SeqCst);
-    let steal0 = steal_ticks();
-    let t0 = mono_ns();
+    Ok(Some(RunningGuest { events, freeze, heartbeat }))
+}
+
+/// The owner's input of round `i`: a line typed into the pty session, or one relative
+/// XTest motion (flushed, no round trip).
+fn send_input(x: &mut Returner<impl x11rb::connection::Connection>, i: usize) -> Result<()> {
+    use x11rb::protocol::xproto;
+    use x11rb::protocol::xtest::ConnectionExt as _;
     if let Some(script) = x.pty.as_mut() {
         use std::io::Write as _;
         let stdin = script.stdin.as_mut().context("the pty session's stdin")?;
@@ -466,38 +448,49 @@ fn round(
         stdin.flush()?;
     } else {
         let dx = if i.is_multiple_of(2) { 4 } else { -4 };
-        xtest.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 1, x11rb::CURRENT_TIME, root, dx, 0, 0)?;
-        xtest.flush()?;
+        x.xtest.xtest_fake_input(xproto::MOTION_NOTIFY_EVENT, 1, x11rb::CURRENT_TIME, x.root, dx, 0, 0)?;
+        x.xtest.flush()?;
     }
-    let owner = Load::start(load);
+    Ok(())
+}
+
+/// What the watch after the input saw, in `mono_ns`: when `cgroup.freeze` first read
+/// "1", and when the kernel said frozen (or empty) with the guest's last heartbeat then
+/// (none: the guest still ran 1 s after the input, a miss).
+struct Stop {
+    asked: Option<u64>,
+    stopped: Option<(u64, u64)>,
+}
+
+/// Polls the guest's cgroup every 50 µs for up to 1 s after `t0`.
+fn watch_stop(guest: &RunningGuest, t0: u64, buf: &mut [u8; 256]) -> Stop {
     let mut stopped = None;
     let mut asked = None;
     while mono_ns() - t0 < 1_000_000_000 {
-        if asked.is_none() && freeze.read_at(&mut buf[..1], 0).is_ok_and(|n| n == 1) && buf[0] == b'1' {
+        if asked.is_none() && guest.freeze.read_at(&mut buf[..1], 0).is_ok_and(|n| n == 1) && buf[0] == b'1' {
             asked = Some(mono_ns());
         }
-        let (populated, frozen) = events_say(&events, &mut buf);
+        let (populated, frozen) = events_say(&guest.events, buf);
         if !populated || frozen {
             // The kernel says frozen (or empty) only once every task has stopped, so no
             // heartbeat write is in flight: the last one is the guest's last sign of life.
             // Read now: a linger mode may thaw it after the next sample.
-            stopped = Some((mono_ns(), read_heartbeat(&hb).unwrap_or(0)));
+            stopped = Some((mono_ns(), read_heartbeat(&guest.heartbeat).unwrap_or(0)));
             break;
         }
         std::thread::sleep(Duration::from_micros(50));
     }
-    owner.stop();
-    let stolen_ms = steal_ticks().saturating_sub(steal0) as f64 * 10.0;
-    if stolen_ms > 0.0 {
-        r.stolen += 1;
-    }
-    // The agent's own times for the first signal after the input.
-    let timing = inst.status().and_then(|s| s.input_timings.into_iter().find(|t| t.received_ns >= t0));
+    Stop { asked, stopped }
+}
+
+/// Adds one round's times after the input at `t0` to the case: `seen` is when our
+/// listener had the input (0: never), `timing` the agent's own times for it.
+fn tally_round(r: &mut CaseResult, t0: u64, stop: &Stop, seen: u64, timing: Option<agent_core::input::InputTiming>, stolen_ms: f64) {
     let ms = |ns: u64| ns.saturating_sub(t0) as f64 / 1e6;
-    match stopped {
+    let asked = stop.asked;
+    match stop.stopped {
         None => r.missed += 1,
         Some((at, last)) => {
-            let seen = x_seen.load(Ordering::SeqCst);
             let split = RoundSplit {
                 ran_on_ms: ms(last),
                 delivered_ms: (seen != 0).then(|| ms(seen)),
@@ -533,21 +526,64 @@ fn round(
             }
         }
     }
+}
+
+/// A recruited guest's round must add an interruption whose cause is `input`.
+fn check_cause(inst: &Instance, before: usize, r: &mut CaseResult) {
+    let rows = wait_until("the interruption", Duration::from_secs(5), || {
+        let rows = inst.interruptions();
+        (rows.len() > before).then_some(rows)
+    })
+    .unwrap_or_default();
+    if rows.last().is_none_or(|row| row.cause != "input") {
+        r.wrong_cause += 1;
+    }
+}
+
+/// One round: wait for a running guest, send the motion, start the load, time the stop.
+fn round(
+    inst: &Instance,
+    x: &mut Returner<impl x11rb::connection::Connection>,
+    load: usize,
+    donate: bool,
+    i: usize,
+    r: &mut CaseResult,
+) -> Result<()> {
+    let Some(guest) = running_guest(inst, donate, r)? else {
+        return Ok(());
+    };
+    std::thread::sleep(Duration::from_millis(100 + (i as u64 * 37) % 200));
+    let before = inst.interruptions().len();
+    let mut buf = [0u8; 256];
+    // Stopped before the owner came back (by something else): not a measurement.
+    let (populated, frozen) = events_say(&guest.events, &mut buf);
+    if !populated || frozen {
+        r.early += 1;
+        return Ok(());
+    }
+    x.seen.store(0, Ordering::SeqCst);
+    let steal0 = steal_ticks();
+    let t0 = mono_ns();
+    send_input(x, i)?;
+    let owner = Load::start(load);
+    let stop = watch_stop(&guest, t0, &mut buf);
+    owner.stop();
+    let stolen_ms = steal_ticks().saturating_sub(steal0) as f64 * 10.0;
+    if stolen_ms > 0.0 {
+        r.stolen += 1;
+    }
+    // The agent's own times for the first signal after the input.
+    let timing = inst.status().and_then(|s| s.input_timings.into_iter().find(|t| t.received_ns >= t0));
+    tally_round(r, t0, &stop, x.seen.load(Ordering::SeqCst), timing, stolen_ms);
     if !donate {
-        let rows = wait_until("the interruption", Duration::from_secs(5), || {
-            let rows = inst.interruptions();
-            (rows.len() > before).then_some(rows)
-        })
-        .unwrap_or_default();
-        if rows.last().is_none_or(|row| row.cause != "input") {
-            r.wrong_cause += 1;
-        }
+        check_cause(inst, before, r);
     }
     Ok(())
 }
 
-pub fn run(a: OwnerReturnArgs) -> Result<()> {
-    use x11rb::connection::Connection as _;
+/// Refuses arguments out of range and a missing binary before the first case starts, and
+/// a caller who cannot read the guests' cgroups.
+fn check_preconditions(a: &OwnerReturnArgs) -> Result<()> {
     if !(1..=200).contains(&a.rounds) {
         bail!("--rounds {}: allowed 1..=200", a.rounds);
     }
@@ -579,8 +615,14 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("this benchmark reads the guests' cgroups of agents it starts; run it as root (or where the agent can create cgroups)");
     }
-    let xvfb = Xvfb::try_start()?;
-    let display = xvfb.display.as_str();
+    Ok(())
+}
+
+/// The returning owner on `display`: an XTest connection, our X listener and, with
+/// `--input pty`, the terminal session. Also makes this (the measuring) thread
+/// SCHED_FIFO; the second value says whether that worked.
+fn returning_owner(display: &str, input: &str) -> Result<(Returner<x11rb::rust_connection::RustConnection>, bool)> {
+    use x11rb::connection::Connection as _;
     let (xtest, screen) = x11rb::connect(Some(display)).context("connecting to the X display")?;
     let root = xtest.setup().roots[screen].root;
     let mut returner = Returner { seen: x_listener(display)?, xtest, root, pty: None };
@@ -591,7 +633,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     // SAFETY: sets the calling thread's policy with a valid parameter.
     let fifo = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &p) == 0 };
     // Opened before any agent starts, like an ssh session the owner left open.
-    if a.input == "pty" {
+    if input == "pty" {
         let script = crate::pty::session()?;
         // The pty's reads are the delivery to time from, as the X listener's receipt is.
         let seen = returner.seen.clone();
@@ -601,19 +643,97 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
         .context("the pty of the script(1) session was not found")?;
         returner.pty = Some(script);
     }
+    Ok((returner, fifo))
+}
 
-    let mut cases: Vec<(String, String, usize, bool)> = Vec::new();
+/// One case: the agent (up, tray), the eviction mode, the owner's load in cores and
+/// whether the guest was donated (*donate until I return*) rather than recruited.
+struct Case {
+    agent: String,
+    mode: String,
+    load: usize,
+    donate: bool,
+}
+
+/// Every case asked for: agent × offer × mode (recruit only) × load.
+fn cases(a: &OwnerReturnArgs) -> Vec<Case> {
+    let mut cases = Vec::new();
     for agent in &a.agents {
         for offer in &a.offers {
             let donate = offer == "donate";
             let modes: Vec<String> = if donate { vec!["ie".into()] } else { a.modes.clone() };
             for m in &modes {
                 for &load in &a.loads {
-                    cases.push((agent.clone(), m.clone(), load, donate));
+                    cases.push(Case { agent: agent.clone(), mode: m.clone(), load, donate });
                 }
             }
         }
     }
+    cases
+}
+
+/// Runs case `n`'s rounds, each `BUDGET` rounds on a fresh instance.
+fn measure_case(
+    a: &OwnerReturnArgs,
+    case: &Case,
+    n: usize,
+    display: &str,
+    returner: &mut Returner<impl x11rb::connection::Connection>,
+    bar: &indicatif::ProgressBar,
+) -> Result<CaseResult> {
+    let Case { agent, mode, load, donate } = case;
+    let label = format!("{agent} {} load {load}", if *donate { "donate-now".to_string() } else { format!("recruit {mode}") });
+    bar.set_message(label.clone());
+    let mut r = CaseResult::default();
+    let mut inst = None;
+    for i in 0..a.rounds {
+        if i % BUDGET == 0 {
+            drop(inst.take());
+            inst = Some(start_instance(agent, mode, display, &a.input, n * 1000 + i)?);
+        }
+        let current = inst.as_ref().context("no instance")?;
+        round(current, returner, *load, *donate, i, &mut r).with_context(|| format!("case {label}, round {i}"))?;
+        bar.inc(1);
+    }
+    drop(inst);
+    Ok(r)
+}
+
+/// A case's JSON row and whether it met the goal (p99 ≤ 5 ms, none missed, none without
+/// a start or stopped early, cause input).
+fn case_row(a: &OwnerReturnArgs, case: &Case, mut r: CaseResult) -> (serde_json::Value, bool) {
+    let Case { agent, mode, load, donate } = case;
+    let measured = r.latencies_ms.len();
+    let (p50, p99, max) = percentile::p50_p99_max(&mut r.latencies_ms);
+    let frozen = percentile::p50_p99_max(&mut r.frozen_ms);
+    let asked = percentile::p50_p99_max(&mut r.asked_ms);
+    let x = percentile::p50_p99_max(&mut r.x_ms);
+    let agent_part = percentile::p50_p99_max(&mut r.agent_ms);
+    let received = percentile::p50_p99_max(&mut r.received_ms);
+    let work = percentile::p50_p99_max(&mut r.work_ms);
+    let ok = r.missed == 0 && r.no_start == 0 && r.early == 0 && r.wrong_cause == 0 && p99 <= 5.0;
+    let row = serde_json::json!({
+        "input": a.input, "agent": agent, "offer": if *donate { "donate-now" } else { "recruit" }, "mode": if *donate { "-" } else { mode.as_str() },
+        "load_cores": load, "rounds": a.rounds, "measured": measured, "missed": r.missed, "no_start": r.no_start, "stopped_early": r.early,
+        "wrong_cause": r.wrong_cause, "p50_ms": p50, "p99_ms": p99, "max_ms": max,
+        "frozen_p50_ms": frozen.0, "frozen_p99_ms": frozen.1, "frozen_max_ms": frozen.2,
+        "asked_p50_ms": asked.0, "asked_p99_ms": asked.1, "asked_max_ms": asked.2,
+        "x_delivered_p50_ms": x.0, "x_delivered_p99_ms": x.1, "x_delivered_max_ms": x.2,
+        "agent_part_p50_ms": agent_part.0, "agent_part_p99_ms": agent_part.1, "agent_part_max_ms": agent_part.2,
+        "received_p50_ms": received.0, "received_p99_ms": received.1, "received_max_ms": received.2,
+        "agent_work_p50_ms": work.0, "agent_work_p99_ms": work.1, "agent_work_max_ms": work.2,
+        "slow_path_rounds": r.slow_path, "rounds_with_steal": r.stolen, "worst_round": r.worst, "goal_met": ok,
+    });
+    (row, ok)
+}
+
+pub fn run(a: OwnerReturnArgs) -> Result<()> {
+    check_preconditions(&a)?;
+    let xvfb = Xvfb::try_start()?;
+    let display = xvfb.display.as_str();
+    let (mut returner, fifo) = returning_owner(display, &a.input)?;
+
+    let cases = cases(&a);
     let bar = indicatif::ProgressBar::new((cases.len() * a.rounds) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("owner returns {bar:40} {pos}/{len} {msg}")
@@ -625,46 +745,11 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     let load_start = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let mut rows = Vec::new();
     let mut all_ok = true;
-    for (n, (agent, mode, load, donate)) in cases.iter().enumerate() {
-        let label = format!("{agent} {} load {load}", if *donate { "donate-now".to_string() } else { format!("recruit {mode}") });
-        bar.set_message(label.clone());
-        let mut r = CaseResult::default();
-        let mut inst = None;
-        for i in 0..a.rounds {
-            if i % BUDGET == 0 {
-                drop(inst.take());
-                inst = Some(start_instance(agent, mode, display, &a.input, n * 1000 + i)?);
-            }
-            let current = inst.as_ref().context("no instance")?;
-            round(current, &mut returner, *load, *donate, i, &mut r).with_context(|| format!("case {label}, round {i}"))?;
-            bar.inc(1);
-        }
-        drop(inst);
-        let measured = r.latencies_ms.len();
-        let (p50, p99, max) =
-            (percentile::of(&mut r.latencies_ms, 0.5), percentile::of(&mut r.latencies_ms, 0.99), percentile::of(&mut r.latencies_ms, 1.0));
-        let frozen = (percentile::of(&mut r.frozen_ms, 0.5), percentile::of(&mut r.frozen_ms, 0.99), percentile::of(&mut r.frozen_ms, 1.0));
-        let asked = (percentile::of(&mut r.asked_ms, 0.5), percentile::of(&mut r.asked_ms, 0.99), percentile::of(&mut r.asked_ms, 1.0));
-        let x = (percentile::of(&mut r.x_ms, 0.5), percentile::of(&mut r.x_ms, 0.99), percentile::of(&mut r.x_ms, 1.0));
-        let agent_part =
-            (percentile::of(&mut r.agent_ms, 0.5), percentile::of(&mut r.agent_ms, 0.99), percentile::of(&mut r.agent_ms, 1.0));
-        let received =
-            (percentile::of(&mut r.received_ms, 0.5), percentile::of(&mut r.received_ms, 0.99), percentile::of(&mut r.received_ms, 1.0));
-        let work = (percentile::of(&mut r.work_ms, 0.5), percentile::of(&mut r.work_ms, 0.99), percentile::of(&mut r.work_ms, 1.0));
-        let ok = r.missed == 0 && r.no_start == 0 && r.early == 0 && r.wrong_cause == 0 && p99 <= 5.0;
+    for (n, case) in cases.iter().enumerate() {
+        let r = measure_case(&a, case, n, display, &mut returner, &bar)?;
+        let (row, ok) = case_row(&a, case, r);
         all_ok &= ok;
-        rows.push(serde_json::json!({
-            "input": a.input, "agent": agent, "offer": if *donate { "donate-now" } else { "recruit" }, "mode": if *donate { "-" } else { mode.as_str() },
-            "load_cores": load, "rounds": a.rounds, "measured": measured, "missed": r.missed, "no_start": r.no_start, "stopped_early": r.early,
-            "wrong_cause": r.wrong_cause, "p50_ms": p50, "p99_ms": p99, "max_ms": max,
-            "frozen_p50_ms": frozen.0, "frozen_p99_ms": frozen.1, "frozen_max_ms": frozen.2,
-            "asked_p50_ms": asked.0, "asked_p99_ms": asked.1, "asked_max_ms": asked.2,
-            "x_delivered_p50_ms": x.0, "x_delivered_p99_ms": x.1, "x_delivered_max_ms": x.2,
-            "agent_part_p50_ms": agent_part.0, "agent_part_p99_ms": agent_part.1, "agent_part_max_ms": agent_part.2,
-            "received_p50_ms": received.0, "received_p99_ms": received.1, "received_max_ms": received.2,
-            "agent_work_p50_ms": work.0, "agent_work_p99_ms": work.1, "agent_work_max_ms": work.2,
-            "slow_path_rounds": r.slow_path, "rounds_with_steal": r.stolen, "worst_round": r.worst, "goal_met": ok,
-        }));
+        rows.push(row);
         if a.json {
             // A long run shows each case as it ends (stdout gets the whole result at the end).
             errln!("{}", rows.last().map(|r| r.to_string()).unwrap_or_default());
@@ -680,86 +765,94 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     if a.json {
         outln!("{result}");
     } else {
-        if a.input == "pty" {
-            outln!(
-                "owner return: one line typed into a pty session (script(1), terminal backend) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; read p99: when the pty was read (a SCHED_FIFO watcher); recv p99: when the agent's input thread had it (its own timestamp); work p99: from then to the freeze request; slow: rounds the fast path did not freeze; steal: rounds the hypervisor took CPU time in; {} rounds per case",
-                a.rounds
-            );
-        } else {
-            outln!(
-                "owner return: one XTest motion (separate client) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; X p99: when a separate X client got the motion (the X server's part); agent p99: from then to the agent's freeze request; recv p99: when the agent's input thread had it (its own timestamp); work p99: from then to the freeze request; slow: rounds the fast path did not freeze; steal: rounds the hypervisor took CPU time in; {} rounds per case",
-                a.rounds
-            );
-        }
-        outln!(
-            "{:<6} {:<10} {:<5} {:>4} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>5} {:>5} {:>6} {:>8} {:>7} {:>11}",
-            "agent",
-            "offer",
-            "mode",
-            "load",
-            "p50 ms",
-            "p99 ms",
-            "max ms",
-            "frozen p99",
-            if a.input == "pty" { "read p99" } else { "X p99" },
-            "agent p99",
-            "recv p99",
-            "work p99",
-            "slow",
-            "steal",
-            "missed",
-            "no start",
-            "early",
-            "cause≠input"
-        );
-        let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
-        // A case's name: its agent, offer, input mode and load.
-        let case = |r: &serde_json::Value| {
-            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
-            (s("agent"), s("offer"), s("mode"), n(r, "load_cores"))
-        };
-        for r in result["cases"].as_array().into_iter().flatten() {
-            let (agent, offer, mode, load) = case(r);
-            outln!(
-                "{agent:<6} {offer:<10} {mode:<5} {load:>4} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>8.3} {:>9.3} {:>9.3} {:>9.3} {:>5} {:>5} {:>6} {:>8} {:>7} {:>11}",
-                r["p50_ms"].as_f64().unwrap_or(0.0),
-                r["p99_ms"].as_f64().unwrap_or(0.0),
-                r["max_ms"].as_f64().unwrap_or(0.0),
-                r["frozen_p99_ms"].as_f64().unwrap_or(0.0),
-                r["x_delivered_p99_ms"].as_f64().unwrap_or(0.0),
-                r["agent_part_p99_ms"].as_f64().unwrap_or(0.0),
-                r["received_p99_ms"].as_f64().unwrap_or(0.0),
-                r["agent_work_p99_ms"].as_f64().unwrap_or(0.0),
-                n(r, "slow_path_rounds"),
-                n(r, "rounds_with_steal"),
-                n(r, "missed"),
-                n(r, "no_start"),
-                n(r, "stopped_early"),
-                n(r, "wrong_cause")
-            );
-        }
-        outln!("the worst round of each case, ms after the input (delivered to our listener → the agent's input thread → its fast-path freeze → freeze read back → frozen; ran on):");
-        let o = |v: &serde_json::Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.3}"));
-        for r in result["cases"].as_array().into_iter().flatten() {
-            let w = &r["worst_round"];
-            let (agent, offer, mode, load) = case(r);
-            outln!(
-                "  {agent} {offer} {mode} load {load}: {} → {} → {} → {} → {}; ran on {}; host steal {} ms",
-                o(&w["delivered_ms"]),
-                o(&w["received_ms"]),
-                o(&w["fast_froze_ms"]),
-                o(&w["asked_ms"]),
-                o(&w["frozen_ms"]),
-                o(&w["ran_on_ms"]),
-                o(&w["stolen_ms"])
-            );
-        }
-        outln!("goal: p99 ≤ 5 ms, none missed or stopped early, cause input, in every case: {}", if all_ok { "met" } else { "NOT met" });
-        outln!("load average at start {} · at end {} · measuring thread SCHED_FIFO: {fifo}", load_start.trim(), load_end.trim());
-        outln!("anchor: BOINC 7.20 here, median 0.3–0.6 s, max 1.0 s");
+        print_table(&a, &result, all_ok);
     }
     if !all_ok {
         bail!("the goal (p99 ≤ 5 ms, 0 missed, cause input) was not met in every case");
     }
     Ok(())
+}
+
+/// Prints the result as text: what is measured, one line per case, each case's worst
+/// round split, the goal and the machine's load.
+fn print_table(a: &OwnerReturnArgs, result: &serde_json::Value, all_ok: bool) {
+    let fifo = result["measuring_thread_sched_fifo"].as_bool().unwrap_or(false);
+    let (load_start, load_end) = (result["loadavg_start"].as_str().unwrap_or(""), result["loadavg_end"].as_str().unwrap_or(""));
+    if a.input == "pty" {
+        outln!(
+            "owner return: one line typed into a pty session (script(1), terminal backend) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; read p99: when the pty was read (a SCHED_FIFO watcher); recv p99: when the agent's input thread had it (its own timestamp); work p99: from then to the freeze request; slow: rounds the fast path did not freeze; steal: rounds the hypervisor took CPU time in; {} rounds per case",
+            a.rounds
+        );
+    } else {
+        outln!(
+            "owner return: one XTest motion (separate client) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; X p99: when a separate X client got the motion (the X server's part); agent p99: from then to the agent's freeze request; recv p99: when the agent's input thread had it (its own timestamp); work p99: from then to the freeze request; slow: rounds the fast path did not freeze; steal: rounds the hypervisor took CPU time in; {} rounds per case",
+            a.rounds
+        );
+    }
+    outln!(
+        "{:<6} {:<10} {:<5} {:>4} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>5} {:>5} {:>6} {:>8} {:>7} {:>11}",
+        "agent",
+        "offer",
+        "mode",
+        "load",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "frozen p99",
+        if a.input == "pty" { "read p99" } else { "X p99" },
+        "agent p99",
+        "recv p99",
+        "work p99",
+        "slow",
+        "steal",
+        "missed",
+        "no start",
+        "early",
+        "cause≠input"
+    );
+    let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
+    // A case's name: its agent, offer, input mode and load.
+    let case = |r: &serde_json::Value| {
+        let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+        (s("agent"), s("offer"), s("mode"), n(r, "load_cores"))
+    };
+    for r in result["cases"].as_array().into_iter().flatten() {
+        let (agent, offer, mode, load) = case(r);
+        outln!(
+            "{agent:<6} {offer:<10} {mode:<5} {load:>4} {:>8.3} {:>8.3} {:>8.3} {:>9.3} {:>8.3} {:>9.3} {:>9.3} {:>9.3} {:>5} {:>5} {:>6} {:>8} {:>7} {:>11}",
+            r["p50_ms"].as_f64().unwrap_or(0.0),
+            r["p99_ms"].as_f64().unwrap_or(0.0),
+            r["max_ms"].as_f64().unwrap_or(0.0),
+            r["frozen_p99_ms"].as_f64().unwrap_or(0.0),
+            r["x_delivered_p99_ms"].as_f64().unwrap_or(0.0),
+            r["agent_part_p99_ms"].as_f64().unwrap_or(0.0),
+            r["received_p99_ms"].as_f64().unwrap_or(0.0),
+            r["agent_work_p99_ms"].as_f64().unwrap_or(0.0),
+            n(r, "slow_path_rounds"),
+            n(r, "rounds_with_steal"),
+            n(r, "missed"),
+            n(r, "no_start"),
+            n(r, "stopped_early"),
+            n(r, "wrong_cause")
+        );
+    }
+    outln!("the worst round of each case, ms after the input (delivered to our listener → the agent's input thread → its fast-path freeze → freeze read back → frozen; ran on):");
+    let o = |v: &serde_json::Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.3}"));
+    for r in result["cases"].as_array().into_iter().flatten() {
+        let w = &r["worst_round"];
+        let (agent, offer, mode, load) = case(r);
+        outln!(
+            "  {agent} {offer} {mode} load {load}: {} → {} → {} → {} → {}; ran on {}; host steal {} ms",
+            o(&w["delivered_ms"]),
+            o(&w["received_ms"]),
+            o(&w["fast_froze_ms"]),
+            o(&w["asked_ms"]),
+            o(&w["frozen_ms"]),
+            o(&w["ran_on_ms"]),
+            o(&w["stolen_ms"])
+        );
+    }
+    outln!("goal: p99 ≤ 5 ms, none missed or stopped early, cause input, in every case: {}", if all_ok { "met" } else { "NOT met" });
+    outln!("load average at start {} · at end {} · measuring thread SCHED_FIFO: {fifo}", load_start.trim(), load_end.trim());
+    outln!("anchor: BOINC 7.20 here, median 0.3–0.6 s, max 1.0 s");
 }

@@ -603,6 +603,41 @@ pub fn read_pid(path: &Path) -> Option<i32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
+/// The unified (v2) cgroup hierarchy's root: `/sys/fs/cgroup` on a pure v2 layout, else
+/// (hybrid) `/sys/fs/cgroup/unified`.
+pub fn unified_root() -> &'static str {
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        "/sys/fs/cgroup"
+    } else {
+        "/sys/fs/cgroup/unified"
+    }
+}
+
+/// The directory of the cgroup base named `base` in the unified hierarchy, wherever the
+/// agent put it (directly under the root, or in a delegated subtree up to four levels
+/// down): the first directory of that name, depth first.
+pub fn find_unified_base(base: &str) -> Option<PathBuf> {
+    find_dir_named(Path::new(unified_root()), base)
+}
+
+/// The first directory named `name` at `root` or up to four levels below it, depth first.
+fn find_dir_named(root: &Path, name: &str) -> Option<PathBuf> {
+    let mut stack = vec![(root.to_path_buf(), 0)];
+    while let Some((d, depth)) = stack.pop() {
+        if d.file_name().is_some_and(|n| n == name) {
+            return Some(d);
+        }
+        if depth < 4 {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push((e.path(), depth + 1));
+                }
+            }
+        }
+    }
+    None
+}
+
 /// A process's cgroup path in hierarchy `key` ("0::" for v2, "memory" …).
 pub fn cgroup_of(pid: i32, key: &str) -> Option<String> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
@@ -618,8 +653,7 @@ pub fn cgroup_of(pid: i32, key: &str) -> Option<String> {
 /// hierarchy of a hybrid layout).
 pub fn unified_cgroup_dir(pid: i32) -> Option<PathBuf> {
     let cg = cgroup_of(pid, "0::")?;
-    let root = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/unified" };
-    Some(PathBuf::from(format!("{root}{cg}")))
+    Some(PathBuf::from(format!("{}{cg}", unified_root())))
 }
 
 /// The guest cgroup's `cgroup.freeze` and `cgroup.events` `frozen` of process `pid`, read
@@ -635,12 +669,7 @@ pub fn guest_frozen(pid: i32) -> Option<(String, bool)> {
 /// whether the guest process `daemon` is frozen.
 pub fn instance_frozen(daemon: i32) -> bool {
     let Some(cg) = cgroup_of(daemon, "0::") else { return false };
-    let unified = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
-        "/sys/fs/cgroup".to_string()
-    } else {
-        "/sys/fs/cgroup/unified".into()
-    };
-    let inst = Path::new(&format!("{unified}{cg}")).parent().map(|p| p.join("cgroup.events"));
+    let inst = Path::new(&format!("{}{cg}", unified_root())).parent().map(|p| p.join("cgroup.events"));
     inst.and_then(|f| std::fs::read_to_string(f).ok()).is_some_and(|t| t.lines().any(|l| l == "frozen 1"))
 }
 
@@ -709,4 +738,19 @@ pub fn guest_pid(work: &Path, file: &str) -> Option<i32> {
         }
         false
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cgroup_base_is_found_up_to_four_levels_down_and_no_deeper() {
+        let root = tempfile::tempdir().unwrap();
+        let four = root.path().join("a/b/c/lull-x");
+        std::fs::create_dir_all(four.join("guests")).unwrap();
+        assert_eq!(find_dir_named(root.path(), "lull-x"), Some(four));
+        assert_eq!(find_dir_named(root.path(), "guests"), None, "five levels down is past the search");
+        assert_eq!(find_dir_named(root.path(), "lull-y"), None);
+    }
 }

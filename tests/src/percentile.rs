@@ -18,6 +18,12 @@ pub fn of(values: &mut [f64], q: f64) -> f64 {
     of_sorted(values, q).unwrap_or(0.0)
 }
 
+/// The median, 99th percentile and maximum of `values` (sorted in place first), by the
+/// rounded rank; zeros when empty.
+pub fn p50_p99_max(values: &mut [f64]) -> (f64, f64, f64) {
+    (of(values, 0.5), of(values, 0.99), of(values, 1.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -39,5 +45,13 @@ mod tests {
         assert_eq!(of(&mut [3.0, 1.0, 2.0], 0.5), 2.0);
         assert_eq!(of(&mut [3.0, 1.0, 2.0], 1.0), 3.0);
         assert_eq!(of(&mut [], 0.9), 0.0);
+    }
+
+    #[test]
+    fn p50_p99_max_of_twenty_values() {
+        // 1..=20 reversed: p50 at index round(0.5 · 19) = 10 → 11; p99 at round(18.81) = 19 → 20.
+        let mut v: Vec<f64> = (1..=20).rev().map(f64::from).collect();
+        assert_eq!(p50_p99_max(&mut v), (11.0, 20.0, 20.0));
+        assert_eq!(p50_p99_max(&mut []), (0.0, 0.0, 0.0));
     }
 }

@@ -285,7 +285,7 @@ fn start_as_owner(r: &mut Run, bin: &Path, args: &[&str]) {
 /// `lull SUB ARGS` as the unprivileged owner in the delegated subtree (stdout and stderr
 /// to the run's files).
 fn as_owner(r: &Run, bin: &Path, sub: &str, args: &[&str]) -> Command {
-    let unified = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/unified" };
+    let unified = lull_e2e::unified_root();
     let inner = r.subcommand(bin, DELEGATED, sub, args);
     let envs: Vec<String> = inner.get_envs().filter_map(|(k, v)| Some(format!("{}={}", k.to_str()?, v?.to_str()?))).collect();
     let quoted: Vec<String> = args.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
