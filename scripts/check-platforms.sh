@@ -24,9 +24,9 @@
 # (and the Wine prefix inside it) is kept between runs on the same machine:
 # ${XDG_CACHE_HOME:-$HOME/.cache}/lull/platforms-target (or $LULL_PLATFORMS_TARGET),
 # apart from the host build's (another rustc, other flags). Warm (nothing changed but
-# Lull's crates): under a minute on 2 cores (38 s after a change to agent-core). Cold: not measured as a whole; its parts were
-# about 10 min for lull.exe and 3.5 min for the tests' build (std and the dependencies
-# each time).
+# Lull's crates): under a minute on 2 cores (38 s after a change to agent-core). Cold:
+# not measured as a whole; its parts were about 10 min for lull.exe and 3.5 min for the
+# tests' build (std and the dependencies each time).
 # Not yet here (issue 30): macOS (ring's C needs an Apple toolchain), the tray app, the
 # Windows input, sensors and guest runtime (a Job Object).
 set -euo pipefail
