@@ -10,7 +10,7 @@
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The counters the record holds.
@@ -83,26 +83,13 @@ pub fn read(path: &Path) -> RecordRead {
     }
 }
 
-/// Replaces the record at `path` atomically: a temporary file (mode 0600) written and
-/// fsynced, renamed over the record, then the directory fsynced so the rename survives a
-/// power cut.
+/// Replaces the record at `path` atomically: a temporary file (owner-only) written and
+/// fsynced, renamed over the record, the rename on disk before it returns so it survives
+/// a power cut; a failed write leaves no temporary file ([`crate::private_files::write_durably`]).
 pub fn write(path: &Path, record: &BudgetRecord) -> std::io::Result<()> {
     let body = serde_json::to_string(record).map_err(std::io::Error::other)?;
     let text = format!("{body}\n{}\n", checksum(&body));
-    let tmp = path.with_extension("today.tmp");
-    let written = crate::sys::fs::create_mode(std::fs::OpenOptions::new().write(true).create(true).truncate(true), 0o600)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all()))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = written {
-        // A full disk leaves no half-written temporary file behind.
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    crate::private_files::write_durably(path, text.as_bytes())
 }
 
 #[cfg(test)]

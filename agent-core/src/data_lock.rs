@@ -36,8 +36,7 @@ impl DataDirLock {
         crate::private_files::create_dir(data_dir).map_err(io)?;
         let path = data_dir.join(LOCK_FILE);
         let existed = path.exists();
-        let mut file = crate::sys::fs::create_mode(OpenOptions::new().read(true).write(true).create(true).truncate(false), 0o600)
-            .open(&path)
+        let mut file = crate::private_files::open_private(OpenOptions::new().read(true).write(true).create(true).truncate(false), &path)
             .map_err(io)?;
         match file.try_lock() {
             Ok(()) => {}

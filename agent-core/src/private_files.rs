@@ -12,6 +12,11 @@
 //!   is tightened at start (group and other bits taken off), and what was tightened is
 //!   logged once.
 //!
+//! On Windows the mode is an access control list (`sys/windows/fs.rs`): a protected list
+//! granting the user and SYSTEM full control and no one else anything; a directory's
+//! entries are inherited by what is created inside it, Windows' counterpart of the umask
+//! (which does nothing there). [`tighten`] reads no list and changes nothing there yet.
+//!
 //! Nothing here follows a symbolic link or touches a file another user owns; a root
 //! agent's guests' work directories (the guests' account's) and the path to them stay
 //! passable as `Paths::create_work_root` made them.
@@ -31,26 +36,68 @@ pub fn owner_only_umask() {
 /// Creates `dir` and its missing parents owner-only (0700); an existing one keeps its mode
 /// (see [`tighten`]).
 pub fn create_dir(dir: &Path) -> std::io::Result<()> {
-    sysfs::dir_builder(0o700).create(dir)
+    sysfs::create_private_dir(dir)
+}
+
+/// Opens `path` with `opts` (which create it) owner-only: created 0600 and, should it have
+/// existed with another mode, set to 0600 (on Windows: the owner-only list).
+pub fn open_private(opts: &mut std::fs::OpenOptions, path: &Path) -> std::io::Result<std::fs::File> {
+    let f = sysfs::create_mode(opts, 0o600).open(path)?;
+    sysfs::set_file_mode(&f, 0o600)?;
+    Ok(f)
 }
 
 /// Creates `path` (0600) if it does not exist; an existing file is left as it is.
 pub fn create_file(path: &Path) -> std::io::Result<()> {
-    sysfs::create_mode(std::fs::OpenOptions::new().write(true).create(true).truncate(false), 0o600).open(path).map(drop)
+    match open_private(std::fs::OpenOptions::new().write(true).create_new(true), path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        r => r.map(drop),
+    }
+}
+
+/// Whether others than the owner may open `path` (on Windows: anyone but the owner and
+/// SYSTEM is in its access control list).
+pub fn others_may_access(path: &Path) -> std::io::Result<bool> {
+    sysfs::others_may_access(path)
+}
+
+/// Makes the file at `path` owner-only (0600; on Windows its access control list).
+pub fn make_owner_only(path: &Path) -> std::io::Result<()> {
+    sysfs::set_mode_no_follow(path, 0o600)
+}
+
+/// The temporary file a write of `path` goes through: `path` + `.tmp`.
+fn temporary(path: &Path) -> PathBuf {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    PathBuf::from(tmp)
+}
+
+/// The 0600 temporary file beside `path` ([`temporary`]), written and fsynced.
+fn write_temporary(path: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let tmp = temporary(path);
+    // A leftover temporary file of a crashed write may have had another mode: set again.
+    let mut f = open_private(std::fs::OpenOptions::new().write(true).create(true).truncate(true), &tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    Ok(tmp)
 }
 
 /// Writes `bytes` to `path` through a 0600 temporary file renamed over it, so the file is
 /// never readable by others, not even for a moment, whatever mode an older one had.
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut f = sysfs::create_mode(std::fs::OpenOptions::new().write(true).create(true).truncate(true), 0o600).open(&tmp)?;
-    // A leftover temporary file of a crashed write may have had another mode.
-    sysfs::set_file_mode(&f, 0o600)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    std::fs::rename(write_temporary(path, bytes)?, path)
+}
+
+/// As [`write`], and the rename is on disk before it returns (the directory fsynced; on
+/// Windows a write-through move). A failed write leaves no temporary file behind.
+pub fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let written = write_temporary(path, bytes).and_then(|tmp| sysfs::replace_durably(&tmp, path));
+    if written.is_err() {
+        // A full disk leaves no half-written temporary file behind.
+        let _ = std::fs::remove_file(temporary(path));
+    }
+    written
 }
 
 /// The mode a file or directory should have: `mode` without group and other bits; a

@@ -9,7 +9,7 @@
 
 use crate::db::{col, Db, Dialect};
 use crate::integrity::{self, companions, Found};
-use crate::owner_only::create_owner_only;
+use crate::owner_only::open_owner_only;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -58,7 +58,7 @@ pub async fn backup(db: &Db, dest: &Path) -> Result<Summary, BackupError> {
     if db.dialect == Dialect::Postgres {
         return Err(BackupError::Postgres(PG_ADVICE));
     }
-    match create_owner_only(std::fs::OpenOptions::new().write(true).create_new(true)).open(dest) {
+    match open_owner_only(std::fs::OpenOptions::new().write(true).create_new(true), dest) {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(BackupError::Exists { path: dest.display().to_string() }),
         Err(e) => return Err(io(dest)(e)),
@@ -146,7 +146,7 @@ pub async fn restore(from: &Path, dest: &Path) -> Result<Restored, BackupError> 
     let tmp = dir.join(format!(".{}.restoring", dest.file_name().and_then(|n| n.to_str()).unwrap_or("coordinator.db")));
     let _ = std::fs::remove_file(&tmp);
     {
-        let mut out = create_owner_only(std::fs::OpenOptions::new().write(true).create_new(true)).open(&tmp).map_err(io(&tmp))?;
+        let mut out = open_owner_only(std::fs::OpenOptions::new().write(true).create_new(true), &tmp).map_err(io(&tmp))?;
         let mut src = std::fs::File::open(from).map_err(io(from))?;
         std::io::copy(&mut src, &mut out).map_err(io(&tmp))?;
         out.flush().map_err(io(&tmp))?;

@@ -110,7 +110,7 @@ fn read_up_to(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
 /// Creates a missing database file, owner-only (0600), so SQLite opens a private file
 /// and gives its `-wal` and `-shm` the same mode. An existing file is left alone.
 pub fn create_private(path: &Path) -> std::io::Result<()> {
-    match owner_only::create_owner_only(std::fs::OpenOptions::new().write(true).create_new(true)).open(path) {
+    match owner_only::open_owner_only(std::fs::OpenOptions::new().write(true).create_new(true), path) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
@@ -130,12 +130,12 @@ pub fn companions(path: &Path) -> [PathBuf; 3] {
 /// Makes `path` owner-only (0600) if it exists and others may read or write it; returns
 /// whether it changed anything.
 pub fn make_private(path: &Path) -> std::io::Result<bool> {
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
+    let others = match owner_only::others_may_access(path) {
+        Ok(o) => o,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e),
     };
-    if !owner_only::others_may_access(&meta) {
+    if !others {
         return Ok(false);
     }
     owner_only::set_owner_only(path)?;

@@ -1,7 +1,8 @@
 //! The platform seam: every operating-system call the agent makes outside its guest
 //! runtime (`guest/linux/`) and input backends (`input/linux/`), behind one `cfg` pair.
 //! On Linux the calls are real ([`linux`]); on Windows the control channel is a named
-//! pipe (`windows/ipc.rs`); elsewhere each one either does the portable thing or returns
+//! pipe (`windows/ipc.rs`) and Lull's files get owner-only access control lists
+//! (`windows/fs.rs`); elsewhere each one either does the portable thing or returns
 //! [`std::io::ErrorKind::Unsupported`] (`other.rs`), so the rest of the crate names no
 //! `libc` symbol and no `target_os` and a port fills in one file.
 //!
@@ -12,6 +13,10 @@
 //! `target_os` appears outside it and the platform backends.
 
 pub mod types;
+
+// Windows has its own calls in place of these (`other.rs` names them still).
+#[cfg_attr(target_os = "windows", allow(dead_code))]
+mod portable;
 
 // The `other-sys` feature builds the other side on Linux too: the seam check compiles
 // the whole crate against it (scripts/check-sys-seam.sh); never for a real build.
@@ -27,7 +32,8 @@ mod other;
 #[cfg(all(any(not(target_os = "linux"), feature = "other-sys"), not(target_os = "windows")))]
 pub use other::*;
 
-// Windows: `other.rs`'s fallbacks but for the control channel (a named pipe).
+// Windows: `other.rs`'s fallbacks but for the control channel (a named pipe) and the
+// files' access control lists.
 #[cfg(target_os = "windows")]
 mod windows;
 #[cfg(target_os = "windows")]

@@ -152,6 +152,12 @@ pub mod fs {
         b.recursive(true);
         b
     }
+    pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+        dir_builder(0o700).create(dir)
+    }
+    pub fn replace_durably(from: &Path, to: &Path) -> io::Result<()> {
+        crate::sys::portable::replace_durably(from, to)
+    }
     pub fn create_mode(opts: &mut OpenOptions, _mode: u32) -> &mut OpenOptions {
         opts
     }
@@ -175,6 +181,10 @@ pub mod fs {
     }
     pub fn set_mode_no_follow(_path: &Path, _mode: u32) -> io::Result<()> {
         Err(super::unsupported("a file mode"))
+    }
+    /// Never known here.
+    pub fn others_may_access(_path: &Path) -> io::Result<bool> {
+        Ok(false)
     }
     pub fn ownership(_meta: &Metadata) -> Ownership {
         Ownership { uid: 0, mode: 0 }

@@ -1,6 +1,7 @@
 //! Files only their owner can read: the process's umask, owner-only modes, opening
 //! without following a symbolic link, and a file's owner, mode and identity.
 
+pub use crate::sys::portable::replace_durably;
 use crate::sys::types::{FileId, Ownership};
 use std::fs::{DirBuilder, Metadata, OpenOptions};
 use std::io;
@@ -27,6 +28,12 @@ pub fn dir_builder(mode: u32) -> DirBuilder {
     let mut b = DirBuilder::new();
     b.recursive(true).mode(mode);
     b
+}
+
+/// Creates `dir` and its missing parents owner-only (0700 before the umask); an existing
+/// one keeps its mode.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    dir_builder(0o700).create(dir)
 }
 
 /// Makes `opts` create a file with `mode` (before the umask).
@@ -85,6 +92,11 @@ pub fn set_mode_no_follow(path: &Path, mode: u32) -> io::Result<()> {
 /// The owner and permission bits of a file.
 pub fn ownership(meta: &Metadata) -> Ownership {
     Ownership { uid: meta.uid(), mode: meta.mode() & 0o7777 }
+}
+
+/// Whether `path`'s group or other bits let others in (a link itself, not followed).
+pub fn others_may_access(path: &Path) -> io::Result<bool> {
+    Ok(std::fs::symlink_metadata(path)?.mode() & 0o077 != 0)
 }
 
 /// A file's identity on its file system.

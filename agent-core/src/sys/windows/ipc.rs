@@ -6,20 +6,17 @@
 //! Windows has no uid: the pipe's access control list is what keeps other users out, so
 //! a connected peer is reported as this user ([`super::id::uid`]).
 
+use super::security::Descriptor;
 use std::io;
-use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
+use std::os::windows::io::AsRawHandle;
 use std::path::Path;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::net::windows::named_pipe::{NamedPipeServer, ServerOptions};
-use windows_sys::Win32::Foundation::{LocalFree, ERROR_PIPE_BUSY, HANDLE};
-use windows_sys::Win32::Security::Authorization::{
-    ConvertSidToStringSidW, ConvertStringSecurityDescriptorToSecurityDescriptorW, SDDL_REVISION_1,
-};
-use windows_sys::Win32::Security::{GetTokenInformation, TokenUser, PSECURITY_DESCRIPTOR, SECURITY_ATTRIBUTES, TOKEN_QUERY, TOKEN_USER};
+use windows_sys::Win32::Foundation::ERROR_PIPE_BUSY;
+use windows_sys::Win32::Security::SECURITY_ATTRIBUTES;
 use windows_sys::Win32::System::Pipes::{GetNamedPipeClientProcessId, GetNamedPipeServerProcessId, PeekNamedPipe};
-use windows_sys::Win32::System::Threading::{GetCurrentProcess, OpenProcessToken};
 
 /// The agent's listening pipe: the instance waiting for the next client.
 pub struct Listener {
@@ -49,65 +46,17 @@ pub fn pipe_name(path: &Path) -> String {
     format!(r"\\.\pipe\lull{}{}", if path.is_absolute() { "" } else { "/" }, path.display().to_string().replace('\\', "/"))
 }
 
-/// Frees memory the system allocated with `LocalAlloc` when dropped.
-struct LocalMemory(*mut core::ffi::c_void);
-
-impl Drop for LocalMemory {
-    fn drop(&mut self) {
-        // SAFETY: the pointer came from a call that allocates with LocalAlloc (or is null).
-        unsafe { LocalFree(self.0) };
-    }
-}
-
-/// The current user's SID as a string (`S-1-5-21-…`).
-fn current_user_sid() -> io::Result<String> {
-    let mut token: HANDLE = std::ptr::null_mut();
-    // SAFETY: the pseudo-handle of this process and a valid out-pointer.
-    if unsafe { OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &mut token) } == 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: OpenProcessToken gave a handle we own.
-    let token = unsafe { OwnedHandle::from_raw_handle(token) };
-    let mut buf = vec![0u64; 64];
-    let mut len = 0u32;
-    // SAFETY: buf is 512 bytes, 8-aligned, as large as the length passed.
-    let ok = unsafe { GetTokenInformation(token.as_raw_handle(), TokenUser, buf.as_mut_ptr().cast(), 512, &mut len) };
-    if ok == 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: GetTokenInformation filled a TOKEN_USER at the start of buf.
-    let sid = unsafe { (*buf.as_ptr().cast::<TOKEN_USER>()).User.Sid };
-    let mut text: *mut u16 = std::ptr::null_mut();
-    // SAFETY: sid points into buf, alive here; text is an out-pointer.
-    if unsafe { ConvertSidToStringSidW(sid, &mut text) } == 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let _free = LocalMemory(text.cast());
-    // SAFETY: ConvertSidToStringSidW returned a NUL-terminated wide string.
-    let len = (0..).take_while(|&i| unsafe { *text.add(i) } != 0).count();
-    // SAFETY: `len` wide characters precede the NUL.
-    Ok(String::from_utf16_lossy(unsafe { std::slice::from_raw_parts(text, len) }))
-}
-
 /// A security descriptor whose access control list grants the current user all rights
 /// and no one else anything (protected: nothing inherited).
-fn owner_only_descriptor() -> io::Result<LocalMemory> {
-    let sddl: Vec<u16> = format!("D:P(A;;GA;;;{})", current_user_sid()?).encode_utf16().chain([0]).collect();
-    let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
-    // SAFETY: a NUL-terminated wide string and a valid out-pointer.
-    let ok = unsafe { ConvertStringSecurityDescriptorToSecurityDescriptorW(sddl.as_ptr(), SDDL_REVISION_1, &mut sd, std::ptr::null_mut()) };
-    if ok == 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(LocalMemory(sd))
+fn owner_only_descriptor() -> io::Result<Descriptor> {
+    Descriptor::from_sddl("D:P(A;;GA;;;{user})")
 }
 
 /// One more instance of the pipe `name`, owner-only; `first` refuses when the pipe
 /// exists already (another agent, or another user's squatter).
 fn create_instance(name: &str, first: bool) -> io::Result<NamedPipeServer> {
     let sd = owner_only_descriptor()?;
-    let mut attrs =
-        SECURITY_ATTRIBUTES { nLength: std::mem::size_of::<SECURITY_ATTRIBUTES>() as u32, lpSecurityDescriptor: sd.0, bInheritHandle: 0 };
+    let mut attrs = sd.attributes();
     let mut opts = ServerOptions::new();
     opts.first_pipe_instance(first).reject_remote_clients(true);
     // SAFETY: attrs and the descriptor it points to outlive the call.
