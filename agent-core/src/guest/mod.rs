@@ -9,6 +9,7 @@
 //! v1+v2, or a loudly announced process-group fallback).
 
 use crate::config::NetworkPolicy;
+use crate::ledger::GuestTotals;
 use crate::sys::types::SpawnRefusal;
 pub use host::{FastFreeze, GuestHost, NoGuests};
 pub use lull_protocol::TaskOutcome;
@@ -17,14 +18,19 @@ use std::path::PathBuf;
 pub mod host;
 #[cfg(target_os = "linux")]
 pub mod linux;
+#[cfg(windows)]
+pub mod windows;
 
 /// The platform's guest runtime: on Linux cgroups, sandbox and watchdog (it kills what a
-/// crashed earlier agent left behind, [`linux::LinuxRuntime`]); elsewhere none yet
-/// ([`NoGuests`]: the agent runs and reports, and takes no work).
+/// crashed earlier agent left behind, [`linux::LinuxRuntime`]); on Windows a Job Object
+/// per guest (`windows::WindowsRuntime`); elsewhere none yet ([`NoGuests`]: the agent
+/// runs and reports, and takes no work).
 pub fn platform_runtime(config: &crate::config::Config, work_root: &std::path::Path) -> Box<dyn GuestHost> {
     #[cfg(target_os = "linux")]
     return Box::new(linux::LinuxRuntime::new(config, work_root));
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(windows)]
+    return Box::new(windows::WindowsRuntime::new(config, work_root));
+    #[cfg(not(any(target_os = "linux", windows)))]
     {
         let _ = (config, work_root);
         Box::new(NoGuests)
@@ -152,6 +158,9 @@ pub enum Containment {
     /// No cgroup could be created: a process group plus rlimits (a guest that calls
     /// setsid escapes freezing and killing; said loudly at start-up).
     ProcessGroup,
+    /// Windows: a Job Object per guest (kill on close, limits, freezing by suspending its
+    /// threads).
+    JobObject,
 }
 
 impl Containment {
@@ -161,6 +170,7 @@ impl Containment {
             Self::CgroupV2 => "cgroup-v2",
             Self::Hybrid => "hybrid",
             Self::ProcessGroup => "process-group",
+            Self::JobObject => "job-object",
         }
     }
 
@@ -169,6 +179,7 @@ impl Containment {
             Self::CgroupV2 => "cgroup v2",
             Self::Hybrid => "cgroup hybrid (v1 memory/cpu/pids + v2 freeze/kill)",
             Self::ProcessGroup => "process group + rlimits (NO cgroup: weak containment)",
+            Self::JobObject => "Windows Job Object",
         }
     }
 }
@@ -375,7 +386,7 @@ pub struct ContainmentStatus {
     /// The line status shows: `cgroup v2`, or `cgroup v2 (no io controller: guests' disk
     /// I/O not weighted)`, or the process-group fallback.
     pub summary: String,
-    /// `cgroup-v2`, `hybrid` or `process-group`.
+    /// `cgroup-v2`, `hybrid`, `process-group` or `job-object`.
     pub kind: String,
     /// Where the guests' cgroups are and who gave them (`systemd scope
     /// lull-guests-….scope (Delegate=yes)`), or why there are none.
@@ -417,6 +428,21 @@ pub enum GuestError {
     Spawn { id: String, source: std::io::Error },
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
+}
+
+/// An ended guest as a runtime keeps it: its last snapshot, its totals, and whether the
+/// totals went to the ledger yet.
+pub type EndedGuest = (GuestInfo, GuestTotals, bool);
+
+/// [`GuestHost::totals`] for a runtime: the running guests' `live` totals, then each ended
+/// guest's not reported yet (marked reported now).
+pub fn totals_to_report(live: impl Iterator<Item = GuestTotals>, ended: &mut [EndedGuest]) -> Vec<GuestTotals> {
+    let mut out: Vec<GuestTotals> = live.collect();
+    for (_, t, reported) in ended.iter_mut().filter(|e| !e.2) {
+        out.push(t.clone());
+        *reported = true;
+    }
+    out
 }
 
 /// What a platform's guest runtime offers beyond the driver's [`GuestHost`].

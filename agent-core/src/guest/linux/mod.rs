@@ -1053,12 +1053,7 @@ impl GuestHost for LinuxRuntime {
     }
 
     fn totals(&mut self) -> Vec<GuestTotals> {
-        let mut out: Vec<GuestTotals> = self.guests.iter().map(Guest::totals).collect();
-        for (_, t, reported) in self.ended.iter_mut().filter(|e| !e.2) {
-            out.push(t.clone());
-            *reported = true;
-        }
-        out
+        crate::guest::totals_to_report(self.guests.iter().map(Guest::totals), &mut self.ended)
     }
 
     fn fast_freeze(&self) -> Option<FastFreeze> {

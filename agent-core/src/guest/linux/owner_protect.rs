@@ -151,7 +151,7 @@ impl OwnerProtection {
         let flavour = cgroups.and_then(|c| match c.kind {
             Containment::CgroupV2 => Some(Flavour::V2),
             Containment::Hybrid => Some(Flavour::V1),
-            Containment::ProcessGroup => None,
+            Containment::ProcessGroup | Containment::JobObject => None,
         });
         let root = flavour.map_or_else(|| PathBuf::from(ROOT), |f| f.root());
         Self {

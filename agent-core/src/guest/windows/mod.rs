@@ -1,0 +1,502 @@
+//! The Windows guest runtime: each guest in a Job Object of its own ([`job`]: kill on
+//! close, idle priority class, the job's memory from admission, a process cap as Linux's
+//! `pids.max`), started suspended by a restricted, low-integrity token ([`token`],
+//! [`spawn`]) and resumed once in its job; frozen by suspending every thread of its job
+//! ([`freeze`]); evicted and killed with `TerminateJobObject`; accounted from the job's
+//! accounting (CPU) and its processes' memory. Where Windows (or Wine) refuses a call,
+//! the guest runs with what was built and `lull status` says what is missing.
+//!
+//! Not here (said in [`WindowsRuntime::containment_status`]): reads of the owner's files
+//! (low integrity blocks writes only), network isolation, the disk and output caps, the
+//! memory-pressure guard and a checkpoint signal (checkpointable guests are killed
+//! without a grace).
+
+mod freeze;
+mod job;
+mod spawn;
+mod token;
+
+use super::host::{FastFreeze, GuestHost};
+use super::{Containment, ContainmentStatus, GuestDir, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec, RestoreReport};
+use crate::ledger::GuestTotals;
+use crate::policy::GuestDirective;
+use crate::sensors::GuestReading;
+use freeze::Freezer;
+use job::{Job, Limits};
+use lull_core::guest_memory::{self, MemoryReading, MemoryRules};
+use std::collections::VecDeque;
+use std::os::windows::io::{AsRawHandle, OwnedHandle};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{error, info, warn};
+use windows_sys::Win32::Foundation::WAIT_OBJECT_0;
+use windows_sys::Win32::System::Threading::{GetExitCodeProcess, WaitForSingleObject};
+
+const MIB: u64 = 1 << 20;
+/// The exit code a guest's processes get when the runtime ends its job.
+const KILLED_EXIT: u32 = 0xC000_013A;
+
+/// One running guest.
+struct Guest {
+    id: String,
+    dir: GuestDir,
+    job: Arc<Job>,
+    process: OwnedHandle,
+    pid: u32,
+    started: Instant,
+    memory_limit: u64,
+    cpu: (u64, u64),
+    mem: u64,
+    peak: u64,
+    evicted: bool,
+    held: bool,
+}
+
+impl Guest {
+    fn info(&self, frozen: bool) -> GuestInfo {
+        let phase = if self.evicted {
+            GuestPhase::Stopping
+        } else if frozen || self.held {
+            GuestPhase::Frozen
+        } else {
+            GuestPhase::Running
+        };
+        let mut info = GuestInfo::without_process(self.id.clone(), phase, &self.dir);
+        info.pid = Some(self.pid);
+        (info.cpu_user_us, info.cpu_system_us) = self.cpu;
+        info.wall_ms = self.started.elapsed().as_millis() as u64;
+        info.mem_bytes = self.mem;
+        info.peak_mem_bytes = self.peak;
+        info.memory_limit_bytes = Some(self.memory_limit);
+        info
+    }
+
+    fn totals(&self) -> GuestTotals {
+        GuestTotals {
+            guest: self.id.clone(),
+            cpu_us: self.cpu.0 + self.cpu.1,
+            wall_ms: self.started.elapsed().as_millis() as u64,
+            peak_mem_bytes: self.peak,
+        }
+    }
+
+    /// The main process's exit code once it has ended.
+    fn exit_code(&self) -> Option<u32> {
+        let handle = self.process.as_raw_handle();
+        // SAFETY: the process handle is open.
+        if unsafe { WaitForSingleObject(handle, 0) } != WAIT_OBJECT_0 {
+            return None;
+        }
+        let mut code = 0u32;
+        // SAFETY: as above; `code` receives the exit code.
+        (unsafe { GetExitCodeProcess(handle, &mut code) } != 0).then_some(code)
+    }
+}
+
+/// The Windows guest runtime.
+pub struct WindowsRuntime {
+    cfg: crate::config::Guests,
+    caps: crate::config::Caps,
+    work_root: PathBuf,
+    token: token::GuestToken,
+    freezer: Arc<Freezer>,
+    queue: VecDeque<(String, GuestSpec)>,
+    guests: Vec<Guest>,
+    /// Ended guests: their last snapshot, totals, and whether the totals were reported.
+    ended: Vec<super::EndedGuest>,
+    ended_cpu_us: u64,
+    directive: GuestDirective,
+    seq: u64,
+    /// The job limits Windows refused at the last start, each with its call.
+    limits_refused: Vec<String>,
+    /// The work directories' low label could not be set (the call and its error).
+    label_refused: Option<String>,
+    refused: Option<String>,
+    /// The system's memory, for admission (or why it cannot be read).
+    system: Result<sysinfo::System, String>,
+}
+
+impl WindowsRuntime {
+    pub fn new(config: &crate::config::Config, work_root: &Path) -> Self {
+        let token = token::GuestToken::build();
+        for failed in &token.failed {
+            warn!("guests' token: {failed}");
+        }
+        Self {
+            cfg: config.guests.clone(),
+            caps: config.caps.clone(),
+            work_root: work_root.to_path_buf(),
+            token,
+            freezer: Arc::new(Freezer::default()),
+            queue: VecDeque::new(),
+            guests: Vec::new(),
+            ended: Vec::new(),
+            ended_cpu_us: 0,
+            directive: GuestDirective::Freeze,
+            seq: 0,
+            limits_refused: Vec::new(),
+            label_refused: None,
+            refused: None,
+            system: sysinfo::System::new().map_err(|e| e.to_string()),
+        }
+    }
+
+    fn next_id(&mut self) -> String {
+        self.seq += 1;
+        format!("g{}-{}-{}", chrono::Utc::now().timestamp_millis(), std::process::id(), self.seq)
+    }
+
+    fn dir_of(&self, id: &str, spec: &GuestSpec) -> GuestDir {
+        GuestDir::new(spec.job_dir.clone().unwrap_or_else(|| self.work_root.join("guests").join(id)))
+    }
+
+    /// The cap a new guest gets, or why it may not start now ([`guest_memory::admit`]).
+    fn admit(&mut self, spec_cap: Option<u64>) -> Result<u64, String> {
+        let system = self.system.as_mut().map_err(|e| format!("the system's memory cannot be read: {e}"))?;
+        system.refresh_memory();
+        let reading = MemoryReading { total: system.total_memory(), available: system.available_memory() };
+        let rules = MemoryRules {
+            owner_reserve_bytes: self.cfg.owner_reserve_mib * MIB,
+            admission_owner_mem_max: self.cfg.admission_owner_mem_max,
+            memory_cap_bytes: (self.cfg.memory_cap_mib != 0).then_some(self.cfg.memory_cap_mib * MIB),
+            memory_share: self.caps.memory_max,
+            pressure_freeze_pct: self.cfg.pressure_freeze_pct,
+            pressure_kill: Duration::from_secs(self.cfg.pressure_kill_s),
+        };
+        let held: u64 = self.guests.iter().map(|g| g.mem).sum();
+        guest_memory::admit(&rules, reading, held, spec_cap).map_err(|r| r.to_string())
+    }
+
+    fn start_admitted(&mut self) {
+        while let Some((id, spec)) = self.queue.front().cloned() {
+            let limit = match self.admit(spec.memory_cap_bytes) {
+                Ok(l) => l,
+                Err(why) => {
+                    if self.refused.as_deref() != Some(&why) {
+                        warn!("guest {id} not admitted yet: {why}");
+                        self.refused = Some(why);
+                    }
+                    return;
+                }
+            };
+            self.refused = None;
+            self.queue.pop_front();
+            match self.start(&id, &spec, limit) {
+                Ok(g) => {
+                    info!(guest = %g.id, pid = g.pid, limit_mib = limit / MIB, "guest started in its Job Object");
+                    self.guests.push(g);
+                }
+                Err(e) => {
+                    error!(guest = %id, "guest not started: {e}");
+                    let dir = self.dir_of(&id, &spec);
+                    let mut info =
+                        GuestInfo::without_process(id.clone(), GuestPhase::Ended { code: None, signal: None, evicted: false }, &dir);
+                    info.failure = Some(e.to_string());
+                    info.start_error = Some(crate::guest::start_failure(&e, &spec.command));
+                    let totals = GuestTotals { guest: id, cpu_us: 0, wall_ms: 0, peak_mem_bytes: 0 };
+                    self.ended.push((info, totals, true));
+                }
+            }
+        }
+    }
+
+    /// Prepares the guest's directory, creates its process suspended, puts it in a new
+    /// job with its limits, and lets it run (frozen at once if the guests are frozen).
+    fn start(&mut self, id: &str, spec: &GuestSpec, limit: u64) -> Result<Guest, GuestError> {
+        let dir = self.dir_of(id, spec);
+        if !dir.root.starts_with(&self.work_root) {
+            return Err(GuestError::OutsideWorkRoot(dir.root.display().to_string()));
+        }
+        let io = |what: &str| {
+            let what = what.to_owned();
+            move |source| GuestError::Io { what, source }
+        };
+        std::fs::create_dir_all(dir.work()).map_err(io("creating the guest's work directory"))?;
+        if self.token.low_integrity {
+            self.label_refused =
+                token::label_low(&dir.work()).err().map(|e| format!("SetNamedSecurityInfoW(low label on the work directory): {e}"));
+        }
+        let job = Job::create().map_err(io("CreateJobObjectW"))?;
+        let limits = Limits { memory_bytes: limit, processes: u32::try_from(self.cfg.pids_max).unwrap_or(u32::MAX) };
+        self.limits_refused = job.set_limits(limits).map_err(io("SetInformationJobObject(JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE)"))?;
+        let started =
+            spawn::spawn_suspended(self.token.raw(), spec, &dir).map_err(|source| GuestError::Spawn { id: id.to_owned(), source })?;
+        if let Err(e) = job.assign(&started.process) {
+            // Never let it run outside its job: it is still suspended, end it.
+            // SAFETY: the process handle is open.
+            unsafe { windows_sys::Win32::System::Threading::TerminateProcess(started.process.as_raw_handle(), KILLED_EXIT) };
+            return Err(GuestError::Io { what: "AssignProcessToJobObject".into(), source: e });
+        }
+        let job = Arc::new(job);
+        self.freezer.add(job.clone());
+        if let Err(e) = started.resume() {
+            self.freezer.remove(&job);
+            let _ = job.terminate(KILLED_EXIT);
+            return Err(GuestError::Io { what: "ResumeThread (the guest's main thread)".into(), source: e });
+        }
+        Ok(Guest {
+            id: id.to_owned(),
+            dir,
+            job,
+            pid: started.pid,
+            process: started.process,
+            started: Instant::now(),
+            memory_limit: limit,
+            cpu: (0, 0),
+            mem: 0,
+            peak: 0,
+            evicted: false,
+            held: false,
+        })
+    }
+
+    /// Ends every process of the guest's job at once (checkpointable or not: no
+    /// checkpoint signal on Windows yet).
+    fn kill(g: &mut Guest, evicted: bool) {
+        g.evicted |= evicted;
+        if let Err(e) = g.job.terminate(KILLED_EXIT) {
+            error!(guest = %g.id, "TerminateJobObject failed: {e}");
+        }
+    }
+
+    fn evict_all(&mut self) {
+        for g in self.guests.iter_mut().filter(|g| !g.evicted) {
+            Self::kill(g, true);
+            info!(guest = %g.id, checkpoint = false, "guest evicted (its Job Object terminated)");
+        }
+    }
+
+    fn stop_one(&mut self, id: &str) -> bool {
+        if let Some(i) = self.queue.iter().position(|(q, _)| q == id) {
+            let (id, spec) = self.queue.remove(i).expect("position() just found this index");
+            let info = GuestInfo::without_process(
+                id.clone(),
+                GuestPhase::Ended { code: None, signal: None, evicted: true },
+                &self.dir_of(&id, &spec),
+            );
+            self.ended.push((info, GuestTotals { guest: id, cpu_us: 0, wall_ms: 0, peak_mem_bytes: 0 }, true));
+            return true;
+        }
+        let Some(g) = self.guests.iter_mut().find(|g| g.id == id) else { return false };
+        Self::kill(g, true);
+        info!(guest = %g.id, "guest stopped on request");
+        true
+    }
+
+    fn hold_one(&mut self, id: &str, hold: bool) -> bool {
+        let Some(g) = self.guests.iter_mut().find(|g| g.id == id && !g.evicted) else { return false };
+        if g.held != hold {
+            g.held = hold;
+            if let Err(e) = freeze::suspend_job(&g.job, hold) {
+                warn!(guest = %g.id, "could not {} the guest: {e}", if hold { "freeze" } else { "thaw" });
+            }
+        }
+        true
+    }
+
+    /// Accounts every guest, collects those whose job is empty, starts admitted ones.
+    fn maintain(&mut self) {
+        let mut i = 0;
+        while i < self.guests.len() {
+            let g = &mut self.guests[i];
+            let active = match g.job.accounting() {
+                Ok(a) => {
+                    g.cpu = (a.cpu_user_us, a.cpu_system_us);
+                    Some(a.active)
+                }
+                Err(_) => None,
+            };
+            g.mem = process_memory(&g.job);
+            g.peak = g.peak.max(g.mem).max(g.job.peak_memory());
+            // Gone: the main process ended and nothing is left in its job.
+            let code = g.exit_code();
+            if code.is_some() && active.unwrap_or(0) == 0 {
+                let g = self.guests.remove(i);
+                self.collect_ended(g, code);
+                continue;
+            }
+            i += 1;
+        }
+        if self.directive == GuestDirective::Accept {
+            self.start_admitted();
+        }
+    }
+
+    fn collect_ended(&mut self, g: Guest, code: Option<u32>) {
+        self.freezer.remove(&g.job);
+        self.ended_cpu_us += g.cpu.0 + g.cpu.1;
+        let mut info = g.info(false);
+        // Exit codes are DWORDs; NTSTATUS values read back negative as on Windows' own tools.
+        info.phase = GuestPhase::Ended { code: code.map(|c| c as i32), signal: None, evicted: g.evicted };
+        info!(guest = %g.id, code = ?info.phase, "guest ended");
+        self.ended.push((info, g.totals(), false));
+    }
+}
+
+/// The memory the job's processes hold now (their private commit), bytes.
+fn process_memory(job: &Job) -> u64 {
+    use windows_sys::Win32::System::ProcessStatus::{GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS};
+    use windows_sys::Win32::System::Threading::{OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION};
+    let mut total = 0u64;
+    for pid in job.process_ids().unwrap_or_default() {
+        // SAFETY: a query-only handle, closed below.
+        let process = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+        if process.is_null() {
+            continue;
+        }
+        let mut counters = PROCESS_MEMORY_COUNTERS { cb: std::mem::size_of::<PROCESS_MEMORY_COUNTERS>() as u32, ..Default::default() };
+        // SAFETY: `counters` is a whole PROCESS_MEMORY_COUNTERS of its `cb` size.
+        if unsafe { GetProcessMemoryInfo(process, &mut counters, counters.cb) } != 0 {
+            total += counters.PagefileUsage as u64;
+        }
+        // SAFETY: closing the handle opened above.
+        unsafe { windows_sys::Win32::Foundation::CloseHandle(process) };
+    }
+    total
+}
+
+impl WindowsRuntime {
+    /// The token's line for `describe`.
+    fn token_words(&self) -> &'static str {
+        match (self.token.token.is_some(), self.token.privileges_removed, self.token.low_integrity) {
+            (true, true, true) => "restricted token (no privileges), low integrity",
+            (true, true, false) => "restricted token (no privileges), NOT low integrity",
+            (true, false, true) => "low integrity, privileges NOT removed",
+            (true, false, false) | (false, _, _) => "the agent's privileges and integrity level (NO restricted token in effect)",
+        }
+    }
+
+    /// Everything the guests lack here, each with what it costs the owner.
+    fn missing(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.token.failed.iter().map(|f| format!("{f}: guests run with {}", self.token_words())).collect();
+        out.push(if self.token.low_integrity {
+            "the owner's files: low integrity blocks writing them, not reading them: a guest can read what the owner's account can read (no AppContainer)".into()
+        } else {
+            "the owner's files: NOT protected: a guest can read and write what the owner's account can".into()
+        });
+        out.extend(self.limits_refused.iter().map(|r| format!("{r}: that limit is not applied")));
+        out.extend(self.label_refused.iter().map(|r| format!("{r}: a low-integrity guest may not write its work directory")));
+        out.extend(
+            [
+                "network not isolated: guests reach the network as the owner's account does",
+                "no disk or output cap: a guest's work directory and logs are not limited",
+                "no checkpoint signal: checkpointable guests are killed at eviction without a grace",
+                "no memory-pressure guard: guests are not frozen for the owner's memory pressure",
+            ]
+            .map(String::from),
+        );
+        out
+    }
+}
+
+impl GuestHost for WindowsRuntime {
+    fn describe(&self) -> String {
+        format!(
+            "windows: Job Object per guest (kill on close, idle priority class, job memory, {} processes) · {} · frozen by suspending the job's threads",
+            self.cfg.pids_max,
+            self.token_words()
+        )
+    }
+
+    fn apply(&mut self, directive: GuestDirective) {
+        self.directive = directive;
+        match directive {
+            GuestDirective::Accept => {
+                self.freezer.set_frozen(false);
+                self.start_admitted();
+            }
+            GuestDirective::Linger => self.freezer.set_frozen(false),
+            GuestDirective::Freeze => self.freezer.set_frozen(true),
+            GuestDirective::Evict => self.evict_all(),
+        }
+    }
+
+    fn present(&mut self) -> bool {
+        self.maintain();
+        !self.guests.is_empty()
+    }
+
+    fn reading(&mut self) -> GuestReading {
+        let live: u64 = self.guests.iter().map(|g| g.cpu.0 + g.cpu.1).sum();
+        GuestReading { cpu_us_total: self.ended_cpu_us + live, mem_bytes: self.guests.iter().map(|g| g.mem).sum() }
+    }
+
+    fn totals(&mut self) -> Vec<GuestTotals> {
+        crate::guest::totals_to_report(self.guests.iter().map(Guest::totals), &mut self.ended)
+    }
+
+    fn fast_freeze(&self) -> Option<FastFreeze> {
+        let freezer = self.freezer.clone();
+        Some(Arc::new(move || freezer.set_frozen(true)))
+    }
+
+    fn take_restore(&mut self) -> Option<RestoreReport> {
+        None
+    }
+
+    fn containment_status(&self) -> Option<ContainmentStatus> {
+        Some(ContainmentStatus {
+            summary: format!("Windows Job Object ({})", self.token_words()),
+            kind: Containment::JobObject.id().into(),
+            placement: "one Job Object per guest, killed when the agent's handle closes".into(),
+            missing: self.missing(),
+        })
+    }
+
+    fn start_guest(&mut self, spec: GuestSpec) -> Option<String> {
+        Some(self.submit(spec))
+    }
+
+    fn guest_info(&mut self, id: &str) -> Option<GuestInfo> {
+        if let Some(e) = self.ended.iter().rev().find(|e| e.0.id == id) {
+            return Some(e.0.clone());
+        }
+        self.guests().into_iter().find(|g| g.id == id)
+    }
+
+    fn stop_guest(&mut self, id: &str) -> bool {
+        self.stop_one(id)
+    }
+
+    fn kill_guest(&mut self, id: &str) -> bool {
+        self.stop_one(id)
+    }
+
+    fn hold_guest(&mut self, id: &str, hold: bool) -> bool {
+        self.hold_one(id, hold)
+    }
+}
+
+impl GuestRuntime for WindowsRuntime {
+    fn submit(&mut self, spec: GuestSpec) -> String {
+        let id = self.next_id();
+        self.queue.push_back((id.clone(), spec));
+        id
+    }
+
+    fn guests(&mut self) -> Vec<GuestInfo> {
+        let frozen = self.freezer.frozen();
+        let mut out: Vec<GuestInfo> = self.ended.iter().map(|e| e.0.clone()).collect();
+        out.extend(self.guests.iter().map(|g| g.info(frozen)));
+        out.extend(self.queue.iter().map(|(id, spec)| GuestInfo::without_process(id.clone(), GuestPhase::Queued, &self.dir_of(id, spec))));
+        out
+    }
+
+    fn containment(&self) -> Containment {
+        Containment::JobObject
+    }
+
+    fn idle(&mut self) -> bool {
+        self.queue.is_empty() && self.guests.is_empty()
+    }
+}
+
+impl Drop for WindowsRuntime {
+    /// No orphans: every job is terminated (closing its handle would too: kill on close).
+    fn drop(&mut self) {
+        for g in &mut self.guests {
+            Self::kill(g, true);
+        }
+    }
+}
