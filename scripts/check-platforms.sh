@@ -217,6 +217,17 @@ while IFS=$'\t' read -r name sd; do
 done <<<"$report"
 echo "Lull's files under Wine: ${#private[@]} files and directories grant their owner and SYSTEM alone"
 
+# An agent enrolled with a coordinator refuses to start: Windows guests cannot be kept
+# from the owner's files yet (no AppContainer), so the pool's guests never run here.
+mkdir -p "$data/enrolled"
+printf '{"url":"http://127.0.0.1:9","agent_id":"a1","secret":"s"}\n' >"$data/enrolled/coordinator.json"
+r=$(LULL_DATA_DIR="$dz\\enrolled" lull_result agent)
+[[ "$r" == "1|"*"cannot run the pool's guests safely here: Windows guests run "*"Remove the enrolment"* ]] ||
+  fail "an enrolled lull.exe agent did not refuse the pool's guests: $r"
+# Said once (the lines before it are the runtime's warnings of what Wine lacks).
+[ "$(grep -c "^lull: " <<<"${r#*|}")" = 1 ] || fail "the enrolled agent's refusal is not said once: $r"
+echo "an enrolled lull.exe agent refuses to start, saying why: the pool's guests could read the owner's files"
+
 # Freezing and thawing through the policy: `lull run --mode pm` with its own agent and a
 # diagnostic input file (a byte appended = one owner input event): the owner's input
 # freezes the guest (every thread of its job suspended), 4 s without input thaw it

@@ -54,6 +54,9 @@ pub enum AssemblyError {
     Credentials(#[from] coordinator_client::ClientError),
     #[error(transparent)]
     Locked(#[from] LockError),
+    /// Linked to a coordinator with a guest runtime that cannot contain strangers' code.
+    #[error("this agent is enrolled with {url}, but it cannot run the pool's guests safely here: {why}. Remove the enrolment ({credentials}) to run Lull unlinked; `lull run` still runs your own jobs")]
+    UncontainedPool { url: String, why: String, credentials: String },
 }
 
 /// A complete agent, ready to run: the driver and, when linked, the coordinator link.
@@ -81,6 +84,11 @@ pub fn assemble(paths: Paths, config: Config, extras: Extras) -> Result<Complete
         Link::IfEnrolled => Credentials::load(&Credentials::path(&paths))?,
         Link::With(c) => Some(c),
     };
+    // Trust: the pool's guests run only where they cannot reach the owner's files.
+    if let (Some(c), Some(why)) = (&link, guests.pool_refusal()) {
+        let credentials = Credentials::path(&paths).display().to_string();
+        return Err(AssemblyError::UncontainedPool { url: c.url.clone(), why, credentials });
+    }
     let coordinator =
         link.as_ref().map(|c| CoordinatorLink { url: c.url.clone(), agent_id: c.agent_id.clone(), machine: c.machine.clone() });
     let setup = agent::AgentSetup {

@@ -79,6 +79,12 @@ pub trait GuestHost: Send {
     fn guest_cgroup(&self) -> Option<String> {
         None
     }
+    /// Why this runtime must not run the pool's guests (strangers' code), if it must not:
+    /// it cannot keep them from the owner's files. The owner's own `lull run` jobs still
+    /// run; an agent linked to a coordinator refuses to start ([`crate::assembly`]).
+    fn pool_refusal(&self) -> Option<String> {
+        None
+    }
 }
 
 /// No guest runtime: the agent senses, decides and accounts, but runs nothing.

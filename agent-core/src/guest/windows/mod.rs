@@ -435,6 +435,14 @@ impl GuestHost for WindowsRuntime {
         None
     }
 
+    fn pool_refusal(&self) -> Option<String> {
+        Some(if self.token.low_integrity {
+            "Windows guests run at low integrity without an AppContainer, so a guest could read the owner's files".into()
+        } else {
+            "Windows guests run without a restricted token in effect, so a guest could read and write the owner's files".into()
+        })
+    }
+
     fn containment_status(&self) -> Option<ContainmentStatus> {
         Some(ContainmentStatus {
             summary: format!("Windows Job Object ({})", self.token_words()),
