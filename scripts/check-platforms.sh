@@ -7,7 +7,14 @@
 #    and runs it under Wine: `--help`, `status` with no agent
 #    (one line, exit 1), a wrong value (one line, exit 2), then `lull.exe agent` in the
 #    foreground answering `status`, `pause 1h`, `resume` and `limits` (which writes its
-#    config) over its named pipe, its log free of write errors;
+#    config) over its named pipe, its log free of write errors, with its input backend
+#    (GetLastInputInfo's poll, windows-last-input) named in `status --json` and seeing
+#    input: with no display Wine's GetLastInputInfo says tick 0 (no input since its
+#    server started) until a program calls SendInput, which moves it
+#    (scripts/wine/send_input.c, one mouse move of (0, 0)); the agent's `input_timings`
+#    must stay empty until then and hold the input within a few seconds after. The
+#    tick's 49.7-day wrap is unit-tested on the host (input/last_input.rs): Wine's tick
+#    is the host's uptime;
 # 2. a guest job in a Job Object (scripts/wine/counter.c, a counter appended to a file
 #    every 100 ms): `lull run --now` runs it, `lull status` names the runtime (and says
 #    what is not contained: under Wine the restricted token and low integrity level are
@@ -29,7 +36,7 @@
 # Wine 8.0 lacks two calls Lull's build makes; scripts/wine/ has stand-ins, put beside the
 # .exe files for Wine only: bcryptprimitives.dll (ProcessPrng, which Rust's std imports)
 # and pdh.dll (PdhEnumObjectsW, which sysinfo calls: with the stand-in the agent sees 0 %
-# CPU under Wine).
+# CPU under Wine); send_input.exe, counter.exe and dacl.exe (below) are built the same way.
 # Run by scripts/test.sh (CI); LULL_PLATFORMS=0 skips it there. The target directory
 # (and the Wine prefix inside it) is kept between runs on the same machine:
 # ${XDG_CACHE_HOME:-$HOME/.cache}/lull/platforms-target (or $LULL_PLATFORMS_TARGET),
@@ -38,7 +45,8 @@
 # not measured as a whole; its parts were about 10 min for lull.exe and 3.5 min for the
 # tests' build (std and the dependencies each time).
 # Not yet here (issue 30): macOS (ring's C needs an Apple toolchain), the tray app, the
-# Windows input and sensors. Under Wine 8.0 the guests' job limits (memory, process
+# Windows input seen event by event (raw input or hooks; GetLastInputInfo's 1-s poll is
+# here) and sensors. Under Wine 8.0 the guests' job limits (memory, process
 # count, idle priority) are accepted but not in effect, and the restricted token and low
 # integrity level are stubs: the check prints each ("wine: ...") and goes on.
 set -euo pipefail
@@ -75,6 +83,8 @@ done
 x86_64-w64-mingw32-gcc -O2 -Wall -municode -o "$out/dacl.exe" scripts/wine/dacl.c -ladvapi32
 # The guest job the agent runs under Wine: a counter appended to a file every 100 ms.
 x86_64-w64-mingw32-gcc -O2 -Wall -o "$out/counter.exe" scripts/wine/counter.c
+# One SendInput mouse move of (0, 0): the owner's input, where Wine has no display.
+x86_64-w64-mingw32-gcc -O2 -Wall -o "$out/send_input.exe" scripts/wine/send_input.c -luser32
 echo "lull.exe builds for x86_64-pc-windows-gnu ($(($(date +%s) - t0)) s)"
 
 # Wine, in a prefix of its own: its processes are ours to stop (wineserver -k).
@@ -185,6 +195,21 @@ code=0 && wait "$run" || code=$?
 lull resume >/dev/null || fail "lull.exe resume over the pipe failed"
 r=$(lull_result limits --interruptions 4)
 [[ "$r" == "0|"*"at most 4 a day"* ]] || fail "lull.exe limits --interruptions 4 over the pipe (which writes the config): $r"
+# The input backend: named in the status, blind until SendInput moves the last-input tick.
+input_field() { lull status --json | python3 -c "import json, sys; print(json.dumps(json.load(sys.stdin).get('$1')))"; }
+r=$(input_field input_backends)
+[[ "$r" == '["windows-last-input (cannot see: '* ]] || fail "lull.exe status --json names no windows-last-input backend: $r"
+sleep 2 # two polls with no input
+r=$(input_field input_timings)
+[ "$r" = null ] || fail "the agent saw input under Wine before any was sent: input_timings $r"
+"$wine" "$out/send_input.exe" >"$data/send_input.out" 2>&1 || fail "send_input.exe under Wine: $(cat "$data/send_input.out")"
+for _ in $(seq 10); do
+  r=$(input_field input_timings)
+  [ "$r" != null ] && break
+  sleep 1
+done
+[[ "$r" == '[{"received_ns": '* ]] || fail "the agent did not see SendInput's input within 10 s: input_timings $r; $(cat "$data/send_input.out")"
+echo "lull.exe agent under Wine: its input backend windows-last-input named in status, seeing SendInput's input through GetLastInputInfo"
 kill "$agent" 2>/dev/null || true
 wait "$agent" 2>/dev/null || true
 stopped=""

@@ -58,10 +58,11 @@ pub fn read_config_text(path: &Path) -> Result<Option<String>, ConfigError> {
     String::from_utf8(bytes).map(Some).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
-/// Which input backend to use.
+/// Which input backend to use. Each but `auto` and `none` belongs to one platform; the
+/// config file and `LULL_INPUT` refuse another platform's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum InputBackendChoice {
     /// Pick the best one this session offers.
     Auto,
@@ -73,8 +74,68 @@ pub enum InputBackendChoice {
     /// The owner's text consoles and terminals, local and remote (ssh): `/dev/tty*` and
     /// `/dev/pts/*` reads, by inotify. `auto` runs it beside the desktop's backend.
     Terminal,
+    /// Windows: the session's last-input time (`GetLastInputInfo`), polled once a second.
+    LastInput,
     /// No input sensing: availability rests on CPU and memory alone.
     None,
+}
+
+impl InputBackendChoice {
+    /// Every choice, in the order the errors list them.
+    pub const ALL: [Self; 9] =
+        [Self::Auto, Self::X11, Self::Wayland, Self::Mutter, Self::Logind, Self::Polled, Self::Terminal, Self::LastInput, Self::None];
+
+    /// The name in the config file and `LULL_INPUT`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::X11 => "x11",
+            Self::Wayland => "wayland",
+            Self::Mutter => "mutter",
+            Self::Logind => "logind",
+            Self::Polled => "polled",
+            Self::Terminal => "terminal",
+            Self::LastInput => "last-input",
+            Self::None => "none",
+        }
+    }
+
+    /// The platform this backend is for (`None`: every platform), and whether this
+    /// build is that platform.
+    fn platform(self) -> Option<(&'static str, bool)> {
+        match self {
+            Self::Auto | Self::None => None,
+            Self::LastInput => Some(("Windows", crate::sys::WINDOWS)),
+            _ => Some(("Linux", crate::sys::LINUX)),
+        }
+    }
+
+    /// The names this platform accepts, quoted and comma-separated.
+    pub fn names_here() -> String {
+        let here = Self::ALL.iter().filter(|c| c.platform().is_none_or(|(_, here)| here));
+        here.map(|c| format!("\"{}\"", c.name())).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The choice named `name` (as in the config file), if this platform has it.
+    pub fn from_name(name: &str) -> Result<Self, String> {
+        let Some(choice) = Self::ALL.into_iter().find(|c| c.name() == name) else {
+            return Err(format!("unknown input backend {name:?}: expected one of {}", Self::names_here()));
+        };
+        match choice.platform() {
+            Some((platform, false)) => {
+                Err(format!("input backend {name:?} is {platform}'s, not this platform's: expected one of {}", Self::names_here()))
+            }
+            _ => Ok(choice),
+        }
+    }
+}
+
+impl TryFrom<String> for InputBackendChoice {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::from_name(&value)
+    }
 }
 
 /// The whole configuration.
@@ -747,6 +808,22 @@ light_for_s = 30
         assert!(err.contains("exclusive_programs"), "{err}");
         let c = Config::from_toml("[input]\nbackend = \"terminal\"\nall_users = true\n", "t").unwrap();
         assert!(c.input.all_users && c.input.backend == InputBackendChoice::Terminal);
+        // Another platform's backend, or none at all: the field, the name and what is allowed here.
+        let (mine, theirs) = if crate::sys::WINDOWS { ("last-input", "x11") } else { ("x11", "last-input") };
+        let c = Config::from_toml(&format!("[input]\nbackend = \"{mine}\"\n"), "t").unwrap();
+        assert_eq!(c.input.backend.name(), mine);
+        let err = Config::from_toml(&format!("[input]\nbackend = \"{theirs}\"\n"), "t").unwrap_err().to_string();
+        assert!(
+            err.contains("input.backend") && err.contains(&format!("\"{theirs}\" is ")) && err.contains("not this platform's"),
+            "{err}"
+        );
+        assert!(err.contains(&format!("\"{mine}\"")) && err.contains("\"auto\"") && err.contains("\"none\""), "{err}");
+        let err = Config::from_toml("[input]\nbackend = \"xinput\"\n", "t").unwrap_err().to_string();
+        assert!(err.contains("input.backend") && err.contains("unknown input backend \"xinput\"") && err.contains("\"none\""), "{err}");
+        // Each choice is written as it is read.
+        for choice in InputBackendChoice::ALL {
+            assert_eq!(serde_json::to_value(choice).unwrap(), choice.name());
+        }
     }
 
     #[test]

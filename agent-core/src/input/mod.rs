@@ -7,10 +7,13 @@
 //! optional *fast path* on every activity so guest work can be frozen straight from the
 //! input path, before the agent's next tick.
 
+pub mod last_input;
 #[cfg(target_os = "linux")]
 pub mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::{logind, mutter, polled, terminal, wayland, x11};
+#[cfg(target_os = "windows")]
+pub mod windows;
 
 use crate::clock::{mono_now, monotonic_ns, MonoMs};
 use crate::config::{Input, InputBackendChoice};
@@ -159,34 +162,26 @@ pub trait InputBackend: Send {
 /// backend names (`x11,logind`), or `auto` or `none`.
 pub const OVERRIDE_ENV: &str = "LULL_INPUT";
 
-/// Parses a backend name as in the config file and [`OVERRIDE_ENV`].
+/// Parses a backend name as in the config file and [`OVERRIDE_ENV`]: `None` for a name
+/// unknown or another platform's.
 pub fn parse_choice(name: &str) -> Option<InputBackendChoice> {
-    Some(match name.trim() {
-        "auto" => InputBackendChoice::Auto,
-        "x11" => InputBackendChoice::X11,
-        "wayland" => InputBackendChoice::Wayland,
-        "mutter" => InputBackendChoice::Mutter,
-        "logind" => InputBackendChoice::Logind,
-        "polled" => InputBackendChoice::Polled,
-        "terminal" => InputBackendChoice::Terminal,
-        "none" => InputBackendChoice::None,
-        _ => return None,
-    })
+    InputBackendChoice::from_name(name.trim()).ok()
 }
 
 /// The backends asked for: [`OVERRIDE_ENV`] if set (and valid), else the config's choice.
 pub fn requested(config: &Input, env: Option<&str>) -> Result<Vec<InputBackendChoice>, String> {
     let Some(list) = env.filter(|s| !s.trim().is_empty()) else { return Ok(vec![config.backend]) };
-    list.split(',')
-        .map(|n| {
-            parse_choice(n).ok_or_else(|| {
-                format!(
-                    "{OVERRIDE_ENV}: unknown input backend {:?} (known: auto, x11, wayland, mutter, logind, polled, terminal, none)",
-                    n.trim()
-                )
-            })
-        })
-        .collect()
+    list.split(',').map(|n| InputBackendChoice::from_name(n.trim()).map_err(|e| format!("{OVERRIDE_ENV}: {e}"))).collect()
+}
+
+/// The backends asked for at start-up, [`OVERRIDE_ENV`] read now: an invalid override
+/// is logged and the config's choice used.
+pub fn wanted(config: &Input) -> Vec<InputBackendChoice> {
+    let env = std::env::var(OVERRIDE_ENV).ok();
+    requested(config, env.as_deref()).unwrap_or_else(|e| {
+        tracing::warn!("{e}; using input.backend from the config instead");
+        vec![config.backend]
+    })
 }
 
 /// The platform's input backends for `config` (none where Lull has none yet; the tray
@@ -194,7 +189,9 @@ pub fn requested(config: &Input, env: Option<&str>) -> Result<Vec<InputBackendCh
 pub fn platform_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
     #[cfg(target_os = "linux")]
     return linux::choose_backends(config);
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(target_os = "windows")]
+    return windows::choose_backends(config);
+    #[cfg(not(any(target_os = "linux", target_os = "windows")))]
     {
         let _ = config;
         Vec::new()
@@ -215,6 +212,13 @@ mod tests {
         assert_eq!(requested(&cfg, Some("x11,terminal")), Ok(vec![InputBackendChoice::X11, InputBackendChoice::Terminal]));
         let err = requested(&cfg, Some("x11,xinput")).unwrap_err();
         assert!(err.contains("\"xinput\"") && err.contains(OVERRIDE_ENV), "{err}");
+        // Another platform's backend is refused by name, with what this one has.
+        let (mine, theirs) = if crate::sys::WINDOWS { ("last-input", "x11") } else { ("x11", "last-input") };
+        assert_eq!(requested(&cfg, Some(mine)).map(|c| c[0].name()), Ok(mine));
+        let err = requested(&cfg, Some(&format!("auto,{theirs}"))).unwrap_err();
+        assert!(err.contains(OVERRIDE_ENV) && err.contains("not this platform's") && err.contains(&format!("\"{mine}\"")), "{err}");
+        assert_eq!(parse_choice(theirs), None);
+        assert_eq!(parse_choice(" none "), Some(InputBackendChoice::None));
     }
 
     #[test]

@@ -42,3 +42,6 @@ pub use windows::*;
 /// Whether this build has the Linux guest runtime and input backends (the one place the
 /// rest of the crate asks which platform it is on).
 pub const LINUX: bool = cfg!(target_os = "linux");
+
+/// Whether this build is for Windows (its input backend, `input/windows.rs`).
+pub const WINDOWS: bool = cfg!(target_os = "windows");

@@ -10,7 +10,7 @@ pub mod terminal;
 pub mod wayland;
 pub mod x11;
 
-use super::{requested, InputBackend, OVERRIDE_ENV};
+use super::{wanted, InputBackend};
 use crate::config::{Input, InputBackendChoice};
 
 /// Picks the input backends at start-up: those asked for by name as they are (their
@@ -19,17 +19,9 @@ use crate::config::{Input, InputBackendChoice};
 /// to every desktop backend). Says in the log why each candidate was passed over; the agent
 /// logs one line per backend in use with what it cannot see.
 pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
-    let env = std::env::var(OVERRIDE_ENV).ok();
-    let wanted = match requested(config, env.as_deref()) {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!("{e}; using input.backend from the config instead");
-            vec![config.backend]
-        }
-    };
     let timeout = std::time::Duration::from_secs(config.idle_notify_s);
     let mut out: Vec<Box<dyn InputBackend>> = Vec::new();
-    for w in wanted {
+    for w in wanted(config) {
         match w {
             InputBackendChoice::None => {}
             InputBackendChoice::X11 => out.push(Box::new(x11::X11Raw)),
@@ -39,6 +31,8 @@ pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
             InputBackendChoice::Logind => out.push(Box::new(logind::Logind::default())),
             InputBackendChoice::Terminal => out.push(Box::new(terminal::Terminal::new(config.all_users))),
             InputBackendChoice::Auto => out.extend(auto(timeout, config.all_users)),
+            // The config and LULL_INPUT refuse it here; a config built in code could name it.
+            InputBackendChoice::LastInput => tracing::warn!("input: last-input is an input backend on Windows only"),
         }
     }
     out

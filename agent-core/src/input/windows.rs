@@ -1,0 +1,92 @@
+//! The Windows input backend: `GetLastInputInfo`, the tick (`GetTickCount`'s
+//! milliseconds since boot) of the session's last keyboard or mouse input, polled once a
+//! second on the backend's own thread like the X11 screen-saver poll on Linux. A change
+//! of that tick means input happened; when it happened (and only that, never which key
+//! or where) goes to the sink, whose fast path freezes the guests. The tick arithmetic
+//! (its 49.7-day wrap) is `input/last_input.rs`'s.
+//!
+//! [`choose_backends`] picks it for `auto` and for `last-input`.
+
+use crate::clock::mono_now;
+use crate::config::{Input, InputBackendChoice};
+use crate::input::last_input::LastInputTicks;
+use crate::input::{wanted, InputBackend, InputError, InputSink};
+use std::time::Duration;
+use windows_sys::Win32::System::SystemInformation::GetTickCount;
+use windows_sys::Win32::UI::Input::KeyboardAndMouse::{GetLastInputInfo, LASTINPUTINFO};
+
+/// The backend's name in logs and `lull status`.
+pub const NAME: &str = "windows-last-input";
+
+/// Polls the session's last-input tick.
+#[derive(Debug)]
+pub struct LastInputPolled {
+    pub interval: Duration,
+}
+
+impl Default for LastInputPolled {
+    fn default() -> Self {
+        Self { interval: Duration::from_secs(1) }
+    }
+}
+
+/// The tick of the session's last input and the tick now, read in that order (so input
+/// landing between the two reads looks at most a few ms "ahead", which
+/// [`LastInputTicks`] takes for now).
+fn read_ticks() -> Result<(u32, u32), InputError> {
+    let mut info = LASTINPUTINFO { cbSize: std::mem::size_of::<LASTINPUTINFO>() as u32, dwTime: 0 };
+    // SAFETY: `info` is a writable LASTINPUTINFO whose cbSize is set, as the call requires.
+    if unsafe { GetLastInputInfo(&mut info) } == 0 {
+        let why = std::io::Error::last_os_error();
+        return Err(InputError::Failed { backend: NAME, why: format!("GetLastInputInfo: {why}") });
+    }
+    // SAFETY: no arguments; it reads the system's tick count.
+    let now = unsafe { GetTickCount() };
+    Ok((info.dwTime, now))
+}
+
+impl InputBackend for LastInputPolled {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn blind_spots(&self) -> &'static str {
+        "input more precisely than the 1-s poll; other sessions (Remote Desktop, another signed-in user); \
+         idle inhibitors (video, calls)"
+    }
+
+    fn run(self: Box<Self>, sink: InputSink) -> Result<(), InputError> {
+        let fresh_ms = self.interval.as_millis() as u64;
+        let mut ticks = LastInputTicks::default();
+        while !sink.is_closed() {
+            let (last_input, now) = read_ticks()?;
+            if let Some(at) = ticks.observe(last_input, now, mono_now(), fresh_ms) {
+                if !sink.activity_at(at) {
+                    break;
+                }
+            }
+            std::thread::sleep(self.interval);
+        }
+        Ok(())
+    }
+}
+
+/// Picks the input backends at start-up: `GetLastInputInfo`'s poll for `auto` and
+/// `last-input` (once, however often it is asked for), nothing for `none`.
+pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
+    let polled = wanted(config).into_iter().any(|w| match w {
+        InputBackendChoice::Auto | InputBackendChoice::LastInput => true,
+        InputBackendChoice::None => false,
+        // The config and LULL_INPUT refuse other platforms' backends; a config built
+        // in code could still name one.
+        other => {
+            tracing::warn!("input: {} is not an input backend on Windows", other.name());
+            false
+        }
+    });
+    if polled {
+        vec![Box::new(LastInputPolled::default())]
+    } else {
+        Vec::new()
+    }
+}
