@@ -144,7 +144,7 @@ export type ContainmentStatus = {
  */
 summary: string, 
 /**
- * `cgroup-v2`, `hybrid` or `process-group`.
+ * `cgroup-v2`, `hybrid`, `process-group` or `job-object`.
  */
 kind: string, 
 /**
