@@ -206,7 +206,7 @@ async fn enrol_once(db: &Db, paths: &Paths, url: &str, owner: &str, machine: &st
 fn up_banner(url: &str, db_url: &str, machine: &str, owner: &str, creds: &Credentials, key_file: Option<&Path>) -> String {
     let mut banner = String::from("Lull is up.\n");
     banner += &format!("  coordinator  {url}   (database {})\n", coordinator::db::redact_url(db_url));
-    if coordinator::dashboard::built() {
+    if coordinator::api::dashboard::built() {
         banner += &format!("  dashboard    {url}/   (sign in with the admin key: the file below holds it)\n");
     } else {
         banner += "  dashboard    none: this build lacks it (build ui/ first: scripts/up.sh does)\n";

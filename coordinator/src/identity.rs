@@ -354,20 +354,6 @@ pub async fn why_refused(db: &Db, hash: &str) -> Result<Option<(&'static str, St
     }))
 }
 
-/// Retires the secret of machine `id` as `removed` (before its row loses the hash).
-pub(crate) async fn retire_removed(tx: &mut sqlx::AnyConnection, id: &str, now: i64, by: &str) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO retired_secrets(secret_hash, agent_id, reason, at_ms, addr)
-         SELECT secret_hash, id, 'removed', $2, $3 FROM agents WHERE id = $1 AND removed_ms IS NULL ON CONFLICT DO NOTHING",
-    )
-    .bind(id)
-    .bind(now)
-    .bind(by)
-    .execute(&mut *tx)
-    .await?;
-    Ok(())
-}
-
 fn token_state(uses_left: i64, expires_ms: i64, revoked_ms: Option<i64>, now: i64) -> &'static str {
     if revoked_ms.is_some() {
         "revoked"

@@ -15,7 +15,6 @@ pub mod backup;
 #[cfg(test)]
 mod bindings;
 pub mod bounds;
-pub mod dashboard;
 pub mod db;
 pub mod identity;
 pub mod integrity;
@@ -137,7 +136,7 @@ pub async fn serve(
     let mut stopped = stop_rx.clone();
     let addr = listener.local_addr().map_or_else(|e| format!("unknown ({e})"), |a| a.to_string());
     tracing::info!(%addr, db = ?app.db.dialect, "coordinator listening");
-    if !dashboard::built() {
+    if !api::dashboard::built() {
         tracing::warn!("this coordinator was built without its dashboard (ui/dist-dashboard was missing): `/` explains how to build it");
     }
     // With each connection's peer address: keys' and tokens' uses are recorded with it.

@@ -1,9 +1,10 @@
 //! The HTTP API (axum): the router, the body-limit and metrics/logging middleware, and
 //! the OpenAPI document (utoipa) served at `/api/openapi.json`. The routes live by
 //! concern in the submodules; what they share (errors, extractors, role checks) in
-//! [`extract`].
+//! [`extract`]; the dashboard's page and files at `/` in [`dashboard`].
 
 mod agents;
+pub mod dashboard;
 pub(crate) mod extract;
 mod identity;
 mod jobs;
@@ -80,8 +81,8 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(DefaultBodyLimit::max(CHECKPOINT_LIMIT))
         .layer(axum::middleware::from_fn(declared_checkpoint_limit));
     Router::new()
-        .route("/", get(crate::dashboard::index))
-        .route("/assets/{*path}", get(crate::dashboard::asset))
+        .route("/", get(dashboard::index))
+        .route("/assets/{*path}", get(dashboard::asset))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
         .route("/api/openapi.json", get(openapi))

@@ -7,6 +7,21 @@ use crate::auth::Principal;
 use crate::db::{col, Db};
 use crate::model::*;
 
+/// Retires the secret of machine `id` as `removed` (before its row loses the hash), so
+/// the agent still holding it is told it was removed (`identity::why_refused`).
+async fn retire_removed(tx: &mut sqlx::AnyConnection, id: &str, now: i64, by: &str) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO retired_secrets(secret_hash, agent_id, reason, at_ms, addr)
+         SELECT secret_hash, id, 'removed', $2, $3 FROM agents WHERE id = $1 AND removed_ms IS NULL ON CONFLICT DO NOTHING",
+    )
+    .bind(id)
+    .bind(now)
+    .bind(by)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
 /// Removes a machine: it leaves machine lists and its secret stops working; its leased
 /// tasks go back to the queue (without using a retry); its records stay, so reports
 /// keep the time it donated; the agent still holding the secret is told (401
@@ -15,7 +30,7 @@ use crate::model::*;
 pub async fn remove_agent(db: &Db, agent_id: &str, by: &str) -> Result<MachineRemoved> {
     let now = now_ms();
     let mut tx = db.pool.begin().await?;
-    crate::identity::retire_removed(&mut tx, agent_id, now, by).await?;
+    retire_removed(&mut tx, agent_id, now, by).await?;
     let row = sqlx::query(
         "UPDATE agents SET removed_ms = $2, secret_hash = 'removed:' || id WHERE id = $1 AND removed_ms IS NULL RETURNING owner, name",
     )

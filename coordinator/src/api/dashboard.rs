@@ -4,7 +4,7 @@
 //! `npm run build` shows without recompiling). When the folder was missing at build
 //! time, `/` answers a page that says how to build it; the API works either way.
 
-use crate::api::extract::ApiError;
+use super::extract::ApiError;
 use axum::extract::Path;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
