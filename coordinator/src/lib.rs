@@ -18,7 +18,6 @@ pub mod bounds;
 pub mod db;
 pub mod identity;
 pub mod integrity;
-pub mod job_view;
 pub mod live;
 pub mod metrics;
 pub mod migration;

@@ -79,7 +79,7 @@ async fn statements_per_listing(backend: Backend, counter: &AtomicUsize) -> Opti
         let dbh = coordinator::Db::connect(&db.url).await.unwrap();
         let who = Principal::Owner { owner: "alice".into() };
         let before = counter.load(Ordering::SeqCst);
-        let listed = coordinator::job_view::list_jobs(&dbh, &who, None, jobs as u32).await.unwrap();
+        let listed = coordinator::store::job_view::list_jobs(&dbh, &who, None, jobs as u32).await.unwrap();
         let n = counter.load(Ordering::SeqCst) - before;
         dbh.close().await;
         assert_eq!(listed.len(), jobs);

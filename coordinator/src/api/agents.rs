@@ -103,7 +103,7 @@ pub(crate) async fn pool(State(app): State<Arc<App>>, Auth(p): Auth) -> ApiResul
     for a in &list {
         *machines.entry(machine_state(a, now, offline_after_s)).or_insert(0) += 1;
     }
-    let jobs: std::collections::BTreeMap<String, u32> = crate::job_view::job_counts(&app.db, &p).await?.into_iter().collect();
+    let jobs: std::collections::BTreeMap<String, u32> = crate::store::job_view::job_counts(&app.db, &p).await?.into_iter().collect();
     let viewer = match &*p {
         Principal::Owner { owner } => Viewer { role: "owner".into(), owner: Some(owner.clone()) },
         _ => Viewer { role: "admin".into(), owner: None },

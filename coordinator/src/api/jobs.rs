@@ -35,7 +35,7 @@ pub(crate) async fn with_waiting(app: &App, who: &Principal, jobs: &mut [Job], a
         })
         .collect();
     for j in jobs.iter_mut().filter(|j| j.state == "queued") {
-        let before = if ahead { Some(crate::job_view::queued_before(&app.db, j.id).await?) } else { None };
+        let before = if ahead { Some(crate::store::job_view::queued_before(&app.db, j.id).await?) } else { None };
         j.waiting = crate::waiting::explain(j, &machines, before);
     }
     Ok(())
@@ -74,7 +74,7 @@ pub(crate) async fn list_jobs(
     if let Some(s) = &f.state {
         store::check_text("state", s, 1, 16)?;
     }
-    let mut jobs = crate::job_view::list_jobs(&app.db, &p, f.state.as_deref(), f.limit.unwrap_or(100)).await?;
+    let mut jobs = crate::store::job_view::list_jobs(&app.db, &p, f.state.as_deref(), f.limit.unwrap_or(100)).await?;
     with_waiting(&app, &p, &mut jobs, false).await?;
     Ok(Json(jobs))
 }
@@ -83,7 +83,7 @@ pub(crate) async fn list_jobs(
     responses((status = 200, body = Job), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn get_job(State(app): State<Arc<App>>, Auth(p): Auth, id: JobPath) -> ApiResult<Json<Job>> {
     need_person(&p)?;
-    let mut job = crate::job_view::get_job(&app.db, &p, path(id)?).await?;
+    let mut job = crate::store::job_view::get_job(&app.db, &p, path(id)?).await?;
     with_waiting(&app, &p, std::slice::from_mut(&mut job), true).await?;
     Ok(Json(job))
 }
@@ -92,7 +92,7 @@ pub(crate) async fn get_job(State(app): State<Arc<App>>, Auth(p): Auth, id: JobP
     responses((status = 200, body = JobOutput), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn job_output(State(app): State<Arc<App>>, Auth(p): Auth, id: JobPath) -> ApiResult<Json<JobOutput>> {
     need_person(&p)?;
-    Ok(Json(crate::job_view::job_output(&app.db, &p, path(id)?).await?))
+    Ok(Json(crate::store::job_view::job_output(&app.db, &p, path(id)?).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/jobs/{id}/cancel", params(("id" = i64, Path)), security(("bearer" = [])),

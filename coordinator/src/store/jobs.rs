@@ -55,7 +55,7 @@ pub async fn submit(db: &Db, who: &Principal, req: &SubmitJob) -> Result<Job> {
     let mut tx = db.pool.begin().await?;
     let id = insert_job_in(&mut tx, who, req).await?;
     tx.commit().await?;
-    crate::job_view::get_job(db, who, id).await
+    super::job_view::get_job(db, who, id).await
 }
 
 /// Writes a job and its tasks (one row per machine, two statements) inside the caller's
@@ -135,7 +135,7 @@ pub(crate) async fn refresh_job<'c, E: sqlx::Executor<'c, Database = sqlx::Any>>
 /// their next progress report).
 pub async fn cancel(db: &Db, who: &Principal, id: i64) -> Result<Job> {
     cancel_job(db, who, id).await?;
-    crate::job_view::get_job(db, who, id).await
+    super::job_view::get_job(db, who, id).await
 }
 
 /// [`cancel`] without reading the job back: whether this call cancelled it (`false`: it
@@ -149,8 +149,8 @@ pub async fn cancel_job(db: &Db, who: &Principal, id: i64) -> Result<bool> {
         .map(|r| col(&r, "submitter"))
         .transpose()?;
     let Some(submitter) = submitter else { return Err(StoreError::NotFound) };
-    if !crate::job_view::may_cancel(who, &submitter) {
-        crate::job_view::get_job(db, who, id).await?;
+    if !super::job_view::may_cancel(who, &submitter) {
+        super::job_view::get_job(db, who, id).await?;
         return Err(StoreError::Denied(format!("job {id} was submitted by {submitter}: only they or an admin may cancel it")));
     }
     let reason = format!("cancelled by {}", who.submitter());

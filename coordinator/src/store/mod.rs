@@ -1,5 +1,5 @@
 //! The coordinator's operations on the database (keys, tokens and enrolment are in
-//! [`crate::identity`], jobs as people read them in [`crate::job_view`]), by concern:
+//! [`crate::identity`], jobs as people read them in [`job_view`]), by concern:
 //! [`agents`] (machines, heartbeat snapshots written in batches), [`jobs`] (submit,
 //! cancel), [`tasks`] (leases with expiry, re-queueing, idempotent completion, bounded
 //! retries, checkpoints), [`gangs`] (how a rank's loss moves its peers), [`records`]
@@ -13,6 +13,7 @@
 pub mod agents;
 pub mod common;
 pub mod gangs;
+pub mod job_view;
 pub mod jobs;
 pub mod records;
 pub mod tasks;

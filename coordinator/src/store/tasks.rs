@@ -264,13 +264,13 @@ pub async fn release(db: &Db, agent_id: &str, job_id: i64, rank: i64, lease: i64
     .await?;
     gang_follow(&mut tx, job_id, why != GiveBack::Failed, now).await?;
     refresh_job(&mut *tx, job_id, now).await?;
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!("{} WHERE t.job_id = $1 AND t.rank = $2", crate::job_view::TASK_SELECT)))
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!("{} WHERE t.job_id = $1 AND t.rank = $2", super::job_view::TASK_SELECT)))
         .bind(job_id)
         .bind(rank)
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;
-    crate::job_view::task_of(&row)
+    super::job_view::task_of(&row)
 }
 
 /// An agent that just started (or is stopping) runs no guest: the tasks it held (leases

@@ -6,10 +6,10 @@
 //! that ran (or run) on one of their machines. Only the submitter (and an admin) may
 //! cancel a job.
 
+use super::common::{Result, StoreError};
 use crate::auth::Principal;
 use crate::db::{col, Db, Dialect};
 use crate::model::*;
-use crate::store::common::{Result, StoreError};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 use std::collections::HashMap;
