@@ -11,7 +11,7 @@
 //! `variant` run a parameter of ours, not the paper's: they are reported apart and never
 //! counted with the paper's.
 
-use super::Options;
+use super::options::Options;
 use crate::error::Result;
 use crate::parallel::map_runs;
 use std::fmt::Write;

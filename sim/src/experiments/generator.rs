@@ -3,7 +3,8 @@
 //! activity shape plotted against the shape the generator was given.
 
 use super::claims::{self, Claim, Expect, Summary};
-use super::{preamble, Options, Report, Scale};
+use super::options::{Options, Scale};
+use super::report::{preamble, Report};
 use crate::error::Result;
 use crate::gen::{generate, Counts, GenParams, HOURLY_ACTIVITY, TARGETS};
 use lull_core::chart::Chart;

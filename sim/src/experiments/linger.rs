@@ -25,7 +25,8 @@
 //! Parameters of ours are listed in the report and swept there.
 
 use super::claims::{self, Assumption, Claim, Expect, Row, Summary};
-use super::{preamble, Options, Report, Scale};
+use super::options::{Options, Scale};
+use super::report::{preamble, Report};
 use crate::dispatch::{self, BurstModel};
 use crate::driver::{self, Outcome, SimConfig, SimJob, SimMachine};
 use crate::error::Result;

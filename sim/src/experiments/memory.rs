@@ -26,7 +26,8 @@
 //!   and the total paging, migration and queueing time (Fig. 2 right).
 
 use super::claims::{self, Assumption, Claim, Expect, Row, Summary};
-use super::{preamble, Options, Report, Scale};
+use super::options::{Options, Scale};
+use super::report::{preamble, Report};
 use crate::error::Result;
 use crate::rng::Rng;
 use lull_core::chart::Chart;

@@ -26,127 +26,15 @@ pub mod generator;
 pub mod linger;
 pub mod memory;
 pub mod now;
+mod options;
+mod report;
 pub mod reserve;
 pub mod winner;
 
-use crate::driver::SimJob;
+pub use options::{Inputs, JobLog, Options, OwnerLog, Scale, DEFAULT_SEEDS};
+pub use report::Report;
+
 use crate::error::{Result, SimError};
-use crate::trace::OwnerTrace;
-use std::path::Path;
-
-/// How big a run: `Full` for the committed reports, `Small` for tests (fewer
-/// iterations, jobs and sweep points; same code).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scale {
-    /// The committed report's size.
-    Full,
-    /// A quick run for tests.
-    Small,
-}
-
-/// A real job log given on the command line (`lull sim winner --swf FILE`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct JobLog {
-    /// Its name in reports (the file's stem): the report is `<experiment>-<name>.md`.
-    pub name: String,
-    /// Its jobs, submissions relative to the log's start.
-    pub jobs: Vec<SimJob>,
-    /// Processors the log's machine had (`MaxProcs`, else the widest job).
-    pub processors: u32,
-    /// A line or two on where it came from, quoted in the report.
-    pub about: String,
-}
-
-/// Real owner traces given on the command line (`--fta FILE`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct OwnerLog {
-    /// Its name in reports.
-    pub name: String,
-    /// One trace per machine.
-    pub traces: Vec<OwnerTrace>,
-    /// A line or two on where it came from.
-    pub about: String,
-}
-
-/// What an experiment runs on besides its generated owners and jobs.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Inputs {
-    /// Jobs from a log, in place of the paper's generated workload.
-    pub jobs: Option<JobLog>,
-    /// Owners from a trace archive, in place of the generated owners.
-    pub owners: Option<OwnerLog>,
-}
-
-/// How to run an experiment.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Options {
-    /// The first seed; the run uses `first_seed .. first_seed + seeds`.
-    pub first_seed: u64,
-    /// Independent seeds (every figure is their mean and 95 % interval).
-    pub seeds: usize,
-    pub scale: Scale,
-    /// Worker threads for the independent runs (the report is the same on any number).
-    pub threads: usize,
-    pub inputs: Inputs,
-}
-
-/// The default number of seeds (issue 31: at least 10).
-pub const DEFAULT_SEEDS: usize = 10;
-
-impl Options {
-    /// `seeds` seeds from `first_seed`, generated inputs.
-    pub fn new(first_seed: u64, seeds: usize, scale: Scale, threads: usize) -> Options {
-        Options { first_seed, seeds, scale, threads, inputs: Inputs::default() }
-    }
-    /// The command that regenerates the report, for its first lines.
-    pub(crate) fn command(&self, name: &str) -> String {
-        let mut c = format!("lull sim {name} --seed {} --seeds {}", self.first_seed, self.seeds);
-        if self.scale == Scale::Small {
-            c.push_str(" --small");
-        }
-        if let Some(j) = &self.inputs.jobs {
-            let _ = std::fmt::Write::write_fmt(&mut c, format_args!(" --swf {}", j.name));
-        }
-        if let Some(o) = &self.inputs.owners {
-            let _ = std::fmt::Write::write_fmt(&mut c, format_args!(" --fta {}", o.name));
-        }
-        c
-    }
-    /// The report's name: the experiment's, with the input logs' names appended.
-    pub(crate) fn report_name(&self, name: &str) -> String {
-        let mut n = name.to_string();
-        for extra in [self.inputs.jobs.as_ref().map(|j| &j.name), self.inputs.owners.as_ref().map(|o| &o.name)].into_iter().flatten() {
-            n.push('-');
-            n.push_str(extra);
-        }
-        n
-    }
-}
-
-/// An experiment's output.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Report {
-    /// The report's name (the Markdown file is `<name>.md`).
-    pub name: String,
-    /// The Markdown report.
-    pub markdown: String,
-    /// SVG plots: (file name, document).
-    pub svgs: Vec<(String, String)>,
-    /// The claims checked, for `--json` and the summary.
-    pub rows: Vec<claims::Row>,
-}
-
-impl Report {
-    /// Writes `<name>.md` and the SVGs into `dir`.
-    pub fn write_to(&self, dir: &Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join(format!("{}.md", self.name)), &self.markdown)?;
-        for (f, s) in &self.svgs {
-            std::fs::write(dir.join(f), s)?;
-        }
-        Ok(())
-    }
-}
 
 /// The experiments [`run_experiment`] knows.
 pub const EXPERIMENTS: [&str; 6] = ["winner", "now", "linger", "memory", "reserve", "generator"];
@@ -180,20 +68,6 @@ pub fn run_experiment(name: &str, opts: &Options, progress: &mut dyn FnMut(u64, 
         "reserve" => reserve::run(opts, progress),
         _ => Err(SimError::UnknownExperiment(name.into(), EXPERIMENTS.join(", "))),
     }
-}
-
-/// The first lines of every report: title, the command that regenerates it, the seeds.
-pub(crate) fn preamble(md: &mut String, title: &str, name: &str, opts: &Options) {
-    use std::fmt::Write;
-    let _ = writeln!(md, "# {title}\n");
-    let _ = writeln!(
-        md,
-        "Generated by `{}` (release build); the same command gives this file byte for byte. {} independent seeds ({}…{}): every figure is the mean over them with its 95 % interval (Student's t), every claim is checked on each seed and reported with the share of seeds where it holds (**yes**: at least 80 %, **mixed**: 20–80 %, **no**: under 20 %). A claim with a size holds only within the tolerance written beside it, never for no change.\n",
-        opts.command(name),
-        opts.seeds,
-        opts.first_seed,
-        opts.first_seed + opts.seeds as u64 - 1
-    );
 }
 
 /// The index `lull sim all` writes (`docs/experiments/README.md`): every report, its tally, and every headline row.
@@ -241,22 +115,4 @@ pub fn index_markdown(reports: &[Report], opts: &Options) -> String {
         }
     }
     md
-}
-
-/// Formats seconds for tables: `12 345`.
-pub(crate) fn secs(v: f64) -> String {
-    let n = v.round() as i64;
-    let s = n.abs().to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push('\u{202f}');
-        }
-        out.push(c);
-    }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
-    }
 }

@@ -28,7 +28,8 @@
 //! guest per machine).
 
 use super::claims::{self, Assumption, Claim, Expect, Row, Summary};
-use super::{preamble, JobLog, Options, Report, Scale};
+use super::options::{JobLog, Options, Scale};
+use super::report::{preamble, Report};
 use crate::driver::{self, Outcome, SimConfig, SimJob, SimMachine};
 use crate::error::{Result, SimError};
 use crate::gen::{generate, GenParams, HOURLY_ACTIVITY};

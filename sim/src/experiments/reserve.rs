@@ -23,7 +23,8 @@
 //!   control), *no reserve* and *x-reserve* for x = 10 … 60 %.
 
 use super::claims::{self, Assumption, Claim, Expect, Row, Summary};
-use super::{preamble, Options, Report, Scale};
+use super::options::{Options, Scale};
+use super::report::{preamble, Report};
 use crate::error::Result;
 use crate::gen::{generate, GenParams};
 use crate::rng::Rng;

@@ -24,7 +24,8 @@
 //! paper's qualitative claims are checked on it; only Random's choices vary with the seed.
 
 use super::claims::{self, Assumption, Claim, Expect, Row, Summary};
-use super::{preamble, secs, JobLog, Options, Report, Scale};
+use super::options::{JobLog, Options, Scale};
+use super::report::{preamble, secs, Report};
 use crate::driver::{self, SimConfig, SimJob, SimMachine};
 use crate::error::Result;
 use crate::rng::Rng;
