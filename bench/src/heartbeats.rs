@@ -264,7 +264,7 @@ impl BenchCoordinator {
 }
 
 pub fn run(a: HeartbeatArgs) -> Result<()> {
-    let rt = crate::runtime()?;
+    let rt = runtime()?;
     let c = BenchCoordinator::start(&rt, &a.db, a.agents, &[], a.json)?;
     let (addr, pid, secrets) = (c.addr.clone(), c.pid, c.secrets.clone());
     let result = rt.block_on(async {
@@ -332,4 +332,12 @@ pub fn run(a: HeartbeatArgs) -> Result<()> {
         bail!("{bad} heartbeats were not answered 200");
     }
     Ok(())
+}
+
+/// The async runtime the coordinator benchmarks (this one, placements, recruit-api and
+/// `placements --real-agents`) drive their simulated agents on (two
+/// workers, as `lull coordinator serve`'s own).
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context as _;
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")
 }

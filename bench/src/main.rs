@@ -87,10 +87,3 @@ fn main() -> std::process::ExitCode {
         }
     }
 }
-
-/// The async runtime the coordinator benchmarks drive their simulated agents on (two
-/// workers, as `lull coordinator serve`'s own).
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    use anyhow::Context as _;
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")
-}

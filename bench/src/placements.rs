@@ -242,7 +242,7 @@ pub fn run(a: PlacementArgs) -> Result<()> {
     if a.agents == 0 || a.jobs == 0 {
         bail!("--agents and --jobs must be at least 1");
     }
-    let rt = crate::runtime()?;
+    let rt = crate::heartbeats::runtime()?;
     // One more enrolled agent: the probe.
     let c = BenchCoordinator::start(&rt, &a.db, a.agents + 1, &["--scheduler", &a.scheduler, "--lease-ttl-s", "3600"], a.json)?;
     let result = rt.block_on(measure(&a, &c));

@@ -166,7 +166,7 @@ pub fn run(n: usize, rounds: usize, json: bool) -> Result<()> {
         bail!("--real-agents needs root: the agents put their guests in cgroups");
     }
     let lull = lull_bin();
-    let rt = crate::runtime()?;
+    let rt = crate::heartbeats::runtime()?;
     let run = start(&lull, n)?;
     let key = std::fs::read_to_string(run.pool.dir.path().join("coordinator-admin.key"))?.trim().to_string();
     let bar = indicatif::ProgressBar::new(rounds as u64);

@@ -200,7 +200,7 @@ pub fn run(a: RecruitApiArgs) -> Result<()> {
     if a.agents < 10 || a.requests == 0 || a.k == 0 {
         bail!("--agents must be at least 10, --requests and --k at least 1");
     }
-    let rt = crate::runtime()?;
+    let rt = crate::heartbeats::runtime()?;
     let hb_s = a.heartbeat_s.max(1).to_string();
     let c = BenchCoordinator::start(&rt, &a.db, a.agents, &["--heartbeat-s", &hb_s], a.json)?;
     let (addr, pid, secrets, key) = (c.addr.clone(), c.pid, c.secrets.clone(), c.admin_key.clone());
