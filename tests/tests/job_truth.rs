@@ -187,7 +187,17 @@ fn an_agent_that_restarts_gives_its_task_back_at_once() {
         .unwrap();
     let t0 = Instant::now();
     b.spawn(&["agent"], &FAST_RENEWALS);
-    let j = pool::wait_job(&url, &admin, id, "given back", 20, |j| j["state"] == "queued", || b.agent_log());
+    // On failure: the agent's log and its stderr (a start that failed or stalled before
+    // its log opened says so only there).
+    let j = pool::wait_job(
+        &url,
+        &admin,
+        id,
+        "given back",
+        20,
+        |j| j["state"] == "queued",
+        || format!("{}\n--- stderr:\n{}", b.agent_log(), b.log()),
+    );
     eprintln!("given back {:?} after the restart", t0.elapsed());
     let t = &j["tasks"][0];
     assert_eq!((t["evictions"].as_u64(), t["retries_used"].as_u64(), t["attempts"].as_u64()), (Some(0), Some(0), Some(1)), "{j}");
