@@ -8,7 +8,7 @@
 //! tallies — never accounting, which arrives as ledger records.
 
 use crate::auth::Principal;
-use crate::model::Heartbeat;
+use crate::model::{AgentInfo, Heartbeat};
 use crate::store::{day_of, Snapshot};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,6 +33,10 @@ pub struct Live {
     creds: Mutex<HashMap<[u8; 32], CachedCred>>,
     /// API keys' uses since the last flush, per (key hash, address).
     key_uses: Mutex<crate::identity::KeyUses>,
+    /// Every enrolled machine as the database last listed it, and when: the waiting
+    /// explanations of each submission read it instead of every machine's row (see
+    /// [`ENROLLED_TTL`]). Cleared when a machine is enrolled, replaced or removed here.
+    enrolled: Mutex<Option<(Arc<Vec<AgentInfo>>, std::time::Instant)>>,
 }
 
 /// A cached principal and when it was looked up.
@@ -40,6 +44,11 @@ type CachedCred = (Arc<Principal>, std::time::Instant);
 
 /// How long a cached credential is trusted without a database look-up.
 pub const CRED_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long the list of enrolled machines is reused without a database read. Their
+/// heartbeats are not taken from it (this replica's latest are laid over it), so what it
+/// can miss is a machine enrolled or removed through another replica meanwhile.
+pub const ENROLLED_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
 const DAY_MS: i64 = 86_400_000;
 
@@ -69,6 +78,23 @@ impl Live {
     /// Forgets every cached credential (a machine was re-enrolled or removed here).
     pub fn forget_creds(&self) {
         self.creds.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.forget_enrolled();
+    }
+
+    /// The enrolled machines as last listed, if that was less than [`ENROLLED_TTL`] ago.
+    pub fn enrolled(&self) -> Option<Arc<Vec<AgentInfo>>> {
+        let e = self.enrolled.lock().unwrap_or_else(|e| e.into_inner());
+        e.as_ref().filter(|(_, at)| at.elapsed() < ENROLLED_TTL).map(|(l, _)| l.clone())
+    }
+
+    /// Keeps the enrolled machines just listed from the database.
+    pub fn cache_enrolled(&self, list: Arc<Vec<AgentInfo>>) {
+        *self.enrolled.lock().unwrap_or_else(|e| e.into_inner()) = Some((list, std::time::Instant::now()));
+    }
+
+    /// Forgets the enrolled machines' list (a machine was enrolled, replaced or removed).
+    pub fn forget_enrolled(&self) {
+        *self.enrolled.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     /// Counts a use of the API key whose hash is `hash`, from `addr`, at `now_ms`.

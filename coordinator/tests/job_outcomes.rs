@@ -158,6 +158,26 @@ async fn waiting_on(b: Backend) {
     s.stop().await;
 }
 
+both!(a_machine_enrolled_or_removed_counts_at_the_next_submission, pool_change_on);
+/// Submissions reuse the coordinator's list of enrolled machines for a few seconds
+/// (`live::ENROLLED_TTL`), never across an enrolment or a removal made through it.
+async fn pool_change_on(b: Backend) {
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let wide = json!({"command": "x", "machines": 3});
+    let (first, _) = s.enrol("alice", "a").await;
+    let j: Job = admin.post_ok("/api/v1/jobs", wide.clone()).await;
+    assert_eq!(j.waiting.expect("waiting").reason, "needs 3 machines, the pool has 1");
+    let _second = s.enrol("bob", "b").await;
+    let j: Job = admin.post_ok("/api/v1/jobs", wide.clone()).await;
+    assert_eq!(j.waiting.expect("waiting").reason, "needs 3 machines, the pool has 2", "the enrolment is seen at once");
+    let (st, v) = admin.delete(&format!("/api/v1/agents/{first}")).await;
+    assert_eq!(st, 200, "{v}");
+    let j: Job = admin.post_ok("/api/v1/jobs", wide).await;
+    assert_eq!(j.waiting.expect("waiting").reason, "needs 3 machines, the pool has 1", "the removal is seen at once");
+    s.stop().await;
+}
+
 both!(a_lease_given_back_unstarted_is_no_eviction_and_a_restarted_agent_gives_back_at_once, give_back_on);
 async fn give_back_on(b: Backend) {
     let Some((_db, s)) = server(b).await else { return };

@@ -62,16 +62,41 @@ pub(crate) async fn agents_now(app: &App, p: &Principal) -> ApiResult<Vec<AgentI
     let mut list = store::list_agents(&app.db, p).await?;
     let (now, offline) = (now_ms(), offline_after_s(app));
     for a in &mut list {
-        if let Some((at, hb)) = app.live.latest(&a.id) {
-            if a.last_seen_ms.is_none_or(|t| t <= at) {
-                a.last_seen_ms = Some(at);
-                a.heartbeat = Some(hb);
-            }
-        }
+        with_latest_heartbeat(app, a);
         let state = machine_state(a, now, offline);
         a.why = crate::waiting::machine_words(&crate::waiting::PoolMachine { info: &*a, state, visible: true });
     }
     Ok(list)
+}
+
+/// Every enrolled machine with this replica's latest heartbeat, for the waiting
+/// explanations (`why` left empty): the database's list is reused for up to
+/// [`crate::live::ENROLLED_TTL`], because a submission that read every machine's row
+/// took 22 ms of the coordinator at 2,000 machines (45 submissions/s).
+pub(crate) async fn pool_now(app: &App) -> ApiResult<Vec<AgentInfo>> {
+    let listed = match app.live.enrolled() {
+        Some(l) => l,
+        None => {
+            let l = Arc::new(store::list_agents(&app.db, &Principal::Admin).await?);
+            app.live.cache_enrolled(l.clone());
+            l
+        }
+    };
+    let mut list = (*listed).clone();
+    for a in &mut list {
+        with_latest_heartbeat(app, a);
+    }
+    Ok(list)
+}
+
+/// Lays this replica's latest heartbeat of `a` over what the database said, when newer.
+fn with_latest_heartbeat(app: &App, a: &mut AgentInfo) {
+    if let Some((at, hb)) = app.live.latest(&a.id) {
+        if a.last_seen_ms.is_none_or(|t| t <= at) {
+            a.last_seen_ms = Some(at);
+            a.heartbeat = Some(hb);
+        }
+    }
 }
 
 /// A machine silent for this many heartbeat intervals (and at least 30 s) is offline.

@@ -37,6 +37,8 @@ pub(crate) async fn enrol(
     };
     if req.replace {
         app.live.forget_creds();
+    } else {
+        app.live.forget_enrolled();
     }
     tracing::info!(agent = %e.agent_id, owner = %req.owner, machine = %req.machine, replace = req.replace, %addr, "agent enrolled");
     Ok(Json(e))

@@ -1,7 +1,7 @@
 //! The job routes people use: submit, list (each queued job with why it waits), one
 //! job, its output, cancel, and the runtime predictions.
 
-use super::agents::{agents_now, machine_state, offline_after_s};
+use super::agents::{machine_state, offline_after_s, pool_now};
 use super::extract::{need_person, path, query, ApiResult, Auth, Body, JobPath};
 use crate::auth::Principal;
 use crate::model::*;
@@ -20,7 +20,7 @@ pub(crate) async fn with_waiting(app: &App, who: &Principal, jobs: &mut [Job], a
     if !jobs.iter().any(|j| j.state == "queued") {
         return Ok(());
     }
-    let all = agents_now(app, &Principal::Admin).await?;
+    let all = pool_now(app).await?;
     let (now, offline) = (now_ms(), offline_after_s(app));
     let owner = match who {
         Principal::Owner { owner } => Some(owner.as_str()),
