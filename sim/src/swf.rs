@@ -177,7 +177,7 @@ impl SwfLog {
     /// The log as an experiment's job input (`lull sim winner --swf FILE`): its jobs on
     /// its own processors (`MaxProcs`, else the widest job), with a line on where it came
     /// from (its header's `Installation` and `Acknowledge`).
-    pub fn job_log(&self, name: &str) -> crate::JobLog {
+    pub fn job_log(&self, name: &str) -> crate::experiments::JobLog {
         let widest = self.records.iter().map(|r| r.allocated_procs.max(r.requested_procs)).max().unwrap_or(1).max(1);
         let processors = self.header.get("MaxProcs").and_then(|v| v.parse::<i64>().ok()).filter(|v| *v > 0).unwrap_or(widest) as u32;
         let (jobs, skipped) = self.jobs(processors);
@@ -190,7 +190,7 @@ impl SwfLog {
             "{name}.swf ({about}); {} records, {skipped} not run (never ran, unknown width or wider than the machine)",
             self.records.len()
         );
-        crate::JobLog { name: name.to_string(), jobs, processors, about }
+        crate::experiments::JobLog { name: name.to_string(), jobs, processors, about }
     }
 
     /// The header's `UnixStartTime`, if given.

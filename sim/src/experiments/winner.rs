@@ -538,7 +538,7 @@ fn run_point(s: &Scenario, seed: u64, point: usize, iteration: u64, algorithm: u
     cfg.random_seed = seed ^ (iteration << 20) ^ point as u64;
     let out = driver::run(&pool(sc.nodes, sc.varying_speed, &speeds(seed, sc.speed_range)), &jobs, &SimConfig::new(cfg), &mut |_, _| {})?;
     if out.completed_share() < 1.0 {
-        return Err(crate::SimError::Invalid(format!("{}: {alg} left jobs unfinished", s.id)));
+        return Err(crate::error::SimError::Invalid(format!("{}: {alg} left jobs unfinished", s.id)));
     }
     Ok(objectives(&out))
 }
