@@ -66,6 +66,12 @@ pub struct OwnerReturnArgs {
     /// terminal session; the agents run the terminal backend).
     #[arg(long, default_value = "x11", value_parser = ["x11", "pty"])]
     pub input: String,
+    /// The tray host the `lull-tray` cases run beside: `trayer` (an XEmbed tray on the
+    /// private display, as on an owner's desktop: the tray shows its icon and opens no
+    /// window) or `none` (no host: the tray opens its status window, a WebKit view drawn
+    /// on the same X server while the owner returns).
+    #[arg(long, default_value = "trayer", value_parser = ["trayer", "none"])]
+    pub tray_host: String,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -731,6 +737,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     check_preconditions(&a)?;
     let xvfb = Xvfb::try_start()?;
     let display = xvfb.display.as_str();
+    let _tray_host = tray_host(&a, display)?;
     let (mut returner, fifo) = returning_owner(display, &a.input)?;
 
     let cases = cases(&a);
@@ -759,7 +766,7 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     let load_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let result = serde_json::json!({
         "cases": rows, "goal": {"p99_ms": 5.0, "missed": 0}, "measuring_thread_sched_fifo": fifo,
-        "loadavg_start": load_start.trim(), "loadavg_end": load_end.trim(),
+        "loadavg_start": load_start.trim(), "loadavg_end": load_end.trim(), "tray_host": a.tray_host,
         "anchor_boinc_7_20": {"median_s": "0.3-0.6", "max_s": 1.0},
     });
     if a.json {
@@ -773,6 +780,40 @@ pub fn run(a: OwnerReturnArgs) -> Result<()> {
     Ok(())
 }
 
+/// Kills the tray host when the run ends.
+struct TrayHost(std::process::Child);
+
+impl Drop for TrayHost {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `trayer` on `display` when a `lull-tray` case runs with `--tray-host trayer`, and
+/// waits until it owns the XEmbed tray selection (`_NET_SYSTEM_TRAY_S0`), so the tray finds
+/// a host and shows its icon instead of opening its status window.
+fn tray_host(a: &OwnerReturnArgs, display: &str) -> Result<Option<TrayHost>> {
+    if a.tray_host == "none" || !a.agents.iter().any(|x| x == "tray") {
+        return Ok(None);
+    }
+    let child = Command::new("trayer")
+        .args(["--edge", "top", "--align", "right", "--widthtype", "request", "--height", "24"])
+        .env("DISPLAY", display)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("starting trayer, the tray host of the lull-tray cases (apt install trayer, or pass --tray-host none)")?;
+    use x11rb::protocol::xproto::ConnectionExt as _;
+    let host = TrayHost(child);
+    let (conn, _) = x11rb::connect(Some(display)).context("connecting to the X display")?;
+    let atom = conn.intern_atom(false, b"_NET_SYSTEM_TRAY_S0")?.reply()?.atom;
+    wait_until("trayer to take the tray selection (pass --tray-host none to run without a tray host)", Duration::from_secs(10), || {
+        conn.get_selection_owner(atom).ok().and_then(|c| c.reply().ok()).filter(|r| r.owner != 0)
+    })?;
+    Ok(Some(host))
+}
+
 /// Prints the result as text: what is measured, one line per case, each case's worst
 /// round split, the goal and the machine's load.
 fn print_table(a: &OwnerReturnArgs, result: &serde_json::Value, all_ok: bool) {
@@ -780,8 +821,8 @@ fn print_table(a: &OwnerReturnArgs, result: &serde_json::Value, all_ok: bool) {
     let (load_start, load_end) = (result["loadavg_start"].as_str().unwrap_or(""), result["loadavg_end"].as_str().unwrap_or(""));
     if a.input == "pty" {
         outln!(
-            "owner return: one line typed into a pty session (script(1), terminal backend) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; read p99: when the pty was read (a SCHED_FIFO watcher); recv p99: when the agent's input thread had it (its own timestamp); work p99: from then to the freeze request; slow: rounds the fast path did not freeze; steal: rounds the hypervisor took CPU time in; {} rounds per case",
-            a.rounds
+            "owner return: one line typed into a pty session (script(1), terminal backend) → the guest's last heartbeat (how long it ran on), and the kernel's word that it is frozen; read p99: when the pty was read (a SCHED_FIFO watcher); recv p99: when the agent's input thread had it (its own timestamp); work p99: from then to the freeze request; slow: rounds the fast path did not freeze; steal: rounds the hypervisor took CPU time in; {} rounds per case; tray host: {}",
+            a.rounds, a.tray_host
         );
     } else {
         outln!(
