@@ -52,11 +52,25 @@ pub async fn retry_transient<T, F: std::future::Future<Output = Result<T>>>(mut 
         match transaction().await {
             Err(e) if tries < TRANSIENT_TRIES && is_transient(&e) => {
                 tracing::info!(error = %e, tries, "transaction ended by the database; running it again");
+                tokio::time::sleep(transient_pause(tries)).await;
                 tries += 1;
             }
             outcome => return outcome,
         }
     }
+}
+
+/// The pause after the `tries`-th failed try: 2, 4, 8, 16 ms, plus up to as much again
+/// at random, so that two transactions that deadlocked do not run into each other again
+/// in step.
+fn transient_pause(tries: u32) -> std::time::Duration {
+    let base = 1u64 << tries.min(5);
+    let mut b = [0u8; 8];
+    let jitter = match getrandom::fill(&mut b) {
+        Ok(()) => u64::from_le_bytes(b) % (base * 1000),
+        Err(_) => 0,
+    };
+    std::time::Duration::from_micros(base * 1000 + jitter)
 }
 
 /// Unix milliseconds now.
@@ -122,4 +136,22 @@ pub(crate) fn placeholders(rows: usize, cols: usize) -> String {
         out.push(')');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transient_failure_waits_longer_each_try_within_its_bounds() {
+        for tries in 1..TRANSIENT_TRIES {
+            let base = std::time::Duration::from_millis(1 << tries);
+            for _ in 0..50 {
+                let p = transient_pause(tries);
+                assert!(p >= base && p < 2 * base, "try {tries}: {p:?} not in [{base:?}, {:?})", 2 * base);
+            }
+        }
+        let spread: std::collections::HashSet<_> = (0..20).map(|_| transient_pause(3)).collect();
+        assert!(spread.len() > 1, "the pause is jittered");
+    }
 }
