@@ -44,7 +44,11 @@
 # Lull's crates): under a minute on 2 cores (38 s after a change to agent-core). Cold:
 # not measured as a whole; its parts were about 10 min for lull.exe and 3.5 min for the
 # tests' build (std and the dependencies each time).
-# Not yet here (issue 30): macOS (ring's C needs an Apple toolchain), the tray app, the
+# 0. (first) type-checks the crates that ship on macOS (lull-core, lull-protocol,
+#    agent-core and the lull CLI and agent) for aarch64-apple-darwin: built, never run
+#    (no Mac here). Only Rust is compiled for it: TLS and SQLite are the system's there
+#    (native-tls, libsqlite3), so no Apple SDK is needed (docs/ARCHITECTURE.md).
+# Not yet here (issue 30): macOS run at all, the tray app on macOS and Windows, the
 # Windows input seen event by event (raw input or hooks; GetLastInputInfo's 1-s poll is
 # here) and sensors. Under Wine 8.0 the guests' job limits (memory, process
 # count, idle priority) are accepted but not in effect, and the restricted token and low
@@ -72,6 +76,17 @@ cargo_windows() {
     CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc \
     /usr/bin/cargo "$what" --quiet -Zbuild-std --target x86_64-pc-windows-gnu "$@"
 }
+# The same rustc for macOS: a type-check only, into the same target directory.
+cargo_macos() {
+  local what=$1
+  shift
+  env PATH=/usr/bin:/bin RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$target" \
+    /usr/bin/cargo "$what" --quiet -Zbuild-std --target aarch64-apple-darwin "$@"
+}
+t0=$(date +%s)
+cargo_macos check -p lull-core -p lull-protocol -p agent-core -p lull
+echo "macOS: lull-core, lull-protocol, agent-core and lull type-check for aarch64-apple-darwin ($(($(date +%s) - t0)) s; built, not run)"
+
 t0=$(date +%s)
 cargo_windows build -p lull --bin lull
 out="$target/x86_64-pc-windows-gnu/debug"

@@ -74,7 +74,8 @@ pub enum InputBackendChoice {
     /// The owner's text consoles and terminals, local and remote (ssh): `/dev/tty*` and
     /// `/dev/pts/*` reads, by inotify. `auto` runs it beside the desktop's backend.
     Terminal,
-    /// Windows: the session's last-input time (`GetLastInputInfo`), polled once a second.
+    /// Windows: the session's last-input time (`GetLastInputInfo`), polled once a second;
+    /// macOS: the session's idle time (`CGEventSourceSecondsSinceLastEventType`), likewise.
     LastInput,
     /// No input sensing: availability rests on CPU and memory alone.
     None,
@@ -105,7 +106,7 @@ impl InputBackendChoice {
     fn platform(self) -> Option<(&'static str, bool)> {
         match self {
             Self::Auto | Self::None => None,
-            Self::LastInput => Some(("Windows", crate::sys::WINDOWS)),
+            Self::LastInput => Some(("Windows' and macOS", crate::sys::WINDOWS || crate::sys::MACOS)),
             _ => Some(("Linux", crate::sys::LINUX)),
         }
     }
@@ -809,7 +810,7 @@ light_for_s = 30
         let c = Config::from_toml("[input]\nbackend = \"terminal\"\nall_users = true\n", "t").unwrap();
         assert!(c.input.all_users && c.input.backend == InputBackendChoice::Terminal);
         // Another platform's backend, or none at all: the field, the name and what is allowed here.
-        let (mine, theirs) = if crate::sys::WINDOWS { ("last-input", "x11") } else { ("x11", "last-input") };
+        let (mine, theirs) = if crate::sys::WINDOWS || crate::sys::MACOS { ("last-input", "x11") } else { ("x11", "last-input") };
         let c = Config::from_toml(&format!("[input]\nbackend = \"{mine}\"\n"), "t").unwrap();
         assert_eq!(c.input.backend.name(), mine);
         let err = Config::from_toml(&format!("[input]\nbackend = \"{theirs}\"\n"), "t").unwrap_err().to_string();

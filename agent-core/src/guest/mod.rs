@@ -18,19 +18,27 @@ use std::path::PathBuf;
 pub mod host;
 #[cfg(target_os = "linux")]
 pub mod linux;
+#[cfg(target_os = "macos")]
+pub mod macos;
 #[cfg(windows)]
 pub mod windows;
+// The queue and figures the Windows and macOS runtimes share.
+#[cfg(any(windows, target_os = "macos"))]
+mod queue;
 
 /// The platform's guest runtime: on Linux cgroups, sandbox and watchdog (it kills what a
 /// crashed earlier agent left behind, [`linux::LinuxRuntime`]); on Windows a Job Object
-/// per guest (`windows::WindowsRuntime`); elsewhere none yet ([`NoGuests`]: the agent
+/// per guest (`windows::WindowsRuntime`); on macOS a process group per guest
+/// (`macos::MacosRuntime`); elsewhere none yet ([`NoGuests`]: the agent
 /// runs and reports, and takes no work).
 pub fn platform_runtime(config: &crate::config::Config, work_root: &std::path::Path) -> Box<dyn GuestHost> {
     #[cfg(target_os = "linux")]
     return Box::new(linux::LinuxRuntime::new(config, work_root));
     #[cfg(windows)]
     return Box::new(windows::WindowsRuntime::new(config, work_root));
-    #[cfg(not(any(target_os = "linux", windows)))]
+    #[cfg(target_os = "macos")]
+    return Box::new(macos::MacosRuntime::new(config, work_root));
+    #[cfg(not(any(target_os = "linux", windows, target_os = "macos")))]
     {
         let _ = (config, work_root);
         Box::new(NoGuests)
@@ -81,6 +89,19 @@ mod tests {
             stopped.describe(),
             "stopped by its agent: disk limit: the work directory used 20.0 MiB, 4.0 MiB over [guests] disk_mib = 16"
         );
+    }
+}
+
+/// The owner's memory settings as the core's admission and pressure rules read them.
+pub fn memory_rules(cfg: &crate::config::Guests, caps: &crate::config::Caps) -> lull_core::guest_memory::MemoryRules {
+    use lull_core::guest_memory::MIB;
+    lull_core::guest_memory::MemoryRules {
+        owner_reserve_bytes: cfg.owner_reserve_mib * MIB,
+        admission_owner_mem_max: cfg.admission_owner_mem_max,
+        memory_cap_bytes: (cfg.memory_cap_mib != 0).then_some(cfg.memory_cap_mib * MIB),
+        memory_share: caps.memory_max,
+        pressure_freeze_pct: cfg.pressure_freeze_pct,
+        pressure_kill: std::time::Duration::from_secs(cfg.pressure_kill_s),
     }
 }
 

@@ -4,11 +4,56 @@
 //! boot (`GetTickCount`), wrapping every 49.7 days. A change of the last-input tick
 //! between two polls means input happened; when it happened is `now − (tick now − tick
 //! of the input)` on the agent's own clock. Only that time is kept.
+//!
+//! macOS gives the same fact as an age instead (`CGEventSourceSecondsSinceLastEventType`,
+//! in `input/macos.rs`): [`IdleAges`] turns each poll's "input N ms ago" into a time on
+//! the agent's clock and says when it moved forward.
 
-// Used by the Windows backend and the tests; elsewhere nothing reads a tick counter.
+// Used by the Windows and macOS backends and the tests; elsewhere nothing reads them.
 #![cfg_attr(not(windows), allow(dead_code))]
 
 use crate::clock::MonoMs;
+use crate::config::{Input, InputBackendChoice};
+use crate::input::{wanted, InputBackend, InputError, InputSink};
+use std::time::Duration;
+
+/// The poll interval of both backends: once a second.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Runs a polled last-input backend on its thread until the sink closes: `read` is
+/// called every [`POLL_INTERVAL`] and each input it reports (its time) goes to the sink.
+pub fn poll_into(sink: &InputSink, mut read: impl FnMut() -> Result<Option<MonoMs>, InputError>) -> Result<(), InputError> {
+    while !sink.is_closed() {
+        if let Some(at) = read()? {
+            if !sink.activity_at(at) {
+                break;
+            }
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    Ok(())
+}
+
+/// Picks the input backends at start-up where a polled last-input backend is the
+/// platform's only one: `backend` for `auto` and `last-input` (once, however often it
+/// is asked for), nothing for `none`.
+pub fn choose_polled(config: &Input, platform: &str, backend: impl FnOnce() -> Box<dyn InputBackend>) -> Vec<Box<dyn InputBackend>> {
+    let polled = wanted(config).into_iter().any(|w| match w {
+        InputBackendChoice::Auto | InputBackendChoice::LastInput => true,
+        InputBackendChoice::None => false,
+        // The config and LULL_INPUT refuse other platforms' backends; a config built
+        // in code could still name one.
+        other => {
+            tracing::warn!("input: {} is not an input backend on {platform}", other.name());
+            false
+        }
+    });
+    if polled {
+        vec![backend()]
+    } else {
+        Vec::new()
+    }
+}
 
 /// Follows the last-input tick from one poll to the next.
 #[derive(Debug, Default)]
@@ -39,9 +84,60 @@ impl LastInputTicks {
     }
 }
 
+/// How far the time of the last input, as `now − age` on the agent's clock, may move
+/// between two polls without being new input: the two clocks are read a few microseconds
+/// apart, and the age is a rounded float.
+pub const AGE_JITTER_MS: u64 = 50;
+
+/// Follows "the last input was N ms ago" from one poll to the next (macOS's idle time).
+#[derive(Debug, Default)]
+pub struct IdleAges {
+    /// When the last input happened on the agent's clock, as last estimated.
+    last_input: Option<u64>,
+}
+
+impl IdleAges {
+    /// One poll: `idle_ms` is how long ago the last input was, `now_mono` the agent's
+    /// clock at the poll. Returns when input happened if it happened since the previous
+    /// poll: its time moved forward by more than [`AGE_JITTER_MS`], or (at the first
+    /// poll) it is less than `fresh_ms` old. Input within [`AGE_JITTER_MS`] after the
+    /// input a poll last saw goes unseen until the next.
+    pub fn observe(&mut self, idle_ms: u64, now_mono: MonoMs, fresh_ms: u64) -> Option<MonoMs> {
+        let at = now_mono.0.saturating_sub(idle_ms);
+        let new = match self.last_input {
+            None => idle_ms < fresh_ms,
+            Some(before) => at > before.saturating_add(AGE_JITTER_MS),
+        };
+        // The latest estimate, never moved back by jitter (nor by a clock that counted a
+        // sleep the other did not).
+        self.last_input = Some(self.last_input.map_or(at, |before| before.max(at)));
+        new.then_some(MonoMs(at))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_age_that_starts_again_is_input_at_its_time() {
+        let mut a = IdleAges::default();
+        // The first poll: input 5 s ago is old news; 300 ms ago is fresh.
+        assert_eq!(a.observe(5_000, MonoMs(50_000), FRESH), None);
+        assert_eq!(IdleAges::default().observe(300, MonoMs(50_000), FRESH), Some(MonoMs(49_700)));
+        // The age grows with the clock (give or take the jitter): nothing happened.
+        assert_eq!(a.observe(6_000, MonoMs(51_000), FRESH), None);
+        assert_eq!(a.observe(6_990, MonoMs(52_030), FRESH), None);
+        // It started again: input 250 ms before this poll.
+        assert_eq!(a.observe(250, MonoMs(53_000), FRESH), Some(MonoMs(52_750)));
+        assert_eq!(a.observe(1_250, MonoMs(54_000), FRESH), None);
+        // The age ran ahead of the agent's clock (a sleep one counted): not input, and
+        // the next input is still seen.
+        assert_eq!(a.observe(60_000, MonoMs(55_000), FRESH), None);
+        assert_eq!(a.observe(100, MonoMs(56_000), FRESH), Some(MonoMs(55_900)));
+        // A clock younger than the age saturates at 0.
+        assert_eq!(IdleAges::default().observe(500, MonoMs(100), FRESH), Some(MonoMs(0)));
+    }
 
     const FRESH: u64 = 1000;
 

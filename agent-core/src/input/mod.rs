@@ -12,6 +12,8 @@ pub mod last_input;
 pub mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::{logind, mutter, polled, terminal, wayland, x11};
+#[cfg(target_os = "macos")]
+pub mod macos;
 #[cfg(target_os = "windows")]
 pub mod windows;
 
@@ -191,7 +193,9 @@ pub fn platform_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
     return linux::choose_backends(config);
     #[cfg(target_os = "windows")]
     return windows::choose_backends(config);
-    #[cfg(not(any(target_os = "linux", target_os = "windows")))]
+    #[cfg(target_os = "macos")]
+    return macos::choose_backends(config);
+    #[cfg(not(any(target_os = "linux", target_os = "windows", target_os = "macos")))]
     {
         let _ = config;
         Vec::new()
@@ -213,7 +217,7 @@ mod tests {
         let err = requested(&cfg, Some("x11,xinput")).unwrap_err();
         assert!(err.contains("\"xinput\"") && err.contains(OVERRIDE_ENV), "{err}");
         // Another platform's backend is refused by name, with what this one has.
-        let (mine, theirs) = if crate::sys::WINDOWS { ("last-input", "x11") } else { ("x11", "last-input") };
+        let (mine, theirs) = if crate::sys::WINDOWS || crate::sys::MACOS { ("last-input", "x11") } else { ("x11", "last-input") };
         assert_eq!(requested(&cfg, Some(mine)).map(|c| c[0].name()), Ok(mine));
         let err = requested(&cfg, Some(&format!("auto,{theirs}"))).unwrap_err();
         assert!(err.contains(OVERRIDE_ENV) && err.contains("not this platform's") && err.contains(&format!("\"{mine}\"")), "{err}");

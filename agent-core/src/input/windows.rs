@@ -8,27 +8,18 @@
 //! [`choose_backends`] picks it for `auto` and for `last-input`.
 
 use crate::clock::mono_now;
-use crate::config::{Input, InputBackendChoice};
-use crate::input::last_input::LastInputTicks;
-use crate::input::{wanted, InputBackend, InputError, InputSink};
-use std::time::Duration;
+use crate::config::Input;
+use crate::input::last_input::{choose_polled, poll_into, LastInputTicks, POLL_INTERVAL};
+use crate::input::{InputBackend, InputError, InputSink};
 use windows_sys::Win32::System::SystemInformation::GetTickCount;
 use windows_sys::Win32::UI::Input::KeyboardAndMouse::{GetLastInputInfo, LASTINPUTINFO};
 
 /// The backend's name in logs and `lull status`.
 pub const NAME: &str = "windows-last-input";
 
-/// Polls the session's last-input tick.
-#[derive(Debug)]
-pub struct LastInputPolled {
-    pub interval: Duration,
-}
-
-impl Default for LastInputPolled {
-    fn default() -> Self {
-        Self { interval: Duration::from_secs(1) }
-    }
-}
+/// Polls the session's last-input tick once a second.
+#[derive(Debug, Default)]
+pub struct LastInputPolled;
 
 /// The tick of the session's last input and the tick now, read in that order (so input
 /// landing between the two reads looks at most a few ms "ahead", which
@@ -56,37 +47,16 @@ impl InputBackend for LastInputPolled {
     }
 
     fn run(self: Box<Self>, sink: InputSink) -> Result<(), InputError> {
-        let fresh_ms = self.interval.as_millis() as u64;
         let mut ticks = LastInputTicks::default();
-        while !sink.is_closed() {
+        poll_into(&sink, || {
             let (last_input, now) = read_ticks()?;
-            if let Some(at) = ticks.observe(last_input, now, mono_now(), fresh_ms) {
-                if !sink.activity_at(at) {
-                    break;
-                }
-            }
-            std::thread::sleep(self.interval);
-        }
-        Ok(())
+            Ok(ticks.observe(last_input, now, mono_now(), POLL_INTERVAL.as_millis() as u64))
+        })
     }
 }
 
 /// Picks the input backends at start-up: `GetLastInputInfo`'s poll for `auto` and
-/// `last-input` (once, however often it is asked for), nothing for `none`.
+/// `last-input`, nothing for `none`.
 pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
-    let polled = wanted(config).into_iter().any(|w| match w {
-        InputBackendChoice::Auto | InputBackendChoice::LastInput => true,
-        InputBackendChoice::None => false,
-        // The config and LULL_INPUT refuse other platforms' backends; a config built
-        // in code could still name one.
-        other => {
-            tracing::warn!("input: {} is not an input backend on Windows", other.name());
-            false
-        }
-    });
-    if polled {
-        vec![Box::new(LastInputPolled::default())]
-    } else {
-        Vec::new()
-    }
+    choose_polled(config, "Windows", || Box::new(LastInputPolled))
 }

@@ -468,14 +468,7 @@ impl LinuxRuntime {
 
     /// The owner's memory settings as the core's admission and pressure rules read them.
     fn memory_rules(&self) -> MemoryRules {
-        MemoryRules {
-            owner_reserve_bytes: self.cfg.owner_reserve_mib * MIB,
-            admission_owner_mem_max: self.cfg.admission_owner_mem_max,
-            memory_cap_bytes: (self.cfg.memory_cap_mib != 0).then_some(self.cfg.memory_cap_mib * MIB),
-            memory_share: self.caps.memory_max,
-            pressure_freeze_pct: self.cfg.pressure_freeze_pct,
-            pressure_kill: Duration::from_secs(self.cfg.pressure_kill_s),
-        }
+        super::memory_rules(&self.cfg, &self.caps)
     }
 
     /// Admission (decided by [`guest_memory::admit`] on this moment's readings): the cap a

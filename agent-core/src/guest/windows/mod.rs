@@ -17,70 +17,44 @@ mod spawn;
 mod token;
 
 use super::host::{FastFreeze, GuestHost};
-use super::{Containment, ContainmentStatus, GuestDir, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec, RestoreReport};
+use super::queue::{Figures, GuestQueue, MIB};
+use super::{Containment, ContainmentStatus, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec, RestoreReport};
 use crate::ledger::GuestTotals;
 use crate::policy::GuestDirective;
 use crate::sensors::GuestReading;
 use freeze::Freezer;
 use job::{Job, Limits};
-use lull_core::guest_memory::{self, MemoryReading, MemoryRules};
-use std::collections::VecDeque;
 use std::os::windows::io::{AsRawHandle, OwnedHandle};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 use windows_sys::Win32::Foundation::WAIT_OBJECT_0;
 use windows_sys::Win32::System::Threading::{GetExitCodeProcess, WaitForSingleObject};
 
-const MIB: u64 = 1 << 20;
 /// The exit code a guest's processes get when the runtime ends its job.
 const KILLED_EXIT: u32 = 0xC000_013A;
 
 /// One running guest.
 struct Guest {
-    id: String,
-    dir: GuestDir,
+    figures: Figures,
     job: Arc<Job>,
     process: OwnedHandle,
-    pid: u32,
-    started: Instant,
-    memory_limit: u64,
-    cpu: (u64, u64),
-    mem: u64,
-    peak: u64,
-    evicted: bool,
-    held: bool,
+}
+
+impl std::ops::Deref for Guest {
+    type Target = Figures;
+    fn deref(&self) -> &Figures {
+        &self.figures
+    }
+}
+
+impl std::ops::DerefMut for Guest {
+    fn deref_mut(&mut self) -> &mut Figures {
+        &mut self.figures
+    }
 }
 
 impl Guest {
-    fn info(&self, frozen: bool) -> GuestInfo {
-        let phase = if self.evicted {
-            GuestPhase::Stopping
-        } else if frozen || self.held {
-            GuestPhase::Frozen
-        } else {
-            GuestPhase::Running
-        };
-        let mut info = GuestInfo::without_process(self.id.clone(), phase, &self.dir);
-        info.pid = Some(self.pid);
-        (info.cpu_user_us, info.cpu_system_us) = self.cpu;
-        info.wall_ms = self.started.elapsed().as_millis() as u64;
-        info.mem_bytes = self.mem;
-        info.peak_mem_bytes = self.peak;
-        info.memory_limit_bytes = Some(self.memory_limit);
-        info
-    }
-
-    fn totals(&self) -> GuestTotals {
-        GuestTotals {
-            guest: self.id.clone(),
-            cpu_us: self.cpu.0 + self.cpu.1,
-            wall_ms: self.started.elapsed().as_millis() as u64,
-            peak_mem_bytes: self.peak,
-        }
-    }
-
     /// The main process's exit code once it has ended.
     fn exit_code(&self) -> Option<u32> {
         let handle = self.process.as_raw_handle();
@@ -96,25 +70,15 @@ impl Guest {
 
 /// The Windows guest runtime.
 pub struct WindowsRuntime {
-    cfg: crate::config::Guests,
-    caps: crate::config::Caps,
-    work_root: PathBuf,
+    queue: GuestQueue,
     token: token::GuestToken,
     freezer: Arc<Freezer>,
-    queue: VecDeque<(String, GuestSpec)>,
     guests: Vec<Guest>,
-    /// Ended guests: their last snapshot, totals, and whether the totals were reported.
-    ended: Vec<super::EndedGuest>,
-    ended_cpu_us: u64,
     directive: GuestDirective,
-    seq: u64,
     /// The job limits Windows refused at the last start, each with its call.
     limits_refused: Vec<String>,
     /// The work directories' low label could not be set (the call and its error).
     label_refused: Option<String>,
-    refused: Option<String>,
-    /// The system's memory, for admission (or why it cannot be read).
-    system: Result<sysinfo::System, String>,
 }
 
 impl WindowsRuntime {
@@ -124,79 +88,24 @@ impl WindowsRuntime {
             warn!("guests' token: {failed}");
         }
         Self {
-            cfg: config.guests.clone(),
-            caps: config.caps.clone(),
-            work_root: work_root.to_path_buf(),
+            queue: GuestQueue::new(config, work_root),
             token,
             freezer: Arc::new(Freezer::default()),
-            queue: VecDeque::new(),
             guests: Vec::new(),
-            ended: Vec::new(),
-            ended_cpu_us: 0,
             directive: GuestDirective::Freeze,
-            seq: 0,
             limits_refused: Vec::new(),
             label_refused: None,
-            refused: None,
-            system: sysinfo::System::new().map_err(|e| e.to_string()),
         }
     }
 
-    fn next_id(&mut self) -> String {
-        self.seq += 1;
-        format!("g{}-{}-{}", chrono::Utc::now().timestamp_millis(), std::process::id(), self.seq)
-    }
-
-    fn dir_of(&self, id: &str, spec: &GuestSpec) -> GuestDir {
-        GuestDir::new(spec.job_dir.clone().unwrap_or_else(|| self.work_root.join("guests").join(id)))
-    }
-
-    /// The cap a new guest gets, or why it may not start now ([`guest_memory::admit`]).
-    fn admit(&mut self, spec_cap: Option<u64>) -> Result<u64, String> {
-        let system = self.system.as_mut().map_err(|e| format!("the system's memory cannot be read: {e}"))?;
-        system.refresh_memory();
-        let reading = MemoryReading { total: system.total_memory(), available: system.available_memory() };
-        let rules = MemoryRules {
-            owner_reserve_bytes: self.cfg.owner_reserve_mib * MIB,
-            admission_owner_mem_max: self.cfg.admission_owner_mem_max,
-            memory_cap_bytes: (self.cfg.memory_cap_mib != 0).then_some(self.cfg.memory_cap_mib * MIB),
-            memory_share: self.caps.memory_max,
-            pressure_freeze_pct: self.cfg.pressure_freeze_pct,
-            pressure_kill: Duration::from_secs(self.cfg.pressure_kill_s),
-        };
-        let held: u64 = self.guests.iter().map(|g| g.mem).sum();
-        guest_memory::admit(&rules, reading, held, spec_cap).map_err(|r| r.to_string())
-    }
-
     fn start_admitted(&mut self) {
-        while let Some((id, spec)) = self.queue.front().cloned() {
-            let limit = match self.admit(spec.memory_cap_bytes) {
-                Ok(l) => l,
-                Err(why) => {
-                    if self.refused.as_deref() != Some(&why) {
-                        warn!("guest {id} not admitted yet: {why}");
-                        self.refused = Some(why);
-                    }
-                    return;
-                }
-            };
-            self.refused = None;
-            self.queue.pop_front();
+        while let Some((id, spec, limit)) = self.queue.next_admitted(self.guests.iter().map(|g| g.mem).sum()) {
             match self.start(&id, &spec, limit) {
                 Ok(g) => {
                     info!(guest = %g.id, pid = g.pid, limit_mib = limit / MIB, "guest started in its Job Object");
                     self.guests.push(g);
                 }
-                Err(e) => {
-                    error!(guest = %id, "guest not started: {e}");
-                    let dir = self.dir_of(&id, &spec);
-                    let mut info =
-                        GuestInfo::without_process(id.clone(), GuestPhase::Ended { code: None, signal: None, evicted: false }, &dir);
-                    info.failure = Some(e.to_string());
-                    info.start_error = Some(crate::guest::start_failure(&e, &spec.command));
-                    let totals = GuestTotals { guest: id, cpu_us: 0, wall_ms: 0, peak_mem_bytes: 0 };
-                    self.ended.push((info, totals, true));
-                }
+                Err(e) => self.queue.start_failed(id, &spec, &e),
             }
         }
     }
@@ -204,10 +113,7 @@ impl WindowsRuntime {
     /// Prepares the guest's directory, creates its process suspended, puts it in a new
     /// job with its limits, and lets it run (frozen at once if the guests are frozen).
     fn start(&mut self, id: &str, spec: &GuestSpec, limit: u64) -> Result<Guest, GuestError> {
-        let dir = self.dir_of(id, spec);
-        if !dir.root.starts_with(&self.work_root) {
-            return Err(GuestError::OutsideWorkRoot(dir.root.display().to_string()));
-        }
+        let dir = self.queue.start_dir(id, spec)?;
         let io = |what: &str| {
             let what = what.to_owned();
             move |source| GuestError::Io { what, source }
@@ -218,7 +124,7 @@ impl WindowsRuntime {
                 token::label_low(&dir.work()).err().map(|e| format!("SetNamedSecurityInfoW(low label on the work directory): {e}"));
         }
         let job = Job::create().map_err(io("CreateJobObjectW"))?;
-        let limits = Limits { memory_bytes: limit, processes: u32::try_from(self.cfg.pids_max).unwrap_or(u32::MAX) };
+        let limits = Limits { memory_bytes: limit, processes: u32::try_from(self.queue.cfg.pids_max).unwrap_or(u32::MAX) };
         self.limits_refused = job.set_limits(limits).map_err(io("SetInformationJobObject(JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE)"))?;
         let started =
             spawn::spawn_suspended(self.token.raw(), spec, &dir).map_err(|source| GuestError::Spawn { id: id.to_owned(), source })?;
@@ -235,20 +141,7 @@ impl WindowsRuntime {
             let _ = job.terminate(KILLED_EXIT);
             return Err(GuestError::Io { what: "ResumeThread (the guest's main thread)".into(), source: e });
         }
-        Ok(Guest {
-            id: id.to_owned(),
-            dir,
-            job,
-            pid: started.pid,
-            process: started.process,
-            started: Instant::now(),
-            memory_limit: limit,
-            cpu: (0, 0),
-            mem: 0,
-            peak: 0,
-            evicted: false,
-            held: false,
-        })
+        Ok(Guest { figures: Figures::new(id, dir, started.pid, limit), job, process: started.process })
     }
 
     /// Ends every process of the guest's job at once (checkpointable or not: no
@@ -268,14 +161,7 @@ impl WindowsRuntime {
     }
 
     fn stop_one(&mut self, id: &str) -> bool {
-        if let Some(i) = self.queue.iter().position(|(q, _)| q == id) {
-            let (id, spec) = self.queue.remove(i).expect("position() just found this index");
-            let info = GuestInfo::without_process(
-                id.clone(),
-                GuestPhase::Ended { code: None, signal: None, evicted: true },
-                &self.dir_of(&id, &spec),
-            );
-            self.ended.push((info, GuestTotals { guest: id, cpu_us: 0, wall_ms: 0, peak_mem_bytes: 0 }, true));
+        if self.queue.drop_queued(id) {
             return true;
         }
         let Some(g) = self.guests.iter_mut().find(|g| g.id == id) else { return false };
@@ -325,12 +211,11 @@ impl WindowsRuntime {
 
     fn collect_ended(&mut self, g: Guest, code: Option<u32>) {
         self.freezer.remove(&g.job);
-        self.ended_cpu_us += g.cpu.0 + g.cpu.1;
         let mut info = g.info(false);
         // Exit codes are DWORDs; NTSTATUS values read back negative as on Windows' own tools.
         info.phase = GuestPhase::Ended { code: code.map(|c| c as i32), signal: None, evicted: g.evicted };
         info!(guest = %g.id, code = ?info.phase, "guest ended");
-        self.ended.push((info, g.totals(), false));
+        self.queue.ended(info, g.totals());
     }
 }
 
@@ -394,7 +279,7 @@ impl GuestHost for WindowsRuntime {
     fn describe(&self) -> String {
         format!(
             "windows: Job Object per guest (kill on close, idle priority class, job memory, {} processes) · {} · frozen by suspending the job's threads",
-            self.cfg.pids_max,
+            self.queue.cfg.pids_max,
             self.token_words()
         )
     }
@@ -419,11 +304,11 @@ impl GuestHost for WindowsRuntime {
 
     fn reading(&mut self) -> GuestReading {
         let live: u64 = self.guests.iter().map(|g| g.cpu.0 + g.cpu.1).sum();
-        GuestReading { cpu_us_total: self.ended_cpu_us + live, mem_bytes: self.guests.iter().map(|g| g.mem).sum() }
+        GuestReading { cpu_us_total: self.queue.ended_cpu_us + live, mem_bytes: self.guests.iter().map(|g| g.mem).sum() }
     }
 
     fn totals(&mut self) -> Vec<GuestTotals> {
-        crate::guest::totals_to_report(self.guests.iter().map(Guest::totals), &mut self.ended)
+        crate::guest::totals_to_report(self.guests.iter().map(|g| g.totals()), &mut self.queue.ended)
     }
 
     fn fast_freeze(&self) -> Option<FastFreeze> {
@@ -457,10 +342,7 @@ impl GuestHost for WindowsRuntime {
     }
 
     fn guest_info(&mut self, id: &str) -> Option<GuestInfo> {
-        if let Some(e) = self.ended.iter().rev().find(|e| e.0.id == id) {
-            return Some(e.0.clone());
-        }
-        self.guests().into_iter().find(|g| g.id == id)
+        self.queue.ended_info(id).or_else(|| self.guests().into_iter().find(|g| g.id == id))
     }
 
     fn stop_guest(&mut self, id: &str) -> bool {
@@ -478,17 +360,12 @@ impl GuestHost for WindowsRuntime {
 
 impl GuestRuntime for WindowsRuntime {
     fn submit(&mut self, spec: GuestSpec) -> String {
-        let id = self.next_id();
-        self.queue.push_back((id.clone(), spec));
-        id
+        self.queue.submit(spec)
     }
 
     fn guests(&mut self) -> Vec<GuestInfo> {
         let frozen = self.freezer.frozen();
-        let mut out: Vec<GuestInfo> = self.ended.iter().map(|e| e.0.clone()).collect();
-        out.extend(self.guests.iter().map(|g| g.info(frozen)));
-        out.extend(self.queue.iter().map(|(id, spec)| GuestInfo::without_process(id.clone(), GuestPhase::Queued, &self.dir_of(id, spec))));
-        out
+        self.queue.all(self.guests.iter().map(|g| g.info(frozen)))
     }
 
     fn containment(&self) -> Containment {

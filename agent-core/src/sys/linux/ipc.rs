@@ -1,5 +1,6 @@
 //! The control socket's platform side: a Unix socket only its owner can open, who is at
-//! the other end of a connection, and the blocking client the CLI uses.
+//! the other end of a connection, and the blocking client the CLI uses. POSIX but for the
+//! client's peer pid: macOS's seam uses this file too (`sys/macos/mod.rs`).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -45,6 +46,7 @@ pub fn connect(path: &Path) -> io::Result<ClientStream> {
 }
 
 /// The pid of the process at the other end of a client's connection (`SO_PEERCRED`).
+#[cfg(target_os = "linux")]
 pub fn peer_pid(stream: &ClientStream) -> Option<u32> {
     let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
@@ -53,4 +55,16 @@ pub fn peer_pid(stream: &ClientStream) -> Option<u32> {
         libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
     };
     (rc == 0 && cred.pid > 0).then_some(cred.pid as u32)
+}
+
+/// The pid of the process at the other end of a client's connection (`LOCAL_PEERPID`).
+#[cfg(target_os = "macos")]
+pub fn peer_pid(stream: &ClientStream) -> Option<u32> {
+    let mut pid: libc::pid_t = 0;
+    let mut len = std::mem::size_of::<libc::pid_t>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `pid`, which is that large.
+    let rc = unsafe {
+        libc::getsockopt(stream.as_raw_fd(), libc::SOL_LOCAL, libc::LOCAL_PEERPID, (&mut pid as *mut libc::pid_t).cast(), &mut len)
+    };
+    (rc == 0 && pid > 0).then_some(pid as u32)
 }
