@@ -76,14 +76,27 @@ pub enum InputBackendChoice {
     Terminal,
     /// Windows: the session's last-input time (`GetLastInputInfo`), polled once a second.
     LastInput,
+    /// Windows: every keyboard and mouse event as it happens (low-level hooks,
+    /// `WH_KEYBOARD_LL` and `WH_MOUSE_LL`). `auto` runs it beside `last-input`.
+    Hooks,
     /// No input sensing: availability rests on CPU and memory alone.
     None,
 }
 
 impl InputBackendChoice {
     /// Every choice, in the order the errors list them.
-    pub const ALL: [Self; 9] =
-        [Self::Auto, Self::X11, Self::Wayland, Self::Mutter, Self::Logind, Self::Polled, Self::Terminal, Self::LastInput, Self::None];
+    pub const ALL: [Self; 10] = [
+        Self::Auto,
+        Self::X11,
+        Self::Wayland,
+        Self::Mutter,
+        Self::Logind,
+        Self::Polled,
+        Self::Terminal,
+        Self::LastInput,
+        Self::Hooks,
+        Self::None,
+    ];
 
     /// The name in the config file and `LULL_INPUT`.
     pub fn name(self) -> &'static str {
@@ -96,6 +109,7 @@ impl InputBackendChoice {
             Self::Polled => "polled",
             Self::Terminal => "terminal",
             Self::LastInput => "last-input",
+            Self::Hooks => "hooks",
             Self::None => "none",
         }
     }
@@ -105,7 +119,7 @@ impl InputBackendChoice {
     fn platform(self) -> Option<(&'static str, bool)> {
         match self {
             Self::Auto | Self::None => None,
-            Self::LastInput => Some(("Windows", crate::sys::WINDOWS)),
+            Self::LastInput | Self::Hooks => Some(("Windows", crate::sys::WINDOWS)),
             _ => Some(("Linux", crate::sys::LINUX)),
         }
     }

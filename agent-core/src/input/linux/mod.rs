@@ -32,7 +32,9 @@ pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
             InputBackendChoice::Terminal => out.push(Box::new(terminal::Terminal::new(config.all_users))),
             InputBackendChoice::Auto => out.extend(auto(timeout, config.all_users)),
             // The config and LULL_INPUT refuse it here; a config built in code could name it.
-            InputBackendChoice::LastInput => tracing::warn!("input: last-input is an input backend on Windows only"),
+            InputBackendChoice::LastInput | InputBackendChoice::Hooks => {
+                tracing::warn!("input: {} is an input backend on Windows only", w.name())
+            }
         }
     }
     out
