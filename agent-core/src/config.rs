@@ -77,14 +77,27 @@ pub enum InputBackendChoice {
     /// Windows: the session's last-input time (`GetLastInputInfo`), polled once a second;
     /// macOS: the session's idle time (`CGEventSourceSecondsSinceLastEventType`), likewise.
     LastInput,
+    /// Windows: every keyboard and mouse event as it happens (low-level hooks,
+    /// `WH_KEYBOARD_LL` and `WH_MOUSE_LL`). `auto` runs it beside `last-input`.
+    Hooks,
     /// No input sensing: availability rests on CPU and memory alone.
     None,
 }
 
 impl InputBackendChoice {
     /// Every choice, in the order the errors list them.
-    pub const ALL: [Self; 9] =
-        [Self::Auto, Self::X11, Self::Wayland, Self::Mutter, Self::Logind, Self::Polled, Self::Terminal, Self::LastInput, Self::None];
+    pub const ALL: [Self; 10] = [
+        Self::Auto,
+        Self::X11,
+        Self::Wayland,
+        Self::Mutter,
+        Self::Logind,
+        Self::Polled,
+        Self::Terminal,
+        Self::LastInput,
+        Self::Hooks,
+        Self::None,
+    ];
 
     /// The name in the config file and `LULL_INPUT`.
     pub fn name(self) -> &'static str {
@@ -97,6 +110,7 @@ impl InputBackendChoice {
             Self::Polled => "polled",
             Self::Terminal => "terminal",
             Self::LastInput => "last-input",
+            Self::Hooks => "hooks",
             Self::None => "none",
         }
     }
@@ -107,6 +121,7 @@ impl InputBackendChoice {
         match self {
             Self::Auto | Self::None => None,
             Self::LastInput => Some(("Windows' and macOS", crate::sys::WINDOWS || crate::sys::MACOS)),
+            Self::Hooks => Some(("Windows", crate::sys::WINDOWS)),
             _ => Some(("Linux", crate::sys::LINUX)),
         }
     }

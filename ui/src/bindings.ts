@@ -278,7 +278,7 @@ export type TodayReport = { day: string, timeline: Array<TransitionRow>, interru
 
 export type EvictionMode = "immediate-eviction" | "pause-and-migrate" | "linger-longer" | "linger-forever";
 
-export type InputBackendChoice = "auto" | "x11" | "wayland" | "mutter" | "logind" | "polled" | "terminal" | "last-input" | "none";
+export type InputBackendChoice = "auto" | "x11" | "wayland" | "mutter" | "logind" | "polled" | "terminal" | "last-input" | "hooks" | "none";
 
 export type Sampling = { 
 /**

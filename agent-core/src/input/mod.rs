@@ -16,6 +16,8 @@ pub use linux::{logind, mutter, polled, terminal, wayland, x11};
 pub mod macos;
 #[cfg(target_os = "windows")]
 pub mod windows;
+#[cfg(target_os = "windows")]
+pub mod windows_hooks;
 
 use crate::clock::{mono_now, monotonic_ns, MonoMs};
 use crate::config::{Input, InputBackendChoice};
@@ -222,6 +224,8 @@ mod tests {
         let err = requested(&cfg, Some(&format!("auto,{theirs}"))).unwrap_err();
         assert!(err.contains(OVERRIDE_ENV) && err.contains("not this platform's") && err.contains(&format!("\"{mine}\"")), "{err}");
         assert_eq!(parse_choice(theirs), None);
+        // The low-level hooks are Windows' too.
+        assert_eq!(parse_choice("hooks").is_some(), crate::sys::WINDOWS);
         assert_eq!(parse_choice(" none "), Some(InputBackendChoice::None));
     }
 

@@ -33,6 +33,7 @@ pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
             InputBackendChoice::Auto => out.extend(auto(timeout, config.all_users)),
             // The config and LULL_INPUT refuse it here; a config built in code could name it.
             InputBackendChoice::LastInput => tracing::warn!("input: last-input is an input backend on Windows and macOS only"),
+            InputBackendChoice::Hooks => tracing::warn!("input: hooks is an input backend on Windows only"),
         }
     }
     out
