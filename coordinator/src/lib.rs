@@ -10,12 +10,14 @@
 #![warn(clippy::unwrap_used)]
 
 pub mod api;
+pub mod app;
 pub mod auth;
 pub mod backup;
 #[cfg(test)]
 mod bindings;
 pub mod bounds;
 pub mod db;
+pub mod hub;
 pub mod identity;
 pub mod integrity;
 pub mod live;
@@ -28,66 +30,14 @@ pub mod scheduling;
 pub mod store;
 pub mod waiting;
 
+pub use app::{App, Config};
 pub use db::{Db, DbError, Dialect};
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-
-/// Tunables of a coordinator.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// A lease not renewed (progress) for this long is lost: its task is re-queued.
-    pub lease_ttl: Duration,
-    /// The heartbeat interval agents are told to use.
-    pub heartbeat_interval: Duration,
-    /// How often heartbeat state is written to the database.
-    pub flush_interval: Duration,
-    /// How often expired leases are looked for.
-    pub sweep_interval: Duration,
-    /// When set, `/metrics` answers only `Authorization: Bearer <this key>` (401 otherwise);
-    /// unset, it is open to anyone who can reach the coordinator.
-    pub metrics_key: Option<String>,
-    /// The scheduler's configuration (algorithm, prediction); `lull coordinator serve
-    /// --scheduler`.
-    pub scheduler: lull_core::sched::SchedConfig,
-    /// How long a started gang that lost a member stays halted waiting for its
-    /// replacement before the whole gang is re-queued (as the agents' gang fill timeout).
-    pub gang_halt_timeout: Duration,
-    /// Instant recruitment's settings (the reserve); `lull coordinator serve --reserve-pct`.
-    pub recruit: lull_core::sched::RecruitConfig,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            lease_ttl: Duration::from_secs(60),
-            heartbeat_interval: Duration::from_secs(10),
-            flush_interval: Duration::from_secs(1),
-            sweep_interval: Duration::from_secs(1),
-            metrics_key: None,
-            scheduler: lull_core::sched::SchedConfig::default(),
-            gang_halt_timeout: Duration::from_secs(120),
-            recruit: scheduling::recruiting::config_with_reserve(scheduling::recruiting::DEFAULT_RESERVE_PCT)
-                .expect("the default reserve is in range"),
-        }
-    }
-}
-
-/// A running coordinator's shared state.
-pub struct App {
-    pub db: Db,
-    pub config: Config,
-    pub live: live::Live,
-    pub metrics: metrics::Metrics,
-    /// The scheduler's inbox and the long polls' waiters.
-    pub scheduling: scheduling::Scheduling,
-    /// Turns true when shutdown begins (long-polls return at once).
-    pub shutdown: watch::Receiver<bool>,
-}
 
 /// A serving failure.
 #[derive(Debug, thiserror::Error)]
@@ -118,7 +68,7 @@ pub async fn serve(
         config: config.clone(),
         live: live::Live::default(),
         metrics: metrics::Metrics::default(),
-        scheduling: scheduling::Scheduling::default(),
+        scheduling: hub::Scheduling::default(),
         shutdown: stop_rx.clone(),
     });
     let background = tokio::spawn(background(app.clone(), stop_rx.clone()));
@@ -155,17 +105,8 @@ pub async fn serve(
     Ok(())
 }
 
-/// Writes the API keys' uses counted since the last write (kept for the next on failure).
-pub(crate) async fn flush_key_uses(app: &App) {
-    let uses = app.live.take_key_uses();
-    if let Err(e) = identity::flush_key_uses(&app.db, &uses).await {
-        tracing::warn!(error = %e, "writing API key uses failed; will retry");
-        app.live.restore_key_uses(uses);
-    }
-}
-
 async fn flush(app: &App) {
-    flush_key_uses(app).await;
+    app.flush_key_uses().await;
     let snaps = app.live.take_dirty();
     if snaps.is_empty() {
         return;
@@ -203,7 +144,7 @@ async fn background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
                     app.metrics.requeued.fetch_add(jobs.len() as u64, Ordering::Relaxed);
                     tracing::info!(jobs = jobs.len(), "expired leases re-queued");
                     for job in jobs {
-                        app.scheduling.send(scheduling::Msg::Job { job, ended: None });
+                        app.scheduling.send(hub::Msg::Job { job, ended: None });
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "lease sweep failed"),
@@ -213,7 +154,7 @@ async fn background(app: Arc<App>, mut stop: watch::Receiver<bool>) {
                     for job in jobs {
                         app.metrics.requeued.fetch_add(1, Ordering::Relaxed);
                         tracing::info!(job, timeout_s = app.config.gang_halt_timeout.as_secs(), "halted gang not replaced in time: re-queued whole");
-                        app.scheduling.send(scheduling::Msg::Job { job, ended: None });
+                        app.scheduling.send(hub::Msg::Job { job, ended: None });
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "gang halt sweep failed"),

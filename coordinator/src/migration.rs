@@ -10,11 +10,11 @@
 //! a candidate when its latest heartbeat (at most 3 intervals and 30 s old) says it is
 //! available and allowed with interruptions left, and it holds no leased task.
 
+use crate::app::App;
 use crate::db::col;
+use crate::hub::{Ended, Msg};
 use crate::model::{MigrateAnswer, MigrateRequest};
-use crate::scheduling::{Ended, Msg};
 use crate::store::{self, now_ms, StoreError};
-use crate::App;
 use lull_core::sched::{decide_migration, MigrateAsk, MigrateDecision, StayWhy};
 use lull_core::sched::{Machine, MachineId, Predictor};
 use std::collections::HashMap;

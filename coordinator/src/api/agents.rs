@@ -2,11 +2,11 @@
 //! guest work now), removing a machine, and the pool overview.
 
 use super::extract::{need_admin, need_agent, need_person, path, ApiError, ApiResult, Auth, Body, PeerIp};
+use crate::app::App;
 use crate::auth::Principal;
+use crate::hub::Msg;
 use crate::model::*;
-use crate::scheduling::Msg;
 use crate::store::{self, now_ms};
-use crate::App;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;

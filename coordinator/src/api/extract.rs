@@ -3,10 +3,10 @@
 //! [`Auth`], [`MaybeAuth`], the caller's [`PeerIp`]), path and query parsing, and the role
 //! checks.
 
+use crate::app::App;
 use crate::auth::{digest, hash_secret, kind_of, Principal};
 use crate::model::ErrorBody;
 use crate::store::{now_ms, StoreError};
-use crate::App;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::{header, request::Parts, StatusCode};
 use axum::response::{IntoResponse, Response};

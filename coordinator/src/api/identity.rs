@@ -3,10 +3,10 @@
 //! revoke (`DELETE …/{id}`). The logic is [`crate::identity`]'s; these are its HTTP faces.
 
 use super::extract::{need_admin, path, ApiResult, Auth, Body, MaybeAuth, PeerIp};
+use crate::app::App;
 use crate::identity::{self, Caller};
 use crate::model::*;
 use crate::store::StoreError;
-use crate::App;
 use axum::extract::{Path, State};
 use axum::Json;
 use std::sync::Arc;
@@ -113,5 +113,5 @@ pub(crate) async fn revoke_token(
 
 /// Writes this replica's pending key uses, so a list includes the request that asks.
 async fn flush_uses(app: &App) {
-    crate::flush_key_uses(app).await;
+    app.flush_key_uses().await;
 }

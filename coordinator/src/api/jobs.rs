@@ -3,11 +3,11 @@
 
 use super::agents::{machine_state, offline_after_s, pool_now};
 use super::extract::{need_person, path, query, ApiResult, Auth, Body, JobPath};
+use crate::app::App;
 use crate::auth::Principal;
+use crate::hub::Msg;
 use crate::model::*;
-use crate::scheduling::Msg;
 use crate::store::{self, now_ms};
-use crate::App;
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::Deserialize;

@@ -16,9 +16,9 @@ pub use extract::{ApiError, Auth, Body, MaybeAuth, PeerIp, CHECKPOINT_LIMIT, JSO
 pub use jobs::JobFilter;
 pub use reports::ReportParams;
 
+use crate::app::App;
 use crate::auth::digest;
 use crate::model::*;
-use crate::App;
 // The route handlers (these and the jobs, reports and tasks ones below) come in by name,
 // with utoipa's `__path_` companions, so that the document lists them as before the
 // split: untagged (a module path in `paths(…)` would become a tag).
@@ -206,8 +206,8 @@ CPU time at most its CPUs times its lease's age. Refusals: 400 `record_out_of_ra
         JobSpec, Job, Task, LeaseRequest, Lease, Progress, ProgressAck, Completion, CompletionAck, TaskRelease, Gang, Record, RecordBatch,
         RecordsAck, AgentInfo, ReportRow, Report, Viewer, PoolSummary, Output, JobOutput, TaskOutput, MachineRemoved, Placement, ProgramPrediction,
         MigrateRequest, MigrateAnswer, TaskOutcome, Waiting, GivenBack,
-        lull_protocol::LoadReading, crate::scheduling::recruiting::RecruitRequest, crate::scheduling::recruiting::RecruitGrant,
-        crate::scheduling::recruiting::RecruitedMachine, crate::scheduling::recruiting::RecruitGroup)),
+        lull_protocol::LoadReading, crate::hub::recruiting::RecruitRequest, crate::hub::recruiting::RecruitGrant,
+        crate::hub::recruiting::RecruitedMachine, crate::hub::recruiting::RecruitGroup)),
     modifiers(&Security)
 )]
 pub struct ApiDoc;

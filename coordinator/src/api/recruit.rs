@@ -4,9 +4,10 @@
 //! [`crate::scheduling::recruiting`]'s; these are its HTTP faces.
 
 use super::extract::{need_person, path, ApiError, Auth, Body};
+use crate::app::App;
+use crate::hub::recruiting::{RecruitError, RecruitGrant, RecruitGroup, RecruitRequest};
 use crate::model::ErrorBody;
-use crate::scheduling::recruiting::{self, RecruitError, RecruitGrant, RecruitGroup, RecruitRequest};
-use crate::App;
+use crate::scheduling::recruiting;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;

@@ -2,10 +2,10 @@
 //! or CSV).
 
 use super::extract::{need_agent, query, ApiError, ApiResult, Auth, Body};
+use crate::app::App;
 use crate::model::*;
 use crate::report::{self, By, Period, ReportQuery};
 use crate::store;
-use crate::App;
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};

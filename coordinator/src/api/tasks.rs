@@ -3,11 +3,12 @@
 //! migration, and checkpoints.
 
 use super::extract::{need_agent, path, query, too_large, ApiError, ApiResult, Auth, Body, TaskPath, CHECKPOINT_LIMIT};
+use crate::app::App;
 use crate::auth::Principal;
+use crate::hub::{Ended, Msg};
 use crate::model::*;
-use crate::scheduling::{Ended, Msg};
+use crate::scheduling::delivery;
 use crate::store;
-use crate::App;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
@@ -75,7 +76,7 @@ pub(crate) async fn lease(State(app): State<Arc<App>>, Auth(p): Auth, Body(req):
 
 /// Takes a lease waiting for `agent`, counting it.
 pub(crate) async fn take(app: &App, agent: &str) -> ApiResult<Option<Lease>> {
-    let l = app.scheduling.deliveries.take(app, agent).await?;
+    let l = delivery::take(app, agent).await?;
     if let Some(l) = &l {
         app.metrics.leases.fetch_add(1, Ordering::Relaxed);
         tracing::info!(job = l.job_id, rank = l.rank, lease = l.lease, agent, "task leased");

@@ -20,10 +20,10 @@
 //! stops the guest; the next lease resumes from the checkpoint it last uploaded.
 
 use super::sql::{self, JobRow, Planned};
-use super::{Ended, Msg, DELIVERY_WINDOW_MS};
+use crate::app::App;
+use crate::hub::{Ended, Msg, DELIVERY_WINDOW_MS};
 use crate::model::{Heartbeat, MemoryReport};
 use crate::store::{self, now_ms};
-use crate::App;
 use lull_core::sched::{Event, JobId, JobSpec, Machine, MachineId, Millis, SchedConfig, Scheduler};
 use lull_core::sched::{JobLoad, MachineMemory};
 use std::collections::HashMap;

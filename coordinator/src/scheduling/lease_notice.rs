@@ -3,8 +3,8 @@
 //! whichever replica they wait, look at once. Both ends of the format live here; the
 //! listener is in [`super::replicas`], the senders are the driver and recruiting.
 
+use crate::app::App;
 use crate::db::Dialect;
-use crate::App;
 use std::sync::Arc;
 
 /// Agents named per lease notice (ids of 32 hex digits, one a line: well under

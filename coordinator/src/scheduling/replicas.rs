@@ -11,10 +11,11 @@
 //! lease on `lull_lease` (their polls, wherever they wait, look at once), and a new
 //! leader says so on `lull_leader` (the others re-announce their open polls).
 
+use super::driver;
 use super::lease_notice::lease_notice_agents;
-use super::{driver, Msg};
+use crate::app::App;
 use crate::db::Dialect;
-use crate::App;
+use crate::hub::Msg;
 use lull_core::sched::SchedConfig;
 use sqlx::postgres::{PgConnection, PgListener};
 use sqlx::Connection;

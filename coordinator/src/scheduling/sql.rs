@@ -382,7 +382,7 @@ pub async fn take_delivery(db: &Db, agent: &str, ttl_ms: i64) -> Result<Option<L
 ///
 /// Also returns the agents that still have a lease waiting after this transaction (only
 /// those that got all they asked for can; one more read in the same transaction tells),
-/// so the leader knows the others have none ([`super::delivery::Hints`]).
+/// so the leader knows the others have none ([`Hints`](crate::hub::deliveries::Hints)).
 pub async fn take_deliveries(db: &Db, asks: &[(String, u32)], ttl_ms: i64) -> Result<(Vec<(String, Lease)>, HashSet<String>)> {
     if asks.is_empty() {
         return Ok((Vec::new(), HashSet::new()));
