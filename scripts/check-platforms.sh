@@ -44,7 +44,8 @@
 # Lull's crates): under a minute on 2 cores (38 s after a change to agent-core). Cold:
 # not measured as a whole; its parts were about 10 min for lull.exe and 3.5 min for the
 # tests' build (std and the dependencies each time).
-# Not yet here (issue 30): macOS (ring's C needs an Apple toolchain), the tray app, the
+# Not yet here (issue 30): macOS (ring's C needs an Apple toolchain), the tray app's
+# build and run (it is type-checked; its tray icon is Linux-only), the
 # Windows input seen event by event (raw input or hooks; GetLastInputInfo's 1-s poll is
 # here) and sensors. Under Wine 8.0 the guests' job limits (memory, process
 # count, idle priority) are accepted but not in effect, and the restricted token and low
@@ -86,6 +87,14 @@ x86_64-w64-mingw32-gcc -O2 -Wall -o "$out/counter.exe" scripts/wine/counter.c
 # One SendInput mouse move of (0, 0): the owner's input, where Wine has no display.
 x86_64-w64-mingw32-gcc -O2 -Wall -o "$out/send_input.exe" scripts/wine/send_input.c -luser32
 echo "lull.exe builds for x86_64-pc-windows-gnu ($(($(date +%s) - t0)) s)"
+
+# The tray app (lull-tray: the agent, headless on Windows so far, as the tray icon is
+# GTK's; lull-window: the Tauri webview windows) type-checks for Windows. It embeds
+# ui/dist at compile time (scripts/test.sh builds it first).
+t0=$(date +%s)
+[ -f ui/dist/index.html ] || (cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build)
+cargo_windows check -p lull-tray --bins
+echo "lull-tray and lull-window type-check for x86_64-pc-windows-gnu ($(($(date +%s) - t0)) s)"
 
 # Wine, in a prefix of its own: its processes are ours to stop (wineserver -k).
 wine=$(command -v wine64 || echo /usr/lib/wine/wine64)
