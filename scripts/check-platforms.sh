@@ -55,9 +55,10 @@
 #    agent-core and the lull CLI and agent) for aarch64-apple-darwin: built, never run
 #    (no Mac here). Only Rust is compiled for it: TLS and SQLite are the system's there
 #    (native-tls, libsqlite3), so no Apple SDK is needed (docs/ARCHITECTURE.md).
-# Not yet here (issue 30): macOS run at all, the tray app on macOS and Windows, and
-# sensors; the low-level hooks' blind spots (elevated windows, other sessions): Wine has
-# neither. Under Wine 8.0 the guests' job limits (memory, process
+# Not yet here (issue 30): macOS run at all; the tray app on macOS, and on Windows its
+# build and run (it is type-checked; its tray icon is Linux-only); sensors; the low-level
+# hooks' blind spots (elevated windows, other sessions): Wine has neither. Under Wine 8.0
+# the guests' job limits (memory, process
 # count, idle priority) are accepted but not in effect, and the restricted token and low
 # integrity level are stubs: the check prints each ("wine: ...") and goes on.
 set -euo pipefail
@@ -108,6 +109,14 @@ x86_64-w64-mingw32-gcc -O2 -Wall -o "$out/counter.exe" scripts/wine/counter.c
 # One SendInput mouse move of (0, 0): the owner's input, where Wine has no display.
 x86_64-w64-mingw32-gcc -O2 -Wall -o "$out/send_input.exe" scripts/wine/send_input.c -luser32
 echo "lull.exe builds for x86_64-pc-windows-gnu ($(($(date +%s) - t0)) s)"
+
+# The tray app (lull-tray: the agent, headless on Windows so far, as the tray icon is
+# GTK's; lull-window: the Tauri webview windows) type-checks for Windows. It embeds
+# ui/dist at compile time (scripts/test.sh builds it first).
+t0=$(date +%s)
+[ -f ui/dist/index.html ] || (cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build)
+cargo_windows check -p lull-tray --bins
+echo "lull-tray and lull-window type-check for x86_64-pc-windows-gnu ($(($(date +%s) - t0)) s)"
 
 # Wine, in a prefix of its own: its processes are ours to stop (wineserver -k).
 wine=$(command -v wine64 || echo /usr/lib/wine/wine64)

@@ -21,13 +21,22 @@
 // Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
 #![warn(clippy::unwrap_used)]
 
+// The tray icon, its menu, the notifications and the windows it starts are built on GTK
+// and a Unix socket (for a second start): Linux only so far. Elsewhere (Windows)
+// `lull-tray` runs the agent headless.
+#[cfg(target_os = "linux")]
 mod actions;
 mod embedded;
+#[cfg(target_os = "linux")]
 mod instance;
+#[cfg(target_os = "linux")]
 mod notify;
+#[cfg(target_os = "linux")]
 mod probe;
+#[cfg(target_os = "linux")]
 mod tray;
 mod which;
+#[cfg(target_os = "linux")]
 mod windows;
 
 use agent_core::agent::Notice;
@@ -36,8 +45,11 @@ use agent_core::paths::Paths;
 use agent_core::policy::Action;
 use anyhow::{bail, Result};
 use std::process::ExitCode;
+#[cfg(target_os = "linux")]
 use std::sync::mpsc;
-use windows::{Which, Windows};
+use which::Which;
+#[cfg(target_os = "linux")]
+use windows::Windows;
 
 const USAGE: &str = "usage: lull-tray [--open status|settings] [--no-tray] [--headless]
 
@@ -108,6 +120,7 @@ fn main() -> ExitCode {
 fn run(unset: Vec<&'static str>) -> Result<()> {
     let Some(args) = parse_args()? else { return Ok(()) };
     let paths = Paths::from_env()?;
+    #[cfg(target_os = "linux")]
     if !args.headless && show_running(&paths, args.open.unwrap_or(Which::Status))? {
         return Ok(());
     }
@@ -117,7 +130,19 @@ fn run(unset: Vec<&'static str>) -> Result<()> {
     if args.headless {
         return headless(paths, config, "--headless given");
     }
-    #[cfg(target_os = "linux")]
+    desktop(args, paths, config, unset)
+}
+
+/// Elsewhere than Linux there is no tray icon nor window yet: the agent alone.
+#[cfg(not(target_os = "linux"))]
+fn desktop(_args: Args, paths: Paths, config: Config, _unset: Vec<&'static str>) -> Result<()> {
+    headless(paths, config, "the tray icon and its windows are built for Linux only so far")
+}
+
+/// The tray icon, or the status window where it cannot be shown; the headless agent
+/// where there is no display.
+#[cfg(target_os = "linux")]
+fn desktop(args: Args, paths: Paths, config: Config, unset: Vec<&'static str>) -> Result<()> {
     if let Err(why) = probe::display() {
         return headless(paths, config, &why);
     }
@@ -145,6 +170,7 @@ fn run(unset: Vec<&'static str>) -> Result<()> {
     gui(paths, config, fallback, args.open, unset)
 }
 
+#[cfg(target_os = "linux")]
 /// Asks a `lull-tray` already running for these paths to show `which`: true when it has
 /// (this start is done), false when none runs.
 fn show_running(paths: &Paths, which: Which) -> Result<bool> {
@@ -172,6 +198,7 @@ fn headless(paths: Paths, config: Config, why: &str) -> Result<()> {
     embedded::run_blocking(paths, config, Some(observer), None)
 }
 
+#[cfg(target_os = "linux")]
 /// How the GUI falls short of a tray icon, if it does.
 #[derive(Clone, Debug)]
 pub enum Fallback {
@@ -183,6 +210,7 @@ pub enum Fallback {
     NoHost(String),
 }
 
+#[cfg(target_os = "linux")]
 impl Fallback {
     pub fn reason(&self) -> Option<&str> {
         match self {
@@ -192,6 +220,7 @@ impl Fallback {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, unset: Vec<&'static str>) -> Result<()> {
     let (ntx, nrx) = mpsc::channel::<Notice>();
     let observer: embedded::Observer = Box::new(move |n: &Notice| {
@@ -240,6 +269,7 @@ fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, un
     Ok(())
 }
 
+#[cfg(target_os = "linux")]
 /// Ends `gtk::main` (from any thread; also when asked before it runs).
 fn quit_main_loop() {
     gtk::glib::idle_add_once(gtk::main_quit);

@@ -8,6 +8,8 @@ pub enum Which {
 }
 
 impl Which {
+    // lull-tray names windows only in its GUI, Linux-only so far; lull-window always.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub fn label(self) -> &'static str {
         match self {
             Self::Status => "status",
