@@ -14,12 +14,13 @@
 //! - **File cache**: which of the owner's file pages were resident before a guest started
 //!   (run-length [`resident_ranges`] of a `mincore` vector), within a [`SnapshotBudget`];
 //!   which of them a guest pushed out ([`missing_ranges`]); and whether reading them back
-//!   should go on while the owner's memory pressure is what it is ([`restore_may_continue`]).
+//!   should go on while the owner's memory pressure is what it is ([`restore_gate`]).
 //!
 //! The Linux guest runtime reads cgroups, `/proc` and `mincore`, hands the readings in and
 //! writes what comes back.
 
 use crate::guest_memory::{MemoryRules, MIB};
+use std::time::Duration;
 
 /// The owner's memory settings, from `[memory]`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -341,12 +342,38 @@ pub fn truncate_ranges(ranges: &[PageRange], max_pages: u64) -> Vec<PageRange> {
     out
 }
 
+/// What the file-cache restore does after a look at the owner's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreGate {
+    /// Read on.
+    Continue,
+    /// Stop: the owner is short of memory or stalled on it.
+    Stop,
+    /// The stall is above the bound, but it was measured while the restore was reading,
+    /// and a page read back soon after its eviction counts as a memory stall of the reader
+    /// (the kernel's refault accounting): the restore's own reads may be all of it. Read
+    /// nothing for a moment and look again ([`RESTORE_IDLE_LOOK`]).
+    LookAgainIdle,
+}
+
+/// How long the restore reads nothing before its second look at the stall.
+pub const RESTORE_IDLE_LOOK: Duration = Duration::from_millis(100);
+
 /// Whether reading the owner's file pages back may go on: not while available memory is
 /// below the owner's reserve, nor while the owner's memory stall (% of wall time, the
 /// guests' own excluded) is above half the freeze threshold — reading back is a favour
-/// to the owner, never a cost.
-pub fn restore_may_continue(rules: &MemoryRules, available: u64, owner_stall_pct: f64) -> bool {
-    available >= rules.owner_reserve_bytes && owner_stall_pct <= rules.pressure_freeze_pct / 2.0
+/// to the owner, never a cost. `idle`: the stall was measured while the restore read
+/// nothing, so none of it is the restore's own.
+pub fn restore_gate(rules: &MemoryRules, available: u64, owner_stall_pct: f64, idle: bool) -> RestoreGate {
+    if available < rules.owner_reserve_bytes {
+        RestoreGate::Stop
+    } else if owner_stall_pct <= rules.pressure_freeze_pct / 2.0 {
+        RestoreGate::Continue
+    } else if idle {
+        RestoreGate::Stop
+    } else {
+        RestoreGate::LookAgainIdle
+    }
 }
 
 #[cfg(test)]
@@ -449,10 +476,16 @@ mod tests {
             pressure_freeze_pct: 10.0,
             pressure_kill: Duration::from_secs(10),
         };
-        assert!(restore_may_continue(&rules, GIB, 0.0));
-        assert!(restore_may_continue(&rules, GIB, 5.0));
-        assert!(!restore_may_continue(&rules, GIB, 5.1));
-        assert!(!restore_may_continue(&rules, 100 * MIB, 0.0));
+        assert_eq!(restore_gate(&rules, GIB, 0.0, false), RestoreGate::Continue);
+        assert_eq!(restore_gate(&rules, GIB, 5.0, false), RestoreGate::Continue);
+        // A stall measured while reading may be the restore's own refaults: look again idle.
+        assert_eq!(restore_gate(&rules, GIB, 5.1, false), RestoreGate::LookAgainIdle);
+        // Measured while idle, it is not the restore's: stop.
+        assert_eq!(restore_gate(&rules, GIB, 5.1, true), RestoreGate::Stop);
+        assert_eq!(restore_gate(&rules, GIB, 0.0, true), RestoreGate::Continue);
+        // Short of memory stops at once, idle or not.
+        assert_eq!(restore_gate(&rules, 100 * MIB, 0.0, false), RestoreGate::Stop);
+        assert_eq!(restore_gate(&rules, 100 * MIB, 0.0, true), RestoreGate::Stop);
     }
 
     fn setting(cgroup: &str, low: u64, writable: bool) -> LowSetting {

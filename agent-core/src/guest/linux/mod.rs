@@ -908,7 +908,10 @@ impl LinuxRuntime {
                 let cache = snapshot.map(|snap| {
                     owner_cache::io_priority_for_this_thread(owner_cache::RestoreIo::from_env());
                     let mut gate = owner_cache::PressureGate::new(rules);
-                    owner_cache::restore(&snap, owner_cache::restore_read_bytes(), || gate.may_continue(), Duration::from_secs(60))
+                    let mut c =
+                        owner_cache::restore(&snap, owner_cache::restore_read_bytes(), || gate.may_continue(), Duration::from_secs(60));
+                    (c.idle_looks, c.idle_stops) = (gate.idle_looks, gate.idle_stops);
+                    c
                 });
                 Restored { anon, cache }
             })
@@ -935,6 +938,8 @@ impl LinuxRuntime {
                 restored_mib = c.restored_bytes / MIB,
                 files = c.files_missing,
                 stopped = c.stopped.as_deref().unwrap_or(""),
+                idle_looks = c.idle_looks,
+                idle_stops = c.idle_stops,
                 "owner's file cache read back"
             );
         }
