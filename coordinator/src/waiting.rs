@@ -101,7 +101,8 @@ fn cannot_run(job: &Job, machines: &[PoolMachine]) -> Option<String> {
 }
 
 /// Why `job` (queued) waits, or `None` for a job that does not wait. `ahead`: queued
-/// jobs submitted before it, when known.
+/// jobs submitted before it, when known, counted up to
+/// [`QUEUED_BEFORE_CAP`](crate::store::job_view::QUEUED_BEFORE_CAP) + 1.
 pub fn explain(job: &Job, machines: &[PoolMachine], ahead: Option<u32>) -> Option<Waiting> {
     if job.state != "queued" {
         return None;
@@ -114,6 +115,12 @@ pub fn explain(job: &Job, machines: &[PoolMachine], ahead: Option<u32>) -> Optio
     let width = job.machines as usize;
     if ready >= width {
         let reason = match ahead {
+            Some(n) if n > crate::store::job_view::QUEUED_BEFORE_CAP => {
+                format!(
+                    "waiting to be placed: more than {} ahead in the queue",
+                    count(crate::store::job_view::QUEUED_BEFORE_CAP as usize, "job")
+                )
+            }
             Some(n) if n > 0 => format!("waiting to be placed: {} ahead in the queue", count(n as usize, "job")),
             _ => "waiting to be placed on an idle machine".to_string(),
         };
@@ -213,6 +220,11 @@ mod tests {
         assert_eq!(w.reason, "needs 2 machines at once, 1 idle — lab: owner at the keyboard");
         let w = explain(&job(1, 0), &pool(&ms, &["recruitable", "owner_active"], true), Some(3)).unwrap();
         assert_eq!(w.reason, "waiting to be placed: 3 jobs ahead in the queue");
+        // The count stops one past its cap: the queue is said to be longer than the cap.
+        let w = explain(&job(1, 0), &pool(&ms, &["recruitable", "owner_active"], true), Some(1_001)).unwrap();
+        assert_eq!(w.reason, "waiting to be placed: more than 1000 jobs ahead in the queue");
+        let w = explain(&job(1, 0), &pool(&ms, &["recruitable", "owner_active"], true), Some(1_000)).unwrap();
+        assert_eq!(w.reason, "waiting to be placed: 1000 jobs ahead in the queue");
         // An agent that has only just started has no cause to give: it is not called active.
         let fresh = [machine("new", 1 << 30, 100.0, None)];
         let w = explain(&job(1, 0), &pool(&fresh, &["owner_active"], true), None).unwrap();

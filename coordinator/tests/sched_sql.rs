@@ -160,3 +160,25 @@ async fn a_cancel_ended_by_a_deadlock_is_run_again_on_postgres() {
     assert!(cancel.await.unwrap().expect("the cancel, run again after the deadlock, succeeds"), "it cancelled the job");
     assert_eq!(states(&db, gang).await, ("cancelled".into(), vec![("cancelled".into(), Some(a)), ("cancelled".into(), Some(b))]));
 }
+
+/// The queue ahead of a job, as its waiting explanation says it: the queued jobs submitted
+/// before it (a cancelled one no longer counts), counted up to one past
+/// `job_view::QUEUED_BEFORE_CAP`, so the count's cost stays bounded however long the queue.
+async fn queue_ahead(backend: Backend) {
+    use coordinator::store::job_view::{queued_before, QUEUED_BEFORE_CAP};
+    let Some(t) = fresh_db(backend).await else { return };
+    let db = Db::connect(&t.url).await.unwrap();
+    let first = submit(&db, 1).await;
+    submit(&db, 1).await;
+    let third = submit(&db, 1).await;
+    assert_eq!(queued_before(&db, first).await.unwrap(), 0);
+    assert_eq!(queued_before(&db, third).await.unwrap(), 2);
+    store::cancel(&db, &Principal::Admin, first).await.unwrap();
+    assert_eq!(queued_before(&db, third).await.unwrap(), 1, "a cancelled job is not ahead");
+    let mut last = third;
+    for _ in 0..QUEUED_BEFORE_CAP + 1 {
+        last = submit(&db, 1).await;
+    }
+    assert_eq!(queued_before(&db, last).await.unwrap(), QUEUED_BEFORE_CAP + 1, "counted one past the cap, no further");
+}
+both!(the_queue_ahead_of_a_job_is_counted_up_to_its_cap, queue_ahead);

@@ -164,11 +164,17 @@ pub async fn list_jobs(db: &Db, who: &Principal, state: Option<&str>, limit: u32
     Ok(out)
 }
 
+/// The most queued jobs [`queued_before`] counts: beyond it a submission is told "more
+/// than" this many (counting is linear in the queue, and runs for every submission).
+pub const QUEUED_BEFORE_CAP: u32 = 1_000;
+
 /// How many jobs were queued before job `id` and still are (the queue ahead of it, as
-/// submitted; the scheduler may place some later ones first).
+/// submitted; the scheduler may place some later ones first), counted up to
+/// [`QUEUED_BEFORE_CAP`] + 1 from the queued jobs' index (`jobs_queued`).
 pub async fn queued_before(db: &Db, id: i64) -> Result<u32> {
-    let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM jobs WHERE state = 'queued' AND id < $1")
+    let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM (SELECT 1 FROM jobs WHERE state = 'queued' AND id < $1 LIMIT $2) ahead")
         .bind(id)
+        .bind(i64::from(QUEUED_BEFORE_CAP) + 1)
         .fetch_one(&db.pool)
         .await?
         .try_get("n")?;
