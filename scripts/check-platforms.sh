@@ -3,8 +3,8 @@
 # standard library's source: -Zbuild-std builds `std` for the target), mingw-w64 (its
 # dlltool for `std`, its gcc for ring's C and as the linker) and wine64 (8.0):
 # 1. builds `lull.exe` (debug; which compiles lull-core, lull-protocol, agent-core and the
-#    coordinator for x86_64-pc-windows-gnu: a separate type-check would only repeat it)
-#    and runs it under Wine: `--help`, `status` with no agent
+#    coordinator for x86_64-pc-windows-gnu), lints those crates and the tray app with
+#    Debian's clippy (rust-web-clippy, -D warnings), and runs lull.exe under Wine: `--help`, `status` with no agent
 #    (one line, exit 1), a wrong value (one line, exit 2), then `lull.exe agent` in the
 #    foreground answering `status`, `pause 1h`, `resume` and `limits` (which writes its
 #    config) over its named pipe, its log free of write errors, with its input backends
@@ -51,8 +51,8 @@
 # Lull's crates): under a minute on 2 cores (38 s after a change to agent-core). Cold:
 # not measured as a whole; its parts were about 10 min for lull.exe and 3.5 min for the
 # tests' build (std and the dependencies each time).
-# 0. (first) type-checks the crates that ship on macOS (lull-core, lull-protocol,
-#    agent-core and the lull CLI and agent) for aarch64-apple-darwin: built, never run
+# 0. (first) type-checks and lints (Debian's clippy, -D warnings) the crates that ship
+#    on macOS (lull-core, lull-protocol, agent-core and the lull CLI and agent) for aarch64-apple-darwin: built, never run
 #    (no Mac here). Only Rust is compiled for it: TLS and SQLite are the system's there
 #    (native-tls, libsqlite3), so no Apple SDK is needed (docs/ARCHITECTURE.md).
 # Not yet here (issue 30): macOS run at all; the tray app on macOS, and on Windows its
@@ -63,7 +63,7 @@
 # integrity level are stubs: the check prints each ("wine: ...") and goes on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-want=(rustc-web cargo-web rust-web-src mingw-w64 wine64)
+want=(rustc-web cargo-web rust-web-src rust-web-clippy mingw-w64 wine64)
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -77,23 +77,24 @@ fi
 target="${LULL_PLATFORMS_TARGET:-${XDG_CACHE_HOME:-$HOME/.cache}/lull/platforms-target}"
 mkdir -p "$target"
 # Debian's cargo and rustc, not rustup's proxies (which would ask for rust-src).
-cargo_windows() {
-  local what=$1
-  shift
-  env PATH=/usr/bin:/bin RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$target" \
+# `cargo_for TARGET clippy …` runs Debian's clippy (rust-web-clippy, built for the same
+# rustc): called by its path, as cargo would otherwise find rustup's cargo-clippy proxy
+# in ~/.cargo/bin first.
+cargo_for() {
+  local triple=$1 what=$2
+  shift 2
+  local run=(/usr/bin/cargo "$what")
+  [ "$what" = clippy ] && run=(/usr/bin/cargo-clippy clippy)
+  env PATH=/usr/bin:/bin CARGO=/usr/bin/cargo RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$target" \
     CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc \
-    /usr/bin/cargo "$what" --quiet -Zbuild-std --target x86_64-pc-windows-gnu "$@"
+    "${run[@]}" --quiet -Zbuild-std --target "$triple" "$@"
 }
-# The same rustc for macOS: a type-check only, into the same target directory.
-cargo_macos() {
-  local what=$1
-  shift
-  env PATH=/usr/bin:/bin RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$target" \
-    /usr/bin/cargo "$what" --quiet -Zbuild-std --target aarch64-apple-darwin "$@"
-}
+cargo_windows() { cargo_for x86_64-pc-windows-gnu "$@"; }
+# The same rustc for macOS: a type-check (and clippy) only, into the same target directory.
+cargo_macos() { cargo_for aarch64-apple-darwin "$@"; }
 t0=$(date +%s)
-cargo_macos check -p lull-core -p lull-protocol -p agent-core -p lull
-echo "macOS: lull-core, lull-protocol, agent-core and lull type-check for aarch64-apple-darwin ($(($(date +%s) - t0)) s; built, not run)"
+cargo_macos clippy -p lull-core -p lull-protocol -p agent-core -p lull -- -D warnings
+echo "macOS: lull-core, lull-protocol, agent-core and lull type-check and pass clippy -D warnings for aarch64-apple-darwin ($(($(date +%s) - t0)) s; built, not run)"
 
 t0=$(date +%s)
 cargo_windows build -p lull --bin lull
@@ -115,8 +116,8 @@ echo "lull.exe builds for x86_64-pc-windows-gnu ($(($(date +%s) - t0)) s)"
 # ui/dist at compile time (scripts/test.sh builds it first).
 t0=$(date +%s)
 [ -f ui/dist/index.html ] || (cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build)
-cargo_windows check -p lull-tray --bins
-echo "lull-tray and lull-window type-check for x86_64-pc-windows-gnu ($(($(date +%s) - t0)) s)"
+cargo_windows clippy -p lull-core -p lull-protocol -p agent-core -p lull -p lull-tray -- -D warnings
+echo "lull.exe's crates, lull-tray and lull-window type-check and pass clippy -D warnings for x86_64-pc-windows-gnu ($(($(date +%s) - t0)) s)"
 
 # Wine, in a prefix of its own: its processes are ours to stop (wineserver -k).
 wine=$(command -v wine64 || echo /usr/lib/wine/wine64)
