@@ -1,7 +1,9 @@
 //! One guest as a process group on macOS: started in a group of its own (`setpgid`, by
 //! `process_group(0)`), at the background priority band (`setpriority(PRIO_DARWIN_PROCESS,
-//! pid, PRIO_DARWIN_BG)`: low CPU, I/O and network priority) with its memory limited by
-//! `RLIMIT_AS` and `RLIMIT_DATA` (set in `pre_exec`); frozen with `SIGSTOP` to the group,
+//! 0, PRIO_DARWIN_BG)`: low CPU, I/O and network priority) with its memory limited by
+//! `RLIMIT_AS` and `RLIMIT_DATA`, all three in `pre_exec`, so the program never runs
+//! outside them (the band is set again from the agent after the spawn, whose answer is
+//! what `lull status` reports); frozen with `SIGSTOP` to the group,
 //! thawed with `SIGCONT`, killed with `SIGKILL`; its members, CPU time and resident
 //! memory from `libproc`; the system's memory pressure from the
 //! `kern.memorystatus_vm_pressure_level` sysctl, polled. A guest that calls `setsid`
@@ -14,8 +16,9 @@ use std::process::{Child, Command, Stdio};
 
 /// Starts the guest's program in a process group of its own (its pid is the group's
 /// id), in its work directory, with a minimal environment, its output to the guest's
-/// files and its address space limited to `memory_bytes`; then moves it to the
-/// background band. The band's refusal is returned beside the child, not as an error.
+/// files, its address space limited to `memory_bytes` and in the background band before
+/// its program runs; the band is set once more after the spawn, and that call's refusal is
+/// returned beside the child, not as an error.
 pub fn spawn(spec: &GuestSpec, dir: &GuestDir, memory_bytes: u64) -> io::Result<(Child, Option<io::Error>)> {
     let work = dir.work();
     let mut command = Command::new(&spec.command);
@@ -33,8 +36,9 @@ pub fn spawn(spec: &GuestSpec, dir: &GuestDir, memory_bytes: u64) -> io::Result<
         .stderr(std::fs::File::create(dir.stderr())?)
         .process_group(0);
     let limit = libc::rlimit { rlim_cur: memory_bytes as libc::rlim_t, rlim_max: memory_bytes as libc::rlim_t };
-    // SAFETY: between fork and exec the closure calls setrlimit only, which is
-    // async-signal-safe, on a limit built before the fork.
+    // SAFETY: between fork and exec the closure makes two system calls only, setrlimit
+    // on a limit built before the fork and setpriority on this process (0), neither of
+    // which allocates or takes a lock.
     unsafe {
         command.pre_exec(move || {
             for resource in [libc::RLIMIT_AS, libc::RLIMIT_DATA] {
@@ -42,11 +46,14 @@ pub fn spawn(spec: &GuestSpec, dir: &GuestDir, memory_bytes: u64) -> io::Result<
                     return Err(io::Error::last_os_error());
                 }
             }
+            // Its refusal is seen by the call after the spawn, which reports it.
+            libc::setpriority(libc::PRIO_DARWIN_PROCESS, 0, libc::PRIO_DARWIN_BG);
             Ok(())
         });
     }
     let child = command.spawn()?;
-    // SAFETY: setpriority on the child's pid, a process of this user.
+    // SAFETY: setpriority on the child's pid, a process of this user. Already set in the
+    // child; this call's answer is the one reported.
     let band = unsafe { libc::setpriority(libc::PRIO_DARWIN_PROCESS, child.id(), libc::PRIO_DARWIN_BG) };
     Ok((child, (band != 0).then(io::Error::last_os_error)))
 }
