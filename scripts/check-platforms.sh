@@ -18,8 +18,9 @@
 # 2. a guest job in a Job Object (scripts/wine/counter.c, a counter appended to a file
 #    every 100 ms): `lull run --now` runs it, `lull status` names the runtime (and says
 #    what is not contained: under Wine the restricted token and low integrity level are
-#    stubs), `lull pause` evicts it (a pause directs Evict: TerminateJobObject; counter
-#    stopped, no guest process, exit 75); then `lull run --mode pm --activity-fifo FILE`
+#    stubs, and the AppContainer is missing: its failed call must be named), `lull
+#    pause` evicts it (a pause directs Evict: TerminateJobObject; counter stopped, no
+#    guest process, exit 75); then `lull run --mode pm --activity-fifo FILE`
 #    (a byte appended = owner input) shows the freeze (every thread of its job suspended:
 #    the counter stands still) and the thaw; then, $LULL_WINE_SENDINPUT_ROUNDS times (3),
 #    send_input.exe's one event reaches the agent's input thread within
@@ -216,9 +217,16 @@ c = json.load(sys.stdin)["containment"]
 print("  containment:", c["summary"])
 for m in c["missing"]:
     call = m.split(":")[0]
-    wine = call.startswith(("CreateRestrictedToken", "SetTokenInformation", "GetTokenInformation", "SetInformationJobObject", "SetNamedSecurityInfoW", "OpenProcessToken", "the agent"))
+    wine = call.startswith(("CreateRestrictedToken", "SetTokenInformation", "GetTokenInformation", "SetInformationJobObject", "SetNamedSecurityInfoW", "OpenProcessToken", "the agent", "CreateAppContainerProfile", "DeriveAppContainerSidFromAppContainerName", "UpdateProcThreadAttribute", "CreateProcess", "the AppContainer"))
     print(("  wine: not in effect: " if wine else "  not contained: ") + m)
 '
+# The AppContainer: in effect (read back), or the call that failed is named.
+lull status --json | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["containment"]
+named = [m for m in c["missing"] if "AppContainer" in m]
+sys.exit(0 if "AppContainer" in c["summary"] or named else 1)
+' || fail "lull.exe status neither has the guests in their AppContainer nor names the call that failed"
 lull pause 1h | grep -q "^State: *paused for another" || fail "lull.exe pause 1h over the pipe did not pause"
 stands_still "$counter" || fail "the guest's counter still grows after lull pause"
 code=0 && wait "$run" || code=$?
@@ -277,8 +285,9 @@ while IFS=$'\t' read -r name sd; do
 done <<<"$report"
 echo "Lull's files under Wine: ${#private[@]} files and directories grant their owner and SYSTEM alone"
 
-# An agent enrolled with a coordinator refuses to start: Windows guests cannot be kept
-# from the owner's files yet (no AppContainer), so the pool's guests never run here.
+# An agent enrolled with a coordinator refuses to start unless its guests' AppContainer
+# read back in effect (guest/windows/appcontainer.rs): Wine 8.0's userenv.dll has no
+# CreateAppContainerProfile, so the pool's guests never run here.
 mkdir -p "$data/enrolled"
 printf '{"url":"http://127.0.0.1:9","agent_id":"a1","secret":"s"}\n' >"$data/enrolled/coordinator.json"
 r=$(LULL_DATA_DIR="$dz\\enrolled" lull_result agent)

@@ -1,16 +1,19 @@
 //! The Windows guest runtime: each guest in a Job Object of its own ([`job`]: kill on
 //! close, idle priority class, the job's memory from admission, a process cap as Linux's
-//! `pids.max`), started suspended by a restricted, low-integrity token ([`token`],
-//! [`spawn`]) and resumed once in its job; frozen by suspending every thread of its job
-//! ([`freeze`]); evicted and killed with `TerminateJobObject`; accounted from the job's
-//! accounting (CPU) and its processes' memory. Where Windows (or Wine) refuses a call,
-//! the guest runs with what was built and `lull status` says what is missing.
+//! `pids.max`), started suspended in the guests' AppContainer ([`appcontainer`]: no
+//! owner's files, processes or network) by a restricted, low-integrity token ([`token`],
+//! [`spawn`]), its token read back, and resumed once in its job; frozen by suspending
+//! every thread of its job ([`freeze`]); evicted and killed with `TerminateJobObject`;
+//! accounted from the job's accounting (CPU) and its processes' memory. Where Windows
+//! (or Wine) refuses a call, the guest runs with what was built, `lull status` says what
+//! is missing, and the pool's guests are refused unless the AppContainer read back in
+//! effect.
 //!
-//! Not here (said in [`WindowsRuntime::containment_status`]): reads of the owner's files
-//! (low integrity blocks writes only), network isolation, the disk and output caps, the
-//! memory-pressure guard and a checkpoint signal (checkpointable guests are killed
+//! Not here (said in [`WindowsRuntime::containment_status`]): the disk and output caps,
+//! the memory-pressure guard and a checkpoint signal (checkpointable guests are killed
 //! without a grace).
 
+mod appcontainer;
 mod freeze;
 mod job;
 mod spawn;
@@ -72,6 +75,7 @@ impl Guest {
 pub struct WindowsRuntime {
     queue: GuestQueue,
     token: token::GuestToken,
+    container: appcontainer::GuestContainer,
     freezer: Arc<Freezer>,
     guests: Vec<Guest>,
     directive: GuestDirective,
@@ -87,9 +91,17 @@ impl WindowsRuntime {
         for failed in &token.failed {
             warn!("guests' token: {failed}");
         }
+        let container = appcontainer::GuestContainer::build(token.raw());
+        for failed in &container.failed {
+            warn!("guests' AppContainer: {failed}");
+        }
+        if container.in_effect {
+            info!("guests run in the AppContainer {} (read back from a probe's token)", appcontainer::CONTAINER_NAME);
+        }
         Self {
             queue: GuestQueue::new(config, work_root),
             token,
+            container,
             freezer: Arc::new(Freezer::default()),
             guests: Vec::new(),
             directive: GuestDirective::Freeze,
@@ -119,15 +131,27 @@ impl WindowsRuntime {
             move |source| GuestError::Io { what, source }
         };
         std::fs::create_dir_all(dir.work()).map_err(io("creating the guest's work directory"))?;
-        if self.token.low_integrity {
+        if self.container.in_effect {
+            self.container.grant(&dir.work()).map_err(io("granting the guests' AppContainer their work directory"))?;
+        }
+        // An AppContainer's process is at low integrity too: it writes only below a low label.
+        if self.token.low_integrity || self.container.in_effect {
             self.label_refused =
                 token::label_low(&dir.work()).err().map(|e| format!("SetNamedSecurityInfoW(low label on the work directory): {e}"));
         }
         let job = Job::create().map_err(io("CreateJobObjectW"))?;
         let limits = Limits { memory_bytes: limit, processes: u32::try_from(self.queue.cfg.pids_max).unwrap_or(u32::MAX) };
         self.limits_refused = job.set_limits(limits).map_err(io("SetInformationJobObject(JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE)"))?;
-        let started =
-            spawn::spawn_suspended(self.token.raw(), spec, &dir).map_err(|source| GuestError::Spawn { id: id.to_owned(), source })?;
+        let launch = self.container.launch(self.token.raw());
+        let started = spawn::spawn_suspended(launch, spec, &dir).map_err(|source| GuestError::Spawn { id: id.to_owned(), source })?;
+        // Read back before it runs: never a guest outside the container once it is in effect.
+        if self.container.in_effect {
+            if let Err(e) = self.container.verify(started.process.as_raw_handle()) {
+                // SAFETY: the process handle is open; its main thread never ran.
+                unsafe { windows_sys::Win32::System::Threading::TerminateProcess(started.process.as_raw_handle(), KILLED_EXIT) };
+                return Err(GuestError::Io { what: format!("the guest's AppContainer, read back: {e}"), source: std::io::Error::other(e) });
+            }
+        }
         if let Err(e) = job.assign(&started.process) {
             // Never let it run outside its job: it is still suspended, end it.
             // SAFETY: the process handle is open.
@@ -242,8 +266,11 @@ fn process_memory(job: &Job) -> u64 {
 }
 
 impl WindowsRuntime {
-    /// The token's line for `describe`.
+    /// The token's (and the container's) line for `describe`.
     fn token_words(&self) -> &'static str {
+        if self.container.in_effect {
+            return "AppContainer Lull.Guests (no capabilities: no network), low integrity";
+        }
         match (self.token.token.is_some(), self.token.privileges_removed, self.token.low_integrity) {
             (true, true, true) => "restricted token (no privileges), low integrity",
             (true, true, false) => "restricted token (no privileges), NOT low integrity",
@@ -255,16 +282,19 @@ impl WindowsRuntime {
     /// Everything the guests lack here, each with what it costs the owner.
     fn missing(&self) -> Vec<String> {
         let mut out: Vec<String> = self.token.failed.iter().map(|f| format!("{f}: guests run with {}", self.token_words())).collect();
-        out.push(if self.token.low_integrity {
-            "the owner's files: low integrity blocks writing them, not reading them: a guest can read what the owner's account can read (no AppContainer)".into()
-        } else {
-            "the owner's files: NOT protected: a guest can read and write what the owner's account can".into()
-        });
+        out.extend(self.container.failed.iter().map(|f| format!("{f}: guests run outside the AppContainer")));
+        if !self.container.in_effect {
+            out.push(if self.token.low_integrity {
+                "the owner's files: low integrity blocks writing them, not reading them: a guest can read what the owner's account can read (no AppContainer in effect)".into()
+            } else {
+                "the owner's files: NOT protected: a guest can read and write what the owner's account can".into()
+            });
+            out.push("network not isolated: guests reach the network as the owner's account does".into());
+        }
         out.extend(self.limits_refused.iter().map(|r| format!("{r}: that limit is not applied")));
         out.extend(self.label_refused.iter().map(|r| format!("{r}: a low-integrity guest may not write its work directory")));
         out.extend(
             [
-                "network not isolated: guests reach the network as the owner's account does",
                 "no disk or output cap: a guest's work directory and logs are not limited",
                 "no checkpoint signal: checkpointable guests are killed at eviction without a grace",
                 "no memory-pressure guard: guests are not frozen for the owner's memory pressure",
@@ -321,8 +351,11 @@ impl GuestHost for WindowsRuntime {
     }
 
     fn pool_refusal(&self) -> Option<String> {
+        if self.container.in_effect {
+            return None;
+        }
         Some(if self.token.low_integrity {
-            "Windows guests run at low integrity without an AppContainer, so a guest could read the owner's files".into()
+            "Windows guests run at low integrity without an AppContainer in effect (see `lull status`), so a guest could read the owner's files".into()
         } else {
             "Windows guests run without a restricted token in effect, so a guest could read and write the owner's files".into()
         })

@@ -121,7 +121,7 @@ fn restricted_token() -> Result<OwnedHandle, String> {
 }
 
 /// One class of information about `token`, as the bytes Windows wrote, aligned for it.
-fn read_token(token: HANDLE, class: windows_sys::Win32::Security::TOKEN_INFORMATION_CLASS) -> io::Result<Vec<u8>> {
+pub(super) fn read_token(token: HANDLE, class: windows_sys::Win32::Security::TOKEN_INFORMATION_CLASS) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u64; 128];
     let mut len = 0u32;
     let size = (buf.len() * 8) as u32;
