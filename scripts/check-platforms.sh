@@ -408,9 +408,12 @@ stop_wine
 [ -f "$inst/lull.exe" ] && [ -f "$inst/uninstall.exe" ] || fail "the installer put no lull.exe and uninstall.exe in $inst_win: $(ls "$inst" 2>&1)"
 [ -n "$(find "$(unix_path "$(win_expand '%APPDATA%')\\Microsoft\\Windows\\Start Menu\\Programs\\Lull")" -name '*.lnk' 2>/dev/null)" ] ||
   fail "the installer made no Start-menu shortcut"
-# The installed lull.exe with Wine's stand-in DLLs (above), found on Wine's PATH as
-# they are not installed.
-r=$(WINEPATH="$(win_path "$out")" "$wine" "$inst/lull.exe" --help 2>&1) || fail "the installed lull.exe --help under Wine: $r"
+[ "$(ls "$inst" | tr '\n' ' ')" = "lull.exe uninstall.exe " ] || fail "the installer put more than lull.exe and uninstall.exe in $inst_win: $(ls "$inst")"
+# The installed lull.exe runs with Wine's stand-in DLLs (above) beside it, as in $out
+# (on Wine's PATH, pdh.dll would lose to Wine's own); removed before the uninstall.
+standins=("$inst/bcryptprimitives.dll" "$inst/pdh.dll")
+cp "$out/bcryptprimitives.dll" "$out/pdh.dll" "$inst/"
+r=$("$wine" "$inst/lull.exe" --help 2>&1) || fail "the installed lull.exe --help under Wine: $r"
 grep -q "^Usage: lull.exe <COMMAND>" <<<"$r" || fail "the installed lull.exe --help printed no usage: $r"
 key=$("$wine" reg query "$uninst_key" 2>&1 | tr -d '\r') || fail "no $uninst_key after the install: $key"
 version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')
@@ -423,11 +426,17 @@ stop_wine
 # While the installed lull.exe runs (an agent), the uninstaller removes nothing and stops
 # nothing: it fails (exit 2). Run in place (_?=) so that its exit code is its own.
 agent_data=$(mktemp -d "$target/wine-installed.XXXXXX")
-LULL_DATA_DIR="$(win_path "$agent_data")" LULL_CONFIG="$(win_path "$agent_data")\\config.toml" \
-  WINEPATH="$(win_path "$out")" "$wine" "$inst/lull.exe" agent >"$agent_data/agent.out" 2>&1 &
+installed=(env LULL_DATA_DIR="$(win_path "$agent_data")" LULL_CONFIG="$(win_path "$agent_data")\\config.toml" "$wine" "$inst/lull.exe")
+"${installed[@]}" agent >"$agent_data/agent.out" 2>&1 &
 agent=$!
-sleep 3
-kill -0 "$agent" 2>/dev/null || fail "the installed lull.exe agent did not start: $(cat "$agent_data/agent.out")"
+started=""
+# Into a file: a wineserver this call starts would hold a $(...)'s pipe open.
+for _ in $(seq 60); do
+  "${installed[@]}" status >"$agent_data/status.out" 2>&1 && grep -q "^Lull agent " "$agent_data/status.out" && started=1 && break
+  kill -0 "$agent" 2>/dev/null || break
+  sleep 1
+done
+[ -n "$started" ] || fail "the installed lull.exe agent did not answer: $(cat "$agent_data/agent.out")"
 code=0 && "$wine" "$inst/uninstall.exe" /S "_?=$inst_win" || code=$?
 [ "$code" = 2 ] || fail "the uninstaller ended with $code while the installed lull.exe ran, not 2 (in use: nothing removed)"
 [ -f "$inst/lull.exe" ] && "$wine" reg query "$uninst_key" >/dev/null 2>&1 ||
@@ -436,7 +445,7 @@ kill -0 "$agent" 2>/dev/null || fail "the uninstaller stopped the running lull.e
 kill "$agent" 2>/dev/null || true
 wait "$agent" 2>/dev/null || true
 stop_wine
-rm -rf "$agent_data"
+rm -rf "$agent_data" "${standins[@]}"
 lull_home=$(dirname "$(dirname "$lull_data")")
 made_home="" && [ -d "$lull_home" ] || made_home=1
 mkdir -p "$lull_data"
