@@ -77,7 +77,7 @@ VIAddVersionKey "LegalCopyright" "MIT OR Apache-2.0"
 !define MUI_UNICON "${__FILEDIR__}\..\..\src-tauri\icons\icon.ico"
 !define MUI_ABORTWARNING
 
-!define MUI_WELCOMEPAGE_TEXT "This installs ${APP} ${VERSION} for you alone (no administrator needed): the lull command and agent, in your user's programs folder, with a Start-menu folder.$\r$\n$\r$\nLull lends this machine's idle time and pauses the moment you come back."
+!define MUI_WELCOMEPAGE_TEXT "This installs ${APP} ${VERSION} for you alone (no administrator needed): the lull command and agent, in your user's programs folder, with a Start-menu folder."
 !insertmacro MUI_PAGE_WELCOME
 !insertmacro MUI_PAGE_DIRECTORY
 !insertmacro MUI_PAGE_INSTFILES
