@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks Lull's Windows build, with Debian's rustc-web and rust-web-src (Rust with the
 # standard library's source: -Zbuild-std builds `std` for the target), mingw-w64 (its
-# dlltool for `std`, its gcc for ring's C and as the linker) and wine64 (8.0):
+# dlltool for `std`, its gcc for ring's C and as the linker), wine64 (8.0) and nsis:
 # 1. builds `lull.exe` (debug; which compiles lull-core, lull-protocol, agent-core and the
 #    coordinator for x86_64-pc-windows-gnu), lints those crates and the tray app with
 #    Debian's clippy (rust-web-clippy, -D warnings), and runs lull.exe under Wine: `--help`, `status` with no agent
@@ -40,7 +40,13 @@
 #    access control list: it maps the one set to Unix mode bits and reads back owner,
 #    SYSTEM and Everyone from them, so the list's protected flag and what Windows'
 #    inheritance gives files a library creates (SQLite's -wal, the daily log) go unchecked;
-# 4. runs lull-core's unit tests under Wine.
+# 4. runs lull-core's unit tests under Wine;
+# 5. builds the Windows installer from lull.exe (packaging/windows/build-installer.sh:
+#    Debian's nsis, makensis 3), installs it silently (/S) under Wine, runs the installed
+#    lull.exe --help, reads back its Apps & features entry (HKCU ...\Uninstall\Lull),
+#    checks its uninstaller refuses (exit 2, nothing removed, nothing stopped) while the
+#    installed lull.exe runs, then uninstalls silently: files, Start-menu folder and entry
+#    gone, a file in Lull's data directory (%APPDATA%\Lull\lull\data) kept.
 # Wine 8.0 lacks two calls Lull's build makes; scripts/wine/ has stand-ins, put beside the
 # .exe files for Wine only: bcryptprimitives.dll (ProcessPrng, which Rust's std imports)
 # and pdh.dll (PdhEnumObjectsW, which sysinfo calls: with the stand-in the agent sees 0 %
@@ -51,7 +57,8 @@
 # apart from the host build's (another rustc, other flags). Warm (nothing changed but
 # Lull's crates): under a minute on 2 cores (38 s after a change to agent-core). Cold:
 # not measured as a whole; its parts were about 10 min for lull.exe and 3.5 min for the
-# tests' build (std and the dependencies each time).
+# tests' build (std and the dependencies each time). The installer's part (5.) took
+# 28-35 s alone (makensis with zlib 15-19 s of it; the installer 25 MB).
 # 0. (first) type-checks and lints (Debian's clippy, -D warnings) the crates that ship
 #    on macOS (lull-core, lull-protocol, agent-core and the lull CLI and agent) for aarch64-apple-darwin: built, never run
 #    (no Mac here). Only Rust is compiled for it: TLS and SQLite are the system's there
@@ -64,7 +71,7 @@
 # integrity level are stubs: the check prints each ("wine: ...") and goes on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-want=(rustc-web cargo-web rust-web-src rust-web-clippy mingw-w64 wine64)
+want=(rustc-web cargo-web rust-web-src rust-web-clippy mingw-w64 wine64 nsis)
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -389,3 +396,78 @@ t0=$(date +%s)
 report=$(CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER="$wine" cargo_windows test -p lull-core --lib 2>&1) || fail "lull-core's unit tests under Wine: $report"
 stop_wine
 echo "lull-core's unit tests under Wine: $(grep -E '^test result' <<<"$report" | tail -1) ($(($(date +%s) - t0)) s)"
+
+# The Windows installer (packaging/windows/lull.nsi, makensis): built from this lull.exe,
+# installed silently for the current user, its lull.exe run from the install directory,
+# its Apps & features entry read back; then uninstalled silently: the files, Start-menu
+# folder and entry gone, a file in Lull's data directory (%APPDATA%\Lull\lull\data, where
+# the agent keeps its ledger) still there.
+t0=$(date +%s)
+setup=$(packaging/windows/build-installer.sh "$out" "$target/installer/" 2>"$target/installer.log" | tail -1) ||
+  fail "build-installer.sh: $(cat "$target/installer.log")"
+built="$(tail -1 "$target/installer.log" | sed 's/^build-installer: //')"
+uninst_key='HKCU\Software\Microsoft\Windows\CurrentVersion\Uninstall\Lull'
+# A Windows path as Wine's shell expands it ("%APPDATA%"), and its Unix path.
+win_expand() { "$wine" cmd /c echo "$1" | tr -d '\r'; }
+unix_path() { "$wine" winepath -u "$1" | tr -d '\r'; }
+inst_win="$(win_expand '%LOCALAPPDATA%')\\Programs\\Lull"
+inst=$(unix_path "$inst_win")
+lull_data=$(unix_path "$(win_expand '%APPDATA%')\\Lull\\lull\\data")
+"$wine" "$setup" /S || fail "the installer under Wine (/S) failed"
+stop_wine
+[ -f "$inst/lull.exe" ] && [ -f "$inst/uninstall.exe" ] || fail "the installer put no lull.exe and uninstall.exe in $inst_win: $(ls "$inst" 2>&1)"
+[ -n "$(find "$(unix_path "$(win_expand '%APPDATA%')\\Microsoft\\Windows\\Start Menu\\Programs\\Lull")" -name '*.lnk' 2>/dev/null)" ] ||
+  fail "the installer made no Start-menu shortcut"
+[ "$(ls "$inst" | tr '\n' ' ')" = "lull.exe uninstall.exe " ] || fail "the installer put more than lull.exe and uninstall.exe in $inst_win: $(ls "$inst")"
+# The installed lull.exe runs with Wine's stand-in DLLs (above) beside it, as in $out
+# (on Wine's PATH, pdh.dll would lose to Wine's own); removed before the uninstall.
+standins=("$inst/bcryptprimitives.dll" "$inst/pdh.dll")
+cp "$out/bcryptprimitives.dll" "$out/pdh.dll" "$inst/"
+r=$("$wine" "$inst/lull.exe" --help 2>&1) || fail "the installed lull.exe --help under Wine: $r"
+grep -q "^Usage: lull.exe <COMMAND>" <<<"$r" || fail "the installed lull.exe --help printed no usage: $r"
+key=$("$wine" reg query "$uninst_key" 2>&1 | tr -d '\r') || fail "no $uninst_key after the install: $key"
+version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')
+for want in "DisplayName    REG_SZ    Lull" "DisplayVersion    REG_SZ    $version" "InstallLocation    REG_SZ    $inst_win" \
+  "UninstallString    REG_SZ    \"$inst_win\\uninstall.exe\"" "QuietUninstallString    REG_SZ    \"$inst_win\\uninstall.exe\" /S" \
+  "NoModify    REG_DWORD    0x1" "NoRepair    REG_DWORD    0x1" "Publisher    REG_SZ    " "EstimatedSize    REG_DWORD    0x"; do
+  grep -qF "$want" <<<"$key" || fail "$uninst_key lacks \"$want\": $key"
+done
+stop_wine
+# While the installed lull.exe runs (an agent), the uninstaller removes nothing and stops
+# nothing: it fails (exit 2). Run in place (_?=) so that its exit code is its own.
+agent_data=$(mktemp -d "$target/wine-installed.XXXXXX")
+installed=(env LULL_DATA_DIR="$(win_path "$agent_data")" LULL_CONFIG="$(win_path "$agent_data")\\config.toml" "$wine" "$inst/lull.exe")
+"${installed[@]}" agent >"$agent_data/agent.out" 2>&1 &
+agent=$!
+started=""
+# Into a file: a wineserver this call starts would hold a $(...)'s pipe open.
+for _ in $(seq 60); do
+  "${installed[@]}" status >"$agent_data/status.out" 2>&1 && grep -q "^Lull agent " "$agent_data/status.out" && started=1 && break
+  kill -0 "$agent" 2>/dev/null || break
+  sleep 1
+done
+[ -n "$started" ] || fail "the installed lull.exe agent did not answer: $(cat "$agent_data/agent.out")"
+code=0 && "$wine" "$inst/uninstall.exe" /S "_?=$inst_win" || code=$?
+[ "$code" = 2 ] || fail "the uninstaller ended with $code while the installed lull.exe ran, not 2 (in use: nothing removed)"
+[ -f "$inst/lull.exe" ] && "$wine" reg query "$uninst_key" >/dev/null 2>&1 ||
+  fail "the uninstaller removed lull.exe or its entry while lull.exe ran"
+kill -0 "$agent" 2>/dev/null || fail "the uninstaller stopped the running lull.exe"
+kill "$agent" 2>/dev/null || true
+wait "$agent" 2>/dev/null || true
+stop_wine
+rm -rf "$agent_data" "${standins[@]}"
+lull_home=$(dirname "$(dirname "$lull_data")")
+made_home="" && [ -d "$lull_home" ] || made_home=1
+mkdir -p "$lull_data"
+kept=$(mktemp "$lull_data/uninstall-keeps-me.XXXXXX")
+# The uninstaller copies itself out of the install directory and runs from there: wait
+# for Wine's processes to end.
+"$wine" "$inst/uninstall.exe" /S || fail "the uninstaller under Wine (/S) failed"
+"$wineserver" -w
+[ ! -e "$inst" ] || fail "the uninstaller left $inst_win: $(ls -A "$inst")"
+! "$wine" reg query "$uninst_key" >/dev/null 2>&1 || fail "the uninstaller left $uninst_key"
+[ -f "$kept" ] || fail "the uninstaller removed a file in Lull's data directory ($kept)"
+rm -f "$kept"
+[ -z "$made_home" ] || rmdir "$lull_data" "$(dirname "$lull_data")" "$lull_home"
+stop_wine
+echo "the Windows installer ($built) under Wine: installs silently in %LOCALAPPDATA%\\Programs\\Lull (lull.exe --help runs from there, Apps & features entry and Start-menu shortcut made), refuses to uninstall while lull.exe runs (exit 2, nothing removed or stopped), uninstalls silently (files, shortcut and entry gone, Lull's data kept) ($(($(date +%s) - t0)) s)"

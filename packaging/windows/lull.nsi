@@ -1,0 +1,168 @@
+; Lull's Windows installer, for makensis 3.x (Debian's `nsis`); built by
+; packaging/windows/build-installer.sh, which passes the defines below:
+;   VERSION    the workspace's version (Cargo.toml), e.g. 0.1.0
+;   EXE_DIR    the directory holding lull.exe (and lull-tray.exe, lull-window.exe when built)
+;   OUTFILE    the installer to write
+;   COMPRESSOR (optional) makensis' compressor, e.g. "/SOLID lzma" or zlib (default: zlib)
+;
+; A per-user install: no administrator, no UAC prompt. It puts lull.exe (and the tray app's
+; two programs when they were built beside it) and uninstall.exe in
+; %LOCALAPPDATA%\Programs\Lull, a Start-menu folder, and an "Apps & features" entry
+; under HKCU. A 64-bit installer (Target amd64-unicode), as lull.exe is x86_64 only.
+;
+; The uninstaller removes only those: it deletes the files by name (never the directory
+; recursively) and stops no process: if a program is running (Windows keeps its file in
+; use) it says so and leaves everything in place, entry included, to be run again. It
+; never touches the owner's Lull data and settings (the ledger, logs and config.toml),
+; which are not in the install directory but in %APPDATA%\Lull\lull\data and
+; %APPDATA%\Lull\lull\config (agent-core/src/paths.rs: `directories`' ProjectDirs for
+; "org", "Lull", "lull"); the uninstaller's text says so. /S runs either silently.
+
+!ifndef VERSION
+  !error "define VERSION (the workspace's version), e.g. makensis -DVERSION=0.1.0"
+!endif
+!ifndef EXE_DIR
+  !error "define EXE_DIR, the directory holding lull.exe"
+!endif
+!ifndef OUTFILE
+  !define OUTFILE "lull-${VERSION}-x86_64-setup.exe"
+!endif
+!ifndef COMPRESSOR
+  !define COMPRESSOR "zlib"
+!endif
+!if /FileExists "${EXE_DIR}\lull.exe"
+!else
+  !error "${EXE_DIR}\lull.exe not found"
+!endif
+; The tray app's programs, shipped when they were built beside lull.exe.
+!if /FileExists "${EXE_DIR}\lull-tray.exe"
+  !define HAVE_TRAY
+!endif
+!if /FileExists "${EXE_DIR}\lull-window.exe"
+  !define HAVE_WINDOW
+!endif
+
+Unicode true
+Target amd64-unicode
+SetCompressor ${COMPRESSOR}
+ManifestDPIAware true
+RequestExecutionLevel user
+
+!define APP "Lull"
+!define PUBLISHER "The Lull developers"
+!define UNINST_KEY "Software\Microsoft\Windows\CurrentVersion\Uninstall\Lull"
+; The Windows file version wants four numbers: 0.1.0 (or 0.1.0-rc.1) -> 0.1.0.0.
+!searchparse /noerrors "${VERSION}" "" V_MAJOR "." V_MINOR "." V_PATCH
+!searchparse /noerrors "${V_PATCH}" "" V_PATCH "-"
+
+Name "${APP}"
+OutFile "${OUTFILE}"
+InstallDir "$LOCALAPPDATA\Programs\Lull"
+; An upgrade goes where the last install went.
+InstallDirRegKey HKCU "${UNINST_KEY}" "InstallLocation"
+BrandingText "${APP} ${VERSION}"
+VIProductVersion "${V_MAJOR}.${V_MINOR}.${V_PATCH}.0"
+VIAddVersionKey "ProductName" "${APP}"
+VIAddVersionKey "ProductVersion" "${VERSION}"
+VIAddVersionKey "FileVersion" "${VERSION}"
+VIAddVersionKey "CompanyName" "${PUBLISHER}"
+VIAddVersionKey "FileDescription" "${APP} ${VERSION} setup"
+VIAddVersionKey "LegalCopyright" "MIT OR Apache-2.0"
+
+!include "MUI2.nsh"
+!include "FileFunc.nsh"
+!include "LogicLib.nsh"
+
+!define MUI_ICON "${__FILEDIR__}\..\..\src-tauri\icons\icon.ico"
+!define MUI_UNICON "${__FILEDIR__}\..\..\src-tauri\icons\icon.ico"
+!define MUI_ABORTWARNING
+
+!define MUI_WELCOMEPAGE_TEXT "This installs ${APP} ${VERSION} for you alone (no administrator needed): the lull command and agent, in your user's programs folder, with a Start-menu folder."
+!insertmacro MUI_PAGE_WELCOME
+!insertmacro MUI_PAGE_DIRECTORY
+!insertmacro MUI_PAGE_INSTFILES
+!insertmacro MUI_PAGE_FINISH
+
+!define MUI_UNCONFIRMPAGE_TEXT_TOP "This removes ${APP}'s programs from the folder below, its Start-menu folder and its Apps & features entry. Quit Lull first (the agent and the tray app): nothing running is stopped. Your Lull data and settings (ledger, logs, config.toml in %APPDATA%\Lull) are kept; delete that folder yourself to remove them."
+!insertmacro MUI_UNPAGE_CONFIRM
+!insertmacro MUI_UNPAGE_INSTFILES
+
+!insertmacro MUI_LANGUAGE "English"
+
+Section "Lull" SecMain
+  SectionIn RO
+  SetOutPath "$INSTDIR"
+  File "${EXE_DIR}\lull.exe"
+!ifdef HAVE_TRAY
+  File "${EXE_DIR}\lull-tray.exe"
+!endif
+!ifdef HAVE_WINDOW
+  File "${EXE_DIR}\lull-window.exe"
+!endif
+  WriteUninstaller "$INSTDIR\uninstall.exe"
+
+  CreateDirectory "$SMPROGRAMS\Lull"
+!ifdef HAVE_TRAY
+  CreateShortcut "$SMPROGRAMS\Lull\Lull.lnk" "$INSTDIR\lull-tray.exe"
+!else
+  ; No tray app yet: the headless agent, in a console window of its own.
+  CreateShortcut "$SMPROGRAMS\Lull\Lull agent.lnk" "$INSTDIR\lull.exe" "agent"
+!endif
+
+  WriteRegStr HKCU "${UNINST_KEY}" "DisplayName" "${APP}"
+  WriteRegStr HKCU "${UNINST_KEY}" "DisplayVersion" "${VERSION}"
+  WriteRegStr HKCU "${UNINST_KEY}" "Publisher" "${PUBLISHER}"
+  WriteRegStr HKCU "${UNINST_KEY}" "DisplayIcon" "$INSTDIR\uninstall.exe"
+  WriteRegStr HKCU "${UNINST_KEY}" "InstallLocation" "$INSTDIR"
+  WriteRegStr HKCU "${UNINST_KEY}" "UninstallString" '"$INSTDIR\uninstall.exe"'
+  WriteRegStr HKCU "${UNINST_KEY}" "QuietUninstallString" '"$INSTDIR\uninstall.exe" /S'
+  WriteRegDWORD HKCU "${UNINST_KEY}" "NoModify" 1
+  WriteRegDWORD HKCU "${UNINST_KEY}" "NoRepair" 1
+  ; In KiB, what Apps & features shows.
+  ${GetSize} "$INSTDIR" "/S=0K" $0 $1 $2
+  WriteRegDWORD HKCU "${UNINST_KEY}" "EstimatedSize" "$0"
+SectionEnd
+
+; Jumps to `in_use` with $R1 = FILE when FILE exists and cannot be opened for writing:
+; Windows keeps a running program's file so, and the owner may be running any of them.
+!macro UnInUse FILE
+  ${If} ${FileExists} "${FILE}"
+    ClearErrors
+    FileOpen $R0 "${FILE}" a
+    ${If} ${Errors}
+      StrCpy $R1 "${FILE}"
+      Goto in_use
+    ${EndIf}
+    FileClose $R0
+  ${EndIf}
+!macroend
+
+Section "Uninstall"
+  ; Every program any version installed, whether or not this one shipped it: nothing is
+  ; removed while one of them is in use (running), and nothing running is stopped.
+  !insertmacro UnInUse "$INSTDIR\lull-tray.exe"
+  !insertmacro UnInUse "$INSTDIR\lull-window.exe"
+  !insertmacro UnInUse "$INSTDIR\lull.exe"
+
+  ; By name, never the directory recursively.
+  Delete "$INSTDIR\lull-tray.exe"
+  Delete "$INSTDIR\lull-window.exe"
+  Delete "$INSTDIR\lull.exe"
+  Delete "$INSTDIR\uninstall.exe"
+  ; Only if empty: never what the owner put there.
+  RMDir "$INSTDIR"
+
+  Delete "$SMPROGRAMS\Lull\Lull.lnk"
+  Delete "$SMPROGRAMS\Lull\Lull agent.lnk"
+  RMDir "$SMPROGRAMS\Lull"
+
+  DeleteRegKey HKCU "${UNINST_KEY}"
+  DetailPrint "Your Lull data and settings in $APPDATA\Lull are kept."
+  Return
+
+in_use:
+  DetailPrint "$R1 is in use: quit Lull (the agent and the tray app) and uninstall again."
+  MessageBox MB_ICONSTOP "$R1 is in use: quit Lull (the agent and the tray app), then uninstall again. Nothing was removed." /SD IDOK
+  SetErrorLevel 2
+  Abort
+SectionEnd
