@@ -100,8 +100,9 @@ impl WindowsRuntime {
             warn!("guests' token: {failed}");
         }
         let low_memory = LowMemory::create().map_err(|e| format!("{}: {e}", pressure::CREATE_CALL));
-        if let Err(e) = &low_memory {
-            warn!("no memory-pressure guard: {e}");
+        match &low_memory {
+            Ok(n) => info!(level = ?n.level().ok(), "memory-pressure guard: the low-memory notification created"),
+            Err(e) => warn!("no memory-pressure guard: {e}"),
         }
         Self {
             queue: GuestQueue::new(config, work_root),
