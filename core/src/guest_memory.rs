@@ -1,11 +1,13 @@
 //! The owner's memory against the guests', as pure decisions: whether a new guest may
 //! start and with which memory cap (admission), how far a running guest's cap is
 //! re-clamped to what the owner can spare, and what the pressure watch does with the
-//! owner's memory stall time (freeze, then kill, then thaw when it clears).
+//! owner's memory stall time (freeze, then kill, then thaw when it clears), and what the
+//! [`LevelWatch`] does with a pressure level the OS grades itself (macOS's pressure
+//! level, Windows's low-memory notification).
 //!
-//! The guest runtime reads `/proc/meminfo`, PSI and the cgroups, hands the readings in
-//! and acts on what comes back; the numbers and the reasoning live here, where the
-//! simulator and the tests can drive them in virtual time.
+//! The guest runtime reads `/proc/meminfo`, PSI and the cgroups (or the OS's level),
+//! hands the readings in and acts on what comes back; the numbers and the reasoning live
+//! here, where the simulator and the tests can drive them in virtual time.
 
 use crate::clock::MonoMs;
 use std::fmt;
@@ -197,6 +199,65 @@ impl PressureWatch {
     }
 }
 
+/// The system's memory pressure as the OS grades it: macOS's
+/// `kern.memorystatus_vm_pressure_level`; Windows's low-memory resource notification,
+/// which knows two grades only (signalled reads as `Critical`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PressureLevel {
+    Normal,
+    Warning,
+    Critical,
+}
+
+/// The pressure watch for an OS-graded level ([`PressureLevel`]), between readings:
+/// guests freeze while the level is raised (and none start), are killed once it has
+/// stayed `Critical` for `pressure_kill`, and may thaw when it is `Normal` again.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LevelWatch {
+    critical_since: Option<MonoMs>,
+    raised: bool,
+    frozen: bool,
+}
+
+impl LevelWatch {
+    /// Whether the watch holds the guests frozen (the policy must not thaw them).
+    pub fn frozen(&self) -> bool {
+        self.frozen
+    }
+
+    /// Whether the last level read was raised: no new guest may start.
+    pub fn raised(&self) -> bool {
+        self.raised
+    }
+
+    /// One reading at `now`: the `level`, with `active` true while some guest runs (is
+    /// not evicted). Freezes when the level is raised and a guest runs; kills when it has
+    /// been `Critical` without a break for `pressure_kill` and a guest still runs; thaws
+    /// when it is `Normal` again after a freeze or kill.
+    pub fn step(&mut self, now: MonoMs, level: PressureLevel, active: bool, pressure_kill: Duration) -> PressureDecision {
+        self.critical_since = match level {
+            PressureLevel::Critical => Some(self.critical_since.unwrap_or(now)),
+            _ => None,
+        };
+        self.raised = level != PressureLevel::Normal;
+        if !self.raised {
+            return if std::mem::take(&mut self.frozen) { PressureDecision::Thaw } else { PressureDecision::Hold };
+        }
+        if !active {
+            return PressureDecision::Hold;
+        }
+        if self.critical_since.is_some_and(|t| now.since(t) >= pressure_kill) {
+            self.frozen = true;
+            return PressureDecision::Kill;
+        }
+        if std::mem::replace(&mut self.frozen, true) {
+            PressureDecision::Hold
+        } else {
+            PressureDecision::Freeze
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,5 +355,42 @@ mod tests {
         // ...but never without a running guest to freeze.
         let mut quiet = PressureWatch::default();
         assert_eq!(quiet.step(&r, 100 * MIB, at(0, 0, 0), false).0, PressureDecision::Hold);
+    }
+
+    #[test]
+    fn a_graded_level_freezes_while_raised_kills_when_critical_lasts_and_thaws_at_normal() {
+        use PressureLevel::{Critical, Normal, Warning};
+        let kill = Duration::from_secs(10);
+        let at = |s: u64| MonoMs(s * 1000);
+        let mut w = LevelWatch::default();
+        assert_eq!(w.step(at(0), Normal, true, kill), PressureDecision::Hold);
+        assert!(!w.raised() && !w.frozen());
+        // Raised with no guest running: nothing to freeze, but none may start.
+        assert_eq!(w.step(at(1), Warning, false, kill), PressureDecision::Hold);
+        assert!(w.raised() && !w.frozen());
+        // A warning freezes once, then holds; a warning never kills, however long.
+        assert_eq!(w.step(at(2), Warning, true, kill), PressureDecision::Freeze);
+        assert_eq!(w.step(at(3), Warning, true, kill), PressureDecision::Hold);
+        assert_eq!(w.step(at(100), Warning, true, kill), PressureDecision::Hold);
+        // Critical from 101 s: held until 10 s of it, then killed.
+        assert_eq!(w.step(at(101), Critical, true, kill), PressureDecision::Hold);
+        assert_eq!(w.step(at(110), Critical, true, kill), PressureDecision::Hold);
+        assert_eq!(w.step(at(111), Critical, true, kill), PressureDecision::Kill);
+        assert!(w.frozen());
+        // Nothing left running: no second kill; then normal: thaw, once.
+        assert_eq!(w.step(at(112), Critical, false, kill), PressureDecision::Hold);
+        assert_eq!(w.step(at(113), Normal, false, kill), PressureDecision::Thaw);
+        assert_eq!(w.step(at(114), Normal, true, kill), PressureDecision::Hold);
+        assert!(!w.raised() && !w.frozen());
+        // A break in the critical spell restarts its count: 9 s, warning, 9 s: no kill.
+        assert_eq!(w.step(at(120), Critical, true, kill), PressureDecision::Freeze);
+        assert_eq!(w.step(at(129), Critical, true, kill), PressureDecision::Hold);
+        assert_eq!(w.step(at(130), Warning, true, kill), PressureDecision::Hold);
+        assert_eq!(w.step(at(131), Critical, true, kill), PressureDecision::Hold);
+        assert_eq!(w.step(at(140), Critical, true, kill), PressureDecision::Hold);
+        assert_eq!(w.step(at(141), Critical, true, kill), PressureDecision::Kill);
+        // pressure_kill 0: a critical level kills at its first reading.
+        let mut now = LevelWatch::default();
+        assert_eq!(now.step(at(0), Critical, true, Duration::ZERO), PressureDecision::Kill);
     }
 }

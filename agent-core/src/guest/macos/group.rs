@@ -10,6 +10,7 @@
 //! leaves its group and escapes all three, as with Linux's fallback.
 
 use crate::guest::{GuestDir, GuestSpec};
+use lull_core::guest_memory::PressureLevel;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -127,17 +128,9 @@ pub fn usage(pgid: i32) -> ((u64, u64), u64) {
     ((user, system), resident)
 }
 
-/// The system's memory pressure as the kernel grades it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pressure {
-    Normal,
-    Warning,
-    Critical,
-}
-
 /// `kern.memorystatus_vm_pressure_level` now (1 normal, 2 warning, 4 critical), polled
 /// where a dispatch source would be told.
-pub fn memory_pressure() -> io::Result<Pressure> {
+pub fn memory_pressure() -> io::Result<PressureLevel> {
     let mut level: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>();
     // SAFETY: a NUL-terminated name; `level` holds `len` bytes.
@@ -154,8 +147,8 @@ pub fn memory_pressure() -> io::Result<Pressure> {
         return Err(io::Error::last_os_error());
     }
     Ok(match level {
-        4.. => Pressure::Critical,
-        2..=3 => Pressure::Warning,
-        _ => Pressure::Normal,
+        4.. => PressureLevel::Critical,
+        2..=3 => PressureLevel::Warning,
+        _ => PressureLevel::Normal,
     })
 }

@@ -22,12 +22,12 @@ use crate::ledger::GuestTotals;
 use crate::policy::GuestDirective;
 use crate::sensors::GuestReading;
 use freeze::Freezer;
-use group::Pressure;
+use lull_core::guest_memory::{LevelWatch, PressureDecision};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Child;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tracing::{error, info, warn};
 
 /// One running guest: its main process leads its process group (its pid is the group's).
@@ -65,9 +65,8 @@ pub struct MacosRuntime {
     directive: GuestDirective,
     /// The background band refused at the last start (its error).
     band_refused: Option<String>,
-    /// Since when the memory pressure is critical, and whether it froze the guests.
-    critical_since: Option<Instant>,
-    pressure_frozen: bool,
+    /// The memory-pressure watch (the core decides, this runtime reads and acts).
+    pressure: LevelWatch,
     /// The pressure could not be read (the error), said once.
     pressure_unread: Option<String>,
 }
@@ -80,8 +79,7 @@ impl MacosRuntime {
             guests: Vec::new(),
             directive: GuestDirective::Freeze,
             band_refused: None,
-            critical_since: None,
-            pressure_frozen: false,
+            pressure: LevelWatch::default(),
             pressure_unread: None,
         }
     }
@@ -185,17 +183,17 @@ impl MacosRuntime {
             i += 1;
         }
         self.follow_pressure();
-        if self.directive == GuestDirective::Accept && !self.pressure_frozen {
+        if self.directive == GuestDirective::Accept && !self.pressure.raised() {
             self.start_admitted();
         }
     }
 
     /// Freezes the guests while the system's memory pressure is raised and thaws them
     /// (if the policy lets them run) once it is normal; evicts them when it stays
-    /// critical for `[guests] pressure_kill_s`.
+    /// critical for `[guests] pressure_kill_s` (decided by [`LevelWatch`]).
     fn follow_pressure(&mut self) {
-        let pressure = match group::memory_pressure() {
-            Ok(p) => p,
+        let level = match group::memory_pressure() {
+            Ok(l) => l,
             Err(e) => {
                 let why = format!("kern.memorystatus_vm_pressure_level: {e}");
                 if self.pressure_unread.as_deref() != Some(&why) {
@@ -205,25 +203,24 @@ impl MacosRuntime {
                 return;
             }
         };
-        self.critical_since = match pressure {
-            Pressure::Critical => Some(self.critical_since.unwrap_or_else(Instant::now)),
-            _ => None,
-        };
-        let raised = pressure != Pressure::Normal;
-        if raised && !self.pressure_frozen && !self.guests.is_empty() {
-            warn!(?pressure, "the system's memory pressure is raised: guests frozen");
-            self.freezer.set_frozen(true);
-            self.pressure_frozen = true;
-        } else if !raised && self.pressure_frozen {
-            self.pressure_frozen = false;
-            if matches!(self.directive, GuestDirective::Accept | GuestDirective::Linger) {
-                info!("the system's memory pressure is normal again: guests thawed");
-                self.freezer.set_frozen(false);
+        let active = self.guests.iter().any(|g| !g.evicted);
+        let kill_after = Duration::from_secs(self.queue.cfg.pressure_kill_s);
+        match self.pressure.step(crate::clock::mono_now(), level, active, kill_after) {
+            PressureDecision::Freeze => {
+                warn!(?level, "the system's memory pressure is raised: guests frozen");
+                self.freezer.set_frozen(true);
             }
-        }
-        if self.critical_since.is_some_and(|t| t.elapsed() >= Duration::from_secs(self.queue.cfg.pressure_kill_s)) {
-            warn!("the system's memory pressure stayed critical: guests evicted");
-            self.evict_all();
+            PressureDecision::Kill => {
+                warn!("the system's memory pressure stayed critical: guests evicted");
+                self.evict_all();
+            }
+            PressureDecision::Thaw => {
+                if matches!(self.directive, GuestDirective::Accept | GuestDirective::Linger) {
+                    info!("the system's memory pressure is normal again: guests thawed");
+                    self.freezer.set_frozen(false);
+                }
+            }
+            PressureDecision::Hold => {}
         }
     }
 
@@ -269,10 +266,10 @@ impl GuestHost for MacosRuntime {
         self.directive = directive;
         match directive {
             GuestDirective::Accept | GuestDirective::Linger => {
-                if !self.pressure_frozen {
+                if !self.pressure.frozen() {
                     self.freezer.set_frozen(false);
                 }
-                if directive == GuestDirective::Accept && !self.pressure_frozen {
+                if directive == GuestDirective::Accept && !self.pressure.raised() {
                     self.start_admitted();
                 }
             }

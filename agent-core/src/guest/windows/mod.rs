@@ -4,18 +4,20 @@
 //! owner's files, processes or network) by a restricted, low-integrity token ([`token`],
 //! [`spawn`]), its token read back, and resumed once in its job; frozen by suspending
 //! every thread of its job ([`freeze`]); evicted and killed with `TerminateJobObject`;
-//! accounted from the job's accounting (CPU) and its processes' memory. Where Windows
-//! (or Wine) refuses a call, the guest runs with what was built, `lull status` says what
-//! is missing, and the pool's guests are refused unless the AppContainer read back in
-//! effect.
+//! accounted from the job's accounting (CPU) and its processes' memory; frozen, and none
+//! started, while Windows signals low memory ([`pressure`]: a low-memory resource
+//! notification read each tick), evicted when that lasts `[guests] pressure_kill_s`
+//! (decided by lull-core's `LevelWatch`, as on macOS). Where Windows (or Wine) refuses a
+//! call, the guest runs with what was built, `lull status` says what is missing, and the
+//! pool's guests are refused unless the AppContainer read back in effect.
 //!
-//! Not here (said in [`WindowsRuntime::containment_status`]): the disk and output caps,
-//! the memory-pressure guard and a checkpoint signal (checkpointable guests are killed
-//! without a grace).
+//! Not here (said in [`WindowsRuntime::containment_status`]): the disk and output caps
+//! and a checkpoint signal (checkpointable guests are killed without a grace).
 
 mod appcontainer;
 mod freeze;
 mod job;
+mod pressure;
 mod spawn;
 mod token;
 
@@ -27,9 +29,12 @@ use crate::policy::GuestDirective;
 use crate::sensors::GuestReading;
 use freeze::Freezer;
 use job::{Job, Limits};
+use lull_core::guest_memory::{LevelWatch, PressureDecision};
+use pressure::LowMemory;
 use std::os::windows::io::{AsRawHandle, OwnedHandle};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 use tracing::{error, info, warn};
 use windows_sys::Win32::Foundation::WAIT_OBJECT_0;
 use windows_sys::Win32::System::Threading::{GetExitCodeProcess, WaitForSingleObject};
@@ -83,6 +88,12 @@ pub struct WindowsRuntime {
     limits_refused: Vec<String>,
     /// The work directories' low label could not be set (the call and its error).
     label_refused: Option<String>,
+    /// The low-memory notification, or the call that failed to create it and its error.
+    low_memory: Result<LowMemory, String>,
+    /// The memory-pressure watch (the core decides, this runtime reads and acts).
+    pressure: LevelWatch,
+    /// The last read of the notification failed (the call and its error).
+    pressure_unread: Option<String>,
 }
 
 impl WindowsRuntime {
@@ -98,6 +109,11 @@ impl WindowsRuntime {
         if container.in_effect {
             info!("guests run in the AppContainer {} (read back from a probe's token)", appcontainer::CONTAINER_NAME);
         }
+        let low_memory = LowMemory::create().map_err(|e| format!("{}: {e}", pressure::CREATE_CALL));
+        match &low_memory {
+            Ok(n) => info!(level = ?n.level().ok(), "memory-pressure guard: the low-memory notification created"),
+            Err(e) => warn!("no memory-pressure guard: {e}"),
+        }
         Self {
             queue: GuestQueue::new(config, work_root),
             token,
@@ -107,6 +123,9 @@ impl WindowsRuntime {
             directive: GuestDirective::Freeze,
             limits_refused: Vec::new(),
             label_refused: None,
+            low_memory,
+            pressure: LevelWatch::default(),
+            pressure_unread: None,
         }
     }
 
@@ -205,7 +224,8 @@ impl WindowsRuntime {
         true
     }
 
-    /// Accounts every guest, collects those whose job is empty, starts admitted ones.
+    /// Accounts every guest, collects those whose job is empty, follows the memory
+    /// pressure, starts admitted ones.
     fn maintain(&mut self) {
         let mut i = 0;
         while i < self.guests.len() {
@@ -228,8 +248,49 @@ impl WindowsRuntime {
             }
             i += 1;
         }
-        if self.directive == GuestDirective::Accept {
+        self.follow_pressure();
+        if self.directive == GuestDirective::Accept && !self.pressure.raised() {
             self.start_admitted();
+        }
+    }
+
+    /// Freezes the guests while Windows signals low memory and thaws them (if the policy
+    /// lets them run) once it no longer does; evicts them when it lasts
+    /// `[guests] pressure_kill_s` (decided by [`LevelWatch`]).
+    fn follow_pressure(&mut self) {
+        let Ok(low_memory) = &self.low_memory else { return };
+        let level = match low_memory.level() {
+            Ok(l) => {
+                self.pressure_unread = None;
+                l
+            }
+            Err(e) => {
+                let why = format!("{}: {e}", pressure::QUERY_CALL);
+                if self.pressure_unread.as_deref() != Some(&why) {
+                    warn!("memory pressure not read: {why}");
+                    self.pressure_unread = Some(why);
+                }
+                return;
+            }
+        };
+        let active = self.guests.iter().any(|g| !g.evicted);
+        let kill_after = Duration::from_secs(self.queue.cfg.pressure_kill_s);
+        match self.pressure.step(crate::clock::mono_now(), level, active, kill_after) {
+            PressureDecision::Freeze => {
+                warn!("Windows signals low memory: guests frozen");
+                self.freezer.set_frozen(true);
+            }
+            PressureDecision::Kill => {
+                warn!("Windows signalled low memory for [guests] pressure_kill_s: guests evicted");
+                self.evict_all();
+            }
+            PressureDecision::Thaw => {
+                if matches!(self.directive, GuestDirective::Accept | GuestDirective::Linger) {
+                    info!("Windows no longer signals low memory: guests thawed");
+                    self.freezer.set_frozen(false);
+                }
+            }
+            PressureDecision::Hold => {}
         }
     }
 
@@ -293,11 +354,12 @@ impl WindowsRuntime {
         }
         out.extend(self.limits_refused.iter().map(|r| format!("{r}: that limit is not applied")));
         out.extend(self.label_refused.iter().map(|r| format!("{r}: a low-integrity guest may not write its work directory")));
+        let unguarded = self.low_memory.as_ref().err().or(self.pressure_unread.as_ref());
+        out.extend(unguarded.map(|r| format!("{r}: no memory-pressure guard: guests are not frozen for the owner's memory pressure")));
         out.extend(
             [
                 "no disk or output cap: a guest's work directory and logs are not limited",
                 "no checkpoint signal: checkpointable guests are killed at eviction without a grace",
-                "no memory-pressure guard: guests are not frozen for the owner's memory pressure",
             ]
             .map(String::from),
         );
@@ -308,20 +370,24 @@ impl WindowsRuntime {
 impl GuestHost for WindowsRuntime {
     fn describe(&self) -> String {
         format!(
-            "windows: Job Object per guest (kill on close, idle priority class, job memory, {} processes) · {} · frozen by suspending the job's threads",
+            "windows: Job Object per guest (kill on close, idle priority class, job memory, {} processes) · {} · frozen by suspending the job's threads{}",
             self.queue.cfg.pids_max,
-            self.token_words()
+            self.token_words(),
+            if self.low_memory.is_ok() { ", also while Windows signals low memory" } else { "" }
         )
     }
 
     fn apply(&mut self, directive: GuestDirective) {
         self.directive = directive;
         match directive {
-            GuestDirective::Accept => {
-                self.freezer.set_frozen(false);
-                self.start_admitted();
+            GuestDirective::Accept | GuestDirective::Linger => {
+                if !self.pressure.frozen() {
+                    self.freezer.set_frozen(false);
+                }
+                if directive == GuestDirective::Accept && !self.pressure.raised() {
+                    self.start_admitted();
+                }
             }
-            GuestDirective::Linger => self.freezer.set_frozen(false),
             GuestDirective::Freeze => self.freezer.set_frozen(true),
             GuestDirective::Evict => self.evict_all(),
         }
