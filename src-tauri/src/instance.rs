@@ -220,8 +220,8 @@ async fn serve_pipe(mut conn: agent_core::sys::ipc::Connection, show: &dyn Fn(Wh
         }
         None => {
             let mut line = String::new();
-            let read = tokio::io::BufReader::new((&mut conn).take(64)).read_line(&mut line);
-            let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
+            let mut reader = tokio::io::BufReader::new((&mut conn).take(64));
+            let _ = tokio::time::timeout(Duration::from_secs(2), reader.read_line(&mut line)).await;
             match Which::parse(line.trim()) {
                 Some(w) => {
                     tracing::info!("asked by another start of Lull to show the {} window", w.label());

@@ -33,6 +33,7 @@ pub const BACKSTOP_MS: u32 = 500;
 /// Makes the calling thread the loop's (and gives it its message queue, so wake-ups
 /// posted before [`run`] are kept). Call before the tray icon is built.
 pub fn init() {
+    // SAFETY: MSG is plain data, for which all zeroes is a valid value.
     let mut msg: MSG = unsafe { std::mem::zeroed() };
     // SAFETY: a valid out-pointer; PM_NOREMOVE only creates the queue.
     unsafe { PeekMessageW(&mut msg, std::ptr::null_mut(), WM_USER, WM_USER, PM_NOREMOVE) };
@@ -80,6 +81,7 @@ pub fn run() {
         );
     }
     drain();
+    // SAFETY: MSG is plain data, for which all zeroes is a valid value.
     let mut msg: MSG = unsafe { std::mem::zeroed() };
     loop {
         // SAFETY: a valid out-pointer; any window of this thread, any message.
