@@ -137,9 +137,9 @@ struct Tray {
     shown: Option<(StateKind, String)>,
 }
 
-// Debian's clippy 1.96 asks for a `const` initializer for Windows, where it is one.
-#[allow(clippy::missing_const_for_thread_local)]
 thread_local! {
+    // Debian's clippy 1.96 asks for a `const` initializer for Windows, where it is one.
+    #[allow(clippy::missing_const_for_thread_local)]
     static TRAY: RefCell<Option<Tray>> = const { RefCell::new(None) };
 }
 
