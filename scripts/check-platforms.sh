@@ -68,7 +68,10 @@
 #    (no Mac here). Only Rust is compiled for it: TLS and SQLite are the system's there
 #    (native-tls, libsqlite3), so no Apple SDK is needed (docs/ARCHITECTURE.md).
 # Not yet here (issue 30): macOS run at all; the tray app on macOS, and on Windows its
-# build and run (it is type-checked; its tray icon is Linux-only); sensors; the low-level
+# build and run (it is type-checked: lull-tray's tray icon and menu in a Win32 message
+# loop, lull-window's Tauri windows; lull-tray.exe was built and run under Wine on Xvfb
+# by hand, not here: its icon taken by Shell_NotifyIconW, `lull.exe status` answered, a
+# second start heard on its pipe; lull-window.exe not built); sensors; the low-level
 # hooks' blind spots (elevated windows, other sessions): Wine has neither. Under Wine 8.0
 # the guests' job limits (memory, process
 # count, idle priority) are accepted but not in effect, and the restricted token and low
@@ -123,8 +126,8 @@ x86_64-w64-mingw32-gcc -O2 -Wall -o "$out/counter.exe" scripts/wine/counter.c
 x86_64-w64-mingw32-gcc -O2 -Wall -o "$out/send_input.exe" scripts/wine/send_input.c -luser32
 echo "lull.exe builds for x86_64-pc-windows-gnu ($(($(date +%s) - t0)) s)"
 
-# The tray app (lull-tray: the agent, headless on Windows so far, as the tray icon is
-# GTK's; lull-window: the Tauri webview windows) type-checks for Windows. It embeds
+# The tray app (lull-tray: the agent, its tray icon and menu in the notification area in
+# a Win32 message loop; lull-window: the Tauri webview windows) type-checks for Windows. It embeds
 # ui/dist at compile time (scripts/test.sh builds it first).
 t0=$(date +%s)
 [ -f ui/dist/index.html ] || (cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build)

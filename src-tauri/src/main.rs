@@ -1,19 +1,27 @@
 //! `lull-tray`: Lull's tray app. It runs the agent in-process (the same
 //! `agent_core::agent::run` driver as `lull agent`, so there is one policy), shows its
-//! state in a tray icon with a menu (GTK with the `tray-icon` crate), and opens the status
+//! state in a tray icon with a menu (the `tray-icon` crate: on GTK on Linux, in a Win32
+//! message loop on Windows, [`winloop`]), and opens the status
 //! and settings windows on demand in a child process, `lull-window` (the Tauri webview
 //! app), which ends when its last window closes. This process never loads WebKit.
 //!
-//! Before GTK or the tray is touched it checks what the desktop offers, because they
-//! panic where something is missing:
+//! On Linux, before GTK or the tray is touched it checks what the desktop offers, because
+//! they panic where something is missing:
 //! - no display (or one that cannot be opened): says so, runs the headless agent;
 //! - no AppIndicator library: says so, runs with the status window instead of a tray
 //!   icon, with the tray menu's actions and a Quit Lull button in it;
 //! - no tray host (e.g. GNOME without an AppIndicator extension): says so, builds the
 //!   tray anyway (a host may appear) and opens the status window.
 //!
+//! On Windows the notification area is always there (Shell_NotifyIcon; tray-icon adds the
+//! icon again when the taskbar restarts): no checks.
+//!
 //! Closing the last window never stops Lull: starting `lull-tray` again while it runs
 //! shows its window ([`instance`]) instead of failing on the agent's lock.
+//!
+//! Windows: `lull-tray.exe` is a console program (no `windows_subsystem = "windows"`), so
+//! `--help`, `--version`, its errors and the headless agent's lines reach the terminal it
+//! was started from (a GUI-subsystem program has no console: they would be lost).
 //!
 //! Usage: `lull-tray [--open status|settings] [--no-tray] [--headless]`. The paths are
 //! those of `lull` (`LULL_CONFIG`, `LULL_DATA_DIR`, `LULL_SOCKET`).
@@ -21,23 +29,25 @@
 // Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
 #![warn(clippy::unwrap_used)]
 
-// The tray icon, its menu, the notifications and the windows it starts are built on GTK
-// and a Unix socket (for a second start): Linux only so far. Elsewhere (Windows)
-// `lull-tray` runs the agent headless.
-#[cfg(target_os = "linux")]
+// The tray icon, its menu, the notifications and the windows it starts: on Linux (GTK, a
+// Unix socket for a second start) and Windows (a Win32 message loop, a named pipe).
+// Elsewhere (macOS) `lull-tray` runs the agent headless.
+#[cfg(any(target_os = "linux", windows))]
 mod actions;
 mod embedded;
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", windows))]
 mod instance;
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", windows))]
 mod notify;
 #[cfg(target_os = "linux")]
 mod probe;
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", windows))]
 mod tray;
 mod which;
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", windows))]
 mod windows;
+#[cfg(windows)]
+mod winloop;
 
 use agent_core::agent::Notice;
 use agent_core::config::Config;
@@ -45,10 +55,10 @@ use agent_core::paths::Paths;
 use agent_core::policy::Action;
 use anyhow::{bail, Result};
 use std::process::ExitCode;
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", windows))]
 use std::sync::mpsc;
 use which::Which;
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", windows))]
 use windows::Windows;
 
 const USAGE: &str = "usage: lull-tray [--open status|settings] [--no-tray] [--headless]
@@ -101,9 +111,11 @@ fn main() -> ExitCode {
     // process, drawing only an icon and a menu, never uses. `GDK_GL=disable` stops that (GTK 3.24
     // reads GDK_GL; `GDK_DEBUG=gl-disable` needs a debug build of GTK). The window process
     // does not inherit it. LULL_TRAY_GL=1 keeps GL. This runs first, before any thread.
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut unset = Vec::new();
     // Whatever this process writes is the owner's only (ledger, config, logs, keys).
     agent_core::private_files::owner_only_umask();
+    #[cfg(target_os = "linux")]
     if std::env::var_os("GDK_GL").is_none() && std::env::var_os("LULL_TRAY_GL").is_none_or(|v| v != "1") {
         std::env::set_var("GDK_GL", "disable");
         unset.push("GDK_GL");
@@ -120,7 +132,7 @@ fn main() -> ExitCode {
 fn run(unset: Vec<&'static str>) -> Result<()> {
     let Some(args) = parse_args()? else { return Ok(()) };
     let paths = Paths::from_env()?;
-    #[cfg(target_os = "linux")]
+    #[cfg(any(target_os = "linux", windows))]
     if !args.headless && show_running(&paths, args.open.unwrap_or(Which::Status))? {
         return Ok(());
     }
@@ -133,10 +145,21 @@ fn run(unset: Vec<&'static str>) -> Result<()> {
     desktop(args, paths, config, unset)
 }
 
-/// Elsewhere than Linux there is no tray icon nor window yet: the agent alone.
-#[cfg(not(target_os = "linux"))]
+/// Elsewhere than Linux and Windows there is no tray icon nor window yet: the agent alone.
+#[cfg(not(any(target_os = "linux", windows)))]
 fn desktop(_args: Args, paths: Paths, config: Config, _unset: Vec<&'static str>) -> Result<()> {
-    headless(paths, config, "the tray icon and its windows are built for Linux only so far")
+    headless(paths, config, "the tray icon and its windows are built for Linux and Windows only so far")
+}
+
+/// The tray icon in the notification area (or, with `--no-tray`, the status window).
+#[cfg(windows)]
+fn desktop(args: Args, paths: Paths, config: Config, unset: Vec<&'static str>) -> Result<()> {
+    let fallback = if args.no_tray { Fallback::WindowOnly("the tray icon is off (--no-tray)".into()) } else { Fallback::None };
+    if let Some(why) = fallback.reason() {
+        eprintln!("lull-tray: {why}");
+        tracing::warn!("{why}");
+    }
+    gui(paths, config, fallback, args.open, unset)
 }
 
 /// The tray icon, or the status window where it cannot be shown; the headless agent
@@ -170,7 +193,7 @@ fn desktop(args: Args, paths: Paths, config: Config, unset: Vec<&'static str>) -
     gui(paths, config, fallback, args.open, unset)
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", windows))]
 /// Asks a `lull-tray` already running for these paths to show `which`: true when it has
 /// (this start is done), false when none runs.
 fn show_running(paths: &Paths, which: Which) -> Result<bool> {
@@ -198,7 +221,7 @@ fn headless(paths: Paths, config: Config, why: &str) -> Result<()> {
     embedded::run_blocking(paths, config, Some(observer), None)
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", windows))]
 /// How the GUI falls short of a tray icon, if it does.
 #[derive(Clone, Debug)]
 pub enum Fallback {
@@ -210,7 +233,7 @@ pub enum Fallback {
     NoHost(String),
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", windows))]
 impl Fallback {
     pub fn reason(&self) -> Option<&str> {
         match self {
@@ -220,8 +243,11 @@ impl Fallback {
     }
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", windows))]
 fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, unset: Vec<&'static str>) -> Result<()> {
+    // The tray lives on this thread, which runs the main loop below.
+    #[cfg(windows)]
+    winloop::init();
     let (ntx, nrx) = mpsc::channel::<Notice>();
     let observer: embedded::Observer = Box::new(move |n: &Notice| {
         let _ = ntx.send(n.clone());
@@ -252,6 +278,8 @@ fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, un
             quit_main_loop();
         })
         .map_err(|e| anyhow::anyhow!("building the tray icon: {e}"))?;
+        #[cfg(windows)]
+        tray::check_shown();
     }
     if let Some(w) = first_window {
         if let Err(e) = windows.open(w) {
@@ -262,7 +290,10 @@ fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, un
         }
     }
     std::thread::Builder::new().name("tray-follow".into()).spawn(move || tray::follow(socket, nrx, with_tray))?;
+    #[cfg(target_os = "linux")]
     gtk::main();
+    #[cfg(windows)]
+    winloop::run();
     windows.close();
     drop(agent); // stops the agent: ledger flushed, socket removed
     tracing::info!("lull-tray stopped");
@@ -273,4 +304,10 @@ fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, un
 /// Ends `gtk::main` (from any thread; also when asked before it runs).
 fn quit_main_loop() {
     gtk::glib::idle_add_once(gtk::main_quit);
+}
+
+#[cfg(windows)]
+/// Ends the Win32 message loop (from any thread; also when asked before it runs).
+fn quit_main_loop() {
+    winloop::quit();
 }

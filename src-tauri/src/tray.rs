@@ -6,8 +6,9 @@
 //! are [`crate::actions`]'s, which the status window offers too.
 //!
 //! Built on the `tray-icon` and `muda` crates (what Tauri's tray is made of) with GTK
-//! directly, so the tray process never loads Tauri's webview runtime. Icon and menu live
-//! on the GTK main thread; other threads hand statuses over with [`show`].
+//! directly (Linux) or the Win32 message loop of [`crate::winloop`] (Windows), so the
+//! tray process never loads Tauri's webview runtime. Icon and menu live on the main
+//! loop's thread; other threads hand statuses over with [`show`].
 
 use crate::actions::{self, Choice};
 use crate::notify::{self, Limiter};
@@ -125,7 +126,7 @@ pub fn icon(state: StateKind) -> Result<Icon, String> {
     Icon::from_rgba(rgba, w, h).map_err(|e| e.to_string())
 }
 
-/// The live parts of the tray (GTK main thread only).
+/// The live parts of the tray (main loop's thread only).
 struct Tray {
     icon: TrayIcon,
     headline: MenuItem,
@@ -137,10 +138,13 @@ struct Tray {
 }
 
 thread_local! {
+    // Debian's clippy 1.96 asks for a `const` initializer for Windows, where it is one.
+    #[allow(clippy::missing_const_for_thread_local)]
     static TRAY: RefCell<Option<Tray>> = const { RefCell::new(None) };
 }
 
-/// Builds the tray icon and menu; call on the GTK main thread after `gtk::init`. Menu
+/// Builds the tray icon and menu; call on the main loop's thread (after `gtk::init` on
+/// Linux, [`crate::winloop::init`] on Windows). Menu
 /// items become control requests on `socket`; Open Lull and Settings open windows; `quit`
 /// runs on Quit.
 pub fn build(socket: PathBuf, windows: Windows, quit: impl Fn() + Send + Sync + 'static) -> Result<(), String> {
@@ -206,8 +210,30 @@ fn open_logged(windows: &Windows, w: Which) {
 }
 
 /// Shows a status in the tray, from any thread (it runs on the GTK main thread).
+#[cfg(target_os = "linux")]
 pub fn show(s: AgentStatus) {
     gtk::glib::MainContext::default().invoke(move || TRAY.with(|t| refresh(t.borrow_mut().as_mut(), &s)));
+}
+
+/// Shows a status in the tray, from any thread (it runs on the message loop's thread).
+#[cfg(windows)]
+pub fn show(s: AgentStatus) {
+    crate::winloop::invoke(move || TRAY.with(|t| refresh(t.borrow_mut().as_mut(), &s)));
+}
+
+/// Logs whether the notification area took the icon just built. tray-icon ignores a
+/// failed `Shell_NotifyIconW(NIM_ADD)` (the taskbar may not run yet: it adds the icon
+/// again on `TaskbarCreated`), so this asks for a change (`NIM_MODIFY`, the tooltip),
+/// which fails for an icon the shell does not have.
+#[cfg(windows)]
+pub fn check_shown() {
+    TRAY.with(|t| match t.borrow().as_ref().map(|tray| tray.icon.set_tooltip(Some("Lull: starting…"))) {
+        Some(Ok(())) => tracing::info!("tray icon created: Shell_NotifyIconW accepted it"),
+        Some(Err(e)) => tracing::warn!(
+            "the notification area has not taken the tray icon (Shell_NotifyIconW: {e}); it will be added when the taskbar starts"
+        ),
+        None => {}
+    });
 }
 
 /// Updates icon, tooltip and menu headline from a status.

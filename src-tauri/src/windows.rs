@@ -49,12 +49,12 @@ pub struct Windows {
     on_quit: Arc<dyn Fn() + Send + Sync>,
 }
 
-/// `lull-window` beside this executable, or `LULL_WINDOW_BIN`.
+/// `lull-window` (`lull-window.exe`) beside this executable, or `LULL_WINDOW_BIN`.
 pub fn window_bin() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("LULL_WINDOW_BIN").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(p));
     }
-    Ok(std::env::current_exe().context("finding this executable")?.with_file_name("lull-window"))
+    Ok(std::env::current_exe().context("finding this executable")?.with_file_name(format!("lull-window{}", std::env::consts::EXE_SUFFIX)))
 }
 
 impl Windows {
@@ -170,7 +170,7 @@ impl Windows {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
