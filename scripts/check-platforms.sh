@@ -45,7 +45,8 @@
 #    SYSTEM and Everyone from them, so the list's protected flag and what Windows'
 #    inheritance gives files a library creates (SQLite's -wal, the daily log) go unchecked;
 # 4. runs lull-core's unit tests under Wine;
-# 5. builds the Windows installer from lull.exe (packaging/windows/build-installer.sh:
+# 5. builds the Windows installer from lull.exe and lull-tray.exe (6., run first)
+#    (packaging/windows/build-installer.sh:
 #    Debian's nsis, makensis 3), installs it silently (/S) under Wine, runs the installed
 #    lull.exe --help, reads back its Apps & features entry (HKCU ...\Uninstall\Lull),
 #    checks its uninstaller refuses (exit 2, nothing removed, nothing stopped) while the
@@ -67,11 +68,14 @@
 #    on macOS (lull-core, lull-protocol, agent-core and the lull CLI and agent) for aarch64-apple-darwin: built, never run
 #    (no Mac here). Only Rust is compiled for it: TLS and SQLite are the system's there
 #    (native-tls, libsqlite3), so no Apple SDK is needed (docs/ARCHITECTURE.md).
-# Not yet here (issue 30): macOS run at all; the tray app on macOS, and on Windows its
-# build and run (it is type-checked: lull-tray's tray icon and menu in a Win32 message
-# loop, lull-window's Tauri windows; lull-tray.exe was built and run under Wine on Xvfb
-# by hand, not here: its icon taken by Shell_NotifyIconW, `lull.exe status` answered, a
-# second start heard on its pipe; lull-window.exe not built); sensors; the low-level
+# 6. builds lull-tray.exe (debug: the agent in-process, its tray icon and menu in a Win32
+#    message loop) and runs it under Wine on a private Xvfb: `--help`; started, its agent
+#    answers `lull.exe status` over the pipe, its log says Shell_NotifyIconW took the
+#    icon and the icon follows the agent's state; a second start reaches it over its own
+#    owner-only pipe (it asks for the status window, which fails: lull-window.exe, Tauri's
+#    WebView2 windows, is not built). The installer (5.) then ships lull-tray.exe too.
+# Not yet here (issue 30): macOS run at all; the tray app on macOS; on Windows
+# lull-window.exe, the tray menu's clicks and notifications; sensors; the low-level
 # hooks' blind spots (elevated windows, other sessions): Wine has neither. Under Wine 8.0
 # the guests' job limits (memory, process
 # count, idle priority) are accepted but not in effect, and the restricted token and low
@@ -417,13 +421,60 @@ report=$(CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER="$wine" cargo_windows test -p
 stop_wine
 echo "lull-core's unit tests under Wine: $(grep -E '^test result' <<<"$report" | tail -1) ($(($(date +%s) - t0)) s)"
 
+# lull-tray.exe under Wine with a display (a private Xvfb): its tray icon in Wine's
+# notification area, its in-process agent answering lull.exe, a second start heard on its
+# pipe. Built here, after lull-core's tests, so that the installer below ships it.
+t0=$(date +%s)
+cargo_windows build -p lull-tray --bin lull-tray
+built_s=$(($(date +%s) - t0))
+r=$("$wine" "$out/lull-tray.exe" --help 2>&1) || fail "lull-tray.exe --help under Wine: $r"
+grep -q "^usage: lull-tray " <<<"$r" || fail "lull-tray.exe --help printed no usage: $r"
+tray_data=$(mktemp -d "$target/wine-tray.XXXXXX")
+Xvfb -displayfd 1 -screen 0 1024x768x24 -nolisten tcp >"$tray_data/display" 2>/dev/null &
+xvfb=$!
+for _ in $(seq 50); do [ -s "$tray_data/display" ] && break; sleep 0.1; done
+[ -s "$tray_data/display" ] || fail "Xvfb did not start for lull-tray.exe"
+tz=$(win_path "$tray_data")
+tray_env=(env DISPLAY=":$(head -1 "$tray_data/display")" LULL_DATA_DIR="$tz\\lull" LULL_CONFIG="$tz\\config\\config.toml")
+stop_tray() {
+  kill "$tray" 2>/dev/null || true
+  wait "$tray" 2>/dev/null || true
+  stop_wine
+  kill "$xvfb" 2>/dev/null || true
+  wait "$xvfb" 2>/dev/null || true
+}
+"${tray_env[@]}" "$wine" "$out/lull-tray.exe" >"$tray_data/tray.out" 2>&1 &
+tray=$!
+answered=""
+for _ in $(seq 90); do
+  "${tray_env[@]}" "$wine" "$out/lull.exe" status >"$tray_data/status.out" 2>&1 && grep -q "^Lull agent " "$tray_data/status.out" && answered=1 && break
+  kill -0 "$tray" 2>/dev/null || break
+  sleep 1
+done
+[ -n "$answered" ] || { stop_tray; fail "lull-tray.exe's agent never answered lull.exe status: $(cat "$tray_data/tray.out" "$tray_data/status.out")"; }
+tray_log() { cat "$tray_data"/lull/logs/tray.*.log 2>/dev/null; }
+shown=""
+for _ in $(seq 20); do tray_log | grep -q "tray shows state" && tray_log | grep -q "tray icon created: Shell_NotifyIconW accepted it" && shown=1 && break; sleep 0.5; done
+[ -n "$shown" ] || { stop_tray; fail "lull-tray.exe's log does not say Shell_NotifyIconW took its icon and the icon shows the agent's state: $(tray_log | tail -20)"; }
+# A second start asks the running one (over its pipe) to show the status window.
+code=0 && r=$("${tray_env[@]}" "$wine" "$out/lull-tray.exe" 2>&1) || code=$?
+[[ "$code|$r" == "1|"*"Lull is already running but cannot show its status window: starting "*"lull-window.exe"* ]] ||
+  { stop_tray; fail "a second lull-tray.exe did not reach the running one over its pipe: exit $code: $r"; }
+tray_log | grep -q "asked by another start of Lull to show the status window" ||
+  { stop_tray; fail "the running lull-tray.exe did not hear the second start: $(tray_log | tail -20)"; }
+stop_tray
+rm -rf "$tray_data"
+echo "lull-tray.exe under Wine on Xvfb: built ($built_s s), --help, its agent answering lull.exe status, its icon taken by Shell_NotifyIconW and following the agent's state, a second start heard over its pipe (lull-window.exe not built) ($(($(date +%s) - t0)) s)"
+
 # The Windows installer (packaging/windows/lull.nsi, makensis): built from this lull.exe,
 # installed silently for the current user, its lull.exe run from the install directory,
 # its Apps & features entry read back; then uninstalled silently: the files, Start-menu
 # folder and entry gone, a file in Lull's data directory (%APPDATA%\Lull\lull\data, where
 # the agent keeps its ledger) still there.
 t0=$(date +%s)
-setup=$(packaging/windows/build-installer.sh "$out" "$target/installer/" 2>"$target/installer.log" | tail -1) ||
+# What ships: lull.exe and lull-tray.exe (lull-window.exe is not built yet).
+stage="$target/installer-stage" && rm -rf "$stage" && mkdir -p "$stage" && cp "$out/lull.exe" "$out/lull-tray.exe" "$stage/"
+setup=$(packaging/windows/build-installer.sh "$stage" "$target/installer/" 2>"$target/installer.log" | tail -1) ||
   fail "build-installer.sh: $(cat "$target/installer.log")"
 built="$(tail -1 "$target/installer.log" | sed 's/^build-installer: //')"
 uninst_key='HKCU\Software\Microsoft\Windows\CurrentVersion\Uninstall\Lull'
@@ -438,7 +489,8 @@ stop_wine
 [ -f "$inst/lull.exe" ] && [ -f "$inst/uninstall.exe" ] || fail "the installer put no lull.exe and uninstall.exe in $inst_win: $(ls "$inst" 2>&1)"
 [ -n "$(find "$(unix_path "$(win_expand '%APPDATA%')\\Microsoft\\Windows\\Start Menu\\Programs\\Lull")" -name '*.lnk' 2>/dev/null)" ] ||
   fail "the installer made no Start-menu shortcut"
-[ "$(ls "$inst" | tr '\n' ' ')" = "lull.exe uninstall.exe " ] || fail "the installer put more than lull.exe and uninstall.exe in $inst_win: $(ls "$inst")"
+[ "$(LC_ALL=C ls "$inst" | tr '\n' ' ')" = "lull-tray.exe lull.exe uninstall.exe " ] ||
+  fail "the installer put other than lull-tray.exe, lull.exe and uninstall.exe in $inst_win: $(ls "$inst")"
 # The installed lull.exe runs with Wine's stand-in DLLs (above) beside it, as in $out
 # (on Wine's PATH, pdh.dll would lose to Wine's own); removed before the uninstall.
 standins=("$inst/bcryptprimitives.dll" "$inst/pdh.dll")
