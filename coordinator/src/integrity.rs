@@ -159,7 +159,9 @@ pub fn make_files_private(path: &Path) {
 pub fn check_contents(tables: &[String], quick_check: Option<&[String]>, found: Found) -> Result<(), Refusal> {
     if let Some(lines) = quick_check {
         if lines != ["ok"] {
-            let shown: Vec<&str> = lines.iter().take(3).map(String::as_str).collect();
+            // A row may hold several lines ("*** in database main ***\nPage 3: ..."): the
+            // refusal is one line.
+            let shown: Vec<&str> = lines.iter().flat_map(|l| l.lines()).map(str::trim).filter(|l| !l.is_empty()).take(3).collect();
             return Err(refuse(format!("is damaged (SQLite quick_check: {})", shown.join("; ")), RESTORE));
         }
     }
@@ -273,6 +275,21 @@ mod tests {
         )
         .unwrap_err();
         assert!(bad.what.contains("damaged") && bad.fix == RESTORE, "{bad:?}");
+        // SQLite puts the header and the first finding in one row, a newline between: the
+        // refusal is still one line (a failing command says why once).
+        let bad = check_contents(
+            &t(&["_sqlx_migrations"]),
+            Some(&t(&["*** in database main ***\nPage 5: btreeInitPage() returns error code 11", "Page 7: never used"])),
+            Found::Database,
+        )
+        .unwrap_err();
+        assert!(!bad.what.contains('\n'), "{bad:?}");
+        assert!(
+            bad.what.ends_with(
+                "(SQLite quick_check: *** in database main ***; Page 5: btreeInitPage() returns error code 11; Page 7: never used)"
+            ),
+            "{bad:?}"
+        );
     }
 
     #[test]
