@@ -24,6 +24,8 @@ pub mod macos;
 pub mod windows;
 // The queue and figures the Windows and macOS runtimes share.
 #[cfg(any(windows, target_os = "macos"))]
+mod level_guard;
+#[cfg(any(windows, target_os = "macos"))]
 mod queue;
 
 /// The platform's guest runtime: on Linux cgroups, sandbox and watchdog (it kills what a

@@ -16,18 +16,17 @@ mod freeze;
 mod group;
 
 use super::host::{FastFreeze, GuestHost};
+use super::level_guard::{Act, LevelGuard};
 use super::queue::{Figures, GuestQueue, MIB};
 use super::{Containment, ContainmentStatus, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec, RestoreReport};
 use crate::ledger::GuestTotals;
 use crate::policy::GuestDirective;
 use crate::sensors::GuestReading;
 use freeze::Freezer;
-use lull_core::guest_memory::{LevelWatch, PressureDecision};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Child;
 use std::sync::Arc;
-use std::time::Duration;
 use tracing::{error, info, warn};
 
 /// One running guest: its main process leads its process group (its pid is the group's).
@@ -65,10 +64,8 @@ pub struct MacosRuntime {
     directive: GuestDirective,
     /// The background band refused at the last start (its error).
     band_refused: Option<String>,
-    /// The memory-pressure watch (the core decides, this runtime reads and acts).
-    pressure: LevelWatch,
-    /// The pressure could not be read (the error), said once.
-    pressure_unread: Option<String>,
+    /// The memory-pressure guard (the core decides, this runtime reads and acts).
+    pressure: LevelGuard,
 }
 
 impl MacosRuntime {
@@ -79,8 +76,7 @@ impl MacosRuntime {
             guests: Vec::new(),
             directive: GuestDirective::Freeze,
             band_refused: None,
-            pressure: LevelWatch::default(),
-            pressure_unread: None,
+            pressure: LevelGuard::default(),
         }
     }
 
@@ -190,37 +186,15 @@ impl MacosRuntime {
 
     /// Freezes the guests while the system's memory pressure is raised and thaws them
     /// (if the policy lets them run) once it is normal; evicts them when it stays
-    /// critical for `[guests] pressure_kill_s` (decided by [`LevelWatch`]).
+    /// critical for `[guests] pressure_kill_s` (decided by lull-core's `LevelWatch`, through [`LevelGuard`]).
     fn follow_pressure(&mut self) {
-        let level = match group::memory_pressure() {
-            Ok(l) => l,
-            Err(e) => {
-                let why = format!("kern.memorystatus_vm_pressure_level: {e}");
-                if self.pressure_unread.as_deref() != Some(&why) {
-                    warn!("memory pressure not read: {why}");
-                    self.pressure_unread = Some(why);
-                }
-                return;
-            }
-        };
+        let reading = group::memory_pressure().map_err(|e| format!("kern.memorystatus_vm_pressure_level: {e}"));
         let active = self.guests.iter().any(|g| !g.evicted);
-        let kill_after = Duration::from_secs(self.queue.cfg.pressure_kill_s);
-        match self.pressure.step(crate::clock::mono_now(), level, active, kill_after) {
-            PressureDecision::Freeze => {
-                warn!(?level, "the system's memory pressure is raised: guests frozen");
-                self.freezer.set_frozen(true);
-            }
-            PressureDecision::Kill => {
-                warn!("the system's memory pressure stayed critical: guests evicted");
-                self.evict_all();
-            }
-            PressureDecision::Thaw => {
-                if matches!(self.directive, GuestDirective::Accept | GuestDirective::Linger) {
-                    info!("the system's memory pressure is normal again: guests thawed");
-                    self.freezer.set_frozen(false);
-                }
-            }
-            PressureDecision::Hold => {}
+        match self.pressure.step(reading, active, self.queue.cfg.pressure_kill_s, self.directive) {
+            Act::Freeze => self.freezer.set_frozen(true),
+            Act::Evict => self.evict_all(),
+            Act::Thaw => self.freezer.set_frozen(false),
+            Act::Nothing => {}
         }
     }
 
@@ -240,7 +214,7 @@ impl MacosRuntime {
                 .to_owned(),
         ];
         out.extend(self.band_refused.iter().map(|r| format!("{r}: guests run at the owner's priority")));
-        out.extend(self.pressure_unread.iter().map(|r| format!("{r}: no memory-pressure guard")));
+        out.extend(self.pressure.unread().into_iter().map(|r| format!("{r}: no memory-pressure guard")));
         out.extend(
             [
                 "a guest that calls setsid leaves its process group and escapes freezing, eviction and accounting",

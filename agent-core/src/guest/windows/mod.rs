@@ -22,6 +22,7 @@ mod spawn;
 mod token;
 
 use super::host::{FastFreeze, GuestHost};
+use super::level_guard::{Act, LevelGuard};
 use super::queue::{Figures, GuestQueue, MIB};
 use super::{Containment, ContainmentStatus, GuestError, GuestInfo, GuestPhase, GuestRuntime, GuestSpec, RestoreReport};
 use crate::ledger::GuestTotals;
@@ -29,12 +30,10 @@ use crate::policy::GuestDirective;
 use crate::sensors::GuestReading;
 use freeze::Freezer;
 use job::{Job, Limits};
-use lull_core::guest_memory::{LevelWatch, PressureDecision};
 use pressure::LowMemory;
 use std::os::windows::io::{AsRawHandle, OwnedHandle};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 use tracing::{error, info, warn};
 use windows_sys::Win32::Foundation::WAIT_OBJECT_0;
 use windows_sys::Win32::System::Threading::{GetExitCodeProcess, WaitForSingleObject};
@@ -90,10 +89,8 @@ pub struct WindowsRuntime {
     label_refused: Option<String>,
     /// The low-memory notification, or the call that failed to create it and its error.
     low_memory: Result<LowMemory, String>,
-    /// The memory-pressure watch (the core decides, this runtime reads and acts).
-    pressure: LevelWatch,
-    /// The last read of the notification failed (the call and its error).
-    pressure_unread: Option<String>,
+    /// The memory-pressure guard (the core decides, this runtime reads and acts).
+    pressure: LevelGuard,
 }
 
 impl WindowsRuntime {
@@ -124,8 +121,7 @@ impl WindowsRuntime {
             limits_refused: Vec::new(),
             label_refused: None,
             low_memory,
-            pressure: LevelWatch::default(),
-            pressure_unread: None,
+            pressure: LevelGuard::default(),
         }
     }
 
@@ -256,41 +252,16 @@ impl WindowsRuntime {
 
     /// Freezes the guests while Windows signals low memory and thaws them (if the policy
     /// lets them run) once it no longer does; evicts them when it lasts
-    /// `[guests] pressure_kill_s` (decided by [`LevelWatch`]).
+    /// `[guests] pressure_kill_s` (decided by lull-core's `LevelWatch`, through [`LevelGuard`]).
     fn follow_pressure(&mut self) {
         let Ok(low_memory) = &self.low_memory else { return };
-        let level = match low_memory.level() {
-            Ok(l) => {
-                self.pressure_unread = None;
-                l
-            }
-            Err(e) => {
-                let why = format!("{}: {e}", pressure::QUERY_CALL);
-                if self.pressure_unread.as_deref() != Some(&why) {
-                    warn!("memory pressure not read: {why}");
-                    self.pressure_unread = Some(why);
-                }
-                return;
-            }
-        };
+        let reading = low_memory.level().map_err(|e| format!("{}: {e}", pressure::QUERY_CALL));
         let active = self.guests.iter().any(|g| !g.evicted);
-        let kill_after = Duration::from_secs(self.queue.cfg.pressure_kill_s);
-        match self.pressure.step(crate::clock::mono_now(), level, active, kill_after) {
-            PressureDecision::Freeze => {
-                warn!("Windows signals low memory: guests frozen");
-                self.freezer.set_frozen(true);
-            }
-            PressureDecision::Kill => {
-                warn!("Windows signalled low memory for [guests] pressure_kill_s: guests evicted");
-                self.evict_all();
-            }
-            PressureDecision::Thaw => {
-                if matches!(self.directive, GuestDirective::Accept | GuestDirective::Linger) {
-                    info!("Windows no longer signals low memory: guests thawed");
-                    self.freezer.set_frozen(false);
-                }
-            }
-            PressureDecision::Hold => {}
+        match self.pressure.step(reading, active, self.queue.cfg.pressure_kill_s, self.directive) {
+            Act::Freeze => self.freezer.set_frozen(true),
+            Act::Evict => self.evict_all(),
+            Act::Thaw => self.freezer.set_frozen(false),
+            Act::Nothing => {}
         }
     }
 
@@ -354,7 +325,7 @@ impl WindowsRuntime {
         }
         out.extend(self.limits_refused.iter().map(|r| format!("{r}: that limit is not applied")));
         out.extend(self.label_refused.iter().map(|r| format!("{r}: a low-integrity guest may not write its work directory")));
-        let unguarded = self.low_memory.as_ref().err().or(self.pressure_unread.as_ref());
+        let unguarded = self.low_memory.as_ref().err().or(self.pressure.unread());
         out.extend(unguarded.map(|r| format!("{r}: no memory-pressure guard: guests are not frozen for the owner's memory pressure")));
         out.extend(
             [
