@@ -77,7 +77,11 @@ VIAddVersionKey "LegalCopyright" "MIT OR Apache-2.0"
 !define MUI_UNICON "${__FILEDIR__}\..\..\src-tauri\icons\icon.ico"
 !define MUI_ABORTWARNING
 
-!define MUI_WELCOMEPAGE_TEXT "This installs ${APP} ${VERSION} for you alone (no administrator needed): the lull command and agent, in your user's programs folder, with a Start-menu folder."
+!ifdef HAVE_TRAY
+  !define MUI_WELCOMEPAGE_TEXT "This installs ${APP} ${VERSION} for you alone (no administrator needed): the Lull tray app and the lull command and agent, in your user's programs folder, with a Start-menu folder."
+!else
+  !define MUI_WELCOMEPAGE_TEXT "This installs ${APP} ${VERSION} for you alone (no administrator needed): the lull command and agent, in your user's programs folder, with a Start-menu folder."
+!endif
 !insertmacro MUI_PAGE_WELCOME
 !insertmacro MUI_PAGE_DIRECTORY
 !insertmacro MUI_PAGE_INSTFILES
