@@ -43,15 +43,12 @@ pub fn run_blocking(paths: Paths, config: Config, observer: Option<Observer>, st
 }
 
 /// The agent running on a background thread.
-// Started by the tray's GUI, which is Linux-only so far (elsewhere the agent runs headless).
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub struct Embedded {
     pub socket: PathBuf,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<Result<()>>>,
 }
 
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 impl Embedded {
     /// Starts the agent and waits until its control socket answers. `on_exit` runs on
     /// the agent's thread once it has stopped, for whatever reason.

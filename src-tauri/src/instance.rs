@@ -1,26 +1,25 @@
 //! One tray app per agent, and starting it again brings its window back. The running
-//! `lull-tray` listens on a private socket beside the agent's control socket
-//! (`agent.sock` → `agent-tray.sock`: mode 0600, in the control socket's 0700 directory;
-//! on Windows the named pipe for that path, which admits the current user only, made
-//! as the agent's control pipe is: `agent_core::sys::ipc`).
+//! `lull-tray` listens beside the agent's control socket (`agent.sock` →
+//! `agent-tray.sock`), made as the agent's control channel is (`agent_core::control::bind`
+//! over `agent_core::sys::ipc`): on Linux and macOS a Unix socket, mode 0600, in the
+//! control socket's 0700 directory, a stale one replaced; on Windows the named pipe for
+//! that path, which admits the current user only.
 //! A second `lull-tray` (the owner starting Lull again from the applications menu, say
 //! after closing the window that stands in for a missing tray icon) first asks there to
 //! show a window and exits, rather than failing on the agent's data-directory lock.
 //!
 //! The protocol is one line each way: the window's name (`status`, `settings`), then `ok`
 //! or `error: why`. Only the owner's own processes outside any guest sandbox are heard
-//! (the control socket's `refusal`: same user, same user and PID namespaces), and all
+//! (the control socket's `refused_peer`: same user, same user and PID namespaces), and all
 //! they can ask for is a window on the owner's screen.
 
 use crate::which::Which;
+use agent_core::control::{refused_peer, PeerRules};
+use agent_core::sys::ipc;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-#[cfg(target_os = "linux")]
-use {
-    agent_core::control::{refusal, PeerRules},
-    std::os::unix::net::{UnixListener, UnixStream},
-};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 /// The tray's socket for the agent whose control socket is `agent_socket`.
 pub fn socket_path(agent_socket: &Path) -> PathBuf {
@@ -30,123 +29,11 @@ pub fn socket_path(agent_socket: &Path) -> PathBuf {
 
 /// Asks a running tray app to show `which`: `Ok(true)` once it has, `Ok(false)` when no
 /// tray app listens (start one), `Err` when one answered but could not.
-#[cfg(target_os = "linux")]
 pub fn ask_to_show(socket: &Path, which: Which) -> Result<bool, String> {
-    let mut stream = match UnixStream::connect(socket) {
-        Ok(s) => s,
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => return Ok(false),
-        Err(e) => return Err(format!("{}: {e}", socket.display())),
-    };
-    let answer = (|| {
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        writeln!(stream, "{}", which.label())?;
-        let mut line = String::new();
-        BufReader::new(stream.take(1024)).read_line(&mut line)?;
-        Ok::<_, std::io::Error>(line)
-    })()
-    .map_err(|e| format!("the running Lull on {} did not answer: {e}", socket.display()))?;
-    match answer.trim() {
-        "ok" => Ok(true),
-        other => Err(other.strip_prefix("error: ").unwrap_or(other).to_string()),
-    }
-}
-
-/// The tray's socket while it is served; dropping it removes the socket file (the
-/// serving thread ends with the process).
-#[cfg(target_os = "linux")]
-#[derive(Debug)]
-pub struct Listening {
-    path: PathBuf,
-}
-
-#[cfg(target_os = "linux")]
-impl Drop for Listening {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// Binds the tray's socket (replacing one left by a tray app that died: the caller holds
-/// the agent's lock, so no live one can be there) and serves it on a thread, calling
-/// `show` for each request from an allowed peer.
-#[cfg(target_os = "linux")]
-pub fn listen(socket: &Path, show: impl Fn(Which) -> Result<(), String> + Send + 'static) -> std::io::Result<Listening> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-    if let Ok(meta) = std::fs::symlink_metadata(socket) {
-        if !meta.file_type().is_socket() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                format!("{} is in the way and not a socket", socket.display()),
-            ));
-        }
-        std::fs::remove_file(socket)?;
-    }
-    // The process umask (077, `owner_only_umask`) makes it owner-only from the start.
-    let listener = UnixListener::bind(socket)?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
-    std::thread::Builder::new().name("tray-instance".into()).spawn(move || {
-        for stream in listener.incoming() {
-            match stream {
-                Ok(s) => serve(s, &show),
-                Err(e) => tracing::warn!("the tray's socket: {e}"),
-            }
-        }
-    })?;
-    Ok(Listening { path: socket.to_path_buf() })
-}
-
-/// Answers one connection.
-#[cfg(target_os = "linux")]
-fn serve(mut stream: UnixStream, show: &dyn Fn(Which) -> Result<(), String>) {
-    let refused = match peer(&stream) {
-        Ok((uid, pid)) => refusal(uid, pid, &PeerRules::default()),
-        Err(why) => Some(why),
-    };
-    let answer = match refused {
-        Some(why) => {
-            tracing::warn!("the tray's socket refused {why}");
-            format!("error: refused: {why}")
-        }
-        None => {
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut line = String::new();
-            let _ = BufReader::new((&stream).take(64)).read_line(&mut line);
-            match Which::parse(line.trim()) {
-                Some(w) => {
-                    tracing::info!("asked by another start of Lull to show the {} window", w.label());
-                    show(w).map_or_else(|e| format!("error: {e}"), |()| "ok".into())
-                }
-                None => format!("error: no window called {:?} (status or settings)", line.trim()),
-            }
-        }
-    };
-    let _ = writeln!(stream, "{answer}");
-}
-
-/// The peer's uid and pid (`SO_PEERCRED`), or why they are unknown.
-#[cfg(target_os = "linux")]
-fn peer(stream: &UnixStream) -> Result<(u32, Option<i32>), String> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`, which is that large.
-    let rc = unsafe {
-        libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
-    };
-    if rc != 0 {
-        return Err(format!("a peer whose credentials are unreadable ({})", std::io::Error::last_os_error()));
-    }
-    Ok((cred.uid, Some(cred.pid).filter(|p| *p > 0)))
-}
-
-/// Asks a running tray app to show `which` over its pipe: as on Linux.
-#[cfg(windows)]
-pub fn ask_to_show(socket: &Path, which: Which) -> Result<bool, String> {
-    use agent_core::sys::ipc;
     let mut stream = match ipc::connect(socket) {
         Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(format!("{}: {e}", ipc::pipe_name(socket))),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => return Ok(false),
+        Err(e) => return Err(format!("{}: {e}", ipc::endpoint(socket))),
     };
     let answer = (|| {
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -155,24 +42,32 @@ pub fn ask_to_show(socket: &Path, which: Which) -> Result<bool, String> {
         BufReader::new((&stream).take(1024)).read_line(&mut line)?;
         Ok::<_, std::io::Error>(line)
     })()
-    .map_err(|e| format!("the running Lull on {} did not answer: {e}", ipc::pipe_name(socket)))?;
+    .map_err(|e| format!("the running Lull on {} did not answer: {e}", ipc::endpoint(socket)))?;
     match answer.trim() {
         "ok" => Ok(true),
         other => Err(other.strip_prefix("error: ").unwrap_or(other).to_string()),
     }
 }
 
-/// The tray's pipe while it is served (it goes when the process ends).
-#[cfg(windows)]
+/// The tray's socket while it is served; dropping it removes a Unix socket's file (the
+/// serving thread ends with the process; a pipe goes with it).
 #[derive(Debug)]
-pub struct Listening;
+pub struct Listening {
+    path: PathBuf,
+}
 
-/// Makes the tray's pipe (owner-only; refused when it exists already) and serves it on a
-/// thread of its own (a one-thread tokio runtime: the pipe is tokio's), calling `show`
-/// for each request from an allowed peer.
-#[cfg(windows)]
+impl Drop for Listening {
+    fn drop(&mut self) {
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| agent_core::sys::fs::is_socket(&m)) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Binds the tray's socket (replacing one left by a tray app that died, never a file in
+/// the way) and serves it on a thread of its own (a one-thread tokio runtime, as the
+/// agent's channel is tokio's), calling `show` for each request from an allowed peer.
 pub fn listen(socket: &Path, show: impl Fn(Which) -> Result<(), String> + Send + 'static) -> std::io::Result<Listening> {
-    use agent_core::sys::ipc;
     let (tx, rx) = std::sync::mpsc::channel();
     let path = socket.to_path_buf();
     std::thread::Builder::new().name("tray-instance".into()).spawn(move || {
@@ -184,38 +79,35 @@ pub fn listen(socket: &Path, show: impl Fn(Which) -> Result<(), String> + Send +
             }
         };
         rt.block_on(async move {
-            let listener = match ipc::bind_owner_only(&path) {
+            let listener = match agent_core::control::bind(&path) {
                 Ok(l) => l,
                 Err(e) => {
                     let _ = tx.send(Err(e));
                     return;
                 }
             };
-            tracing::info!("the tray's pipe: {}", ipc::pipe_name(&path));
+            tracing::info!("the tray's socket: {}", ipc::endpoint(&path));
             let _ = tx.send(Ok(()));
             loop {
                 match ipc::accept(&listener).await {
-                    Ok(conn) => serve_pipe(conn, &show).await,
+                    Ok(conn) => serve(conn, &show).await,
                     Err(e) => {
-                        tracing::warn!("the tray's pipe: {e}");
+                        tracing::warn!("the tray's socket: {e}");
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
             }
         });
     })?;
-    rx.recv().map_err(|_| std::io::Error::other("the tray's pipe thread ended"))??;
-    Ok(Listening)
+    rx.recv().map_err(|_| std::io::Error::other("the tray's socket thread ended"))??;
+    Ok(Listening { path: socket.to_path_buf() })
 }
 
-/// Answers one connection on the pipe.
-#[cfg(windows)]
-async fn serve_pipe(mut conn: agent_core::sys::ipc::Connection, show: &dyn Fn(Which) -> Result<(), String>) {
-    use agent_core::control::{refused_peer, PeerRules};
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+/// Answers one connection.
+async fn serve(mut conn: ipc::Connection, show: &dyn Fn(Which) -> Result<(), String>) {
     let answer = match refused_peer(&conn, &PeerRules::default()) {
         Some(why) => {
-            tracing::warn!("the tray's pipe refused {why}");
+            tracing::warn!("the tray's socket refused {why}");
             format!("error: refused: {why}")
         }
         None => {
@@ -235,10 +127,11 @@ async fn serve_pipe(mut conn: agent_core::sys::ipc::Connection, show: &dyn Fn(Wh
     let _ = conn.flush().await;
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixListener;
     use std::sync::mpsc;
 
     #[test]

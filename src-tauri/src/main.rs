@@ -1,9 +1,10 @@
 //! `lull-tray`: Lull's tray app. It runs the agent in-process (the same
 //! `agent_core::agent::run` driver as `lull agent`, so there is one policy), shows its
-//! state in a tray icon with a menu (the `tray-icon` crate: on GTK on Linux, in a Win32
-//! message loop on Windows, [`winloop`]), and opens the status
-//! and settings windows on demand in a child process, `lull-window` (the Tauri webview
-//! app), which ends when its last window closes. This process never loads WebKit.
+//! state in a tray icon with a menu (the `tray-icon` crate: AppIndicator on GTK on Linux,
+//! `Shell_NotifyIcon` on Windows, an `NSStatusItem` in the menu bar on macOS, each in its
+//! toolkit's loop, [`mainloop`]), and opens the status and settings windows on demand in
+//! a child process, `lull-window` (the Tauri webview app), which ends when its last window
+//! closes. This process never loads a web engine.
 //!
 //! On Linux, before GTK or the tray is touched it checks what the desktop offers, because
 //! they panic where something is missing:
@@ -13,8 +14,8 @@
 //! - no tray host (e.g. GNOME without an AppIndicator extension): says so, builds the
 //!   tray anyway (a host may appear) and opens the status window.
 //!
-//! On Windows the notification area is always there (Shell_NotifyIcon; tray-icon adds the
-//! icon again when the taskbar restarts): no checks.
+//! On Windows the notification area and on macOS the menu bar are always there (tray-icon
+//! adds the icon again when the taskbar restarts): no checks.
 //!
 //! Closing the last window never stops Lull: starting `lull-tray` again while it runs
 //! shows its window ([`instance`]) instead of failing on the agent's lock.
@@ -29,25 +30,19 @@
 // Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
 #![warn(clippy::unwrap_used)]
 
-// The tray icon, its menu, the notifications and the windows it starts: on Linux (GTK, a
-// Unix socket for a second start) and Windows (a Win32 message loop, a named pipe).
-// Elsewhere (macOS) `lull-tray` runs the agent headless.
-#[cfg(any(target_os = "linux", windows))]
+#[cfg(not(any(target_os = "linux", windows, target_os = "macos")))]
+compile_error!("lull-tray is built for Linux, Windows and macOS: elsewhere run the headless agent, `lull agent`");
+
 mod actions;
 mod embedded;
-#[cfg(any(target_os = "linux", windows))]
 mod instance;
-#[cfg(any(target_os = "linux", windows))]
+mod mainloop;
 mod notify;
 #[cfg(target_os = "linux")]
 mod probe;
-#[cfg(any(target_os = "linux", windows))]
 mod tray;
 mod which;
-#[cfg(any(target_os = "linux", windows))]
 mod windows;
-#[cfg(windows)]
-mod winloop;
 
 use agent_core::agent::Notice;
 use agent_core::config::Config;
@@ -55,10 +50,8 @@ use agent_core::paths::Paths;
 use agent_core::policy::Action;
 use anyhow::{bail, Result};
 use std::process::ExitCode;
-#[cfg(any(target_os = "linux", windows))]
 use std::sync::mpsc;
 use which::Which;
-#[cfg(any(target_os = "linux", windows))]
 use windows::Windows;
 
 const USAGE: &str = "usage: lull-tray [--open status|settings] [--no-tray] [--headless]
@@ -132,7 +125,6 @@ fn main() -> ExitCode {
 fn run(unset: Vec<&'static str>) -> Result<()> {
     let Some(args) = parse_args()? else { return Ok(()) };
     let paths = Paths::from_env()?;
-    #[cfg(any(target_os = "linux", windows))]
     if !args.headless && show_running(&paths, args.open.unwrap_or(Which::Status))? {
         return Ok(());
     }
@@ -145,14 +137,9 @@ fn run(unset: Vec<&'static str>) -> Result<()> {
     desktop(args, paths, config, unset)
 }
 
-/// Elsewhere than Linux and Windows there is no tray icon nor window yet: the agent alone.
-#[cfg(not(any(target_os = "linux", windows)))]
-fn desktop(_args: Args, paths: Paths, config: Config, _unset: Vec<&'static str>) -> Result<()> {
-    headless(paths, config, "the tray icon and its windows are built for Linux and Windows only so far")
-}
-
-/// The tray icon in the notification area (or, with `--no-tray`, the status window).
-#[cfg(windows)]
+/// The tray icon in Windows' notification area or macOS's menu bar (or, with
+/// `--no-tray`, the status window).
+#[cfg(not(target_os = "linux"))]
 fn desktop(args: Args, paths: Paths, config: Config, unset: Vec<&'static str>) -> Result<()> {
     let fallback = if args.no_tray { Fallback::WindowOnly("the tray icon is off (--no-tray)".into()) } else { Fallback::None };
     if let Some(why) = fallback.reason() {
@@ -193,7 +180,6 @@ fn desktop(args: Args, paths: Paths, config: Config, unset: Vec<&'static str>) -
     gui(paths, config, fallback, args.open, unset)
 }
 
-#[cfg(any(target_os = "linux", windows))]
 /// Asks a `lull-tray` already running for these paths to show `which`: true when it has
 /// (this start is done), false when none runs.
 fn show_running(paths: &Paths, which: Which) -> Result<bool> {
@@ -221,7 +207,6 @@ fn headless(paths: Paths, config: Config, why: &str) -> Result<()> {
     embedded::run_blocking(paths, config, Some(observer), None)
 }
 
-#[cfg(any(target_os = "linux", windows))]
 /// How the GUI falls short of a tray icon, if it does.
 #[derive(Clone, Debug)]
 pub enum Fallback {
@@ -233,7 +218,6 @@ pub enum Fallback {
     NoHost(String),
 }
 
-#[cfg(any(target_os = "linux", windows))]
 impl Fallback {
     pub fn reason(&self) -> Option<&str> {
         match self {
@@ -243,17 +227,15 @@ impl Fallback {
     }
 }
 
-#[cfg(any(target_os = "linux", windows))]
 fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, unset: Vec<&'static str>) -> Result<()> {
     // The tray lives on this thread, which runs the main loop below.
-    #[cfg(windows)]
-    winloop::init();
+    mainloop::init()?;
     let (ntx, nrx) = mpsc::channel::<Notice>();
     let observer: embedded::Observer = Box::new(move |n: &Notice| {
         let _ = ntx.send(n.clone());
     });
     // The agent stopped (Quit, SIGTERM, or an error): the app ends with it.
-    let agent = embedded::Embedded::start(paths, config, observer, Box::new(quit_main_loop))?;
+    let agent = embedded::Embedded::start(paths, config, observer, Box::new(mainloop::quit))?;
     let socket = agent.socket.clone();
 
     let with_tray = !matches!(fallback, Fallback::WindowOnly(_));
@@ -266,7 +248,7 @@ fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, un
     };
     // Lull keeps running when the last window closes (a second start brings it back);
     // Quit Lull in a window stops it.
-    let windows = Windows::new(windows::window_bin()?, fallback.reason().map(str::to_owned), unset, quit_main_loop);
+    let windows = Windows::new(windows::window_bin()?, fallback.reason().map(str::to_owned), unset, mainloop::quit);
     let shower = windows.clone();
     let show = move |w: Which| shower.open(w).map_err(|e| format!("{e:#}"));
     let _listening = instance::listen(&instance::socket_path(&socket), show)
@@ -275,7 +257,7 @@ fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, un
     if with_tray {
         tray::build(socket.clone(), windows.clone(), || {
             tracing::info!("quit from the tray menu");
-            quit_main_loop();
+            mainloop::quit();
         })
         .map_err(|e| anyhow::anyhow!("building the tray icon: {e}"))?;
         #[cfg(windows)]
@@ -290,24 +272,9 @@ fn gui(paths: Paths, config: Config, fallback: Fallback, open: Option<Which>, un
         }
     }
     std::thread::Builder::new().name("tray-follow".into()).spawn(move || tray::follow(socket, nrx, with_tray))?;
-    #[cfg(target_os = "linux")]
-    gtk::main();
-    #[cfg(windows)]
-    winloop::run();
+    mainloop::run();
     windows.close();
     drop(agent); // stops the agent: ledger flushed, socket removed
     tracing::info!("lull-tray stopped");
     Ok(())
-}
-
-#[cfg(target_os = "linux")]
-/// Ends `gtk::main` (from any thread; also when asked before it runs).
-fn quit_main_loop() {
-    gtk::glib::idle_add_once(gtk::main_quit);
-}
-
-#[cfg(windows)]
-/// Ends the Win32 message loop (from any thread; also when asked before it runs).
-fn quit_main_loop() {
-    winloop::quit();
 }

@@ -5,9 +5,9 @@
 //! embedded agent, on its socket, exactly as `lull pause 1h` sends them; their choices
 //! are [`crate::actions`]'s, which the status window offers too.
 //!
-//! Built on the `tray-icon` and `muda` crates (what Tauri's tray is made of) with GTK
-//! directly (Linux) or the Win32 message loop of [`crate::winloop`] (Windows), so the
-//! tray process never loads Tauri's webview runtime. Icon and menu live on the main
+//! Built on the `tray-icon` and `muda` crates (what Tauri's tray is made of) in the
+//! platform's own loop ([`crate::mainloop`]: GTK, Win32 or AppKit), so the tray process
+//! never loads Tauri's webview runtime. Icon and menu live on the main
 //! loop's thread; other threads hand statuses over with [`show`].
 
 use crate::actions::{self, Choice};
@@ -143,8 +143,8 @@ thread_local! {
     static TRAY: RefCell<Option<Tray>> = const { RefCell::new(None) };
 }
 
-/// Builds the tray icon and menu; call on the main loop's thread (after `gtk::init` on
-/// Linux, [`crate::winloop::init`] on Windows). Menu
+/// Builds the tray icon and menu; call on the main loop's thread, after
+/// [`crate::mainloop::init`]. Menu
 /// items become control requests on `socket`; Open Lull and Settings open windows; `quit`
 /// runs on Quit.
 pub fn build(socket: PathBuf, windows: Windows, quit: impl Fn() + Send + Sync + 'static) -> Result<(), String> {
@@ -209,16 +209,9 @@ fn open_logged(windows: &Windows, w: Which) {
     }
 }
 
-/// Shows a status in the tray, from any thread (it runs on the GTK main thread).
-#[cfg(target_os = "linux")]
+/// Shows a status in the tray, from any thread (it runs on the main loop's thread).
 pub fn show(s: AgentStatus) {
-    gtk::glib::MainContext::default().invoke(move || TRAY.with(|t| refresh(t.borrow_mut().as_mut(), &s)));
-}
-
-/// Shows a status in the tray, from any thread (it runs on the message loop's thread).
-#[cfg(windows)]
-pub fn show(s: AgentStatus) {
-    crate::winloop::invoke(move || TRAY.with(|t| refresh(t.borrow_mut().as_mut(), &s)));
+    crate::mainloop::invoke(move || TRAY.with(|t| refresh(t.borrow_mut().as_mut(), &s)));
 }
 
 /// Logs whether the notification area took the icon just built. tray-icon ignores a

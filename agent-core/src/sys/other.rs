@@ -269,6 +269,9 @@ pub mod ipc {
     pub fn peer(conn: &Connection) -> io::Result<Peer> {
         match conn.0 {}
     }
+    pub fn endpoint(path: &Path) -> String {
+        path.display().to_string()
+    }
     pub fn connect(_path: &Path) -> io::Result<ClientStream> {
         Err(io::Error::new(io::ErrorKind::NotFound, "the agent's control channel is not implemented on this platform yet"))
     }

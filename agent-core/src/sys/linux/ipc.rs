@@ -39,6 +39,11 @@ pub fn peer(conn: &Connection) -> io::Result<Peer> {
     conn.peer_cred().map(|c| Peer { uid: c.uid(), pid: c.pid() })
 }
 
+/// How the channel at `path` is named to the owner: the socket's path.
+pub fn endpoint(path: &Path) -> String {
+    path.display().to_string()
+}
+
 /// Connects to the socket at `path`; `NotFound` or `ConnectionRefused` when no agent
 /// listens there.
 pub fn connect(path: &Path) -> io::Result<ClientStream> {

@@ -46,6 +46,11 @@ pub fn pipe_name(path: &Path) -> String {
     format!(r"\\.\pipe\lull{}{}", if path.is_absolute() { "" } else { "/" }, path.display().to_string().replace('\\', "/"))
 }
 
+/// How the channel at `path` is named to the owner: its pipe's name.
+pub fn endpoint(path: &Path) -> String {
+    pipe_name(path)
+}
+
 /// A security descriptor whose access control list grants the current user all rights
 /// and no one else anything (protected: nothing inherited).
 fn owner_only_descriptor() -> io::Result<Descriptor> {

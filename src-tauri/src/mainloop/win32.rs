@@ -1,7 +1,6 @@
 //! The tray's main loop on Windows: a Win32 message loop (`GetMessageW`,
 //! `TranslateMessage`, `DispatchMessageW`) on the thread that made the tray icon, which
-//! `tray-icon` needs (its hidden window and the icon's menu live on that thread). It is
-//! what `gtk::main` is on Linux.
+//! `tray-icon` needs (its hidden window and the icon's menu live on that thread).
 //!
 //! Other threads hand it work with [`invoke`] (as `glib::MainContext::invoke` does on
 //! Linux): the closure is queued and a thread message (`WM_APP`) wakes the loop, which
@@ -32,13 +31,14 @@ pub const BACKSTOP_MS: u32 = 500;
 
 /// Makes the calling thread the loop's (and gives it its message queue, so wake-ups
 /// posted before [`run`] are kept). Call before the tray icon is built.
-pub fn init() {
+pub fn init() -> anyhow::Result<()> {
     // SAFETY: MSG is plain data, for which all zeroes is a valid value.
     let mut msg: MSG = unsafe { std::mem::zeroed() };
     // SAFETY: a valid out-pointer; PM_NOREMOVE only creates the queue.
     unsafe { PeekMessageW(&mut msg, std::ptr::null_mut(), WM_USER, WM_USER, PM_NOREMOVE) };
     // SAFETY: no preconditions.
     THREAD.store(unsafe { GetCurrentThreadId() }, Ordering::SeqCst);
+    Ok(())
 }
 
 /// Runs `f` on the loop's thread, soon (from any thread; queued until [`run`] if it does
