@@ -78,7 +78,8 @@ pub enum InputBackendChoice {
     /// macOS: the session's idle time (`CGEventSourceSecondsSinceLastEventType`), likewise.
     LastInput,
     /// Windows: every keyboard and mouse event as it happens (low-level hooks,
-    /// `WH_KEYBOARD_LL` and `WH_MOUSE_LL`). `auto` runs it beside `last-input`.
+    /// `WH_KEYBOARD_LL` and `WH_MOUSE_LL`); macOS: likewise, by a listen-only event tap,
+    /// given the owner's Input Monitoring grant. `auto` runs it beside `last-input`.
     Hooks,
     /// No input sensing: availability rests on CPU and memory alone.
     None,
@@ -121,7 +122,7 @@ impl InputBackendChoice {
         match self {
             Self::Auto | Self::None => None,
             Self::LastInput => Some(("Windows' and macOS", crate::sys::WINDOWS || crate::sys::MACOS)),
-            Self::Hooks => Some(("Windows", crate::sys::WINDOWS)),
+            Self::Hooks => Some(("Windows' and macOS", crate::sys::WINDOWS || crate::sys::MACOS)),
             _ => Some(("Linux", crate::sys::LINUX)),
         }
     }

@@ -13,8 +13,7 @@
 #![cfg_attr(not(windows), allow(dead_code))]
 
 use crate::clock::MonoMs;
-use crate::config::{Input, InputBackendChoice};
-use crate::input::{wanted, InputBackend, InputError, InputSink};
+use crate::input::{InputError, InputSink};
 use std::time::Duration;
 
 /// The poll interval of both backends: once a second.
@@ -32,27 +31,6 @@ pub fn poll_into(sink: &InputSink, mut read: impl FnMut() -> Result<Option<MonoM
         std::thread::sleep(POLL_INTERVAL);
     }
     Ok(())
-}
-
-/// Picks the input backends at start-up where a polled last-input backend is the
-/// platform's only one: `backend` for `auto` and `last-input` (once, however often it
-/// is asked for), nothing for `none`.
-pub fn choose_polled(config: &Input, platform: &str, backend: impl FnOnce() -> Box<dyn InputBackend>) -> Vec<Box<dyn InputBackend>> {
-    let polled = wanted(config).into_iter().any(|w| match w {
-        InputBackendChoice::Auto | InputBackendChoice::LastInput => true,
-        InputBackendChoice::None => false,
-        // The config and LULL_INPUT refuse other platforms' backends; a config built
-        // in code could still name one.
-        other => {
-            tracing::warn!("input: {} is not an input backend on {platform}", other.name());
-            false
-        }
-    });
-    if polled {
-        vec![backend()]
-    } else {
-        Vec::new()
-    }
 }
 
 /// Follows the last-input tick from one poll to the next.

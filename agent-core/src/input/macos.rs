@@ -1,18 +1,19 @@
 //! The macOS input backend: `CGEventSourceSecondsSinceLastEventType` for the combined
 //! session state and any input event, the age of the session's last keyboard, mouse or
 //! trackpad input, polled once a second on the backend's own thread like Windows'
-//! `GetLastInputInfo`. It needs no permission (an event tap, which would see each event
-//! as it comes, needs the owner's Input Monitoring grant and is not here yet). When the
+//! `GetLastInputInfo`. It needs no permission (the event tap beside it,
+//! `input/macos_tap.rs`, which sees each event as it comes, needs the owner's Input
+//! Monitoring grant). When the
 //! age starts again, input happened; when it happened (and only that, never which key or
 //! where) goes to the sink, whose fast path freezes the guests. The age arithmetic is
 //! `input/last_input.rs`'s ([`IdleAges`]). Built (type-checked), never run, on Lull's
 //! machines.
 //!
-//! [`choose_backends`] picks it for `auto` and for `last-input`.
+//! `input/mod.rs` picks it for `last-input` and, for `auto`, beside the event tap
+//! (`hooks`).
 
 use crate::clock::mono_now;
-use crate::config::Input;
-use crate::input::last_input::{choose_polled, poll_into, IdleAges, POLL_INTERVAL};
+use crate::input::last_input::{poll_into, IdleAges, POLL_INTERVAL};
 use crate::input::{InputBackend, InputError, InputSink};
 
 /// The backend's name in logs and `lull status`.
@@ -51,7 +52,7 @@ impl InputBackend for IdleTimePolled {
     }
 
     fn blind_spots(&self) -> &'static str {
-        "input more precisely than the 1-s poll (no event tap: it would need Input Monitoring); \
+        "input more precisely than the 1-s poll (the event tap beside it sees that, given Input Monitoring); \
          other users' sessions (fast user switching, Screen Sharing); idle inhibitors (video, calls)"
     }
 
@@ -59,10 +60,4 @@ impl InputBackend for IdleTimePolled {
         let mut ages = IdleAges::default();
         poll_into(&sink, || Ok(ages.observe(read_idle_ms()?, mono_now(), POLL_INTERVAL.as_millis() as u64)))
     }
-}
-
-/// Picks the input backends at start-up: the idle time's poll for `auto` and
-/// `last-input`, nothing for `none`.
-pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
-    choose_polled(config, "macOS", || Box::new(IdleTimePolled))
 }

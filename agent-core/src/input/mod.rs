@@ -14,6 +14,8 @@ pub mod linux;
 pub use linux::{logind, mutter, polled, terminal, wayland, x11};
 #[cfg(target_os = "macos")]
 pub mod macos;
+#[cfg(target_os = "macos")]
+pub mod macos_tap;
 #[cfg(target_os = "windows")]
 pub mod windows;
 #[cfg(target_os = "windows")]
@@ -188,15 +190,48 @@ pub fn wanted(config: &Input) -> Vec<InputBackendChoice> {
     })
 }
 
+/// Windows' and macOS' choice at start-up: for `auto` the event-by-event backend
+/// (`hooks`: low-level hooks, an event tap) and the last-input poll beside it, for `hooks`
+/// and `last-input` the one named (each once, however often it is asked for), nothing
+/// for `none`.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+fn events_and_poll(
+    config: &Input,
+    platform: &str,
+    events: impl FnOnce() -> Box<dyn InputBackend>,
+    poll: impl FnOnce() -> Box<dyn InputBackend>,
+) -> Vec<Box<dyn InputBackend>> {
+    let (mut each_event, mut polled) = (false, false);
+    for w in wanted(config) {
+        match w {
+            InputBackendChoice::Auto => (each_event, polled) = (true, true),
+            InputBackendChoice::Hooks => each_event = true,
+            InputBackendChoice::LastInput => polled = true,
+            InputBackendChoice::None => {}
+            // The config and LULL_INPUT refuse other platforms' backends; a config built
+            // in code could still name one.
+            other => tracing::warn!("input: {} is not an input backend on {platform}", other.name()),
+        }
+    }
+    let mut out = Vec::new();
+    if each_event {
+        out.push(events());
+    }
+    if polled {
+        out.push(poll());
+    }
+    out
+}
+
 /// The platform's input backends for `config` (none where Lull has none yet; the tray
 /// and `lull` say so).
 pub fn platform_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
     #[cfg(target_os = "linux")]
     return linux::choose_backends(config);
     #[cfg(target_os = "windows")]
-    return windows::choose_backends(config);
+    return events_and_poll(config, "Windows", || Box::new(windows_hooks::LowLevelHooks), || Box::new(windows::LastInputPolled));
     #[cfg(target_os = "macos")]
-    return macos::choose_backends(config);
+    return events_and_poll(config, "macOS", || Box::new(macos_tap::EventTap), || Box::new(macos::IdleTimePolled));
     #[cfg(not(any(target_os = "linux", target_os = "windows", target_os = "macos")))]
     {
         let _ = config;
@@ -224,8 +259,8 @@ mod tests {
         let err = requested(&cfg, Some(&format!("auto,{theirs}"))).unwrap_err();
         assert!(err.contains(OVERRIDE_ENV) && err.contains("not this platform's") && err.contains(&format!("\"{mine}\"")), "{err}");
         assert_eq!(parse_choice(theirs), None);
-        // The low-level hooks are Windows' too.
-        assert_eq!(parse_choice("hooks").is_some(), crate::sys::WINDOWS);
+        // The event-by-event backend (low-level hooks, an event tap) is Windows' and macOS'.
+        assert_eq!(parse_choice("hooks").is_some(), crate::sys::WINDOWS || crate::sys::MACOS);
         assert_eq!(parse_choice(" none "), Some(InputBackendChoice::None));
     }
 

@@ -5,15 +5,13 @@
 //! or where) goes to the sink, whose fast path freezes the guests. The tick arithmetic
 //! (its 49.7-day wrap) is `input/last_input.rs`'s.
 //!
-//! [`choose_backends`] picks it for `last-input` and, for `auto`, beside the low-level
+//! `input/mod.rs` picks it for `last-input` and, for `auto`, beside the low-level
 //! hooks (`input/windows_hooks.rs`, `hooks`), which see each event as it happens: the
 //! poll still sees input the hooks cannot (to elevated windows), up to a second late.
 
 use crate::clock::mono_now;
-use crate::config::{Input, InputBackendChoice};
 use crate::input::last_input::{poll_into, LastInputTicks, POLL_INTERVAL};
-use crate::input::windows_hooks::LowLevelHooks;
-use crate::input::{wanted, InputBackend, InputError, InputSink};
+use crate::input::{InputBackend, InputError, InputSink};
 use windows_sys::Win32::System::SystemInformation::GetTickCount;
 use windows_sys::Win32::UI::Input::KeyboardAndMouse::{GetLastInputInfo, LASTINPUTINFO};
 
@@ -56,30 +54,4 @@ impl InputBackend for LastInputPolled {
             Ok(ticks.observe(last_input, now, mono_now(), POLL_INTERVAL.as_millis() as u64))
         })
     }
-}
-
-/// Picks the input backends at start-up: for `auto` the low-level hooks and
-/// `GetLastInputInfo`'s poll beside them, for `hooks` and `last-input` the one named
-/// (each once, however often it is asked for), nothing for `none`.
-pub fn choose_backends(config: &Input) -> Vec<Box<dyn InputBackend>> {
-    let (mut hooks, mut polled) = (false, false);
-    for w in wanted(config) {
-        match w {
-            InputBackendChoice::Auto => (hooks, polled) = (true, true),
-            InputBackendChoice::Hooks => hooks = true,
-            InputBackendChoice::LastInput => polled = true,
-            InputBackendChoice::None => {}
-            // The config and LULL_INPUT refuse other platforms' backends; a config built
-            // in code could still name one.
-            other => tracing::warn!("input: {} is not an input backend on Windows", other.name()),
-        }
-    }
-    let mut out: Vec<Box<dyn InputBackend>> = Vec::new();
-    if hooks {
-        out.push(Box::new(LowLevelHooks));
-    }
-    if polled {
-        out.push(Box::new(LastInputPolled));
-    }
-    out
 }
