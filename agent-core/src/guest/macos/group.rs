@@ -6,7 +6,7 @@
 //! what `lull status` reports); frozen with `SIGSTOP` to the group,
 //! thawed with `SIGCONT`, killed with `SIGKILL`; its members, CPU time and resident
 //! memory from `libproc`; the system's memory pressure from the
-//! `kern.memorystatus_vm_pressure_level` sysctl, polled. A guest that calls `setsid`
+//! `kern.memorystatus_vm_pressure_level` sysctl (read until a notification comes). A guest that calls `setsid`
 //! leaves its group and escapes all three, as with Linux's fallback.
 
 use crate::guest::{GuestDir, GuestSpec};
@@ -128,8 +128,8 @@ pub fn usage(pgid: i32) -> ((u64, u64), u64) {
     ((user, system), resident)
 }
 
-/// `kern.memorystatus_vm_pressure_level` now (1 normal, 2 warning, 4 critical), polled
-/// where a dispatch source would be told.
+/// `kern.memorystatus_vm_pressure_level` now (1 normal, 2 warning, 4 critical): the
+/// level until the first notification (`pressure.rs`) comes.
 pub fn memory_pressure() -> io::Result<PressureLevel> {
     let mut level: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>();

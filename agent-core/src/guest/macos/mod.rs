@@ -3,9 +3,9 @@
 //! `RLIMIT_DATA` from admission; frozen with `SIGSTOP` to every group at once
 //! ([`freeze`], also the input path's fast freeze), thawed with `SIGCONT`, evicted and
 //! killed with `SIGKILL` to the group; accounted from `libproc` (CPU time, resident
-//! memory); frozen while the system's memory pressure (the
-//! `kern.memorystatus_vm_pressure_level` sysctl, polled each tick) is raised, evicted
-//! when it stays critical. Built (type-checked), never run, on Lull's machines.
+//! memory); frozen while the system's memory pressure is raised (its notifications, a
+//! dispatch source, [`pressure`]; the `kern.memorystatus_vm_pressure_level` sysctl until
+//! one comes), evicted when it stays critical. Built (type-checked), never run, on Lull's machines.
 //!
 //! Not here (said in [`MacosRuntime::containment_status`]): a sandbox (guests run as the
 //! owner's account and can read and write what it can, so an agent enrolled with a
@@ -14,6 +14,7 @@
 
 mod freeze;
 mod group;
+mod pressure;
 
 use super::host::{FastFreeze, GuestHost};
 use super::level_guard::{Act, LevelGuard};
@@ -66,6 +67,8 @@ pub struct MacosRuntime {
     band_refused: Option<String>,
     /// The memory-pressure guard (the core decides, this runtime reads and acts).
     pressure: LevelGuard,
+    /// The system's memory-pressure notifications, which the guard reads.
+    notifications: pressure::Notifications,
 }
 
 impl MacosRuntime {
@@ -77,6 +80,7 @@ impl MacosRuntime {
             directive: GuestDirective::Freeze,
             band_refused: None,
             pressure: LevelGuard::default(),
+            notifications: pressure::Notifications::start(),
         }
     }
 
@@ -188,7 +192,10 @@ impl MacosRuntime {
     /// (if the policy lets them run) once it is normal; evicts them when it stays
     /// critical for `[guests] pressure_kill_s` (decided by lull-core's `LevelWatch`, through [`LevelGuard`]).
     fn follow_pressure(&mut self) {
-        let reading = group::memory_pressure().map_err(|e| format!("kern.memorystatus_vm_pressure_level: {e}"));
+        let reading = match self.notifications.level() {
+            Some(told) => Ok(told),
+            None => group::memory_pressure().map_err(|e| format!("kern.memorystatus_vm_pressure_level: {e}")),
+        };
         let active = self.guests.iter().any(|g| !g.evicted);
         match self.pressure.step(reading, active, self.queue.cfg.pressure_kill_s, self.directive) {
             Act::Freeze => self.freezer.set_frozen(true),
@@ -231,7 +238,7 @@ impl MacosRuntime {
 
 impl GuestHost for MacosRuntime {
     fn describe(&self) -> String {
-        "macos: process group per guest (background band, RLIMIT_AS/DATA, frozen by SIGSTOP, memory pressure polled) · \
+        "macos: process group per guest (background band, RLIMIT_AS/DATA, frozen by SIGSTOP, memory-pressure notifications) · \
          the owner's account, NO sandbox"
             .into()
     }
