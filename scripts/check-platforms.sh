@@ -488,8 +488,9 @@ echo "lull-tray.exe and lull-window.exe under Wine on Xvfb: built ($built_s s), 
 # folder and entry gone, a file in Lull's data directory (%APPDATA%\Lull\lull\data, where
 # the agent keeps its ledger) still there.
 t0=$(date +%s)
-# What ships: lull.exe and lull-tray.exe (lull-window.exe is not built yet).
-stage="$target/installer-stage" && rm -rf "$stage" && mkdir -p "$stage" && cp "$out/lull.exe" "$out/lull-tray.exe" "$stage/"
+# What ships: lull.exe, lull-tray.exe, lull-window.exe and the WebView2 loader it imports.
+stage="$target/installer-stage" && rm -rf "$stage" && mkdir -p "$stage" &&
+  cp "$out/lull.exe" "$out/lull-tray.exe" "$out/lull-window.exe" "$out/WebView2Loader.dll" "$stage/"
 setup=$(packaging/windows/build-installer.sh "$stage" "$target/installer/" 2>"$target/installer.log" | tail -1) ||
   fail "build-installer.sh: $(cat "$target/installer.log")"
 built="$(tail -1 "$target/installer.log" | sed 's/^build-installer: //')"
@@ -505,14 +506,20 @@ stop_wine
 [ -f "$inst/lull.exe" ] && [ -f "$inst/uninstall.exe" ] || fail "the installer put no lull.exe and uninstall.exe in $inst_win: $(ls "$inst" 2>&1)"
 [ -n "$(find "$(unix_path "$(win_expand '%APPDATA%')\\Microsoft\\Windows\\Start Menu\\Programs\\Lull")" -name '*.lnk' 2>/dev/null)" ] ||
   fail "the installer made no Start-menu shortcut"
-[ "$(LC_ALL=C ls "$inst" | tr '\n' ' ')" = "lull-tray.exe lull.exe uninstall.exe " ] ||
-  fail "the installer put other than lull-tray.exe, lull.exe and uninstall.exe in $inst_win: $(ls "$inst")"
+[ "$(LC_ALL=C ls "$inst" | tr '\n' ' ')" = "WebView2Loader.dll install.log lull-tray.exe lull-window.exe lull.exe uninstall.exe " ] ||
+  fail "the installer put other than WebView2Loader.dll, install.log, lull-tray.exe, lull-window.exe, lull.exe and uninstall.exe in $inst_win: $(ls "$inst")"
+# Wine has no WebView2 runtime: the installer found none, said so and downloaded nothing.
+[ "$(tr -d '\r' <"$inst/install.log")" = "Lull's windows (status, settings) need the Microsoft Edge WebView2 Runtime, which is not installed: get it from https://developer.microsoft.com/microsoft-edge/webview2/ (the tray icon and the agent run without it)." ] ||
+  fail "the installer's install.log does not say the WebView2 Runtime is missing: $(cat "$inst/install.log")"
 # The installed lull.exe runs with Wine's stand-in DLLs (above) beside it, as in $out
 # (on Wine's PATH, pdh.dll would lose to Wine's own); removed before the uninstall.
 standins=("$inst/bcryptprimitives.dll" "$inst/pdh.dll")
 cp "$out/bcryptprimitives.dll" "$out/pdh.dll" "$inst/"
 r=$("$wine" "$inst/lull.exe" --help 2>&1) || fail "the installed lull.exe --help under Wine: $r"
 grep -q "^Usage: lull.exe <COMMAND>" <<<"$r" || fail "the installed lull.exe --help printed no usage: $r"
+# It loads (its WebView2Loader.dll is beside it) and runs.
+r=$("$wine" "$inst/lull-window.exe" --help 2>&1) || fail "the installed lull-window.exe --help under Wine: $r"
+grep -q "^usage: lull-window " <<<"$r" || fail "the installed lull-window.exe --help printed no usage: $r"
 key=$("$wine" reg query "$uninst_key" 2>&1 | tr -d '\r') || fail "no $uninst_key after the install: $key"
 version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')
 for want in "DisplayName    REG_SZ    Lull" "DisplayVersion    REG_SZ    $version" "InstallLocation    REG_SZ    $inst_win" \
@@ -558,4 +565,4 @@ kept=$(mktemp "$lull_data/uninstall-keeps-me.XXXXXX")
 rm -f "$kept"
 [ -z "$made_home" ] || rmdir "$lull_data" "$(dirname "$lull_data")" "$lull_home"
 stop_wine
-echo "the Windows installer ($built) under Wine: installs silently in %LOCALAPPDATA%\\Programs\\Lull (lull.exe --help runs from there, Apps & features entry and Start-menu shortcut made), refuses to uninstall while lull.exe runs (exit 2, nothing removed or stopped), uninstalls silently (files, shortcut and entry gone, Lull's data kept) ($(($(date +%s) - t0)) s)"
+echo "the Windows installer ($built) under Wine: installs silently in %LOCALAPPDATA%\\Programs\\Lull (lull.exe and lull-window.exe --help run from there, install.log says the WebView2 Runtime is missing, Apps & features entry and Start-menu shortcut made), refuses to uninstall while lull.exe runs (exit 2, nothing removed or stopped), uninstalls silently (files, shortcut and entry gone, Lull's data kept) ($(($(date +%s) - t0)) s)"
