@@ -126,11 +126,8 @@ impl Windows {
             }
             if let Some(why) = line.strip_prefix("fail ") {
                 tracing::error!(pid, "the window process cannot open a window: {why}");
-                let notice = notify::Message {
-                    kind: notify::Kind::Attention,
-                    summary: "Lull: its window cannot open".into(),
-                    body: why.to_owned(),
-                };
+                let notice =
+                    notify::Message { kind: notify::Kind::Attention, summary: "Lull: its window cannot open".into(), body: why.to_owned() };
                 if let Err(e) = notify::show(&notice) {
                     tracing::warn!("cannot show a notice: {e}");
                 }
