@@ -49,7 +49,8 @@
 #    WebView2Loader.dll; 6., run first) (packaging/windows/build-installer.sh:
 #    Debian's nsis, makensis 3), installs it silently (/S) under Wine, runs the installed
 #    lull.exe --help and lull-window.exe --help, checks its install.log says the WebView2
-#    Runtime is missing (Wine has none; the installer downloads nothing), reads back its
+#    Runtime is missing (Wine has none; the installer downloads nothing) and, installed
+#    again with the runtime's per-user registry value set, that it is found; reads back its
 #    Apps & features entry (HKCU ...\Uninstall\Lull),
 #    checks its uninstaller refuses (exit 2, nothing removed, nothing stopped) while the
 #    installed lull.exe runs, then uninstalls silently: files, Start-menu folder and entry
@@ -518,6 +519,14 @@ stop_wine
 # Wine has no WebView2 runtime: the installer found none, said so and downloaded nothing.
 [ "$(tr -d '\r' <"$inst/install.log")" = "Lull's windows (status, settings) need the Microsoft Edge WebView2 Runtime, which is not installed: get it from https://developer.microsoft.com/microsoft-edge/webview2/ (the tray icon and the agent run without it)." ] ||
   fail "the installer's install.log does not say the WebView2 Runtime is missing: $(cat "$inst/install.log")"
+# With the runtime's registry value (as its installer writes it for one user), installing
+# again over this install finds it.
+webview2_key='HKCU\Software\Microsoft\EdgeUpdate\Clients\{F3017226-FE2A-4295-8BDF-00C3A9A7E4C5}'
+"$wine" reg add "$webview2_key" /v pv /d 131.0.2903.70 /f >/dev/null 2>&1 || fail "reg add $webview2_key under Wine"
+"$wine" "$setup" /S || fail "the installer under Wine (/S), again, failed"
+"$wine" reg delete "$webview2_key" /f >/dev/null 2>&1 || fail "reg delete $webview2_key under Wine"
+[ "$(tr -d '\r' <"$inst/install.log")" = "Microsoft Edge WebView2 Runtime 131.0.2903.70 found: Lull's windows can open." ] ||
+  fail "the installer did not find the WebView2 Runtime's registry value: $(cat "$inst/install.log")"
 # The installed lull.exe runs with Wine's stand-in DLLs (above) beside it, as in $out
 # (on Wine's PATH, pdh.dll would lose to Wine's own); removed before the uninstall.
 standins=("$inst/bcryptprimitives.dll" "$inst/pdh.dll")
@@ -572,4 +581,4 @@ kept=$(mktemp "$lull_data/uninstall-keeps-me.XXXXXX")
 rm -f "$kept"
 [ -z "$made_home" ] || rmdir "$lull_data" "$(dirname "$lull_data")" "$lull_home"
 stop_wine
-echo "the Windows installer ($built) under Wine: installs silently in %LOCALAPPDATA%\\Programs\\Lull (lull.exe and lull-window.exe --help run from there, install.log says the WebView2 Runtime is missing, Apps & features entry and Start-menu shortcut made), refuses to uninstall while lull.exe runs (exit 2, nothing removed or stopped), uninstalls silently (files, shortcut and entry gone, Lull's data kept) ($(($(date +%s) - t0)) s)"
+echo "the Windows installer ($built) under Wine: installs silently in %LOCALAPPDATA%\\Programs\\Lull (lull.exe and lull-window.exe --help run from there, install.log says the WebView2 Runtime is missing, and found once its registry value is set, Apps & features entry and Start-menu shortcut made), refuses to uninstall while lull.exe runs (exit 2, nothing removed or stopped), uninstalls silently (files, shortcut and entry gone, Lull's data kept) ($(($(date +%s) - t0)) s)"
