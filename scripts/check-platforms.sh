@@ -65,8 +65,13 @@
 # apart from the host build's (another rustc, other flags). Warm (nothing changed but
 # Lull's crates): under a minute on 2 cores (38 s after a change to agent-core). Cold:
 # not measured as a whole; its parts were about 10 min for lull.exe and 3.5 min for the
-# tests' build (std and the dependencies each time). The installer's part (5.) took
-# 28-35 s alone (makensis with zlib 15-19 s of it; the installer 25 MB).
+# tests' build (std and the dependencies each time); a run with the macOS part cold (369 s)
+# and lull.exe's crates rebuilt (207 s), the rest warm, took 788 s under load 5-6. The
+# installer's part (5.) took 28-35 s alone when it shipped lull.exe only (makensis with
+# zlib 15-19 s of it; the installer 25 MB); with the debug lull-tray.exe and
+# lull-window.exe too, 50-97 s (makensis 35-67 s, load 5-6; the installer 67 MB).
+# lull-window.exe adds no dependency to lull-tray.exe's build (one package): linking it
+# adds about 8 s to 6. after a change to src-tauri, and its two runs under Wine 1 s.
 # 0. (first) type-checks and lints (Debian's clippy, -D warnings) the crates that ship
 #    on macOS (lull-core, lull-protocol, agent-core and the lull CLI and agent) for aarch64-apple-darwin: built, never run
 #    (no Mac here). Only Rust is compiled for it: TLS and SQLite are the system's there
