@@ -45,10 +45,13 @@
 #    SYSTEM and Everyone from them, so the list's protected flag and what Windows'
 #    inheritance gives files a library creates (SQLite's -wal, the daily log) go unchecked;
 # 4. runs lull-core's unit tests under Wine;
-# 5. builds the Windows installer from lull.exe and lull-tray.exe (6., run first)
-#    (packaging/windows/build-installer.sh:
+# 5. builds the Windows installer from lull.exe, lull-tray.exe and lull-window.exe (with
+#    WebView2Loader.dll; 6., run first) (packaging/windows/build-installer.sh:
 #    Debian's nsis, makensis 3), installs it silently (/S) under Wine, runs the installed
-#    lull.exe --help, reads back its Apps & features entry (HKCU ...\Uninstall\Lull),
+#    lull.exe --help and lull-window.exe --help, checks its install.log says the WebView2
+#    Runtime is missing (Wine has none; the installer downloads nothing) and, installed
+#    again with the runtime's per-user registry value set, that it is found; reads back its
+#    Apps & features entry (HKCU ...\Uninstall\Lull),
 #    checks its uninstaller refuses (exit 2, nothing removed, nothing stopped) while the
 #    installed lull.exe runs, then uninstalls silently: files, Start-menu folder and entry
 #    gone, a file in Lull's data directory (%APPDATA%\Lull\lull\data) kept.
@@ -62,8 +65,13 @@
 # apart from the host build's (another rustc, other flags). Warm (nothing changed but
 # Lull's crates): under a minute on 2 cores (38 s after a change to agent-core). Cold:
 # not measured as a whole; its parts were about 10 min for lull.exe and 3.5 min for the
-# tests' build (std and the dependencies each time). The installer's part (5.) took
-# 28-35 s alone (makensis with zlib 15-19 s of it; the installer 25 MB).
+# tests' build (std and the dependencies each time); a run with the macOS part cold (369 s)
+# and lull.exe's crates rebuilt (207 s), the rest warm, took 788 s under load 5-6. The
+# installer's part (5.) took 28-35 s alone when it shipped lull.exe only (makensis with
+# zlib 15-19 s of it; the installer 25 MB); with the debug lull-tray.exe and
+# lull-window.exe too, 50-97 s (makensis 35-67 s, load 5-6; the installer 67 MB).
+# lull-window.exe adds no dependency to lull-tray.exe's build (one package): linking it
+# adds about 8 s to 6. after a change to src-tauri, and its two runs under Wine 1 s.
 # 0. (first) type-checks and lints (Debian's clippy, -D warnings) the crates that ship
 #    on macOS (lull-core, lull-protocol, agent-core, the lull CLI and agent, and the tray
 #    app: lull-tray in AppKit's loop and lull-window, Tauri on WKWebView) for
@@ -74,11 +82,16 @@
 # 6. builds lull-tray.exe (debug: the agent in-process, its tray icon and menu in a Win32
 #    message loop) and runs it under Wine on a private Xvfb: `--help`; started, its agent
 #    answers `lull.exe status` over the pipe, its log says Shell_NotifyIconW took the
-#    icon and the icon follows the agent's state; a second start reaches it over its own
-#    owner-only pipe (it asks for the status window, which fails: lull-window.exe, Tauri's
-#    WebView2 windows, is not built). The installer (5.) then ships lull-tray.exe too.
+#    icon and the icon follows the agent's state; builds lull-window.exe (the status and
+#    settings windows: Tauri, WebView2) and runs its --help; Wine 8.0 has no WebView2
+#    runtime, so the windows are not shown here: lull-window.exe must refuse in one line
+#    naming the Microsoft Edge WebView2 Runtime and where to get it (exit 1); a second
+#    start of lull-tray.exe reaches the running one over its own owner-only pipe, which
+#    starts lull-window.exe for the status window and logs its refusal (its notice, a
+#    WinRT toast, fails under Wine: logged). The installer (5.) then ships both.
 # Not yet here (issue 30): macOS run at all; on Windows
-# lull-window.exe, the tray menu's clicks and notifications; sensors; the low-level
+# lull-window.exe's windows (no WebView2 under Wine), the tray menu's clicks and
+# notifications; sensors; the low-level
 # hooks' blind spots (elevated windows, other sessions): Wine has neither. Under Wine 8.0
 # the guests' job limits (memory, process
 # count, idle priority) are accepted but not in effect, and the restricted token and low
@@ -431,11 +444,21 @@ echo "lull-core's unit tests under Wine: $(grep -E '^test result' <<<"$report" |
 # notification area, its in-process agent answering lull.exe, a second start heard on its
 # pipe. Built here, after lull-core's tests, so that the installer below ships it.
 t0=$(date +%s)
-cargo_windows build -p lull-tray --bin lull-tray
+cargo_windows build -p lull-tray --bin lull-tray --bin lull-window
 built_s=$(($(date +%s) - t0))
+# tauri-build put WebView2Loader.dll (Microsoft's WebView2 loader, which lull-window.exe
+# imports) in $out.
+[ -f "$out/WebView2Loader.dll" ] || fail "no WebView2Loader.dll beside lull-window.exe in $out"
 r=$("$wine" "$out/lull-tray.exe" --help 2>&1) || fail "lull-tray.exe --help under Wine: $r"
 grep -q "^usage: lull-tray " <<<"$r" || fail "lull-tray.exe --help printed no usage: $r"
+r=$("$wine" "$out/lull-window.exe" --help 2>&1) || fail "lull-window.exe --help under Wine: $r"
+grep -q "^usage: lull-window " <<<"$r" || fail "lull-window.exe --help printed no usage: $r"
 tray_data=$(mktemp -d "$target/wine-tray.XXXXXX")
+# Wine 8.0 has no WebView2 runtime, so Lull's windows are never shown here: lull-window.exe
+# must say so in one line (found before Tauri starts) and exit 1.
+no_webview2="Lull's windows need the Microsoft Edge WebView2 Runtime, which is not installed: get it from https://developer.microsoft.com/microsoft-edge/webview2/"
+code=0 && r=$(env LULL_DATA_DIR="$(win_path "$tray_data")\\window" "$wine" "$out/lull-window.exe" --open status 2>&1) || code=$?
+[ "$code|$r" = "1|lull-window: $no_webview2" ] || fail "lull-window.exe --open status without WebView2 under Wine: exit $code: $r"
 Xvfb -displayfd 1 -screen 0 1024x768x24 -nolisten tcp >"$tray_data/display" 2>/dev/null &
 xvfb=$!
 for _ in $(seq 50); do [ -s "$tray_data/display" ] && break; sleep 0.1; done
@@ -462,15 +485,21 @@ tray_log() { cat "$tray_data"/lull/logs/tray.*.log 2>/dev/null; }
 shown=""
 for _ in $(seq 20); do tray_log | grep -q "tray shows state" && tray_log | grep -q "tray icon created: Shell_NotifyIconW accepted it" && shown=1 && break; sleep 0.5; done
 [ -n "$shown" ] || { stop_tray; fail "lull-tray.exe's log does not say Shell_NotifyIconW took its icon and the icon shows the agent's state: $(tray_log | tail -20)"; }
-# A second start asks the running one (over its pipe) to show the status window.
+# A second start asks the running one (over its pipe) to show the status window: the
+# running one starts lull-window.exe, which (no WebView2 under Wine) tells it why it
+# cannot, and the tray logs that (and tries a notice).
 code=0 && r=$("${tray_env[@]}" "$wine" "$out/lull-tray.exe" 2>&1) || code=$?
-[[ "$code|$r" == "1|"*"Lull is already running but cannot show its status window: starting "*"lull-window.exe"* ]] ||
+[ "$code|$r" = "0|lull-tray: Lull is already running: showing its status window" ] ||
   { stop_tray; fail "a second lull-tray.exe did not reach the running one over its pipe: exit $code: $r"; }
 tray_log | grep -q "asked by another start of Lull to show the status window" ||
   { stop_tray; fail "the running lull-tray.exe did not hear the second start: $(tray_log | tail -20)"; }
+refused=""
+for _ in $(seq 40); do tray_log | grep -qF "the window process cannot open a window: $no_webview2" && tray_log | grep -q "window process ended (exit code: 1)" && refused=1 && break; sleep 0.5; done
+[ -n "$refused" ] || { stop_tray; fail "the running lull-tray.exe's log does not say lull-window.exe failed for want of WebView2: $(tray_log | tail -20)"; }
+kill -0 "$tray" 2>/dev/null || { stop_tray; fail "lull-tray.exe ended after its window failed to open: $(cat "$tray_data/tray.out")"; }
 stop_tray
 rm -rf "$tray_data"
-echo "lull-tray.exe under Wine on Xvfb: built ($built_s s), --help, its agent answering lull.exe status, its icon taken by Shell_NotifyIconW and following the agent's state, a second start heard over its pipe (lull-window.exe not built) ($(($(date +%s) - t0)) s)"
+echo "lull-tray.exe and lull-window.exe under Wine on Xvfb: built ($built_s s), --help of both, lull-window.exe refusing in one line (Wine has no WebView2 runtime: the windows themselves are not shown here), lull-tray.exe's agent answering lull.exe status, its icon taken by Shell_NotifyIconW and following the agent's state, a second start heard over its pipe, the tray starting lull-window.exe and logging its refusal ($(($(date +%s) - t0)) s)"
 
 # The Windows installer (packaging/windows/lull.nsi, makensis): built from this lull.exe,
 # installed silently for the current user, its lull.exe run from the install directory,
@@ -478,8 +507,9 @@ echo "lull-tray.exe under Wine on Xvfb: built ($built_s s), --help, its agent an
 # folder and entry gone, a file in Lull's data directory (%APPDATA%\Lull\lull\data, where
 # the agent keeps its ledger) still there.
 t0=$(date +%s)
-# What ships: lull.exe and lull-tray.exe (lull-window.exe is not built yet).
-stage="$target/installer-stage" && rm -rf "$stage" && mkdir -p "$stage" && cp "$out/lull.exe" "$out/lull-tray.exe" "$stage/"
+# What ships: lull.exe, lull-tray.exe, lull-window.exe and the WebView2 loader it imports.
+stage="$target/installer-stage" && rm -rf "$stage" && mkdir -p "$stage" &&
+  cp "$out/lull.exe" "$out/lull-tray.exe" "$out/lull-window.exe" "$out/WebView2Loader.dll" "$stage/"
 setup=$(packaging/windows/build-installer.sh "$stage" "$target/installer/" 2>"$target/installer.log" | tail -1) ||
   fail "build-installer.sh: $(cat "$target/installer.log")"
 built="$(tail -1 "$target/installer.log" | sed 's/^build-installer: //')"
@@ -495,14 +525,28 @@ stop_wine
 [ -f "$inst/lull.exe" ] && [ -f "$inst/uninstall.exe" ] || fail "the installer put no lull.exe and uninstall.exe in $inst_win: $(ls "$inst" 2>&1)"
 [ -n "$(find "$(unix_path "$(win_expand '%APPDATA%')\\Microsoft\\Windows\\Start Menu\\Programs\\Lull")" -name '*.lnk' 2>/dev/null)" ] ||
   fail "the installer made no Start-menu shortcut"
-[ "$(LC_ALL=C ls "$inst" | tr '\n' ' ')" = "lull-tray.exe lull.exe uninstall.exe " ] ||
-  fail "the installer put other than lull-tray.exe, lull.exe and uninstall.exe in $inst_win: $(ls "$inst")"
+[ "$(LC_ALL=C ls "$inst" | tr '\n' ' ')" = "WebView2Loader.dll install.log lull-tray.exe lull-window.exe lull.exe uninstall.exe " ] ||
+  fail "the installer put other than WebView2Loader.dll, install.log, lull-tray.exe, lull-window.exe, lull.exe and uninstall.exe in $inst_win: $(ls "$inst")"
+# Wine has no WebView2 runtime: the installer found none, said so and downloaded nothing.
+[ "$(tr -d '\r' <"$inst/install.log")" = "Lull's windows (status, settings) need the Microsoft Edge WebView2 Runtime, which is not installed: get it from https://developer.microsoft.com/microsoft-edge/webview2/ (the tray icon and the agent run without it)." ] ||
+  fail "the installer's install.log does not say the WebView2 Runtime is missing: $(cat "$inst/install.log")"
+# With the runtime's registry value (as its installer writes it for one user), installing
+# again over this install finds it.
+webview2_key='HKCU\Software\Microsoft\EdgeUpdate\Clients\{F3017226-FE2A-4295-8BDF-00C3A9A7E4C5}'
+"$wine" reg add "$webview2_key" /v pv /d 131.0.2903.70 /f >/dev/null 2>&1 || fail "reg add $webview2_key under Wine"
+"$wine" "$setup" /S || fail "the installer under Wine (/S), again, failed"
+"$wine" reg delete "$webview2_key" /f >/dev/null 2>&1 || fail "reg delete $webview2_key under Wine"
+[ "$(tr -d '\r' <"$inst/install.log")" = "Microsoft Edge WebView2 Runtime 131.0.2903.70 found: Lull's windows can open." ] ||
+  fail "the installer did not find the WebView2 Runtime's registry value: $(cat "$inst/install.log")"
 # The installed lull.exe runs with Wine's stand-in DLLs (above) beside it, as in $out
 # (on Wine's PATH, pdh.dll would lose to Wine's own); removed before the uninstall.
 standins=("$inst/bcryptprimitives.dll" "$inst/pdh.dll")
 cp "$out/bcryptprimitives.dll" "$out/pdh.dll" "$inst/"
 r=$("$wine" "$inst/lull.exe" --help 2>&1) || fail "the installed lull.exe --help under Wine: $r"
 grep -q "^Usage: lull.exe <COMMAND>" <<<"$r" || fail "the installed lull.exe --help printed no usage: $r"
+# It loads (its WebView2Loader.dll is beside it) and runs.
+r=$("$wine" "$inst/lull-window.exe" --help 2>&1) || fail "the installed lull-window.exe --help under Wine: $r"
+grep -q "^usage: lull-window " <<<"$r" || fail "the installed lull-window.exe --help printed no usage: $r"
 key=$("$wine" reg query "$uninst_key" 2>&1 | tr -d '\r') || fail "no $uninst_key after the install: $key"
 version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')
 for want in "DisplayName    REG_SZ    Lull" "DisplayVersion    REG_SZ    $version" "InstallLocation    REG_SZ    $inst_win" \
@@ -548,4 +592,4 @@ kept=$(mktemp "$lull_data/uninstall-keeps-me.XXXXXX")
 rm -f "$kept"
 [ -z "$made_home" ] || rmdir "$lull_data" "$(dirname "$lull_data")" "$lull_home"
 stop_wine
-echo "the Windows installer ($built) under Wine: installs silently in %LOCALAPPDATA%\\Programs\\Lull (lull.exe --help runs from there, Apps & features entry and Start-menu shortcut made), refuses to uninstall while lull.exe runs (exit 2, nothing removed or stopped), uninstalls silently (files, shortcut and entry gone, Lull's data kept) ($(($(date +%s) - t0)) s)"
+echo "the Windows installer ($built) under Wine: installs silently in %LOCALAPPDATA%\\Programs\\Lull (lull.exe and lull-window.exe --help run from there, install.log says the WebView2 Runtime is missing, and found once its registry value is set, Apps & features entry and Start-menu shortcut made), refuses to uninstall while lull.exe runs (exit 2, nothing removed or stopped), uninstalls silently (files, shortcut and entry gone, Lull's data kept) ($(($(date +%s) - t0)) s)"

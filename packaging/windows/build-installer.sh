@@ -3,7 +3,8 @@
 # (Debian's `nsis`; Tauri's own NSIS target downloads nsis_tauri_utils at bundle time,
 # which these build machines cannot, so the script is ours).
 #   usage: build-installer.sh EXE_DIR OUT
-# EXE_DIR holds lull.exe (and lull-tray.exe, lull-window.exe when built: shipped if there);
+# EXE_DIR holds lull.exe (and lull-tray.exe, lull-window.exe when built: shipped if there;
+# lull-window.exe with WebView2Loader.dll, which it imports: tauri-build puts it beside it);
 # OUT is the installer to write, or a directory to write lull-VERSION-x86_64-setup.exe in.
 # The version is the workspace's (Cargo.toml). Prints the installer's path on the last line.
 #
@@ -26,6 +27,8 @@ if [ -d "$out" ] || [[ "$out" == */ ]]; then out="${out%/}/lull-$version-x86_64-
 mkdir -p "$(dirname "$out")"
 out=$(cd "$(dirname "$out")" && pwd)/$(basename "$out")
 [ -f "$exe_dir/lull.exe" ] || { echo "build-installer: no lull.exe in $exe_dir" >&2; exit 1; }
+[ ! -f "$exe_dir/lull-window.exe" ] || [ -f "$exe_dir/WebView2Loader.dll" ] ||
+  { echo "build-installer: lull-window.exe needs WebView2Loader.dll beside it in $exe_dir" >&2; exit 1; }
 command -v makensis >/dev/null || { echo "build-installer: makensis not found (apt-get install nsis)" >&2; exit 1; }
 t0=$(date +%s.%N)
 makensis -V2 -INPUTCHARSET UTF8 -DVERSION="$version" -DEXE_DIR="$exe_dir" -DOUTFILE="$out" \

@@ -1,7 +1,8 @@
 ; Lull's Windows installer, for makensis 3.x (Debian's `nsis`); built by
 ; packaging/windows/build-installer.sh, which passes the defines below:
 ;   VERSION    the workspace's version (Cargo.toml), e.g. 0.1.0
-;   EXE_DIR    the directory holding lull.exe (and lull-tray.exe, lull-window.exe when built)
+;   EXE_DIR    the directory holding lull.exe (and lull-tray.exe, lull-window.exe when built,
+;              the latter with WebView2Loader.dll, which tauri-build puts beside it)
 ;   OUTFILE    the installer to write
 ;   COMPRESSOR (optional) makensis' compressor, e.g. "/SOLID lzma" or zlib (default: zlib)
 ;
@@ -9,6 +10,14 @@
 ; two programs when they were built beside it) and uninstall.exe in
 ; %LOCALAPPDATA%\Programs\Lull, a Start-menu folder, and an "Apps & features" entry
 ; under HKCU. A 64-bit installer (Target amd64-unicode), as lull.exe is x86_64 only.
+;
+; The windows (lull-window.exe: status, settings) are WebView2 windows: they need the
+; Microsoft Edge WebView2 Runtime, part of Windows 11 and of most Windows 10 machines but
+; not all. The installer downloads nothing: it looks for the runtime where Microsoft says
+; to (FindWebView2 below) and, when it is missing, says on the finish page what needs it
+; and where to get it; either way it writes one line on it in install.log in the install
+; directory (a silent install's only trace). lull-window.exe imports WebView2Loader.dll
+; (Microsoft's WebView2 loader, from the webview2-com-sys crate), shipped beside it.
 ;
 ; The uninstaller removes only those: it deletes the files by name (never the directory
 ; recursively) and stops no process: if a program is running (Windows keeps its file in
@@ -40,6 +49,10 @@
 !endif
 !if /FileExists "${EXE_DIR}\lull-window.exe"
   !define HAVE_WINDOW
+  !if /FileExists "${EXE_DIR}\WebView2Loader.dll"
+  !else
+    !error "${EXE_DIR}\lull-window.exe needs WebView2Loader.dll beside it (tauri-build puts it beside the exe it builds)"
+  !endif
 !endif
 
 Unicode true
@@ -85,6 +98,10 @@ VIAddVersionKey "LegalCopyright" "MIT OR Apache-2.0"
 !insertmacro MUI_PAGE_WELCOME
 !insertmacro MUI_PAGE_DIRECTORY
 !insertmacro MUI_PAGE_INSTFILES
+; Set by the install section (it may name the missing WebView2 Runtime).
+Var FinishText
+!define MUI_FINISHPAGE_TEXT "$FinishText"
+!define MUI_FINISHPAGE_TEXT_LARGE
 !insertmacro MUI_PAGE_FINISH
 
 !define MUI_UNCONFIRMPAGE_TEXT_TOP "This removes ${APP}'s programs from the folder below, its Start-menu folder and its Apps & features entry. Quit Lull first (the agent and the tray app): nothing running is stopped. Your Lull data and settings (ledger, logs, config.toml in %APPDATA%\Lull) are kept; delete that folder yourself to remove them."
@@ -93,8 +110,30 @@ VIAddVersionKey "LegalCopyright" "MIT OR Apache-2.0"
 
 !insertmacro MUI_LANGUAGE "English"
 
+!ifdef HAVE_WINDOW
+; The WebView2 Runtime's version, or "" when it is not installed.
+Var WebView2
+!define WEBVIEW2_CLIENT "Microsoft\EdgeUpdate\Clients\{F3017226-FE2A-4295-8BDF-00C3A9A7E4C5}"
+; Sets $WebView2 from the registry values Microsoft documents for detecting the runtime
+; (learn.microsoft.com/microsoft-edge/webview2/concepts/distribution, "Detect if a WebView2
+; Runtime is already installed"): pv under EdgeUpdate\Clients\{F3017226-...}, for the
+; whole machine (WOW6432Node on 64-bit Windows) or for this user; missing, empty or
+; 0.0.0.0 means not installed.
+Function FindWebView2
+  ReadRegStr $WebView2 HKLM "SOFTWARE\WOW6432Node\${WEBVIEW2_CLIENT}" "pv"
+  ${If} $WebView2 == ""
+  ${OrIf} $WebView2 == "0.0.0.0"
+    ReadRegStr $WebView2 HKCU "Software\${WEBVIEW2_CLIENT}" "pv"
+  ${EndIf}
+  ${If} $WebView2 == "0.0.0.0"
+    StrCpy $WebView2 ""
+  ${EndIf}
+FunctionEnd
+!endif
+
 Section "Lull" SecMain
   SectionIn RO
+  StrCpy $FinishText "${APP} ${VERSION} is installed.$\r$\n$\r$\nClick Finish to close this wizard."
   SetOutPath "$INSTDIR"
   File "${EXE_DIR}\lull.exe"
 !ifdef HAVE_TRAY
@@ -102,6 +141,18 @@ Section "Lull" SecMain
 !endif
 !ifdef HAVE_WINDOW
   File "${EXE_DIR}\lull-window.exe"
+  File "${EXE_DIR}\WebView2Loader.dll"
+  Call FindWebView2
+  ${If} $WebView2 == ""
+    StrCpy $R1 "Lull's windows (status, settings) need the Microsoft Edge WebView2 Runtime, which is not installed: get it from https://developer.microsoft.com/microsoft-edge/webview2/ (the tray icon and the agent run without it)."
+    StrCpy $FinishText "${APP} ${VERSION} is installed.$\r$\n$\r$\n$R1$\r$\n$\r$\nClick Finish to close this wizard."
+  ${Else}
+    StrCpy $R1 "Microsoft Edge WebView2 Runtime $WebView2 found: Lull's windows can open."
+  ${EndIf}
+  DetailPrint "$R1"
+  FileOpen $R0 "$INSTDIR\install.log" w
+  FileWrite $R0 "$R1$\r$\n"
+  FileClose $R0
 !endif
   WriteUninstaller "$INSTDIR\uninstall.exe"
 
@@ -151,6 +202,8 @@ Section "Uninstall"
   ; By name, never the directory recursively.
   Delete "$INSTDIR\lull-tray.exe"
   Delete "$INSTDIR\lull-window.exe"
+  Delete "$INSTDIR\WebView2Loader.dll"
+  Delete "$INSTDIR\install.log"
   Delete "$INSTDIR\lull.exe"
   Delete "$INSTDIR\uninstall.exe"
   ; Only if empty: never what the owner put there.

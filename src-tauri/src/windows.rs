@@ -14,8 +14,11 @@
 //! request is on its way and the child will open that window. So a request made just as
 //! the last window closes is never lost to a child on its way out
 //! ([`on_idle`] is the decision). The child says `quit` when the owner asks to stop Lull
-//! from a window (Quit Lull, in a window standing in for the tray icon).
+//! from a window (Quit Lull, in a window standing in for the tray icon), and `fail TEXT`
+//! when it cannot start (on Windows: no WebView2 runtime): the tray logs TEXT and shows
+//! it in a notice, as the owner who asked for a window would otherwise see nothing.
 
+use crate::notify;
 use anyhow::{Context, Result};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -121,6 +124,15 @@ impl Windows {
                 (self.on_quit)();
                 continue;
             }
+            if let Some(why) = line.strip_prefix("fail ") {
+                tracing::error!(pid, "the window process cannot open a window: {why}");
+                let notice =
+                    notify::Message { kind: notify::Kind::Attention, summary: "Lull: its window cannot open".into(), body: why.to_owned() };
+                if let Err(e) = notify::show(&notice) {
+                    tracing::warn!("cannot show a notice: {e}");
+                }
+                continue;
+            }
             let Some(taken) = line.strip_prefix("idle ").and_then(|n| n.trim().parse::<u32>().ok()) else { continue };
             let mut g = self.lock();
             let Some(r) = g.as_ref().filter(|r| r.child.id() == pid) else { return };
@@ -147,7 +159,8 @@ impl Windows {
         let Some(Running { mut child, stdin, .. }) = ended else { return };
         drop(stdin);
         match child.wait() {
-            Ok(st) => tracing::info!(pid, "window process ended ({st})"),
+            Ok(st) if st.success() => tracing::info!(pid, "window process ended ({st})"),
+            Ok(st) => tracing::warn!(pid, "window process ended ({st})"),
             Err(e) => tracing::warn!(pid, "cannot wait for the window process: {e}"),
         }
     }

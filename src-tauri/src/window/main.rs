@@ -11,7 +11,8 @@
 //! the first included) and the tray, which knows whether it has sent another since,
 //! closes stdin or not (`src-tauri/src/windows.rs`); Quit Lull says `quit` there.
 //! `--note` is shown atop the status window (why there is no tray icon), which then offers
-//! Quit Lull.
+//! Quit Lull. If it cannot start (on Windows: no WebView2 runtime), it says `fail TEXT`
+//! there before it ends, so that the tray can tell the owner why no window opened.
 
 // Product code handles its errors; `.unwrap()` is for tests (clippy.toml allows it there).
 #![warn(clippy::unwrap_used)]
@@ -40,6 +41,11 @@ const USAGE: &str = "usage: lull-window [--open status|settings] [--note TEXT] [
   --open WINDOW  the window to open (default: status)
   --note TEXT    a line shown atop the status window
   --from-tray    take further windows to open from stdin, one name a line; end when stdin closes";
+
+/// Why no window opens on a Windows machine without the WebView2 runtime (one line).
+#[cfg(windows)]
+const NO_WEBVIEW2: &str = "Lull's windows need the Microsoft Edge WebView2 Runtime, which is not installed: \
+get it from https://developer.microsoft.com/microsoft-edge/webview2/";
 
 #[derive(Debug, Default)]
 struct Args {
@@ -89,8 +95,40 @@ fn main() -> ExitCode {
 
 fn run() -> Result<()> {
     let Some(args) = parse_args()? else { return Ok(()) };
+    let from_tray = args.from_tray;
+    let r = open_windows(args);
+    if let (true, Err(e)) = (from_tray, &r) {
+        // The tray logs it and tells the owner (it has no other way to learn why).
+        let _ = pipe::tell_tray(&format!("fail {}", format!("{e:#}").replace('\n', " ")));
+    }
+    r
+}
+
+/// Checks, before Tauri starts, that WebView2 (which draws the windows on Windows) is
+/// there: without its runtime Tauri's setup fails with a panic. Asked of the WebView2
+/// loader (WebView2Loader.dll, beside this executable), through
+/// `tauri::webview_version` (`GetAvailableCoreWebView2BrowserVersionString`).
+#[cfg(windows)]
+fn check_webview2() -> Result<()> {
+    match tauri::webview_version() {
+        Ok(v) => {
+            tracing::info!("WebView2 runtime {v}");
+            Ok(())
+        }
+        Err(e) => {
+            // At info: to the log file only (warnings go to stderr too), so that the
+            // owner's terminal gets the one line below.
+            tracing::info!("no WebView2 runtime (the WebView2 loader said: {e})");
+            bail!(NO_WEBVIEW2)
+        }
+    }
+}
+
+fn open_windows(args: Args) -> Result<()> {
     let paths = Paths::from_env()?;
     let _guard = agent_core::logging::init(&paths.log_dir, "window")?;
+    #[cfg(windows)]
+    check_webview2()?;
     let first = args.open.unwrap_or(Which::Status);
     let from_tray = args.from_tray;
     // Window requests taken from the tray: the first (from the arguments), then stdin's.
