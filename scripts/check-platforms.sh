@@ -124,7 +124,15 @@ cargo_for() {
     CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc \
     "${run[@]}" --quiet -Zbuild-std --target "$triple" "$@"
 }
-cargo_windows() { cargo_for x86_64-pc-windows-gnu "$@"; }
+# For Windows every build is also clippy's (-D warnings): clippy-driver as the workspace's
+# rustc wrapper lints Lull's crates while it compiles them, as `cargo clippy` does for a
+# check, so the Windows build is not compiled a second time in check mode for clippy
+# (about 5 min cold on 2 cores). CLIPPY_ARGS is how cargo-clippy hands clippy-driver
+# its lint flags (separated by __CLIPPY_HACKERY__).
+cargo_windows() {
+  RUSTC_WORKSPACE_WRAPPER=/usr/bin/clippy-driver CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
+    cargo_for x86_64-pc-windows-gnu "$@"
+}
 # The same rustc for macOS: a type-check (and clippy) only, into the same target directory;
 # build scripts' Objective-C gets empty objects (scripts/typecheck-only-cc).
 cargo_macos() { CC_aarch64_apple_darwin="$PWD/scripts/typecheck-only-cc" AR_aarch64_apple_darwin=ar cargo_for aarch64-apple-darwin "$@"; }
@@ -134,8 +142,13 @@ t0=$(date +%s)
 cargo_macos clippy -p lull-core -p lull-protocol -p agent-core -p lull -p lull-tray -- -D warnings
 echo "macOS: lull-core, lull-protocol, agent-core, lull, lull-tray and lull-window type-check and pass clippy -D warnings for aarch64-apple-darwin ($(($(date +%s) - t0)) s; built, not run; build scripts' Objective-C not compiled)"
 
+# lull.exe and the tray app (lull-tray: the agent, its tray icon and menu in the
+# notification area in a Win32 message loop; lull-window: the Tauri webview windows),
+# linted as they build. The tray app embeds ui/dist at compile time (scripts/test.sh
+# builds it first).
 t0=$(date +%s)
-cargo_windows build -p lull --bin lull
+[ -f ui/dist/index.html ] || (cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build)
+cargo_windows build -p lull --bin lull -p lull-tray --bin lull-tray --bin lull-window
 out="$target/x86_64-pc-windows-gnu/debug"
 mkdir -p "$out/deps"
 for dll in bcryptprimitives pdh; do
@@ -147,15 +160,7 @@ x86_64-w64-mingw32-gcc -O2 -Wall -municode -o "$out/dacl.exe" scripts/wine/dacl.
 x86_64-w64-mingw32-gcc -O2 -Wall -o "$out/counter.exe" scripts/wine/counter.c
 # One SendInput mouse move of (0, 0): the owner's input, where Wine has no display.
 x86_64-w64-mingw32-gcc -O2 -Wall -o "$out/send_input.exe" scripts/wine/send_input.c -luser32
-echo "lull.exe builds for x86_64-pc-windows-gnu ($(($(date +%s) - t0)) s)"
-
-# The tray app (lull-tray: the agent, its tray icon and menu in the notification area in
-# a Win32 message loop; lull-window: the Tauri webview windows) type-checks for Windows. It embeds
-# ui/dist at compile time (scripts/test.sh builds it first).
-t0=$(date +%s)
-[ -f ui/dist/index.html ] || (cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build)
-cargo_windows clippy -p lull-core -p lull-protocol -p agent-core -p lull -p lull-tray -- -D warnings
-echo "lull.exe's crates, lull-tray and lull-window type-check and pass clippy -D warnings for x86_64-pc-windows-gnu ($(($(date +%s) - t0)) s)"
+echo "lull.exe, lull-tray.exe and lull-window.exe build for x86_64-pc-windows-gnu, their crates (lull-core, lull-protocol, agent-core, lull, lull-tray) passing clippy -D warnings as they build ($(($(date +%s) - t0)) s)"
 
 # Wine, in a prefix of its own: its processes are ours to stop (wineserver -k).
 wine=$(command -v wine64 || echo /usr/lib/wine/wine64)
@@ -444,8 +449,6 @@ echo "lull-core's unit tests under Wine: $(grep -E '^test result' <<<"$report" |
 # notification area, its in-process agent answering lull.exe, a second start heard on its
 # pipe. Built here, after lull-core's tests, so that the installer below ships it.
 t0=$(date +%s)
-cargo_windows build -p lull-tray --bin lull-tray --bin lull-window
-built_s=$(($(date +%s) - t0))
 # tauri-build put WebView2Loader.dll (Microsoft's WebView2 loader, which lull-window.exe
 # imports) in $out.
 [ -f "$out/WebView2Loader.dll" ] || fail "no WebView2Loader.dll beside lull-window.exe in $out"
@@ -499,7 +502,7 @@ for _ in $(seq 40); do tray_log | grep -qF "the window process cannot open a win
 kill -0 "$tray" 2>/dev/null || { stop_tray; fail "lull-tray.exe ended after its window failed to open: $(cat "$tray_data/tray.out")"; }
 stop_tray
 rm -rf "$tray_data"
-echo "lull-tray.exe and lull-window.exe under Wine on Xvfb: built ($built_s s), --help of both, lull-window.exe refusing in one line (Wine has no WebView2 runtime: the windows themselves are not shown here), lull-tray.exe's agent answering lull.exe status, its icon taken by Shell_NotifyIconW and following the agent's state, a second start heard over its pipe, the tray starting lull-window.exe and logging its refusal ($(($(date +%s) - t0)) s)"
+echo "lull-tray.exe and lull-window.exe under Wine on Xvfb: --help of both, lull-window.exe refusing in one line (Wine has no WebView2 runtime: the windows themselves are not shown here), lull-tray.exe's agent answering lull.exe status, its icon taken by Shell_NotifyIconW and following the agent's state, a second start heard over its pipe, the tray starting lull-window.exe and logging its refusal ($(($(date +%s) - t0)) s)"
 
 # The Windows installer (packaging/windows/lull.nsi, makensis): built from this lull.exe,
 # installed silently for the current user, its lull.exe run from the install directory,
