@@ -13,6 +13,9 @@ use windows_sys::Win32::System::JobObjects::{
 };
 use windows_sys::Win32::System::Threading::IDLE_PRIORITY_CLASS;
 
+/// The query of a job's I/O accounting, as `lull status` names it when refused.
+pub const IO_ACCOUNTING_CALL: &str = "QueryInformationJobObject(JobObjectBasicAndIoAccountingInformation)";
+
 /// The most process ids read from a job at once.
 const MAX_IDS: usize = 1024;
 
@@ -33,15 +36,15 @@ pub struct Limits {
 }
 
 /// CPU and process counts of a job.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Accounting {
     pub cpu_user_us: u64,
     pub cpu_system_us: u64,
     /// Processes in the job now.
     pub active: u32,
-    /// Bytes the job's processes wrote with write calls (files, pipes, devices), or
-    /// `None` when Windows gave no I/O accounting.
-    pub written: Option<u64>,
+    /// Bytes the job's processes wrote with write calls (files, pipes, devices), or the
+    /// I/O accounting's query and its error where it is refused (Wine 8.0).
+    pub written: Result<u64, String>,
 }
 
 impl Job {
@@ -141,8 +144,11 @@ impl Job {
         // 100 ns units.
         let us = |t: i64| u64::try_from(t).unwrap_or(0) / 10;
         let (info, written) = match self.query::<JOBOBJECT_BASIC_AND_IO_ACCOUNTING_INFORMATION>(JobObjectBasicAndIoAccountingInformation) {
-            Ok(both) => (both.BasicInfo, Some(both.IoInfo.WriteTransferCount)),
-            Err(_) => (self.query::<JOBOBJECT_BASIC_ACCOUNTING_INFORMATION>(JobObjectBasicAccountingInformation)?, None),
+            Ok(both) => (both.BasicInfo, Ok(both.IoInfo.WriteTransferCount)),
+            Err(e) => (
+                self.query::<JOBOBJECT_BASIC_ACCOUNTING_INFORMATION>(JobObjectBasicAccountingInformation)?,
+                Err(format!("{IO_ACCOUNTING_CALL}: {e}")),
+            ),
         };
         Ok(Accounting {
             cpu_user_us: us(info.TotalUserTime),

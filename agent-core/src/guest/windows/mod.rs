@@ -118,6 +118,8 @@ pub struct WindowsRuntime {
     kill_grace: Duration,
     /// The last checkpoint signal that could not be sent (the call and its error).
     signal_failed: Option<String>,
+    /// The jobs' I/O accounting was refused (the call and its error).
+    io_refused: Option<String>,
 }
 
 impl WindowsRuntime {
@@ -151,6 +153,7 @@ impl WindowsRuntime {
             pressure: LevelGuard::default(),
             kill_grace: Duration::from_secs(config.eviction.kill_grace_s),
             signal_failed: None,
+            io_refused: None,
         }
     }
 
@@ -317,7 +320,11 @@ impl WindowsRuntime {
             let (active, written) = match g.job.accounting() {
                 Ok(a) => {
                     g.cpu = (a.cpu_user_us, a.cpu_system_us);
-                    (Some(a.active), a.written)
+                    if let (Err(e), None) = (&a.written, &self.io_refused) {
+                        warn!("{e}: the disk cap walks each guest's work directory every 2 s");
+                        self.io_refused = Some(e.clone());
+                    }
+                    (Some(a.active), a.written.ok())
                 }
                 Err(_) => (None, None),
             };
@@ -491,6 +498,9 @@ impl WindowsRuntime {
         out.extend(self.label_refused.iter().map(|r| format!("{r}: a low-integrity guest may not write its work directory")));
         let unguarded = self.low_memory.as_ref().err().or(self.pressure.unread());
         out.extend(unguarded.map(|r| format!("{r}: no memory-pressure guard: guests are not frozen for the owner's memory pressure")));
+        out.extend(self.io_refused.iter().map(|r| {
+            format!("{r}: no count of the bytes a guest writes: the disk cap walks each work directory every 2 s, so a guest may pass disk_mib by what it writes in 2 s")
+        }));
         out.extend(
             self.signal_failed
                 .iter()
