@@ -35,7 +35,16 @@
 #    pids_max = 8); `lull status` lists no gap for the memory-pressure guard (its
 #    low-memory notification, CreateMemoryResourceNotification, created and read with
 #    QueryMemoryResourceNotification: Wine 8.0 answers "not low" and never signals it, so
-#    the freeze it drives is not seen here; a call Wine refuses is printed as "wine: ...").
+#    the freeze it drives is not seen here; a call Wine refuses is printed as "wine: ...");
+#    then, with an agent of [guests] output_mib = 1, disk_mib = 16 and [eviction]
+#    kill_grace_s = 5: a guest writing 3 MiB to its stdout is stopped, its job failing
+#    "output limit" and its stdout.log cut to 1 MiB; one writing 40 MiB to its work
+#    directory is stopped, failing "disk limit" (Wine 8.0 refuses the job's I/O
+#    accounting, ERROR_INVALID_FUNCTION: the work directory is walked every 2 s); a
+#    checkpointable one (`counter.exe break`) evicted by `lull pause` gets CTRL_BREAK_EVENT
+#    from `lull.exe __ctrl-break` within the grace, or `lull status` names the call that
+#    failed (Wine 8.0: GenerateConsoleCtrlEvent, ERROR_INVALID_HANDLE on the guest's
+#    headless console) and the guest is killed at once.
 #    Calls Wine accepts but does not carry out are printed as "wine: ...";
 # 3. reads back, with dacl.exe (scripts/wine/dacl.c, GetNamedSecurityInfoW), the access
 #    control lists of the directories and files the agent made private (data, logs and
