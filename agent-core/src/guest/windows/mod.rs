@@ -271,9 +271,11 @@ impl WindowsRuntime {
         }
     }
 
-    /// A checkpoint signal that could not be sent: logged when it differs from the last.
+    /// A checkpoint signal that could not be sent: logged when its call (the words before
+    /// the first parenthesis: the pid differs each time) differs from the last one's.
     fn note_signal_failed(last: &mut Option<String>, id: &str, why: String) {
-        if last.as_deref() != Some(&why) {
+        let call = |w: &str| w.split('(').next().unwrap_or_default().to_owned();
+        if last.as_deref().map(call) != Some(call(&why)) {
             warn!(guest = %id, "no checkpoint signal (the guest is killed without its grace): {why}");
         }
         *last = Some(why);
