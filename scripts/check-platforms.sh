@@ -37,7 +37,7 @@
 #    QueryMemoryResourceNotification: Wine 8.0 answers "not low" and never signals it, so
 #    the freeze it drives is not seen here; a call Wine refuses is printed as "wine: ...");
 #    then, with an agent of [guests] output_mib = 1, disk_mib = 16 and [eviction]
-#    kill_grace_s = 5: a guest writing 3 MiB to its stdout is stopped, its job failing
+#    kill_grace_s = 5: a guest writing 3 MiB to its stdout is stopped (`lull run` exit 126), its job failing
 #    "output limit" and its stdout.log cut to 1 MiB; one writing 40 MiB to its work
 #    directory is stopped, failing "disk limit" (Wine 8.0 refuses the job's I/O
 #    accounting, ERROR_INVALID_FUNCTION: the work directory is walked every 2 s); a
@@ -432,6 +432,9 @@ stop_wine
 # (it writes break.txt) within the grace, or the agent names the call that failed.
 t0=$(date +%s)
 printf '[eviction]\nkill_grace_s = 5\n[guests]\ndisk_mib = 16\noutput_mib = 1\n' >"$data/config/config.toml"
+# Wine's server started first, by no command substitution: one that starts it would
+# wait for the server, which keeps its output pipe open.
+"$wineserver" -p10 </dev/null >/dev/null 2>&1 || true
 "$wine" "$out/lull.exe" agent >"$data/agent-caps.out" 2>&1 &
 agent=$!
 answered=""
@@ -439,13 +442,15 @@ for _ in $(seq 60); do [[ "$(lull_result status)" == "0|Lull agent "* ]] && answ
 [ -n "$answered" ] || fail "the caps' lull.exe agent never answered status: $(cat "$data/agent-caps.out")"
 lull resume >/dev/null || true
 mark="$data/mark.C" && touch "$mark"
-lull run --now -- "$guest_exe" spew 3 >"$data/run-C.out" 2>&1 || true
+code=0 && lull run --now -- "$guest_exe" spew 3 >"$data/run-C.out" 2>&1 || code=$?
+[ "$code" = 126 ] || fail "lull run of the guest stopped at its output cap ended with $code, not 126"
 grep -aq "output limit: its stdout was cut at \[guests\] output_mib = 1" "$data/run-C.out" ||
   fail "a guest writing 3 MiB to its stdout under output_mib = 1 did not fail with output limit: $(grep -a "^lull:" "$data/run-C.out")"
 log=$(find "$data" -name stdout.log -newer "$mark" | head -1)
 [ "$(stat -c %s "$log")" = 1048576 ] || fail "the cut stdout.log holds $(stat -c %s "$log") bytes, not 1048576"
-echo "  output cap: a guest writing 3 MiB to its stdout stopped, its job failed \"output limit\", its stdout.log cut to $(stat -c %s "$log") bytes"
-lull run --now -- "$guest_exe" fill 40 >"$data/run-D.out" 2>&1 || true
+echo "  output cap: a guest writing 3 MiB to its stdout stopped, its job failed \"output limit\" (lull run exit 126), its stdout.log cut to $(stat -c %s "$log") bytes"
+code=0 && lull run --now -- "$guest_exe" fill 40 >"$data/run-D.out" 2>&1 || code=$?
+[ "$code" = 126 ] || fail "lull run of the guest stopped at its disk cap ended with $code, not 126"
 disk=$(grep -ao "disk limit: [^:]*" "$data/run-D.out") || fail "a guest writing 40 MiB under disk_mib = 16 was not stopped for its disk: $(cat "$data/run-D.out")"
 echo "  disk cap: a guest writing 40 MiB to its work directory stopped: $disk"
 io=$(lull status --json | python3 -c '
