@@ -432,13 +432,13 @@ stop_wine
 # (it writes break.txt) within the grace, or the agent names the call that failed.
 t0=$(date +%s)
 printf '[eviction]\nkill_grace_s = 5\n[guests]\ndisk_mib = 16\noutput_mib = 1\n' >"$data/config/config.toml"
-# Wine's server started first, by no command substitution: one that starts it would
-# wait for the server, which keeps its output pipe open.
-"$wineserver" -p10 </dev/null >/dev/null 2>&1 || true
 "$wine" "$out/lull.exe" agent >"$data/agent-caps.out" 2>&1 &
 agent=$!
+# lull.exe's output to files here, not pipes: a run once hung on a pipe Wine's server
+# held open after lull.exe ended.
+status_json() { lull status --json >"$data/status.json" 2>&1 </dev/null && cat "$data/status.json"; }
 answered=""
-for _ in $(seq 60); do [[ "$(lull_result status)" == "0|Lull agent "* ]] && answered=1 && break; sleep 1; done
+for _ in $(seq 60); do lull status >"$data/status.out" 2>&1 </dev/null && grep -q "^Lull agent" "$data/status.out" && answered=1 && break; sleep 1; done
 [ -n "$answered" ] || fail "the caps' lull.exe agent never answered status: $(cat "$data/agent-caps.out")"
 lull resume >/dev/null || true
 mark="$data/mark.C" && touch "$mark"
@@ -453,10 +453,11 @@ code=0 && lull run --now -- "$guest_exe" fill 40 >"$data/run-D.out" 2>&1 || code
 [ "$code" = 126 ] || fail "lull run of the guest stopped at its disk cap ended with $code, not 126"
 disk=$(grep -ao "disk limit: [^:]*" "$data/run-D.out") || fail "a guest writing 40 MiB under disk_mib = 16 was not stopped for its disk: $(cat "$data/run-D.out")"
 echo "  disk cap: a guest writing 40 MiB to its work directory stopped: $disk"
-io=$(lull status --json | python3 -c '
+status_json >/dev/null
+io=$(python3 -c '
 import json, sys
 print("\n".join(m for m in json.load(sys.stdin)["containment"]["missing"] if m.startswith("QueryInformationJobObject")))
-')
+' <"$data/status.json")
 [ -z "$io" ] || echo "  wine: $io"
 mark="$data/mark.D" && touch "$mark"
 "$wine" "$out/lull.exe" run --now --checkpoint -- "$guest_exe" break >"$data/run-E.out" 2>&1 &
@@ -474,10 +475,11 @@ brk="$(dirname "$counter")/break.txt"
 if grep -q "^CTRL_BREAK_EVENT" "$brk" 2>/dev/null; then
   echo "  checkpoint signal: the evicted guest got CTRL_BREAK_EVENT (break.txt) and ended within the 5-s grace ($ended_ms ms after lull pause)"
 else
-  why=$(lull status --json | python3 -c '
+  status_json >/dev/null
+  why=$(python3 -c '
 import json, sys
 print("\n".join(m for m in json.load(sys.stdin)["containment"]["missing"] if "no checkpoint signal" in m))
-')
+' <"$data/status.json")
   grep -qE "^(AttachConsole|SetConsoleCtrlHandler|GenerateConsoleCtrlEvent)\(" <<<"$why" ||
     fail "the evicted checkpointable guest got no CTRL_BREAK_EVENT and status names no failed call: $why; $(tail -5 "$data/agent-caps.out")"
   echo "  wine: ${why%%: no checkpoint signal*}: no checkpoint signal (the guest killed at once, $ended_ms ms after lull pause)"
