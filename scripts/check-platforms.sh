@@ -35,7 +35,16 @@
 #    pids_max = 8); `lull status` lists no gap for the memory-pressure guard (its
 #    low-memory notification, CreateMemoryResourceNotification, created and read with
 #    QueryMemoryResourceNotification: Wine 8.0 answers "not low" and never signals it, so
-#    the freeze it drives is not seen here; a call Wine refuses is printed as "wine: ...").
+#    the freeze it drives is not seen here; a call Wine refuses is printed as "wine: ...");
+#    then, with an agent of [guests] output_mib = 1, disk_mib = 16 and [eviction]
+#    kill_grace_s = 5: a guest writing 3 MiB to its stdout is stopped (`lull run` exit 126), its job failing
+#    "output limit" and its stdout.log cut to 1 MiB; one writing 40 MiB to its work
+#    directory is stopped, failing "disk limit" (Wine 8.0 refuses the job's I/O
+#    accounting, ERROR_INVALID_FUNCTION: the work directory is walked every 2 s); a
+#    checkpointable one (`counter.exe break`) evicted by `lull pause` gets CTRL_BREAK_EVENT
+#    from `lull.exe __ctrl-break` within the grace, or `lull status` names the call that
+#    failed (Wine 8.0: GenerateConsoleCtrlEvent, ERROR_INVALID_HANDLE on the guest's
+#    headless console) and the guest is killed at once.
 #    Calls Wine accepts but does not carry out are printed as "wine: ...";
 # 3. reads back, with dacl.exe (scripts/wine/dacl.c, GetNamedSecurityInfoW), the access
 #    control lists of the directories and files the agent made private (data, logs and
@@ -259,7 +268,7 @@ c = json.load(sys.stdin)["containment"]
 print("  containment:", c["summary"])
 for m in c["missing"]:
     call = m.split(":")[0]
-    wine = call.startswith(("CreateRestrictedToken", "SetTokenInformation", "GetTokenInformation", "SetInformationJobObject", "SetNamedSecurityInfoW", "OpenProcessToken", "the agent", "CreateAppContainerProfile", "DeriveAppContainerSidFromAppContainerName", "UpdateProcThreadAttribute", "CreateProcess", "the AppContainer", "CreateMemoryResourceNotification", "QueryMemoryResourceNotification"))
+    wine = call.startswith(("CreateRestrictedToken", "SetTokenInformation", "GetTokenInformation", "SetInformationJobObject", "SetNamedSecurityInfoW", "OpenProcessToken", "the agent", "CreateAppContainerProfile", "DeriveAppContainerSidFromAppContainerName", "UpdateProcThreadAttribute", "CreateProcess", "the AppContainer", "CreateMemoryResourceNotification", "QueryMemoryResourceNotification", "QueryInformationJobObject", "GenerateConsoleCtrlEvent", "AttachConsole"))
     print(("  wine: not in effect: " if wine else "  not contained: ") + m)
 '
 # The AppContainer: in effect (read back), or the call that failed is named.
@@ -436,6 +445,73 @@ echo "a guest job under Wine: frozen on owner input (SuspendThread on every thre
 # Calls Wine accepted without doing them (its fixme lines), from the agent's output.
 grep -ihE "fixme:.*(job|token|integrity|restricted|securityinfo|suspend|label)" "$data/agent.out" "$data/run-B.out" 2>/dev/null |
   sed 's/^[0-9a-f]*:fixme:/  wine: stub: /' | sort -u || true
+stop_wine
+
+# The caps and the checkpoint signal (guest/windows/mod.rs, ctrl_break.rs), with an agent
+# of [guests] output_mib = 1, disk_mib = 16 and [eviction] kill_grace_s = 5: a guest
+# writing 3 MiB to its stdout is stopped, its job failing "output limit" and its
+# stdout.log cut to 1 MiB; one writing 40 MiB to its work directory is stopped, failing
+# "disk limit" (Wine 8.0 refuses the job's I/O accounting: the 2-s walk holds the cap);
+# a checkpointable one (`counter.exe break`) evicted by `lull pause` gets CTRL_BREAK_EVENT
+# (it writes break.txt) within the grace, or the agent names the call that failed.
+t0=$(date +%s)
+printf '[eviction]\nkill_grace_s = 5\n[guests]\ndisk_mib = 16\noutput_mib = 1\n' >"$data/config/config.toml"
+"$wine" "$out/lull.exe" agent >"$data/agent-caps.out" 2>&1 &
+agent=$!
+# lull.exe's output to files here, not pipes: a run once hung on a pipe Wine's server
+# held open after lull.exe ended.
+status_json() { lull status --json >"$data/status.json" 2>&1 </dev/null && cat "$data/status.json"; }
+answered=""
+for _ in $(seq 60); do lull status >"$data/status.out" 2>&1 </dev/null && grep -q "^Lull agent" "$data/status.out" && answered=1 && break; sleep 1; done
+[ -n "$answered" ] || fail "the caps' lull.exe agent never answered status: $(cat "$data/agent-caps.out")"
+lull resume >/dev/null || true
+mark="$data/mark.C" && touch "$mark"
+code=0 && lull run --now -- "$guest_exe" spew 3 >"$data/run-C.out" 2>&1 || code=$?
+[ "$code" = 126 ] || fail "lull run of the guest stopped at its output cap ended with $code, not 126"
+grep -aq "output limit: its stdout was cut at \[guests\] output_mib = 1" "$data/run-C.out" ||
+  fail "a guest writing 3 MiB to its stdout under output_mib = 1 did not fail with output limit: $(grep -a "^lull:" "$data/run-C.out")"
+log=$(find "$data" -name stdout.log -newer "$mark" | head -1)
+[ "$(stat -c %s "$log")" = 1048576 ] || fail "the cut stdout.log holds $(stat -c %s "$log") bytes, not 1048576"
+echo "  output cap: a guest writing 3 MiB to its stdout stopped, its job failed \"output limit\" (lull run exit 126), its stdout.log cut to $(stat -c %s "$log") bytes"
+code=0 && lull run --now -- "$guest_exe" fill 40 >"$data/run-D.out" 2>&1 || code=$?
+[ "$code" = 126 ] || fail "lull run of the guest stopped at its disk cap ended with $code, not 126"
+disk=$(grep -ao "disk limit: [^:]*" "$data/run-D.out") || fail "a guest writing 40 MiB under disk_mib = 16 was not stopped for its disk: $(cat "$data/run-D.out")"
+echo "  disk cap: a guest writing 40 MiB to its work directory stopped: $disk"
+status_json >/dev/null
+io=$(python3 -c '
+import json, sys
+print("\n".join(m for m in json.load(sys.stdin)["containment"]["missing"] if m.startswith("QueryInformationJobObject")))
+' <"$data/status.json")
+[ -z "$io" ] || echo "  wine: $io"
+mark="$data/mark.D" && touch "$mark"
+"$wine" "$out/lull.exe" run --now --checkpoint -- "$guest_exe" break >"$data/run-E.out" 2>&1 &
+run=$!
+counter=""
+for _ in $(seq 60); do counter=$(counter_file "$mark") && [ -n "$counter" ] && break; sleep 0.5; done
+[ -n "$counter" ] || fail "the checkpointable guest never wrote its counter: $(cat "$data/run-E.out")"
+grows_within "$counter" 5 || fail "the checkpointable guest's counter does not grow"
+paused=$(date +%s%N)
+lull pause 1h >/dev/null || fail "lull.exe pause 1h (the checkpointable guest) failed"
+code=0 && wait "$run" || code=$?
+ended_ms=$((($(date +%s%N) - paused) / 1000000))
+[ "$code" = 75 ] || fail "lull run --checkpoint ended with $code after the pause evicted its guest, not 75: $(cat "$data/run-E.out")"
+brk="$(dirname "$counter")/break.txt"
+if grep -q "^CTRL_BREAK_EVENT" "$brk" 2>/dev/null; then
+  echo "  checkpoint signal: the evicted guest got CTRL_BREAK_EVENT (break.txt) and ended within the 5-s grace ($ended_ms ms after lull pause)"
+else
+  status_json >/dev/null
+  why=$(python3 -c '
+import json, sys
+print("\n".join(m for m in json.load(sys.stdin)["containment"]["missing"] if "no checkpoint signal" in m))
+' <"$data/status.json")
+  grep -qE "^(AttachConsole|SetConsoleCtrlHandler|GenerateConsoleCtrlEvent)\(" <<<"$why" ||
+    fail "the evicted checkpointable guest got no CTRL_BREAK_EVENT and status names no failed call: $why; $(tail -5 "$data/agent-caps.out")"
+  echo "  wine: ${why%%: no checkpoint signal*}: no checkpoint signal (the guest killed at once, $ended_ms ms after lull pause)"
+fi
+! guests_alive || fail "a guest process is left after the checkpointable guest's eviction"
+kill "$agent" 2>/dev/null || true
+wait "$agent" 2>/dev/null || true
+echo "a guest's caps and checkpoint signal under Wine: output and disk caps stop it, the checkpoint signal sent or its failed call named ($(($(date +%s) - t0)) s)"
 stop_wine
 rm -rf "$data"
 unset LULL_DATA_DIR LULL_CONFIG

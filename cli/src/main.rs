@@ -72,6 +72,11 @@ enum Cmd {
     /// Replay the seeds' experiments through Lull's own policy and scheduler in virtual
     /// time; writes a Markdown report with SVG plots: `lull sim winner`.
     Sim(sim_cmd::SimArgs),
+    /// Internal: sends CTRL_BREAK_EVENT to a guest's process group (the Windows agent's
+    /// checkpoint signal, which it cannot send from its own console).
+    #[cfg(windows)]
+    #[command(name = "__ctrl-break", hide = true)]
+    CtrlBreak { pid: u32 },
 }
 
 fn main() -> std::process::ExitCode {
@@ -98,6 +103,8 @@ fn main() -> std::process::ExitCode {
         Cmd::Report(a) => jobs_cmd::report(a),
         Cmd::Sim(a) => sim_cmd::run(a),
         Cmd::Calibrate(a) => calibrate_cmd::run(a),
+        #[cfg(windows)]
+        Cmd::CtrlBreak { pid } => agent_core::guest::windows::ctrl_break::send(pid).map_err(anyhow::Error::msg),
         Cmd::Run(a) => match run_cmd::run(a) {
             Ok(code) => return std::process::ExitCode::from(code),
             Err(e) => Err(e),

@@ -345,9 +345,10 @@ fn report_end(info: &GuestInfo, json: bool) -> u8 {
     match (evicted, outcome) {
         (true, _) => 75,
         // Stopped at a limit: as a shell would see the process end (SIGKILL for the disk,
-        // SIGPIPE past the output cap), 126 when it ended otherwise.
+        // SIGPIPE past the output cap), 126 when it ended otherwise (on Windows the job is
+        // terminated with an NTSTATUS, which no u8 holds: clamped, it would read 0).
         (_, Some(TaskOutcome::Stopped { .. })) => match (code, signal) {
-            (Some(c), _) => c.clamp(0, 255) as u8,
+            (Some(c), _) if (0..=255).contains(&c) => c as u8,
             (_, Some(s)) => (128 + s).clamp(0, 255) as u8,
             _ => 126,
         },

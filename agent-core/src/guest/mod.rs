@@ -15,6 +15,7 @@ pub use host::{FastFreeze, GuestHost, NoGuests};
 pub use lull_protocol::TaskOutcome;
 use std::path::PathBuf;
 
+pub mod caps;
 pub mod host;
 #[cfg(target_os = "linux")]
 pub mod linux;

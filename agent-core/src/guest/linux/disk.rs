@@ -21,6 +21,7 @@
 //! disk; until the next walk is allowed, a guest that could be over stays frozen. Without
 //! cgroups (the fallback) nothing can freeze it alone: it writes on until the walk.
 
+pub use super::super::caps::{Over, MAX_ENTRIES};
 use super::hold::{Hold, Reason};
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -35,8 +36,6 @@ pub const POLL: Duration = Duration::from_millis(10);
 /// to be measured (below that it is measured while it runs).
 pub const SLACK: u64 = 16 << 20;
 
-/// Entries one walk looks at; a directory holding more is over its limit (said so).
-pub const MAX_ENTRIES: usize = 200_000;
 /// A walk that took t waits this many times t (at least [`WALK_MIN_GAP`]) before the next.
 const WALK_COST_FACTOR: u32 = 50;
 /// The shortest time between two walks.
@@ -44,39 +43,6 @@ const WALK_MIN_GAP: Duration = Duration::from_millis(50);
 /// A walk is made at least this often all the same: space the owner frees within the same
 /// look as the guest writes hides the guest's growth from the free-space bound.
 const WALK_AT_LEAST_EVERY: Duration = Duration::from_secs(30);
-
-/// What a measurement found over the limit.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Over {
-    pub used_bytes: u64,
-    pub limit_bytes: u64,
-    /// The walk stopped at [`MAX_ENTRIES`].
-    pub too_many_files: bool,
-}
-
-impl std::fmt::Display for Over {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-        if self.too_many_files {
-            write!(
-                f,
-                "disk limit: the work directory holds more than {MAX_ENTRIES} files ([guests] disk_mib = {:.0})",
-                mib(self.limit_bytes)
-            )
-        } else {
-            // Said in KiB when it is over by less than a MiB: "64.0 MiB, over 64" reads as
-            // no excess at all.
-            let over = self.used_bytes.saturating_sub(self.limit_bytes);
-            let by = if over < 1 << 20 { format!("{} KiB", over.div_ceil(1024)) } else { format!("{:.1} MiB", mib(over)) };
-            write!(
-                f,
-                "disk limit: the work directory used {:.1} MiB, {by} over [guests] disk_mib = {:.0}",
-                mib(self.used_bytes),
-                mib(self.limit_bytes)
-            )
-        }
-    }
-}
 
 /// One guest's disk watch.
 #[derive(Debug)]

@@ -878,7 +878,7 @@ impl LinuxRuntime {
             // Output cut at the cap fails the job (its output is not all there).
             if let (None, Some(stream)) = (&g.failure, cuts.first()) {
                 let name = if stream == 0 { "stdout" } else { "stderr" };
-                g.failure = Some(format!("output limit: its {name} was cut at [guests] output_mib = {}", self.cfg.output_mib));
+                g.failure = Some(super::caps::output_limit(name, self.cfg.output_mib));
             }
         }
         let status = g.exit;

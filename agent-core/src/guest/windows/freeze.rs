@@ -101,6 +101,18 @@ impl Freezer {
         self.jobs.lock().unwrap_or_else(|e| e.into_inner()).retain(|j| !Arc::ptr_eq(j, job));
     }
 
+    /// Forgets a job and thaws it if the freezer had it frozen, so that a guest being
+    /// stopped runs its checkpoint handler (later freezes leave it be).
+    pub fn release(&self, job: &Arc<Job>) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        jobs.retain(|j| !Arc::ptr_eq(j, job));
+        if self.frozen() {
+            if let Err(e) = suspend_job(job, false) {
+                tracing::warn!("could not thaw a guest being stopped: {e}");
+            }
+        }
+    }
+
     /// Freezes (true) or thaws every guest, once per change.
     pub fn set_frozen(&self, frozen: bool) {
         let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());

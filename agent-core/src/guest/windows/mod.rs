@@ -3,24 +3,35 @@
 //! `pids.max`), started suspended in the guests' AppContainer ([`appcontainer`]: no
 //! owner's files, processes or network) by a restricted, low-integrity token ([`token`],
 //! [`spawn`]), its token read back, and resumed once in its job; frozen by suspending
-//! every thread of its job ([`freeze`]); evicted and killed with `TerminateJobObject`;
-//! accounted from the job's accounting (CPU) and its processes' memory; frozen, and none
-//! started, while Windows signals low memory ([`pressure`]: a low-memory resource
-//! notification read each tick), evicted when that lasts `[guests] pressure_kill_s`
-//! (decided by lull-core's `LevelWatch`, as on macOS). Where Windows (or Wine) refuses a
-//! call, the guest runs with what was built, `lull status` says what is missing, and the
-//! pool's guests are refused unless the AppContainer read back in effect.
+//! every thread of its job ([`freeze`]); evicted with a checkpoint signal when it is
+//! checkpointable (thawed, sent `CTRL_BREAK_EVENT` by a helper, [`ctrl_break`], and
+//! killed when `[eviction] kill_grace_s` ends) and killed with `TerminateJobObject`;
+//! accounted from the job's accounting (CPU, bytes written) and its processes' memory;
+//! held to `[guests] output_mib` per stream (each file's size read every tick: past it
+//! the guest is killed, its job fails "output limit: ..." and the file is cut back to
+//! the cap once nothing writes it; it can pass the cap by what it writes in one tick)
+//! and `[guests] disk_mib` (its work directory walked when the bytes its job wrote could
+//! put it over, and every 30 s, or every 2 s while the written count reads 0:
+//! [`super::caps::WalkPlan`]; over, killed, the job fails "disk limit: ..."); frozen, and
+//! none started, while Windows signals low memory ([`pressure`]: a low-memory resource
+//! notification read each tick), evicted without a grace when that lasts
+//! `[guests] pressure_kill_s` (decided by lull-core's `LevelWatch`, as on macOS). Where
+//! Windows (or Wine) refuses a call, the guest runs with what was built, `lull status`
+//! says what is missing (a checkpoint signal that could not be sent names its call), and
+//! the pool's guests are refused unless the AppContainer read back in effect.
 //!
-//! Not here (said in [`WindowsRuntime::containment_status`]): the disk and output caps
-//! and a checkpoint signal (checkpointable guests are killed without a grace).
+//! Not as on Linux: no single file is stopped at the disk cap as it is written
+//! (RLIMIT_FSIZE), so a guest may pass `disk_mib` by what it writes between two walks.
 
 mod appcontainer;
+pub mod ctrl_break;
 mod freeze;
 mod job;
 mod pressure;
 mod spawn;
 mod token;
 
+use super::caps::{self, WalkPlan};
 use super::host::{FastFreeze, GuestHost};
 use super::level_guard::{Act, LevelGuard};
 use super::queue::{Figures, GuestQueue, MIB};
@@ -34,6 +45,7 @@ use pressure::LowMemory;
 use std::os::windows::io::{AsRawHandle, OwnedHandle};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 use windows_sys::Win32::Foundation::WAIT_OBJECT_0;
 use windows_sys::Win32::System::Threading::{GetExitCodeProcess, WaitForSingleObject};
@@ -46,6 +58,17 @@ struct Guest {
     figures: Figures,
     job: Arc<Job>,
     process: OwnedHandle,
+    checkpointable: bool,
+    /// Being stopped (evicted, stopped, or over a cap): nothing more is asked of it.
+    stopping: bool,
+    /// Its checkpoint signal's helper, while it runs.
+    signal: Option<ctrl_break::Signal>,
+    /// When its kill grace ends (it was sent the checkpoint signal).
+    kill_at: Option<Instant>,
+    /// Why the runtime stopped it (a cap).
+    failure: Option<String>,
+    /// When its work directory is walked for `[guests] disk_mib`.
+    disk: WalkPlan,
 }
 
 impl std::ops::Deref for Guest {
@@ -91,6 +114,12 @@ pub struct WindowsRuntime {
     low_memory: Result<LowMemory, String>,
     /// The memory-pressure guard (the core decides, this runtime reads and acts).
     pressure: LevelGuard,
+    /// `[eviction] kill_grace_s`: how long a checkpointable guest has after its signal.
+    kill_grace: Duration,
+    /// The last checkpoint signal that could not be sent (the call and its error).
+    signal_failed: Option<String>,
+    /// The jobs' I/O accounting was refused (the call and its error).
+    io_refused: Option<String>,
 }
 
 impl WindowsRuntime {
@@ -122,6 +151,9 @@ impl WindowsRuntime {
             label_refused: None,
             low_memory,
             pressure: LevelGuard::default(),
+            kill_grace: Duration::from_secs(config.eviction.kill_grace_s),
+            signal_failed: None,
+            io_refused: None,
         }
     }
 
@@ -180,37 +212,97 @@ impl WindowsRuntime {
             let _ = job.terminate(KILLED_EXIT);
             return Err(GuestError::Io { what: "ResumeThread (the guest's main thread)".into(), source: e });
         }
-        Ok(Guest { figures: Figures::new(id, dir, started.pid, limit), job, process: started.process })
+        let disk = WalkPlan::new(self.queue.cfg.disk_mib * MIB);
+        Ok(Guest {
+            figures: Figures::new(id, dir, started.pid, limit),
+            job,
+            process: started.process,
+            checkpointable: spec.checkpointable,
+            stopping: false,
+            signal: None,
+            kill_at: None,
+            failure: None,
+            disk,
+        })
     }
 
-    /// Ends every process of the guest's job at once (checkpointable or not: no
-    /// checkpoint signal on Windows yet).
-    fn kill(g: &mut Guest, evicted: bool) {
-        g.evicted |= evicted;
+    /// Ends every process of the guest's job at once.
+    fn kill(g: &mut Guest) {
+        g.kill_at = None;
         if let Err(e) = g.job.terminate(KILLED_EXIT) {
             error!(guest = %g.id, "TerminateJobObject failed: {e}");
         }
     }
 
-    fn evict_all(&mut self) {
-        for g in self.guests.iter_mut().filter(|g| !g.evicted) {
-            Self::kill(g, true);
-            info!(guest = %g.id, checkpoint = false, "guest evicted (its Job Object terminated)");
+    /// Stops a guest as an eviction does: a checkpointable one, thawed first, is sent
+    /// CTRL_BREAK_EVENT ([`ctrl_break`]) and killed when `grace` ends; any other (or when
+    /// `grace` is zero, or the signal cannot be sent) is killed at once. Never waits.
+    fn stop_within(&mut self, i: usize, grace: Duration) {
+        let g = &mut self.guests[i];
+        if g.stopping {
+            if grace.is_zero() && g.kill_at.is_some() {
+                // Stopping within a grace already: end it now.
+                Self::kill(g);
+            }
+            return;
+        }
+        g.stopping = true;
+        g.evicted = true;
+        if !g.checkpointable || grace.is_zero() {
+            Self::kill(g);
+            return;
+        }
+        // Frozen guests cannot checkpoint: let this one run its handler.
+        self.freezer.release(&g.job);
+        if std::mem::take(&mut g.held) {
+            if let Err(e) = freeze::suspend_job(&g.job, false) {
+                warn!(guest = %g.id, "could not thaw the guest for its checkpoint: {e}");
+            }
+        }
+        match ctrl_break::Signal::start(g.pid) {
+            Ok(signal) => {
+                g.signal = Some(signal);
+                g.kill_at = Some(Instant::now() + grace);
+            }
+            Err(e) => {
+                Self::kill(g);
+                Self::note_signal_failed(&mut self.signal_failed, &g.id, e);
+            }
         }
     }
 
-    fn stop_one(&mut self, id: &str) -> bool {
+    /// A checkpoint signal that could not be sent: logged when its call (the words before
+    /// the first parenthesis: the pid differs each time) differs from the last one's.
+    fn note_signal_failed(last: &mut Option<String>, id: &str, why: String) {
+        let call = |w: &str| w.split('(').next().unwrap_or_default().to_owned();
+        if last.as_deref().map(call) != Some(call(&why)) {
+            warn!(guest = %id, "no checkpoint signal (the guest is killed without its grace): {why}");
+        }
+        *last = Some(why);
+    }
+
+    fn evict_all(&mut self, grace: Duration) {
+        for i in 0..self.guests.len() {
+            if !self.guests[i].stopping {
+                self.stop_within(i, grace);
+                let g = &self.guests[i];
+                info!(guest = %g.id, checkpoint = g.kill_at.is_some(), "guest evicted");
+            }
+        }
+    }
+
+    fn stop_one_within(&mut self, id: &str, grace: Duration) -> bool {
         if self.queue.drop_queued(id) {
             return true;
         }
-        let Some(g) = self.guests.iter_mut().find(|g| g.id == id) else { return false };
-        Self::kill(g, true);
-        info!(guest = %g.id, "guest stopped on request");
+        let Some(i) = self.guests.iter().position(|g| g.id == id) else { return false };
+        self.stop_within(i, grace);
+        info!(guest = %id, "guest stopped on request");
         true
     }
 
     fn hold_one(&mut self, id: &str, hold: bool) -> bool {
-        let Some(g) = self.guests.iter_mut().find(|g| g.id == id && !g.evicted) else { return false };
+        let Some(g) = self.guests.iter_mut().find(|g| g.id == id && !g.stopping) else { return false };
         if g.held != hold {
             g.held = hold;
             if let Err(e) = freeze::suspend_job(&g.job, hold) {
@@ -220,21 +312,48 @@ impl WindowsRuntime {
         true
     }
 
-    /// Accounts every guest, collects those whose job is empty, follows the memory
-    /// pressure, starts admitted ones.
+    /// Accounts every guest, acts on its signal's helper, kill deadline and caps,
+    /// collects those whose job is empty, follows the memory pressure, starts admitted ones.
     fn maintain(&mut self) {
+        let now = Instant::now();
         let mut i = 0;
         while i < self.guests.len() {
             let g = &mut self.guests[i];
-            let active = match g.job.accounting() {
+            let (active, written) = match g.job.accounting() {
                 Ok(a) => {
                     g.cpu = (a.cpu_user_us, a.cpu_system_us);
-                    Some(a.active)
+                    if let (Err(e), None) = (&a.written, &self.io_refused) {
+                        warn!("{e}: the disk cap walks each guest's work directory every 2 s");
+                        self.io_refused = Some(e.clone());
+                    }
+                    (Some(a.active), a.written.ok())
                 }
-                Err(_) => None,
+                Err(_) => (None, None),
             };
             g.mem = process_memory(&g.job);
             g.peak = g.peak.max(g.mem).max(g.job.peak_memory());
+            if let Some(result) = g.signal.as_mut().and_then(ctrl_break::Signal::poll) {
+                g.signal = None;
+                match result {
+                    Ok(()) => info!(guest = %g.id, "checkpoint signal sent (CTRL_BREAK_EVENT)"),
+                    Err(e) => {
+                        Self::kill(g);
+                        Self::note_signal_failed(&mut self.signal_failed, &g.id, e);
+                    }
+                }
+            }
+            if g.kill_at.is_some_and(|t| now >= t) {
+                Self::kill(g);
+            }
+            if !g.stopping {
+                let over = output_over(g, self.queue.cfg.output_mib).or_else(|| disk_over(g, now, written));
+                if let Some(why) = over {
+                    warn!(guest = %g.id, "{why}: guest stopped");
+                    g.failure = Some(why);
+                    g.stopping = true;
+                    Self::kill(g);
+                }
+            }
             // Gone: the main process ended and nothing is left in its job.
             let code = g.exit_code();
             if code.is_some() && active.unwrap_or(0) == 0 {
@@ -256,10 +375,11 @@ impl WindowsRuntime {
     fn follow_pressure(&mut self) {
         let Ok(low_memory) = &self.low_memory else { return };
         let reading = low_memory.level().map_err(|e| format!("{}: {e}", pressure::QUERY_CALL));
-        let active = self.guests.iter().any(|g| !g.evicted);
+        let active = self.guests.iter().any(|g| !g.stopping);
         match self.pressure.step(reading, active, self.queue.cfg.pressure_kill_s, self.directive) {
             Act::Freeze => self.freezer.set_frozen(true),
-            Act::Evict => self.evict_all(),
+            // Lasting pressure: no grace, as on Linux.
+            Act::Evict => self.evict_all(Duration::ZERO),
             Act::Thaw => self.freezer.set_frozen(false),
             Act::Nothing => {}
         }
@@ -267,7 +387,17 @@ impl WindowsRuntime {
 
     fn collect_ended(&mut self, g: Guest, code: Option<u32>) {
         self.freezer.remove(&g.job);
+        // Nothing writes them any more: each stream is cut back to the cap.
+        let cap = self.queue.cfg.output_mib * MIB;
+        for path in [g.dir.stdout(), g.dir.stderr()] {
+            if std::fs::metadata(&path).is_ok_and(|m| m.len() > cap) {
+                if let Err(e) = std::fs::OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(cap)) {
+                    warn!(guest = %g.id, "could not cut {} at the output cap: {e}", path.display());
+                }
+            }
+        }
         let mut info = g.info(false);
+        info.failure = g.failure.clone();
         // Exit codes are DWORDs; NTSTATUS values read back negative as on Windows' own tools.
         info.phase = GuestPhase::Ended { code: code.map(|c| c as i32), signal: None, evicted: g.evicted };
         info!(guest = %g.id, code = ?info.phase, "guest ended");
@@ -295,6 +425,49 @@ fn process_memory(job: &Job) -> u64 {
         unsafe { windows_sys::Win32::Foundation::CloseHandle(process) };
     }
     total
+}
+
+/// The guest's output over `[guests] output_mib` (a stream's file past it): the failure.
+fn output_over(g: &Guest, output_mib: u64) -> Option<String> {
+    let cap = output_mib * MIB;
+    [("stdout", g.dir.stdout()), ("stderr", g.dir.stderr())]
+        .into_iter()
+        .find(|(_, path)| std::fs::metadata(path).is_ok_and(|m| m.len() > cap))
+        .map(|(name, _)| caps::output_limit(name, output_mib))
+}
+
+/// The guest's work directory over `[guests] disk_mib`, walked when its plan says (the
+/// job having written `written` bytes): the failure.
+fn disk_over(g: &mut Guest, now: Instant, written: Option<u64>) -> Option<String> {
+    if !g.disk.due(now, written) {
+        return None;
+    }
+    let start = Instant::now();
+    let (used, complete) = work_dir_bytes(&g.dir.work());
+    g.disk.walked(now, used, complete, start.elapsed(), written).map(|over| over.to_string())
+}
+
+/// The sizes of the files under `dir` summed (links not followed), and whether every
+/// entry was seen (at most [`caps::MAX_ENTRIES`]).
+fn work_dir_bytes(dir: &Path) -> (u64, bool) {
+    let (mut total, mut seen) = (0u64, 0usize);
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > caps::MAX_ENTRIES {
+                return (total, false);
+            }
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                todo.push(e.path());
+            } else if meta.is_file() {
+                total += meta.len();
+            }
+        }
+    }
+    (total, true)
 }
 
 impl WindowsRuntime {
@@ -327,12 +500,13 @@ impl WindowsRuntime {
         out.extend(self.label_refused.iter().map(|r| format!("{r}: a low-integrity guest may not write its work directory")));
         let unguarded = self.low_memory.as_ref().err().or(self.pressure.unread());
         out.extend(unguarded.map(|r| format!("{r}: no memory-pressure guard: guests are not frozen for the owner's memory pressure")));
+        out.extend(self.io_refused.iter().map(|r| {
+            format!("{r}: no count of the bytes a guest writes: the disk cap walks each work directory every 2 s, so a guest may pass disk_mib by what it writes in 2 s")
+        }));
         out.extend(
-            [
-                "no disk or output cap: a guest's work directory and logs are not limited",
-                "no checkpoint signal: checkpointable guests are killed at eviction without a grace",
-            ]
-            .map(String::from),
+            self.signal_failed
+                .iter()
+                .map(|r| format!("{r}: no checkpoint signal: checkpointable guests are killed at eviction without a grace")),
         );
         out
     }
@@ -341,10 +515,13 @@ impl WindowsRuntime {
 impl GuestHost for WindowsRuntime {
     fn describe(&self) -> String {
         format!(
-            "windows: Job Object per guest (kill on close, idle priority class, job memory, {} processes) · {} · frozen by suspending the job's threads{}",
+            "windows: Job Object per guest (kill on close, idle priority class, job memory, {} processes) · {} · frozen by suspending the job's threads{} · disk {} MiB, output {} MiB per stream · checkpoint signal CTRL_BREAK_EVENT, {} s grace",
             self.queue.cfg.pids_max,
             self.token_words(),
-            if self.low_memory.is_ok() { ", also while Windows signals low memory" } else { "" }
+            if self.low_memory.is_ok() { ", also while Windows signals low memory" } else { "" },
+            self.queue.cfg.disk_mib,
+            self.queue.cfg.output_mib,
+            self.kill_grace.as_secs()
         )
     }
 
@@ -360,7 +537,7 @@ impl GuestHost for WindowsRuntime {
                 }
             }
             GuestDirective::Freeze => self.freezer.set_frozen(true),
-            GuestDirective::Evict => self.evict_all(),
+            GuestDirective::Evict => self.evict_all(self.kill_grace),
         }
     }
 
@@ -416,11 +593,12 @@ impl GuestHost for WindowsRuntime {
     }
 
     fn stop_guest(&mut self, id: &str) -> bool {
-        self.stop_one(id)
+        self.stop_one_within(id, self.kill_grace)
     }
 
+    /// At once, checkpointable or not (a cancelled job, a lost lease).
     fn kill_guest(&mut self, id: &str) -> bool {
-        self.stop_one(id)
+        self.stop_one_within(id, Duration::ZERO)
     }
 
     fn hold_guest(&mut self, id: &str, hold: bool) -> bool {
@@ -451,7 +629,7 @@ impl Drop for WindowsRuntime {
     /// No orphans: every job is terminated (closing its handle would too: kill on close).
     fn drop(&mut self) {
         for g in &mut self.guests {
-            Self::kill(g, true);
+            Self::kill(g);
         }
     }
 }
