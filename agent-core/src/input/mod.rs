@@ -194,7 +194,7 @@ pub fn wanted(config: &Input) -> Vec<InputBackendChoice> {
 /// (`hooks`: low-level hooks, an event tap) and the last-input poll beside it, for `hooks`
 /// and `last-input` the one named (each once, however often it is asked for), nothing
 /// for `none`.
-#[cfg_attr(target_os = "linux", allow(dead_code))]
+#[cfg(any(target_os = "windows", target_os = "macos"))]
 fn events_and_poll(
     config: &Input,
     platform: &str,
