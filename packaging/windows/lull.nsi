@@ -214,6 +214,12 @@ Section "Uninstall"
   RMDir "$SMPROGRAMS\Lull"
 
   DeleteRegKey HKCU "${UNINST_KEY}"
+  ; The guests' AppContainer profile (agent-core's guest/windows/appcontainer.rs makes it,
+  ; per user, at the agent's first start): DeleteAppContainerProfile, looked up at run
+  ; time as the agent does (Windows 8 and later; Wine 8.0's userenv.dll lacks it: then
+  ; $0 is "error" and nothing else changes). An S_OK (0) or a profile never made both end it.
+  System::Call 'userenv::DeleteAppContainerProfile(w "Lull.Guests") i .r0'
+  DetailPrint "The guests' AppContainer profile Lull.Guests: DeleteAppContainerProfile gave $0."
   DetailPrint "Your Lull data and settings in $APPDATA\Lull are kept."
   Return
 
