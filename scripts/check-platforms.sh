@@ -145,18 +145,17 @@ cargo_windows() {
 # The same rustc for macOS: a type-check (and clippy) only, into the same target directory;
 # build scripts' Objective-C gets empty objects (scripts/typecheck-only-cc).
 cargo_macos() { CC_aarch64_apple_darwin="$PWD/scripts/typecheck-only-cc" AR_aarch64_apple_darwin=ar cargo_for aarch64-apple-darwin "$@"; }
-t0=$(date +%s)
-# The tray app embeds the built windows (ui/dist): scripts/test.sh builds them first.
+# The tray app embeds the built windows (ui/dist) on both platforms: scripts/test.sh
+# builds them first; run alone, this does.
 [ -f ui/dist/index.html ] || (cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build) >/dev/null
+t0=$(date +%s)
 cargo_macos clippy -p lull-core -p lull-protocol -p agent-core -p lull -p lull-tray -- -D warnings
 echo "macOS: lull-core, lull-protocol, agent-core, lull, lull-tray and lull-window type-check and pass clippy -D warnings for aarch64-apple-darwin ($(($(date +%s) - t0)) s; built, not run; build scripts' Objective-C not compiled)"
 
 # lull.exe and the tray app (lull-tray: the agent, its tray icon and menu in the
 # notification area in a Win32 message loop; lull-window: the Tauri webview windows),
-# linted as they build. The tray app embeds ui/dist at compile time (scripts/test.sh
-# builds it first).
+# linted as they build.
 t0=$(date +%s)
-[ -f ui/dist/index.html ] || (cd ui && npm install --no-audit --no-fund --loglevel=error && npm run build)
 cargo_windows build -p lull --bin lull -p lull-tray --bin lull-tray --bin lull-window
 out="$target/x86_64-pc-windows-gnu/debug"
 mkdir -p "$out/deps"
