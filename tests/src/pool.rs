@@ -117,6 +117,25 @@ impl Machine {
         assert!(out.status.success(), "{}\nthe coordinator's machine: {}", String::from_utf8_lossy(&out.stderr), coordinator.log());
     }
 
+    /// Asserts that this machine's `lull` process still holds SQLite's locks on its
+    /// databases (the coordinator's when it runs one, and the ledger), as SQLite holds a
+    /// POSIX lock on each open database's `-shm` file: losing them lets another
+    /// process's SQLite truncate a `-shm` this process has mapped (SIGBUS).
+    pub fn assert_holds_sqlite_locks(&self, when: &str) {
+        let pid = self.child.as_ref().expect("a running lull process").id();
+        for db in ["coordinator.db", "ledger.db"] {
+            let shm = self.dir.path().join(format!("{db}-shm"));
+            if shm.exists() {
+                assert!(
+                    holds_posix_lock(pid, &shm),
+                    "{when}, lull (pid {pid}) no longer holds SQLite's lock on {}\n{}",
+                    shm.display(),
+                    self.log()
+                );
+            }
+        }
+    }
+
     /// Stops the process with SIGTERM; it must exit cleanly.
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else { return };
@@ -132,6 +151,18 @@ impl Machine {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// Whether process `pid` holds a POSIX record lock on `file` (a line of `/proc/locks`:
+/// `N: POSIX ADVISORY READ|WRITE PID MAJ:MIN:INODE START END`).
+pub fn holds_posix_lock(pid: u32, file: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(ino) = std::fs::metadata(file).map(|m| m.ino().to_string()) else { return false };
+    let pid = pid.to_string();
+    std::fs::read_to_string("/proc/locks").unwrap_or_default().lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() >= 6 && f[1] == "POSIX" && f[4] == pid && f[5].rsplit(':').next() == Some(ino.as_str())
+    })
 }
 
 /// How child `pid` ended ("exited with code 1", "was killed by signal 9"), or `None` while

@@ -8,6 +8,8 @@
 //!   exits, A uploads the checkpoint and gives the task back. A second machine (B, enrolled
 //!   with a join token, its own `lull agent`) leases it, downloads the checkpoint and the
 //!   job completes there: A's steps and B's steps together are 1..N, each exactly once.
+//!   A's `lull up` keeps SQLite's locks on its databases while the guest runs and after
+//!   the owner's file cache is restored.
 //! - `a_cancelled_job_stops_its_guest_within_seconds`: a running job (checkpointable, its
 //!   guest ignoring SIGTERM, a 30-s kill grace) is cancelled through the API; with
 //!   renewals every 0.5 s (`LULL_PROGRESS_MS`) the guest's process is gone from outside
@@ -78,6 +80,10 @@ fn a_checkpointed_job_evicted_on_one_machine_finishes_on_another_doing_each_step
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(a_out.starts_with("start 0\n"), "a first lease starts from nothing: {a_out:?}");
+    // The owner's file cache was recorded as the guest started: not by opening `lull up`'s
+    // own database files, which dropped SQLite's locks and let the `lull coordinator`
+    // command below truncate a `-shm` it had mapped (SIGBUS; CI of 2026-12-07).
+    a.assert_holds_sqlite_locks("with a guest running");
     let paused = Instant::now();
     a.call(&Request::Pause { span: PauseSpan::UntilResumed });
     let j = wait_job(&url, &admin, id, "given back by A", 60, |j| j["tasks"][0]["evictions"] == 1, || a.log());
@@ -91,6 +97,7 @@ fn a_checkpointed_job_evicted_on_one_machine_finishes_on_another_doing_each_step
     let a_ck = std::fs::read_to_string(dirs_a[0].join("work/lull-checkpoint")).unwrap();
     assert_eq!(a_ck.trim(), a_steps.last().unwrap().to_string(), "A's checkpoint holds its last step");
     assert!((a_steps.len() as u32) < STEPS, "A did not finish: {a_out}");
+    a.assert_holds_sqlite_locks("after the eviction and the owner's cache restore");
 
     // B, a second machine, enrols and takes the task over.
     let mut b = Machine::new(CONFIG);

@@ -12,6 +12,15 @@
 //! others it says every page is in memory), pseudo files (`/proc`, `/sys`, `/dev`,
 //! memfds) and deleted files.
 //!
+//! **Never a file of the agent's own process** ([`own_files`]): POSIX record locks
+//! (`fcntl`) belong to the process, and closing *any* descriptor of a file drops every
+//! lock the process holds on it. Opening and closing the coordinator's or the ledger's
+//! SQLite files here (reached through an owner process that has them open, or recorded
+//! before and reopened by the restore) dropped SQLite's locks on them; the next `lull
+//! coordinator` command then took the `-shm` file as unused, truncated it under the
+//! serving `lull up`, and `lull up` died of SIGBUS (the checkpoint_jobs e2e test's
+//! "Connection refused", CI of 2026-12-07).
+//!
 //! **Restore**: for each recorded file still there (same device and inode), the pages
 //! resident before and missing now ([`missing_ranges`]) are read back with `pread` in
 //! reads of [`RESTORE_READ_BYTES`] (128 KiB) into one scratch buffer, overwritten by every
@@ -229,6 +238,7 @@ pub fn snapshot(pids: &[u32], rules: &WarmRules) -> CacheSnapshot {
     let euid = unsafe { libc::geteuid() };
     let ps = page_size();
     let mut seen: HashSet<(u64, u64)> = HashSet::new();
+    let own = own_files();
     let mut found = Vec::new();
     'pids: for &pid in pids {
         found.clear();
@@ -241,7 +251,7 @@ pub fn snapshot(pids: &[u32], rules: &WarmRules) -> CacheSnapshot {
                 snap.truncated = true;
                 break 'pids;
             }
-            let Some(file) = look(&path, dev, ino, euid) else {
+            let Some(file) = look(&path, dev, ino, euid, &own) else {
                 snap.skipped += 1;
                 continue;
             };
@@ -278,10 +288,26 @@ pub fn snapshot(pids: &[u32], rules: &WarmRules) -> CacheSnapshot {
     snap
 }
 
-/// Opens a candidate if it is still the same regular file and its residency can be
-/// told truthfully (owned by the agent's user, or the agent is root).
-fn look(path: &Path, dev: u64, ino: u64, euid: u32) -> Option<File> {
-    if pseudo(path) {
+/// The files this process has open or mapped, by (device, inode): never opened by the
+/// snapshot or the restore, whose closing would drop this process's locks on them (see
+/// the module doc).
+pub fn own_files() -> HashSet<(u64, u64)> {
+    let mut found = Vec::new();
+    candidates(std::process::id(), &mut found);
+    found.into_iter().map(|(_, dev, ino)| (dev, ino)).collect()
+}
+
+/// Whether `path` is still the file (`dev`, `ino`) and not one of `own`, looked at
+/// without opening it.
+fn same_and_not_own(path: &Path, dev: u64, ino: u64, own: &HashSet<(u64, u64)>) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.dev() == dev && m.ino() == ino) && !own.contains(&(dev, ino))
+}
+
+/// Opens a candidate if it is still the same regular file, not one of this process's
+/// own (`own`), and its residency can be told truthfully (owned by the agent's user, or
+/// the agent is root).
+fn look(path: &Path, dev: u64, ino: u64, euid: u32, own: &HashSet<(u64, u64)>) -> Option<File> {
+    if pseudo(path) || !same_and_not_own(path, dev, ino, own) {
         return None;
     }
     let f = open_quietly(path).ok()?;
@@ -400,7 +426,12 @@ pub fn restore(snap: &CacheSnapshot, read_bytes: u64, mut may_continue: impl FnM
     // through and are gone (nothing of them is inspected, logged or kept).
     let mut scratch = vec![0u8; read_bytes as usize];
     let mut since_look = BATCH_BYTES;
+    // This process may have opened some of them since the snapshot.
+    let own = own_files();
     'files: for cf in &snap.files {
+        if !same_and_not_own(&cf.path, cf.dev, cf.ino, &own) {
+            continue; // replaced since, or now one of this process's files
+        }
         let Ok(f) = open_quietly(&cf.path) else { continue };
         let Ok(m) = f.metadata() else { continue };
         if m.dev() != cf.dev || m.ino() != cf.ino {
@@ -457,8 +488,55 @@ mod tests {
     use lull_core::guest_memory::MIB;
     use std::io::Write;
 
-    /// The tests snapshot this very process: one at a time, or each sees the other's files.
+    /// One at a time: each drops pages of its files, and would see the other's owners.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// An "owner": a process holding `files` open (fds 3, 4, …) until dropped. The test
+    /// process itself cannot play the owner, as the snapshot skips its own files.
+    struct Owner(std::process::Child);
+
+    impl Owner {
+        fn holding(files: &[&Path]) -> Self {
+            let redirects: String = (0..files.len()).map(|i| format!("{}<\"${}\" ", i + 3, i + 1)).collect();
+            let child = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("exec {redirects}; exec sleep 120"))
+                .arg("sh")
+                .args(files)
+                .spawn()
+                .expect("spawn the owner");
+            let last = format!("/proc/{}/fd/{}", child.id(), files.len() + 2);
+            let t0 = Instant::now();
+            // Until the sleep runs with the files open (its exec replaced the shell's).
+            while !(std::fs::read_link(&last).is_ok_and(|t| t == files[files.len() - 1])
+                && std::fs::read_to_string(format!("/proc/{}/comm", child.id())).is_ok_and(|c| c.trim() == "sleep"))
+            {
+                assert!(t0.elapsed() < Duration::from_secs(10), "the owner process never opened its files");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Self(child)
+        }
+
+        fn pid(&self) -> u32 {
+            self.0.id()
+        }
+    }
+
+    impl Drop for Owner {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// Whether this process holds a POSIX record lock on the file `ino` (`/proc/locks`).
+    fn holds_posix_lock(ino: u64) -> bool {
+        let me = std::process::id().to_string();
+        std::fs::read_to_string("/proc/locks").expect("/proc/locks").lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 6 && f[1] == "POSIX" && f[4] == me && f[5].rsplit(':').next() == Some(ino.to_string().as_str())
+        })
+    }
 
     fn warm(max_bytes: u64, max_files: usize) -> WarmRules {
         WarmRules { protect: false, protect_bytes: None, cache_max_bytes: max_bytes, cache_max_files: max_files }
@@ -494,17 +572,18 @@ mod tests {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
         let dir = tempfile::tempdir_in(std::env::temp_dir()).expect("temp dir");
         let (a, b) = (data_file(dir.path(), "a", 8), data_file(dir.path(), "b", 32));
-        // The "owner" is this process: it holds both files open; a is in memory, b's first 2 MiB.
-        let _fa = File::open(&a).expect("open a");
-        let fb = File::open(&b).expect("open b");
+        // The owner holds both files open; a is in memory, b's first 2 MiB.
+        let owner = Owner::holding(&[&a, &b]);
         read_all(&a);
         drop_pages(&b);
-        // No readahead past what is read: exactly half of b comes in.
-        rustix::fs::fadvise(&fb, 0, None, rustix::fs::Advice::Random).expect("fadvise RANDOM");
-        let mut half = vec![0u8; 2 * MIB as usize];
-        std::os::unix::fs::FileExt::read_exact_at(&fb, &mut half, 0).expect("read half of b");
-        let me = std::process::id();
-        let snap = snapshot(&[me], &warm(1 << 30, 1000));
+        {
+            // No readahead past what is read: exactly half of b comes in.
+            let fb = File::open(&b).expect("open b");
+            rustix::fs::fadvise(&fb, 0, None, rustix::fs::Advice::Random).expect("fadvise RANDOM");
+            let mut half = vec![0u8; 2 * MIB as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&fb, &mut half, 0).expect("read half of b");
+        }
+        let snap = snapshot(&[owner.pid()], &warm(1 << 30, 1000));
         let rec = |p: &Path| snap.files.iter().find(|f| f.path == p).map(|f| pages_in(&f.resident) * page_size());
         assert_eq!(rec(&a), Some(8 * MIB), "{snap:?}");
         assert!(rec(&b).is_some_and(|n| (2 * MIB..=3 * MIB).contains(&n)), "b: {:?}", rec(&b));
@@ -531,19 +610,64 @@ mod tests {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
         let dir = tempfile::tempdir_in(std::env::temp_dir()).expect("temp dir");
         let a = data_file(dir.path(), "a", 4);
-        let _fa = File::open(&a).expect("open a");
+        let owner = Owner::holding(&[&a]);
         read_all(&a);
-        let snap = snapshot(&[std::process::id()], &warm(MIB, 1000));
+        let snap = snapshot(&[owner.pid()], &warm(MIB, 1000));
         assert!(snap.bytes <= MIB && snap.truncated, "{} bytes", snap.bytes);
-        let none = snapshot(&[std::process::id()], &warm(0, 1000));
+        let none = snapshot(&[owner.pid()], &warm(0, 1000));
         assert!(none.files.is_empty());
         // Replaced by another file of the same name: not restored.
-        let snap = snapshot(&[std::process::id()], &warm(1 << 30, 1000));
+        let snap = snapshot(&[owner.pid()], &warm(1 << 30, 1000));
         assert!(snap.files.iter().any(|f| f.path == a));
         std::fs::remove_file(&a).expect("rm");
         let a2 = data_file(dir.path(), "a", 4);
         drop_pages(&a2);
         let r = restore(&snap, RESTORE_READ_BYTES, || true, Duration::from_secs(10));
         assert_eq!(resident(&a2), 0, "{r:?}");
+    }
+
+    /// A file this process holds a POSIX lock on (as SQLite holds its database's) is
+    /// neither recorded by the snapshot, though an owner process has it open, nor opened
+    /// by a restore that has it recorded: the lock stays. Before the fix both opened and
+    /// closed it, which dropped the lock.
+    #[test]
+    fn files_this_process_holds_are_never_opened_so_its_locks_stay() {
+        use std::os::fd::AsRawFd;
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = tempfile::tempdir_in(std::env::temp_dir()).expect("temp dir");
+        let db = data_file(dir.path(), "db", 1);
+        let held = std::fs::OpenOptions::new().read(true).write(true).open(&db).expect("open db");
+        // SAFETY: a zeroed flock with its fields set, passed to fcntl on our open fd.
+        let locked = unsafe {
+            let mut fl: libc::flock = std::mem::zeroed();
+            fl.l_type = libc::F_RDLCK as libc::c_short;
+            fl.l_whence = libc::SEEK_SET as libc::c_short;
+            libc::fcntl(held.as_raw_fd(), libc::F_SETLK, &fl)
+        };
+        assert_eq!(locked, 0, "fcntl F_SETLK: {}", std::io::Error::last_os_error());
+        let ino = held.metadata().expect("stat").ino();
+        assert!(holds_posix_lock(ino), "the lock shows in /proc/locks");
+        // Through `held` only: opening and closing the file here would drop the lock too.
+        let mut whole = Vec::new();
+        std::io::Read::read_to_end(&mut &held, &mut whole).expect("read db");
+
+        let owner = Owner::holding(&[&db]);
+        let snap = snapshot(&[owner.pid()], &warm(1 << 30, 1000));
+        assert!(holds_posix_lock(ino), "the snapshot dropped this process's lock on a file it holds");
+        assert!(!snap.files.iter().any(|f| f.ino == ino), "a file of this process was recorded: {snap:?}");
+        assert!(snap.skipped >= 1, "{snap:?}");
+
+        // Recorded earlier (say, before this process opened it): the restore leaves it.
+        let m = held.metadata().expect("stat");
+        let recorded = CacheSnapshot {
+            files: vec![CachedFile { dev: m.dev(), ino, path: db.clone(), resident: vec![(0, 256)] }],
+            bytes: MIB,
+            ..Default::default()
+        };
+        rustix::fs::fadvise(&held, 0, None, rustix::fs::Advice::DontNeed).expect("fadvise DONTNEED");
+        let r = restore(&recorded, RESTORE_READ_BYTES, || true, Duration::from_secs(10));
+        assert!(holds_posix_lock(ino), "the restore dropped this process's lock: {r:?}");
+        assert_eq!((r.files_missing, r.restored_bytes), (0, 0), "{r:?}");
+        drop(held);
     }
 }
