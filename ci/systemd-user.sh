@@ -42,6 +42,10 @@ cleanup() {
 trap cleanup EXIT
 for _ in $(seq 100); do [ -S "/run/user/$uid/systemd/private" ] && break; sleep 0.1; done
 [ -S "/run/user/$uid/systemd/private" ] || { echo "systemd-user: the user manager did not start" >&2; exit 3; }
+# Its private socket comes first; it answers on D-Bus once its start-up is done (a test
+# that asked sooner was once refused, 2026-12-07).
+state=$(timeout 20 runuser -u "$owner" -- env XDG_RUNTIME_DIR="/run/user/$uid" systemctl --user is-system-running --wait 2>&1) || true
+case "$state" in running|degraded) ;; *) echo "systemd-user: the user manager is not up after 20 s: $state" >&2;; esac
 where=$slice/${WHERE:-user@$uid.service/app.slice/app-lull-test.scope}
 mkdir -p "$where"
 case "$where" in "$manager"/*) chown -R "$owner:$owner" "$where";; esac
