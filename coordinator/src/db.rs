@@ -124,6 +124,20 @@ impl Db {
         &self.url
     }
 
+    /// A read-only transaction whose statements all see one snapshot of the database, for
+    /// a view read in several statements (a job's row, then its tasks, then its placement)
+    /// that must not show a write that landed between them (a job still `queued` beside
+    /// its task leased to a machine). SQLite in WAL mode holds the snapshot of the first
+    /// read until the end; PostgreSQL needs `REPEATABLE READ` (its default gives each
+    /// statement a snapshot of its own). Ends when dropped.
+    pub async fn read_snapshot(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        if self.dialect == Dialect::Postgres {
+            tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").await?;
+        }
+        Ok(tx)
+    }
+
     /// Connects to `url` and migrates the schema. `sqlite:PATH` or
     /// `postgres://user@host/db` (the password from the URL, `PGPASSWORD` or
     /// `~/.pgpass`). A bare path is taken as an SQLite file.

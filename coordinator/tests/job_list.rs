@@ -2,7 +2,8 @@
 //! (it read 1 + 2N once: each job's placement, then its machines' names; then one
 //! statement per 450 ids on SQLite), the same at 1, 600 and 2,000 jobs. Counted
 //! from sqlx's own statement log (`sqlx::query` events) with the server stopped, so no
-//! background flush or sweep adds to the count; one test per binary, because the
+//! background flush or sweep adds to the count (on PostgreSQL the snapshot the reads share
+//! adds its `SET TRANSACTION`); one test per binary, because the
 //! counter is the process's global tracing subscriber.
 
 mod common;
@@ -103,7 +104,9 @@ async fn listing_jobs_reads_a_constant_number_of_statements() {
     for backend in [Backend::Sqlite, Backend::Postgres] {
         if let Some(counts) = statements_per_listing(backend, &counter).await {
             assert!(counts[0] > 0, "the counter sees sqlx's statements");
-            assert!(counts[0] <= 4, "{backend:?}: {counts:?} statements (jobs, tasks, placements, machine names)");
+            // Four reads, in one snapshot: on PostgreSQL its `SET TRANSACTION` is one more.
+            let most = if backend == Backend::Postgres { 5 } else { 4 };
+            assert!(counts[0] <= most, "{backend:?}: {counts:?} statements (jobs, tasks, placements, machine names)");
             assert!(counts.iter().all(|n| *n == counts[0]), "{backend:?}: {counts:?} statements for {SIZES:?} jobs");
         }
     }

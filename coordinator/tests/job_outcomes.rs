@@ -83,6 +83,70 @@ async fn outcomes_on(b: Backend) {
     s.stop().await;
 }
 
+both!(a_job_is_read_as_of_one_moment, one_moment_on);
+/// A job's row, tasks and placement are read in a snapshot: while jobs are placed and
+/// completed one after another, no reading (one job, or the list) shows a job `queued`
+/// beside a task already on a machine, `running` with no task out, or ended with a task
+/// still out. The CI run of `2c0972c` read `queued` beside `box2` in `lull jobs`' view
+/// (tests/tests/job_truth.rs), when a placement committed between the job's row and its
+/// tasks.
+async fn one_moment_on(b: Backend) {
+    use coordinator::auth::Principal;
+    use coordinator::store::job_view::{get_job, list_jobs};
+    use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+    use std::sync::Arc;
+    let Some((_db, s)) = server(b).await else { return };
+    let admin = s.admin();
+    let (_, a) = s.enrol("alice", "vm").await;
+    let latest = Arc::new(AtomicI64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let torn = |j: &Job| -> Option<String> {
+        let out = |t: &Task| t.machine.is_some() && matches!(t.state.as_str(), "leased" | "running");
+        let ok = match j.state.as_str() {
+            "queued" => j.tasks.iter().all(|t| t.state == "queued" && t.machine.is_none()),
+            "running" => j.tasks.iter().any(out),
+            _ => !j.tasks.iter().any(out),
+        };
+        (!ok).then(|| format!("{} {:?}", j.state, j.tasks.iter().map(|t| (&t.state, &t.machine)).collect::<Vec<_>>()))
+    };
+    let reader = {
+        let (db, latest, done) = (s.db.clone(), latest.clone(), done.clone());
+        tokio::spawn(async move {
+            let (mut reads, mut seen, mut torn_views) = (0u32, std::collections::BTreeSet::new(), Vec::new());
+            while !done.load(Ordering::SeqCst) {
+                let id = latest.load(Ordering::SeqCst);
+                if id == 0 {
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                let mut jobs = vec![get_job(&db, &Principal::Admin, id).await.unwrap()];
+                if reads % 8 == 0 {
+                    jobs.extend(list_jobs(&db, &Principal::Admin, None, 3).await.unwrap());
+                }
+                for j in &jobs {
+                    seen.insert(j.state.clone());
+                    torn_views.extend(torn(j));
+                }
+                reads += 1;
+            }
+            (reads, seen, torn_views)
+        })
+    };
+    for _ in 0..300 {
+        let j: Job = admin.post_ok("/api/v1/jobs", job("/bin/sh")).await;
+        latest.store(j.id, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let l = a.lease(1 << 30, 2000).await.expect("work");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        assert_eq!(a.complete(&l, 0.1, 0.0).await.0, 200);
+    }
+    done.store(true, Ordering::SeqCst);
+    let (reads, seen, torn_views) = reader.await.unwrap();
+    eprintln!("{b:?}: {reads} readings, states seen {seen:?}, {} torn", torn_views.len());
+    assert!(seen.contains("queued") && seen.contains("running") && seen.contains("completed"), "{seen:?} in {reads} readings");
+    assert!(torn_views.is_empty(), "{} of {reads} readings were torn, e.g. {:?}", torn_views.len(), &torn_views[..torn_views.len().min(5)]);
+}
+
 both!(a_failed_gang_rank_ends_the_gang, failed_gang_on);
 async fn failed_gang_on(b: Backend) {
     let Some((_db, s)) = server(b).await else { return };

@@ -11,6 +11,7 @@ use crate::auth::Principal;
 use crate::db::{col, Db, Dialect};
 use crate::model::*;
 use sqlx::any::AnyRow;
+use sqlx::AnyConnection;
 use sqlx::Row;
 use std::collections::HashMap;
 
@@ -120,44 +121,53 @@ fn json_array<T: serde::Serialize>(items: &[T]) -> String {
     serde_json::to_string(items).expect("ids serialize")
 }
 
-/// The tasks of `jobs`, in (job, rank) order, read in one statement.
-async fn tasks_of(db: &Db, jobs: &[i64]) -> Result<HashMap<i64, Vec<Task>>> {
+/// The tasks of `jobs`, in (job, rank) order, read in one statement on `conn`.
+async fn tasks_of(db: &Db, conn: &mut AnyConnection, jobs: &[i64]) -> Result<HashMap<i64, Vec<Task>>> {
     let mut out: HashMap<i64, Vec<Task>> = HashMap::with_capacity(jobs.len());
     let sql = format!("{TASK_SELECT} WHERE t.job_id IN ({}) ORDER BY t.job_id, t.rank", json_elements(db, 1, true));
-    for r in sqlx::query(sqlx::AssertSqlSafe(sql)).bind(json_array(jobs)).fetch_all(&db.pool).await? {
+    for r in sqlx::query(sqlx::AssertSqlSafe(sql)).bind(json_array(jobs)).fetch_all(&mut *conn).await? {
         out.entry(col(&r, "job_id")?).or_default().push(task_of(&r)?);
     }
     Ok(out)
 }
 
-/// A job, if `who` may see it.
+/// A job, if `who` may see it: its row, tasks and placement as of one moment
+/// ([`Db::read_snapshot`]).
 pub async fn get_job(db: &Db, who: &Principal, id: i64) -> Result<Job> {
+    let mut tx = db.read_snapshot().await?;
+    get_job_in(db, &mut tx, who, id).await
+}
+
+/// [`get_job`] read on `conn` (a snapshot).
+async fn get_job_in(db: &Db, conn: &mut AnyConnection, who: &Principal, id: i64) -> Result<Job> {
     let sql = format!("SELECT {JOB_COLS} FROM jobs j WHERE j.id = $2 AND {VISIBLE}");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(viewer(who)).bind(id).fetch_optional(&db.pool).await?;
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(viewer(who)).bind(id).fetch_optional(&mut *conn).await?;
     let row = row.ok_or(StoreError::NotFound)?;
-    let tasks = tasks_of(db, &[id]).await?.remove(&id).unwrap_or_default();
+    let tasks = tasks_of(db, conn, &[id]).await?.remove(&id).unwrap_or_default();
     let mut job = job_of(&row, tasks, who)?;
-    job.placement = placements_of(db, &[(id, job.finished_ms)]).await?.remove(&id);
+    job.placement = placements_of(db, conn, &[(id, job.finished_ms)]).await?.remove(&id);
     Ok(job)
 }
 
-/// Jobs `who` may see, newest first, optionally in one state (at most `limit`).
+/// Jobs `who` may see, newest first, optionally in one state (at most `limit`), each as
+/// of the same moment ([`Db::read_snapshot`]).
 pub async fn list_jobs(db: &Db, who: &Principal, state: Option<&str>, limit: u32) -> Result<Vec<Job>> {
+    let mut tx = db.read_snapshot().await?;
     let sql = format!("SELECT {JOB_COLS} FROM jobs j WHERE {VISIBLE} AND ($2 = '' OR j.state = $2) ORDER BY j.id DESC LIMIT $3");
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(viewer(who))
         .bind(state.unwrap_or(""))
         .bind(limit.min(10_000) as i64)
-        .fetch_all(&db.pool)
+        .fetch_all(&mut *tx)
         .await?;
     let ids: Vec<i64> = rows.iter().map(|r| col(r, "id")).collect::<std::result::Result<_, _>>()?;
-    let mut tasks = tasks_of(db, &ids).await?;
+    let mut tasks = tasks_of(db, &mut tx, &ids).await?;
     let mut out = Vec::with_capacity(rows.len());
     for (row, id) in rows.iter().zip(&ids) {
         out.push(job_of(row, tasks.remove(id).unwrap_or_default(), who)?);
     }
     let finished: Vec<(i64, Option<i64>)> = out.iter().map(|j| (j.id, j.finished_ms)).collect();
-    let mut placements = placements_of(db, &finished).await?;
+    let mut placements = placements_of(db, &mut tx, &finished).await?;
     for job in &mut out {
         job.placement = placements.remove(&job.id);
     }
@@ -189,14 +199,15 @@ pub async fn job_counts(db: &Db, who: &Principal) -> Result<Vec<(String, u32)>> 
 }
 
 /// The latest placement of each of `jobs` (id, finished) that the scheduler placed, read
-/// in one statement, with every placement's machine names read together in one more.
-async fn placements_of(db: &Db, jobs: &[(i64, Option<i64>)]) -> Result<HashMap<i64, Placement>> {
+/// in one statement on `conn`, with every placement's machine names read together in one
+/// more.
+async fn placements_of(db: &Db, conn: &mut AnyConnection, jobs: &[(i64, Option<i64>)]) -> Result<HashMap<i64, Placement>> {
     let ids: Vec<i64> = jobs.iter().map(|(id, _)| *id).collect();
     let sql = format!(
         "SELECT job_id, agents, algorithm, reason, prediction_source, predicted_runtime_s, placed_ms FROM placements WHERE job_id IN ({})",
         json_elements(db, 1, true)
     );
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(json_array(&ids)).fetch_all(&db.pool).await?;
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(json_array(&ids)).fetch_all(&mut *conn).await?;
     let agents_of = |r: &AnyRow| -> Result<Vec<String>> {
         Ok(col::<String>(r, "agents")?.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
     };
@@ -206,7 +217,7 @@ async fn placements_of(db: &Db, jobs: &[(i64, Option<i64>)]) -> Result<HashMap<i
     }
     all_agents.sort();
     all_agents.dedup();
-    let names: HashMap<String, String> = all_agents.iter().cloned().zip(machine_names(db, &all_agents).await?).collect();
+    let names: HashMap<String, String> = all_agents.iter().cloned().zip(machine_names(db, conn, &all_agents).await?).collect();
     let finished: HashMap<i64, Option<i64>> = jobs.iter().copied().collect();
     let mut out = HashMap::with_capacity(rows.len());
     for r in &rows {
@@ -233,12 +244,12 @@ async fn placements_of(db: &Db, jobs: &[(i64, Option<i64>)]) -> Result<HashMap<i
 }
 
 /// The machine name of each agent id, in order (the id itself where the agent is gone),
-/// read in one statement.
-async fn machine_names(db: &Db, agents: &[String]) -> Result<Vec<String>> {
+/// read in one statement on `conn`.
+async fn machine_names(db: &Db, conn: &mut AnyConnection, agents: &[String]) -> Result<Vec<String>> {
     let mut names: HashMap<String, String> = HashMap::with_capacity(agents.len());
     if !agents.is_empty() {
         let sql = format!("SELECT id, name FROM agents WHERE id IN ({})", json_elements(db, 1, false));
-        for r in sqlx::query(sqlx::AssertSqlSafe(sql)).bind(json_array(agents)).fetch_all(&db.pool).await? {
+        for r in sqlx::query(sqlx::AssertSqlSafe(sql)).bind(json_array(agents)).fetch_all(&mut *conn).await? {
             names.insert(col(&r, "id")?, col(&r, "name")?);
         }
     }
@@ -249,10 +260,11 @@ async fn machine_names(db: &Db, agents: &[String]) -> Result<Vec<String>> {
 /// each rank's agent sent with its renewals while it ran and with its completion; `None`
 /// for ranks that have not run (or whose agent predates output tails).
 pub async fn job_output(db: &Db, who: &Principal, id: i64) -> Result<JobOutput> {
-    let job = get_job(db, who, id).await?;
+    let mut tx = db.read_snapshot().await?;
+    let job = get_job_in(db, &mut tx, who, id).await?;
     let rows = sqlx::query("SELECT rank, stdout_tail, stderr_tail, stdout_bytes, stderr_bytes FROM tasks WHERE job_id = $1 ORDER BY rank")
         .bind(id)
-        .fetch_all(&db.pool)
+        .fetch_all(&mut *tx)
         .await?;
     let mut tasks = Vec::with_capacity(rows.len());
     for (r, t) in rows.iter().zip(&job.tasks) {
